@@ -1,0 +1,49 @@
+# User-facing targets. `make demo` and `make test` work on a fresh Debian machine:
+# they install what is missing, build, and run.
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+CCACHE_DIR ?= $(HOME)/.cache/strata-ccache
+export CCACHE_DIR
+
+# Every Debian package the project needs, to build, test and run on CPU.
+PACKAGES := cmake ninja-build ccache g++ \
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools \
+  libflatbuffers-dev flatbuffers-compiler libopenblas-dev \
+  libopenmpi-dev openmpi-bin googletest libgtest-dev \
+  python3-torch fortunes-min
+
+BIN := $(BUILD_DIR)/bin
+
+.PHONY: all deps configure build test demo clean format
+
+all: build
+
+deps:
+	@missing=$$(for p in $(PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed$$' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(BUILD_DIR)/build.ninja:
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+configure: deps $(BUILD_DIR)/build.ninja
+
+build: configure
+	ninja -C $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure
+
+demo: build
+	@./examples/demo.sh $(BIN)
+
+format:
+	git ls-files '*.cpp' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD_DIR)

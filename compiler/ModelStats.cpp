@@ -1,0 +1,48 @@
+//===- ModelStats.cpp - sizes a user wants before running -----------------===//
+#include "compiler/ModelStats.h"
+#include "dialects/graph/GraphOps.h"
+
+using namespace mlir;
+
+namespace strata {
+
+ModelStats computeModelStats(ModuleOp module) {
+  ModelStats stats;
+  if (auto name = module->getAttrOfType<StringAttr>("strata.model"))
+    stats.name = name.str();
+  int64_t boundaries = 0;
+  module.walk([&](Operation *op) {
+    if (auto param = dyn_cast<graph::ParamOp>(op)) {
+      stats.parameters += param.getType().getNumElements();
+    } else if (isa<graph::LayerBoundaryOp>(op)) {
+      ++boundaries;
+    } else if (auto loss = dyn_cast<graph::CrossEntropyOp>(op)) {
+      stats.tokens += loss.getLabels().getType().getNumElements();
+    } else if (auto matmul = dyn_cast<graph::MatmulOp>(op)) {
+      // lhs [..., k] holds rows·k elements; the result [..., n].
+      int64_t lhs = matmul.getLhs().getType().getNumElements();
+      int64_t n = matmul.getType().getShape().back();
+      stats.forwardFlops += 2 * lhs * n;
+    } else if (auto attention = dyn_cast<graph::AttentionOp>(op)) {
+      // scores q·kᵀ and context p·v: 2·s·s·d each, per batch and head.
+      int64_t query = attention.getQuery().getType().getNumElements();
+      int64_t keys = attention.getKey().getType().getDimSize(1);
+      stats.forwardFlops += 4 * query * keys;
+    }
+  });
+  stats.layers = boundaries > 0 ? boundaries - 1 : 0;
+  return stats;
+}
+
+std::string withThousands(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+} // namespace strata

@@ -1,0 +1,34 @@
+//===- ModelStats.h - sizes a user wants before running ---------*- C++ -*-===//
+#ifndef STRATA_COMPILER_MODELSTATS_H
+#define STRATA_COMPILER_MODELSTATS_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace strata {
+
+struct ModelStats {
+  std::string name;
+  int64_t parameters = 0;
+  int64_t layers = 0;
+  int64_t tokens = 0; // per microbatch: the labels' elements
+  /// Matmul and attention FLOPs of one forward pass, counted as Narayanan et
+  /// al. count them: 2mnk per matmul, 4·b·s²·h per attention (the full score
+  /// matrix, masked or not); elementwise work is not counted.
+  /// Exact integers: a 1T-parameter model's step is ~1.3e16, far inside
+  /// int64, and a test compares them with the paper's formula digit by digit.
+  int64_t forwardFlops = 0;
+  /// Forward and backward: the backward pass does twice the forward's work.
+  int64_t stepFlops() const { return 3 * forwardFlops; }
+};
+
+/// Reads the stats off a model's graph IR.
+ModelStats computeModelStats(mlir::ModuleOp module);
+
+/// "1,008,000,000" — counts a reader compares digit by digit.
+std::string withThousands(int64_t value);
+
+} // namespace strata
+
+#endif

@@ -1,0 +1,150 @@
+//===- GraphOps.cpp - ops of the graph dialect ----------------------------===//
+#include "dialects/graph/GraphOps.h"
+#include "dialects/graph/GraphShapes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+#include <cmath>
+#include <cstdio>
+
+using namespace mlir;
+using namespace strata::graph;
+
+#include "dialects/graph/GraphEnums.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/graph/GraphOps.cpp.inc"
+
+/// A number as a person writes it: 0.5, 1e-05.
+static std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+/// Verifies an op whose result type its shape rule determines.
+static LogicalResult checkInferred(Operation *op,
+                                   FailureOr<RankedTensorType> inferred) {
+  if (failed(inferred))
+    return failure();
+  Type actual = op->getResult(0).getType();
+  if (*inferred != actual)
+    return op->emitOpError()
+           << "result " << describe(actual) << " does not match the inferred "
+           << describe(*inferred);
+  return success();
+}
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a non-empty name";
+  bool normal = getInit() == InitKind::Normal;
+  if (normal != getStd().has_value())
+    return emitOpError() << (normal ? "normal initialization needs a std"
+                                    : "only normal initialization takes a std");
+  if (normal) {
+    double std = getStd()->convertToDouble();
+    if (!(std::isfinite(std) && std > 0))
+      return emitOpError() << "std must be positive and finite, got "
+                           << formatNumber(std);
+  }
+  if (getType().getNumElements() == 0)
+    return emitOpError() << "has no elements: " << describe(getType());
+  return success();
+}
+
+LogicalResult InputOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a non-empty name";
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  return checkInferred(*this, inferEmbeddingType([&] { return emitOpError(); },
+                                                 getTable().getType(),
+                                                 getIds().getType()));
+}
+
+LogicalResult MatmulOp::verify() {
+  return checkInferred(
+      *this, inferMatmulType([&] { return emitOpError(); }, getLhs().getType(),
+                             getRhs().getType(), getTransposeB()));
+}
+
+#define STRATA_BROADCAST_VERIFIER(OP)                                          \
+  LogicalResult OP::verify() {                                                 \
+    return checkInferred(                                                      \
+        *this, inferBroadcastType([&] { return emitOpError(); },               \
+                                  getLhs().getType(), getRhs().getType()));    \
+  }
+STRATA_BROADCAST_VERIFIER(AddOp)
+STRATA_BROADCAST_VERIFIER(SubOp)
+STRATA_BROADCAST_VERIFIER(MulOp)
+#undef STRATA_BROADCAST_VERIFIER
+
+LogicalResult LayerNormOp::verify() {
+  if (!(getEpsilon().convertToDouble() > 0))
+    return emitOpError() << "epsilon must be positive";
+  return checkInferred(
+      *this, inferNormType([&] { return emitOpError(); }, getInput().getType(),
+                           getWeight().getType(), getBias().getType()));
+}
+
+LogicalResult RmsNormOp::verify() {
+  if (!(getEpsilon().convertToDouble() > 0))
+    return emitOpError() << "epsilon must be positive";
+  return checkInferred(*this, inferNormType([&] { return emitOpError(); },
+                                            getInput().getType(),
+                                            getWeight().getType(), Type()));
+}
+
+LogicalResult ReshapeOp::verify() {
+  return checkInferred(*this, inferReshapeType([&] { return emitOpError(); },
+                                               getInput().getType(),
+                                               getType().getShape()));
+}
+
+LogicalResult TransposeOp::verify() {
+  return checkInferred(*this, inferTransposeType([&] { return emitOpError(); },
+                                                 getInput().getType(),
+                                                 getPermutation()));
+}
+
+LogicalResult RopeOp::verify() {
+  if (!(getBase().convertToDouble() > 1))
+    return emitOpError() << "base must be greater than 1, got "
+                         << formatNumber(getBase().convertToDouble());
+  return checkInferred(*this,
+                       inferRopeType([&] { return emitOpError(); }, getType()));
+}
+
+LogicalResult AttentionOp::verify() {
+  return checkInferred(
+      *this, inferAttentionType([&] { return emitOpError(); },
+                                getQuery().getType(), getKey().getType(),
+                                getValue().getType(), getCausal()));
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return checkInferred(*this,
+                       inferCrossEntropyType([&] { return emitOpError(); },
+                                             getLogits().getType(),
+                                             getLabels().getType()));
+}
+
+LogicalResult LayerBoundaryOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "must carry at least one value into the layer";
+  if (static_cast<int64_t>(getIndex()) < 0)
+    return emitOpError() << "index must be >= 0, got "
+                         << static_cast<int64_t>(getIndex());
+  return success();
+}
+
+LogicalResult LayerBoundaryOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, ValueRange operands, DictionaryAttr,
+    OpaqueProperties, RegionRange, SmallVectorImpl<Type> &inferred) {
+  llvm::append_range(inferred, operands.getTypes());
+  return success();
+}
