@@ -18,6 +18,8 @@ ModelStats computeModelStats(ModuleOp module) {
       ++boundaries;
     } else if (auto loss = dyn_cast<graph::CrossEntropyOp>(op)) {
       stats.tokens += loss.getLabels().getType().getNumElements();
+      stats.seqLength = loss.getLabels().getType().getShape().back();
+      stats.vocabSize = loss.getLogits().getType().getShape().back();
     } else if (auto matmul = dyn_cast<graph::MatmulOp>(op)) {
       // lhs [..., k] holds rows·k elements; the result [..., n].
       int64_t lhs = matmul.getLhs().getType().getNumElements();

@@ -13,6 +13,8 @@ struct ModelStats {
   int64_t parameters = 0;
   int64_t layers = 0;
   int64_t tokens = 0; // per microbatch: the labels' elements
+  int64_t seqLength = 0; // the labels' last dimension
+  int64_t vocabSize = 0; // the logits' last dimension
   /// Matmul and attention FLOPs of one forward pass, counted as Narayanan et
   /// al. count them: 2mnk per matmul, 4·b·s²·h per attention (the full score
   /// matrix, masked or not); elementwise work is not counted.

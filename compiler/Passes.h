@@ -2,6 +2,8 @@
 #ifndef STRATA_COMPILER_PASSES_H
 #define STRATA_COMPILER_PASSES_H
 
+#include "dialects/dist/DistDialect.h"
+#include "dialects/exec/ExecDialect.h"
 #include "dialects/graph/GraphDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

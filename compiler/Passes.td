@@ -16,4 +16,79 @@ def VerifyModel : Pass<"strata-verify-model", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::graph::GraphDialect"];
 }
 
+def Autodiff : Pass<"strata-autodiff", "mlir::ModuleOp"> {
+  let summary = "Append the backward pass: @model becomes @microbatch";
+  let description = [{
+    Walks the forward ops of @model in reverse and applies each op's
+    vector-Jacobian product, seeded with the loss's gradient `loss-scale`
+    (1/microbatches when a step sums microbatch gradients, as Megatron
+    divides each microbatch's loss). Activation gradients are summed where a
+    value has several uses; each parameter contribution becomes a
+    graph.accumulate_grad into the parameter's fp32 accumulator, so a tied
+    embedding's two uses add up there. The function is renamed @microbatch:
+    one microbatch's forward, loss, backward and accumulation.
+  }];
+  let options = [
+    Option<"lossScale", "loss-scale", "double", "1.0",
+           "The loss gradient's seed: 1/microbatches">
+  ];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+}
+
+def Optimizer : Pass<"strata-optimizer", "mlir::ModuleOp"> {
+  let summary = "Add @optimizer: global gradient norm, clipping, AdamW";
+  let description = [{
+    One step from the accumulated gradients: the sum of squares of every
+    parameter's gradient, the global norm and its clipping coefficient, then
+    graph.adamw per parameter, with weight decay on matrices only (Megatron
+    leaves biases and norm weights undecayed). Returns the gradient norm.
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+}
+
+def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
+  let summary = "Order one iteration's work: microbatches, then the optimizer";
+  let description = [{
+    Writes a dist.schedule: @microbatch for each of `microbatches`
+    microbatches (their gradients accumulate), then @optimizer.
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", "1",
+           "Microbatches per iteration: global batch / (micro batch * dp)">
+  ];
+  let dependentDialects = ["::strata::dist::DistDialect"];
+}
+
+def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
+  let summary = "Lower the scheduled step to buffers, kernels and programs";
+  let description = [{
+    Each tensor becomes an exec.buffer (parameters, their fp32 gradient
+    accumulators and AdamW moments, inputs and outputs persistent;
+    everything else in the workspace), each graph op one kernel (a reshape
+    or layer boundary only a view), each function a program, and the
+    dist.schedule the rank's exec.schedule. A weight gradient that only
+    feeds its accumulator is written straight into it (a gemm with beta 1).
+    With `bf16`, activations and the parameters the model reads are bf16;
+    gradients, master weights and moments stay fp32. Offsets are left for
+    --strata-plan-memory.
+  }];
+  let options = [
+    Option<"bf16", "bf16", "bool", "false",
+           "bf16 parameters and activations, fp32 master weights and grads">
+  ];
+  let dependentDialects = ["::strata::exec::ExecDialect"];
+}
+
+def PlanMemory : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Place every buffer at an arena offset";
+  let description = [{
+    Persistent buffers are laid end to end. Workspace buffers are placed per
+    program by liveness (the instructions between a buffer's first and last
+    use): largest first, each at the lowest offset free over its lifetime,
+    so buffers whose lives do not overlap share memory. Views share their
+    root's offset. Sets the rank's persistent_bytes and workspace_bytes: the
+    peak memory is their sum, known before anything runs.
+  }];
+}
+
 #endif // STRATA_COMPILER_PASSES_TD

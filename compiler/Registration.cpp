@@ -1,12 +1,15 @@
 //===- Registration.cpp - every strata dialect and pass -------------------===//
 #include "compiler/Registration.h"
 #include "compiler/Passes.h"
+#include "dialects/dist/DistDialect.h"
+#include "dialects/exec/ExecDialect.h"
 #include "dialects/graph/GraphDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 void strata::registerDialects(mlir::DialectRegistry &registry) {
-  registry.insert<mlir::func::FuncDialect, graph::GraphDialect>();
+  registry.insert<mlir::func::FuncDialect, graph::GraphDialect,
+                  dist::DistDialect, exec::ExecDialect>();
 }
 
 void strata::registerPasses() { registerStrataPasses(); }

@@ -316,7 +316,8 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
     if (failed(type))
       return failure();
     return graph::RopeOp::create(builder, loc, *type, tensors[0],
-                                 builder.getF64FloatAttr(*base))
+                                 builder.getF64FloatAttr(*base),
+                                 /*inverse=*/UnitAttr())
         .getResult();
   }
   if (name == "attention") {

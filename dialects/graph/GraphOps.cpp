@@ -148,3 +148,103 @@ LogicalResult LayerBoundaryOp::inferReturnTypes(
   llvm::append_range(inferred, operands.getTypes());
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Backward ops: each result has the type of the primal value it is the
+// gradient of.
+//===----------------------------------------------------------------------===//
+
+static LogicalResult expectType(Operation *op, Value value, Type expected,
+                                StringRef role) {
+  if (value.getType() == expected)
+    return success();
+  return op->emitOpError() << role << " must be " << describe(expected)
+                           << ", got " << describe(value.getType());
+}
+
+LogicalResult SumToOp::verify() {
+  ArrayRef<int64_t> from = getInput().getType().getShape();
+  ArrayRef<int64_t> to = getType().getShape();
+  if (to.size() > from.size() || from.take_back(to.size()) != to ||
+      getInput().getType().getElementType() != getType().getElementType())
+    return emitOpError() << describe(getType()) << " is not a suffix of "
+                         << describe(getInput().getType());
+  return success();
+}
+
+LogicalResult MatmulWeightGradOp::verify() {
+  auto lhs = getLhs().getType(), grad = getGrad().getType();
+  if (lhs.getRank() < 1 || lhs.getRank() != grad.getRank() ||
+      lhs.getShape().drop_back() != grad.getShape().drop_back())
+    return emitOpError() << "the rows of " << describe(lhs) << " and "
+                         << describe(grad) << " differ";
+  int64_t k = lhs.getShape().back(), n = grad.getShape().back();
+  SmallVector<int64_t> shape = getTransposeResult()
+                                   ? SmallVector<int64_t>{n, k}
+                                   : SmallVector<int64_t>{k, n};
+  return expectType(*this, getResult(),
+                    RankedTensorType::get(shape, lhs.getElementType()),
+                    "the result");
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto grad = getGrad().getType(), table = getType();
+  auto ids = getIds().getType();
+  if (table.getRank() != 2 || grad.getShape().drop_back() != ids.getShape() ||
+      grad.getShape().back() != table.getDimSize(1))
+    return emitOpError() << "the gradient " << describe(grad)
+                         << " does not match ids " << describe(ids)
+                         << " and table " << describe(table);
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(inferNormType([&] { return emitOpError(); }, getInput().getType(),
+                           getWeight().getType(), Type())))
+    return failure();
+  if (failed(expectType(*this, getGrad(), getInput().getType(), "the grad")) ||
+      failed(expectType(*this, getInputGrad(), getInput().getType(),
+                        "the input gradient")) ||
+      failed(expectType(*this, getWeightGrad(), getWeight().getType(),
+                        "the weight gradient")))
+    return failure();
+  return expectType(*this, getBiasGrad(), getWeight().getType(),
+                    "the bias gradient");
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (failed(inferNormType([&] { return emitOpError(); }, getInput().getType(),
+                           getWeight().getType(), Type())))
+    return failure();
+  if (failed(expectType(*this, getGrad(), getInput().getType(), "the grad")) ||
+      failed(expectType(*this, getInputGrad(), getInput().getType(),
+                        "the input gradient")))
+    return failure();
+  return expectType(*this, getWeightGrad(), getWeight().getType(),
+                    "the weight gradient");
+}
+
+LogicalResult AttentionGradOp::verify() {
+  auto output = inferAttentionType([&] { return emitOpError(); },
+                                   getQuery().getType(), getKey().getType(),
+                                   getValue().getType(), getCausal());
+  if (failed(output))
+    return failure();
+  if (failed(expectType(*this, getOutput(), *output, "the output")) ||
+      failed(expectType(*this, getGrad(), *output, "the grad")) ||
+      failed(expectType(*this, getQueryGrad(), getQuery().getType(),
+                        "the query gradient")) ||
+      failed(expectType(*this, getKeyGrad(), getKey().getType(),
+                        "the key gradient")))
+    return failure();
+  return expectType(*this, getValueGrad(), getValue().getType(),
+                    "the value gradient");
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(inferCrossEntropyType([&] { return emitOpError(); },
+                                   getLogits().getType(),
+                                   getLabels().getType())))
+    return failure();
+  return expectType(*this, getResult(), getLogits().getType(), "the result");
+}

@@ -15,7 +15,10 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Graph_FloatTensor : RankedTensorOf<[F32, BF16]>;
 def Graph_IdTensor : RankedTensorOf<[I32]>;
-def Graph_Scalar : 0DTensorOf<[F32]>;
+def Graph_Scalar : 0DTensorOf<[F32]> {
+  let builderCall =
+      "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";
+}
 
 def Graph_InitKind : I32EnumAttr<"InitKind", "how a parameter is initialized", [
     I32EnumAttrCase<"Normal", 0, "normal">,
@@ -175,10 +178,12 @@ def Graph_RopeOp : Graph_Op<"rope", [Pure, SameOperandsAndResultType]> {
   let description = [{
     Rotates the pairs (x[i], x[i + d/2]) of each head by the angle
     pos * base^(-2i/d) (the non-interleaved "rotate half" form that
-    Megatron-LM and Hugging Face LLaMA use).
+    Megatron-LM and Hugging Face LLaMA use). `inverse` rotates by the
+    negative angle: the rotation's transpose, and so its gradient.
   }];
   let arguments = (ins Graph_FloatTensor:$input,
-                   DefaultValuedAttr<F64Attr, "10000.0">:$base);
+                   DefaultValuedAttr<F64Attr, "10000.0">:$base,
+                   UnitAttr:$inverse);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -232,5 +237,7 @@ def Graph_LayerBoundaryOp : Graph_Op<"layer_boundary", [Pure,
   }];
   let hasVerifier = 1;
 }
+
+include "dialects/graph/GraphTrainOps.td"
 
 #endif // STRATA_GRAPH_OPS_TD

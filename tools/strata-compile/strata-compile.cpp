@@ -1,15 +1,21 @@
 //===- strata-compile.cpp - model file to training plan -------------------===//
 //
-//   strata-compile MODEL [--set NAME=VALUE]... [--emit=graph|summary] [-o OUT]
+//   strata-compile MODEL [--set NAME=VALUE]... [--micro-batch-size b]
+//       [--global-batch-size B] [--bf16] [--emit=KIND] [-o OUT]
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/ModelStats.h"
+#include "compiler/Pipeline.h"
 #include "compiler/Registration.h"
+#include "compiler/plan/PlanWriter.h"
+#include "dialects/exec/ExecDialect.h"
 #include "frontend/Frontend.h"
+#include "runtime/plan/PlanFile.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -23,49 +29,95 @@ using namespace strata;
 
 namespace {
 
-enum class Emit { Graph, Summary };
+enum class Emit { Summary, Graph, Step, Dist, Exec, Plan };
 
 cl::OptionCategory category("strata-compile options");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model file>"),
                                cl::Required, cl::cat(category));
 
-cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
-                                cl::value_desc("file"), cl::init("-"),
-                                cl::cat(category));
+cl::opt<std::string>
+    outputFile("o", cl::desc("Output file (default: stdout; a plan needs one)"),
+               cl::value_desc("file"), cl::init("-"), cl::cat(category));
 
 cl::opt<Emit> emit(
-    "emit", cl::desc("What to write"), cl::init(Emit::Summary),
-    cl::values(clEnumValN(Emit::Graph, "graph",
-                          "the graph IR: single-device meaning, global "
-                          "shapes, locations into the model file"),
-               clEnumValN(Emit::Summary, "summary",
-                          "parameters, layers and FLOPs per training step")),
+    "emit",
+    cl::desc("What to write (default: the plan with -o, else the summary)"),
+    cl::values(
+        clEnumValN(Emit::Summary, "summary",
+                   "parameters, FLOPs and per-rank memory"),
+        clEnumValN(Emit::Graph, "graph",
+                   "the model's graph IR: single-device meaning, global "
+                   "shapes, locations into the model file"),
+        clEnumValN(Emit::Step, "step",
+                   "the training step in graph IR: forward, backward "
+                   "(autodiff) and the AdamW update"),
+        clEnumValN(Emit::Dist, "dist",
+                   "the step with its parallel layout and schedule"),
+        clEnumValN(Emit::Exec, "exec",
+                   "per-rank buffers, kernels, programs and schedule"),
+        clEnumValN(Emit::Plan, "plan", "the binary plan strata-run executes")),
     cl::cat(category));
 
-cl::list<std::string> sets("set",
-                           cl::desc("Override a constant the model declares"),
-                           cl::value_desc("NAME=VALUE"), cl::cat(category));
+cl::list<std::string>
+    sets("set", cl::desc("Override a constant the model declares"),
+         cl::value_desc("NAME=VALUE"), cl::cat(category));
 
 cl::opt<int64_t> microBatchSize(
     "micro-batch-size",
     cl::desc("Sequences per microbatch: the model's 'batch' (default 1)"),
     cl::init(1), cl::cat(category));
 
+cl::opt<int64_t> globalBatchSize(
+    "global-batch-size",
+    cl::desc("Sequences per iteration (default: the micro-batch size); "
+             "microbatches accumulate gradients"),
+    cl::init(0), cl::cat(category));
+
+cl::opt<bool> bf16("bf16",
+                   cl::desc("bf16 parameters and activations, fp32 master "
+                            "weights, gradients and optimizer state"),
+                   cl::cat(category));
+
 int fail(const Twine &message) {
   WithColor::error(errs(), "strata-compile") << message << "\n";
   return 1;
 }
 
-std::string describeStats(const ModelStats &stats, const char *prefix) {
+std::string megabytes(int64_t bytes) {
+  return formatv("{0:f2} MiB", double(bytes) / (1024.0 * 1024.0)).str();
+}
+
+std::string describeStats(const ModelStats &stats, const CompileOptions &opts,
+                          const char *prefix) {
+  int64_t m = opts.microbatches();
   return formatv("{0}model {1}: {2} layers, {3} parameters\n"
-                 "{0}{4} FLOPs per training step ({5:e2}; {6} tokens; matmul "
-                 "and attention, forward and backward)\n",
+                 "{0}{4} FLOPs per microbatch ({5:e2}; {6} tokens; matmul "
+                 "and attention, forward and backward)\n"
+                 "{0}batch: {7} microbatches of {8} sequences per iteration "
+                 "(global batch {9}), {10}\n",
                  prefix, stats.name, stats.layers,
                  withThousands(stats.parameters),
                  withThousands(stats.stepFlops()), double(stats.stepFlops()),
-                 withThousands(stats.tokens))
+                 withThousands(stats.tokens), m, opts.microBatchSize,
+                 opts.globalBatchSize, opts.bf16 ? "bf16" : "fp32")
       .str();
+}
+
+std::string describeMemory(mlir::ModuleOp module) {
+  std::string text;
+  for (auto rank : module.getOps<exec::RankOp>()) {
+    MemoryReport m = reportMemory(rank);
+    text += formatv("rank {0} memory: parameters {1}, gradients {2}, "
+                    "optimizer state {3}, activations {4}; peak {5} "
+                    "({6} bytes)\n",
+                    rank.getRank(), megabytes(m.parameters),
+                    megabytes(m.gradients), megabytes(m.optimizer),
+                    megabytes(m.workspace), megabytes(m.peak()),
+                    withThousands(m.peak()))
+                .str();
+  }
+  return text;
 }
 
 } // namespace
@@ -76,20 +128,28 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "strata-compile: a model file to a training "
                               "plan\n");
+  if (emit.getNumOccurrences() == 0)
+    emit = outputFile == "-" ? Emit::Summary : Emit::Plan;
+
+  CompileOptions options;
+  options.microBatchSize = microBatchSize;
+  options.globalBatchSize =
+      globalBatchSize.getNumOccurrences() ? globalBatchSize : microBatchSize;
+  options.bf16 = bf16;
+  if (std::string error = checkOptions(options); !error.empty())
+    return fail(error);
 
   std::vector<frontend::ConstOverride> overrides;
-  if (microBatchSize < 1)
-    return fail("--micro-batch-size must be at least 1, got " +
-                Twine(microBatchSize.getValue()));
-  overrides.push_back({"batch", std::to_string(microBatchSize)});
+  overrides.push_back({"batch", std::to_string(options.microBatchSize)});
   for (const std::string &text : sets) {
     frontend::ConstOverride override;
     if (!frontend::parseOverride(text, override))
-      return fail("--set " + text +
-                  ": expected NAME=VALUE, as in --set "
-                  "hidden=64");
+      return fail("--set " + text + ": expected NAME=VALUE, as in --set "
+                                    "hidden=64");
     overrides.push_back(override);
   }
+  if (emit == Emit::Plan && outputFile == "-")
+    return fail("--emit=plan writes a binary file: give it with -o FILE");
 
   auto buffer = MemoryBuffer::getFileOrSTDIN(inputFile, /*IsText=*/true);
   if (std::error_code error = buffer.getError())
@@ -99,6 +159,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registerDialects(registry);
   mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
   SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), SMLoc());
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
@@ -108,19 +169,58 @@ int main(int argc, char **argv) {
                            [](const Twine &message) { fail(message); });
   if (!module)
     return 1;
+  ModelStats stats = computeModelStats(*module);
+
+  if (emit != Emit::Graph && emit != Emit::Summary) {
+    Level level = emit == Emit::Step   ? Level::Step
+                  : emit == Emit::Dist ? Level::Dist
+                                       : Level::Exec;
+    mlir::PassManager pm(&context);
+    buildPipeline(pm, options, level);
+    if (failed(pm.run(*module)))
+      return 1;
+  } else if (emit == Emit::Summary) {
+    mlir::PassManager pm(&context);
+    buildPipeline(pm, options, Level::Exec);
+    if (failed(pm.run(*module)))
+      return 1;
+  }
+
+  std::string summary = describeStats(stats, options, "");
+  if (emit == Emit::Summary || emit == Emit::Plan)
+    summary += describeMemory(*module);
+
+  if (emit == Emit::Plan) {
+    PlanHeader header;
+    header.model = stats.name;
+    header.microBatchSize = options.microBatchSize;
+    header.globalBatchSize = options.globalBatchSize;
+    header.numMicrobatches = options.microbatches();
+    header.seqLength = stats.seqLength;
+    header.vocabSize = stats.vocabSize;
+    header.flopsPerIteration =
+        double(stats.stepFlops()) * double(options.microbatches());
+    std::vector<uint8_t> bytes;
+    if (failed(writePlan(*module, header, bytes)))
+      return 1;
+    if (std::string error = plan::writeFileAtomically(outputFile, bytes);
+        !error.empty())
+      return fail(error);
+    outs() << summary << "wrote " << outputFile << " ("
+           << withThousands(bytes.size()) << " bytes)\n";
+    return 0;
+  }
 
   std::string errorMessage;
   auto output = mlir::openOutputFile(outputFile, &errorMessage);
   if (!output)
     return fail("cannot write '" + outputFile + "': " + errorMessage);
-  ModelStats stats = computeModelStats(*module);
   raw_ostream &os = output->os();
-  switch (emit) {
-  case Emit::Summary:
-    os << describeStats(stats, "");
-    break;
-  case Emit::Graph:
-    os << describeStats(stats, "// ");
+  if (emit == Emit::Summary) {
+    os << summary;
+  } else {
+    std::string header = describeStats(stats, options, "// ");
+    os << header;
     // Locations inline (local scope: no #loc aliases), so the printed IR
     // reads line by line against the model file and parses back.
     module->print(os, mlir::OpPrintingFlags()
@@ -128,7 +228,6 @@ int main(int argc, char **argv) {
                                            /*prettyForm=*/false)
                           .useLocalScope());
     os << "\n";
-    break;
   }
   output->keep();
   return 0;

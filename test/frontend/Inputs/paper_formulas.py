@@ -18,7 +18,7 @@ l, h, s, V, B = args.layers, args.hidden, args.seq, args.vocab, args.batch
 
 text = sys.stdin.read()
 params = int(re.search(r"([\d,]+) parameters", text).group(1).replace(",", ""))
-flops = int(re.search(r"([\d,]+) FLOPs per training step", text).group(1).replace(",", ""))
+flops = int(re.search(r"([\d,]+) FLOPs per microbatch", text).group(1).replace(",", ""))
 
 paper_params = 12 * l * h * h + 13 * l * h + (V + s) * h
 paper_flops = 72 * B * s * l * h * h + 12 * B * s * s * l * h + 6 * B * s * h * V

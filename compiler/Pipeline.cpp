@@ -1,0 +1,67 @@
+//===- Pipeline.cpp - the passes strata-compile runs, in one place --------===//
+#include "compiler/Pipeline.h"
+#include "compiler/Passes.h"
+#include "dialects/exec/ExecDialect.h"
+
+using namespace mlir;
+
+namespace strata {
+
+std::string checkOptions(const CompileOptions &options) {
+  if (options.microBatchSize < 1)
+    return "--micro-batch-size must be at least 1, got " +
+           std::to_string(options.microBatchSize);
+  if (options.globalBatchSize < 1)
+    return "--global-batch-size must be at least 1, got " +
+           std::to_string(options.globalBatchSize);
+  if (options.globalBatchSize % options.microBatchSize != 0)
+    return "--global-batch-size " + std::to_string(options.globalBatchSize) +
+           " is not divisible by --micro-batch-size " +
+           std::to_string(options.microBatchSize) +
+           " x data-parallel size 1: every microbatch must be full";
+  return "";
+}
+
+void buildPipeline(PassManager &pm, const CompileOptions &options,
+                   Level level) {
+  pm.addPass(createVerifyModel());
+  AutodiffOptions autodiff;
+  autodiff.lossScale = 1.0 / double(options.microbatches());
+  pm.addPass(createAutodiff(autodiff));
+  pm.addPass(createOptimizer());
+  if (level == Level::Step)
+    return;
+  ScheduleOptions schedule;
+  schedule.microbatches = options.microbatches();
+  pm.addPass(createSchedule(schedule));
+  if (level == Level::Dist)
+    return;
+  LowerToExecOptions lower;
+  lower.bf16 = options.bf16;
+  pm.addPass(createLowerToExec(lower));
+  pm.addPass(createPlanMemory());
+}
+
+MemoryReport reportMemory(Operation *op) {
+  auto rank = cast<exec::RankOp>(op);
+  MemoryReport report;
+  for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>()) {
+    if (buffer.getAlias() || buffer.getArena() != exec::Arena::Persistent)
+      continue;
+    StringRef kind = buffer.getSymName().split(':').first;
+    int64_t bytes = buffer.getBytes();
+    if (kind == "param")
+      report.parameters += bytes;
+    else if (kind == "grad")
+      report.gradients += bytes;
+    else if (kind == "exp_avg" || kind == "exp_avg_sq" || kind == "master")
+      report.optimizer += bytes;
+    else
+      report.io += bytes;
+  }
+  report.persistent = rank.getPersistentBytes().value_or(0);
+  report.workspace = rank.getWorkspaceBytes().value_or(0);
+  return report;
+}
+
+} // namespace strata

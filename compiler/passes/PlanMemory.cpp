@@ -1,0 +1,144 @@
+//===- PlanMemory.cpp - arena offsets by liveness -------------------------===//
+#include "compiler/Passes.h"
+#include "dialects/exec/ExecDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <algorithm>
+
+namespace strata {
+#define GEN_PASS_DEF_PLANMEMORY
+#include "compiler/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+constexpr int64_t kAlignment = 64; // a cache line; CUDA wants 256 later
+
+int64_t alignUp(int64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+/// A root buffer's life in one program: the instructions from its first
+/// use to its last, inclusive (an instruction never writes over its own
+/// inputs).
+struct Life {
+  exec::BufferOp buffer;
+  int64_t first = 0, last = 0;
+  int64_t bytes = 0;
+  int64_t offset = -1;
+};
+
+struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
+  void runOnOperation() override {
+    for (auto rank : getOperation().getOps<exec::RankOp>())
+      if (failed(planRank(rank)))
+        return signalPassFailure();
+  }
+
+  LogicalResult planRank(exec::RankOp rank) {
+    llvm::StringMap<exec::BufferOp> byName;
+    for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>())
+      byName[buffer.getSymName()] = buffer;
+    auto rootOf = [&](StringRef name) {
+      exec::BufferOp buffer = byName.lookup(name);
+      if (auto alias = buffer.getAlias())
+        return byName.lookup(*alias);
+      return buffer;
+    };
+
+    // Persistent: end to end, in declaration order. The arena ends where
+    // its last buffer does.
+    int64_t persistent = 0, next = 0;
+    for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>()) {
+      if (buffer.getArena() != exec::Arena::Persistent || buffer.getAlias())
+        continue;
+      buffer.setOffset(next);
+      persistent = next + buffer.getBytes();
+      next = alignUp(persistent);
+    }
+
+    // Workspace: each program alone (programs run one after another).
+    llvm::DenseMap<Operation *, exec::ProgramOp> owner;
+    int64_t workspace = 0;
+    for (auto program : rank.getBody().front().getOps<exec::ProgramOp>()) {
+      llvm::DenseMap<Operation *, size_t> index;
+      std::vector<Life> lives;
+      int64_t step = 0;
+      for (auto kernel : program.getBody().front().getOps<exec::KernelOp>()) {
+        for (ArrayAttr list : {kernel.getInputs(), kernel.getOutputs()}) {
+          for (Attribute ref : list) {
+            exec::BufferOp root =
+                rootOf(cast<FlatSymbolRefAttr>(ref).getValue());
+            if (root.getArena() != exec::Arena::Workspace)
+              continue;
+            auto [seen, inserted] = owner.try_emplace(root, program);
+            if (seen->second != program)
+              return root.emitOpError()
+                     << "is a workspace buffer used by two programs ("
+                     << seen->second.getSymName() << " and "
+                     << program.getSymName()
+                     << "): what outlives a program must be persistent";
+            auto [it, fresh] = index.try_emplace(root, lives.size());
+            if (fresh)
+              lives.push_back({root, step, step, root.getBytes(), -1});
+            lives[it->second].last = step;
+          }
+        }
+        ++step;
+      }
+      workspace = std::max(workspace, place(lives));
+    }
+    for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>()) {
+      if (auto alias = buffer.getAlias()) {
+        buffer.setOffset(byName.lookup(*alias).getPlacedOffset());
+      } else if (buffer.getArena() == exec::Arena::Workspace &&
+                 buffer.getPlacedOffset() < 0) {
+        return buffer.emitOpError() << "is never used";
+      }
+    }
+    OpBuilder b(rank);
+    rank.setPersistentBytesAttr(b.getI64IntegerAttr(persistent));
+    rank.setWorkspaceBytesAttr(b.getI64IntegerAttr(workspace));
+    return success();
+  }
+
+  /// Greedy by size: largest first, each at the lowest offset that no
+  /// already placed buffer with an overlapping life occupies. Returns the
+  /// arena size the program needs.
+  static int64_t place(std::vector<Life> &lives) {
+    std::vector<Life *> order;
+    for (Life &life : lives)
+      order.push_back(&life);
+    std::stable_sort(order.begin(), order.end(), [](Life *a, Life *b) {
+      return a->bytes != b->bytes ? a->bytes > b->bytes : a->first < b->first;
+    });
+    std::vector<Life *> placed;
+    int64_t size = 0;
+    for (Life *life : order) {
+      // Occupied ranges of buffers alive at the same time, by offset.
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (Life *other : placed)
+        if (other->first <= life->last && life->first <= other->last)
+          busy.push_back({other->offset, other->offset + other->bytes});
+      std::sort(busy.begin(), busy.end());
+      int64_t offset = 0;
+      for (auto [start, end] : busy) {
+        if (offset + life->bytes <= start)
+          break;
+        offset = std::max(offset, alignUp(end));
+      }
+      life->offset = offset;
+      life->buffer.setOffset(offset);
+      placed.push_back(life);
+      size = std::max(size, offset + life->bytes);
+    }
+    return size;
+  }
+};
+
+} // namespace

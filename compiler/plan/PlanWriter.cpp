@@ -1,0 +1,171 @@
+//===- PlanWriter.cpp - exec IR to a plan file ----------------------------===//
+#include "compiler/plan/PlanWriter.h"
+#include "dialects/exec/ExecDialect.h"
+#include "runtime/plan/PlanFile.h"
+#include "runtime/plan/plan_generated.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace strata {
+namespace {
+
+namespace fb = ::flatbuffers;
+
+class Writer {
+public:
+  LogicalResult rank(exec::RankOp rank);
+  fb::FlatBufferBuilder builder{1 << 16};
+  std::vector<fb::Offset<plan::Rank>> ranks;
+
+private:
+  LogicalResult attr(NamedAttribute named,
+                     std::vector<fb::Offset<plan::Attr>> &out);
+  static std::string location(Location loc) {
+    if (auto file = dyn_cast<FileLineColLoc>(loc))
+      return (file.getFilename().str() + ":" +
+              std::to_string(file.getLine()) + ":" +
+              std::to_string(file.getColumn()));
+    return "";
+  }
+};
+
+LogicalResult Writer::attr(NamedAttribute named,
+                           std::vector<fb::Offset<plan::Attr>> &out) {
+  auto key = builder.CreateString(named.getName().str());
+  Attribute value = named.getValue();
+  if (auto b = dyn_cast<BoolAttr>(value)) {
+    out.push_back(plan::CreateAttr(builder, key, plan::AttrKind::Bool,
+                                   b.getValue() ? 1 : 0));
+  } else if (auto i = dyn_cast<IntegerAttr>(value)) {
+    out.push_back(
+        plan::CreateAttr(builder, key, plan::AttrKind::Int, i.getInt()));
+  } else if (auto f = dyn_cast<FloatAttr>(value)) {
+    out.push_back(plan::CreateAttr(builder, key, plan::AttrKind::Float, 0,
+                                   f.getValueAsDouble()));
+  } else if (auto ints = dyn_cast<DenseI64ArrayAttr>(value)) {
+    auto vector = builder.CreateVector(ints.asArrayRef().data(),
+                                       ints.asArrayRef().size());
+    out.push_back(plan::CreateAttr(builder, key, plan::AttrKind::Ints, 0, 0,
+                                   vector));
+  } else {
+    return emitError(UnknownLoc::get(value.getContext()))
+           << "kernel argument '" << named.getName()
+           << "' has a kind the plan cannot hold: " << value;
+  }
+  return success();
+}
+
+LogicalResult Writer::rank(exec::RankOp rank) {
+  if (!rank.getPersistentBytes() || !rank.getWorkspaceBytes())
+    return rank.emitError() << "is not memory-planned: run "
+                               "--strata-plan-memory first";
+  llvm::StringMap<uint32_t> index;
+  std::vector<fb::Offset<plan::Buffer>> buffers;
+  std::vector<fb::Offset<plan::Param>> params;
+  std::vector<fb::Offset<plan::Io>> io;
+  std::vector<fb::Offset<plan::Program>> programs;
+  std::vector<plan::Step> schedule;
+  llvm::StringMap<uint32_t> programIndex;
+  Block &body = rank.getBody().front();
+
+  for (auto buffer : body.getOps<exec::BufferOp>()) {
+    RankedTensorType type = buffer.getTensorType();
+    Type element = type.getElementType();
+    plan::DType dtype = element.isBF16()  ? plan::DType::BF16
+                        : element.isF32() ? plan::DType::F32
+                                          : plan::DType::I32;
+    if (buffer.getPlacedOffset() < 0)
+      return buffer.emitOpError() << "has no offset: run --strata-plan-memory";
+    index[buffer.getSymName()] = buffers.size();
+    auto shape = builder.CreateVector(type.getShape().data(),
+                                      type.getShape().size());
+    buffers.push_back(plan::CreateBuffer(
+        builder, builder.CreateString(buffer.getSymName().str()),
+        buffer.getArena() == exec::Arena::Persistent ? plan::Arena::Persistent
+                                                     : plan::Arena::Workspace,
+        buffer.getPlacedOffset(), dtype, shape));
+  }
+  auto indexOf = [&](FlatSymbolRefAttr ref) {
+    return index.lookup(ref.getValue());
+  };
+  for (auto param : body.getOps<exec::ParamOp>()) {
+    auto global = param.getGlobalShape();
+    auto offset = param.getShardOffset();
+    params.push_back(plan::CreateParam(
+        builder, builder.CreateString(param.getName().str()),
+        indexOf(param.getValueAttr()),
+        param.getMasterAttr() ? int32_t(indexOf(param.getMasterAttr())) : -1,
+        indexOf(param.getGradAttr()), indexOf(param.getExpAvgAttr()),
+        indexOf(param.getExpAvgSqAttr()),
+        builder.CreateVector(global.data(), global.size()),
+        builder.CreateVector(offset.data(), offset.size()),
+        builder.CreateString(param.getInit().str()),
+        param.getStd().convertToDouble(), param.getWeightDecay()));
+  }
+  for (auto entry : body.getOps<exec::IoOp>())
+    io.push_back(plan::CreateIo(builder,
+                                builder.CreateString(entry.getName().str()),
+                                indexOf(entry.getBufferAttr())));
+  for (auto program : body.getOps<exec::ProgramOp>()) {
+    programIndex[program.getSymName()] = programs.size();
+    std::vector<fb::Offset<plan::Instruction>> instructions;
+    for (auto kernel : program.getBody().front().getOps<exec::KernelOp>()) {
+      std::vector<uint32_t> ins, outs;
+      for (Attribute ref : kernel.getInputs())
+        ins.push_back(indexOf(cast<FlatSymbolRefAttr>(ref)));
+      for (Attribute ref : kernel.getOutputs())
+        outs.push_back(indexOf(cast<FlatSymbolRefAttr>(ref)));
+      std::vector<fb::Offset<plan::Attr>> attrs;
+      for (NamedAttribute named : kernel->getDiscardableAttrs())
+        if (failed(attr(named, attrs)))
+          return failure();
+      instructions.push_back(plan::CreateInstruction(
+          builder, builder.CreateString(kernel.getKernel().str()),
+          builder.CreateVector(ins), builder.CreateVector(outs),
+          builder.CreateVector(attrs),
+          builder.CreateString(location(kernel.getLoc()))));
+    }
+    programs.push_back(plan::CreateProgram(
+        builder, builder.CreateString(program.getSymName().str()),
+        builder.CreateVector(instructions)));
+  }
+  for (auto schedules : body.getOps<exec::ScheduleOp>())
+    for (auto run : schedules.getBody().front().getOps<exec::RunOp>())
+      schedule.push_back(plan::Step(
+          programIndex.lookup(run.getProgram()),
+          run.getMicrobatch() ? int32_t(*run.getMicrobatch()) : -1));
+
+  ranks.push_back(plan::CreateRank(
+      builder, rank.getRank(), *rank.getPersistentBytes(),
+      *rank.getWorkspaceBytes(), builder.CreateVector(buffers),
+      builder.CreateVector(programs), builder.CreateVector(params),
+      builder.CreateVector(io), builder.CreateVectorOfStructs(schedule)));
+  return success();
+}
+
+} // namespace
+
+LogicalResult writePlan(ModuleOp module, const PlanHeader &header,
+                        std::vector<uint8_t> &bytes) {
+  Writer writer;
+  for (auto rank : module.getOps<exec::RankOp>())
+    if (failed(writer.rank(rank)))
+      return failure();
+  if (writer.ranks.empty())
+    return module.emitError() << "has no exec.rank to write";
+  fb::FlatBufferBuilder &b = writer.builder;
+  auto root = plan::CreatePlan(
+      b, b.CreateString(header.model), header.microBatchSize,
+      header.globalBatchSize, header.numMicrobatches, header.seqLength,
+      header.vocabSize, header.flopsPerIteration, header.tensorParallel,
+      header.dataParallel, header.pipelineParallel,
+      b.CreateVector(writer.ranks));
+  plan::FinishPlanBuffer(b, root);
+  bytes = plan::encodePlanFile(b.GetBufferPointer(), b.GetSize());
+  return success();
+}
+
+} // namespace strata

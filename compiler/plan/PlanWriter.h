@@ -1,0 +1,30 @@
+//===- PlanWriter.h - exec IR to a plan file --------------------*- C++ -*-===//
+#ifndef STRATA_COMPILER_PLAN_PLANWRITER_H
+#define STRATA_COMPILER_PLAN_PLANWRITER_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+/// What the plan says about the run beside the ranks' programs.
+struct PlanHeader {
+  std::string model;
+  uint32_t microBatchSize = 1, globalBatchSize = 1, numMicrobatches = 1;
+  uint32_t seqLength = 0, vocabSize = 0;
+  double flopsPerIteration = 0;
+  uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
+};
+
+/// Serializes a module of planned exec.rank ops, one to one, into the bytes
+/// of a plan file (frame and FlatBuffer). Errors go to the module's
+/// diagnostics.
+mlir::LogicalResult writePlan(mlir::ModuleOp module, const PlanHeader &header,
+                              std::vector<uint8_t> &bytes);
+
+} // namespace strata
+
+#endif

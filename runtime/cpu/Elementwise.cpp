@@ -1,0 +1,161 @@
+//===- Elementwise.cpp - pointwise kernels and layout ---------------------===//
+//
+//   add/sub/mul   c[i] = a[i] op b[i mod |b|]   (b broadcast over rows)
+//   sum_to        y[j] (+)= sum over rows r of x[r·|y| + j]
+//   gelu          x·Φ(x), the exact (erf) form; gelu' = Φ(x) + x·φ(x)
+//   silu          x·σ(x);  silu' = σ(x)·(1 + x·(1 − σ(x)))
+//   transpose     y[i0..] = x[i_perm]
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Kernels.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace strata::runtime::cpu {
+
+void fill(const KernelArgs &args) {
+  float value = static_cast<float>(args.instruction.floatAttr("value"));
+  float *y = args.outF(0);
+  int64_t n = args.outCount(0);
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = value;
+}
+
+void copy(const KernelArgs &args) {
+  std::memcpy(args.outF(0), args.inF(0), args.inCount(0) * sizeof(float));
+}
+
+void accumulate(const KernelArgs &args) {
+  const float *x = args.inF(0);
+  float *y = args.outF(0);
+  int64_t n = args.inCount(0);
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] += x[i];
+}
+
+template <typename Op> static void broadcast(const KernelArgs &args, Op op) {
+  const float *a = args.inF(0), *b = args.inF(1);
+  float *c = args.outF(0);
+  int64_t n = args.inCount(0), width = args.inCount(1);
+  int64_t rows = n / width;
+#pragma omp parallel for if (n > 65536)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j)
+      c[r * width + j] = op(a[r * width + j], b[j]);
+}
+
+void add(const KernelArgs &args) {
+  broadcast(args, [](float a, float b) { return a + b; });
+}
+void sub(const KernelArgs &args) {
+  broadcast(args, [](float a, float b) { return a - b; });
+}
+void mul(const KernelArgs &args) {
+  broadcast(args, [](float a, float b) { return a * b; });
+}
+
+void scale(const KernelArgs &args) {
+  float factor = static_cast<float>(args.instruction.floatAttr("factor"));
+  const float *x = args.inF(0);
+  float *y = args.outF(0);
+  int64_t n = args.inCount(0);
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] * factor;
+}
+
+void sumTo(const KernelArgs &args) {
+  const float *x = args.inF(0);
+  float *y = args.outF(0);
+  int64_t width = args.outCount(0), rows = args.inCount(0) / width;
+  bool add = args.flag("accumulate");
+#pragma omp parallel for if (rows * width > 65536)
+  for (int64_t j = 0; j < width; ++j) {
+    double sum = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      sum += x[r * width + j];
+    y[j] = add ? y[j] + static_cast<float>(sum) : static_cast<float>(sum);
+  }
+}
+
+static constexpr double kInvSqrt2 = 0.70710678118654752440;
+static constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+
+void geluFwd(const KernelArgs &args) {
+  const float *x = args.inF(0);
+  float *y = args.outF(0);
+  int64_t n = args.inCount(0);
+#pragma omp parallel for if (n > 16384)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>(0.5 * x[i] * (1.0 + std::erf(x[i] * kInvSqrt2)));
+}
+
+void geluBwd(const KernelArgs &args) {
+  const float *x = args.inF(0), *dy = args.inF(1);
+  float *dx = args.outF(0);
+  int64_t n = args.inCount(0);
+#pragma omp parallel for if (n > 16384)
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x[i];
+    double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));
+    double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);
+    dx[i] = static_cast<float>(dy[i] * (cdf + v * pdf));
+  }
+}
+
+void siluFwd(const KernelArgs &args) {
+  const float *x = args.inF(0);
+  float *y = args.outF(0);
+  int64_t n = args.inCount(0);
+#pragma omp parallel for if (n > 16384)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>(x[i] / (1.0 + std::exp(-double(x[i]))));
+}
+
+void siluBwd(const KernelArgs &args) {
+  const float *x = args.inF(0), *dy = args.inF(1);
+  float *dx = args.outF(0);
+  int64_t n = args.inCount(0);
+#pragma omp parallel for if (n > 16384)
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x[i];
+    double s = 1.0 / (1.0 + std::exp(-v));
+    dx[i] = static_cast<float>(dy[i] * s * (1.0 + v * (1.0 - s)));
+  }
+}
+
+void transpose(const KernelArgs &args) {
+  const std::vector<int64_t> &shape = args.inShape(0);
+  const std::vector<int64_t> &perm =
+      args.instruction.attr("permutation")->ints;
+  size_t rank = shape.size();
+  std::vector<int64_t> inStride(rank, 1);
+  for (size_t d = rank; d-- > 1;)
+    inStride[d - 1] = inStride[d] * shape[d];
+  // Walk the output in order; each output dim d steps input dim perm[d].
+  std::vector<int64_t> outShape(rank), step(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    outShape[d] = shape[perm[d]];
+    step[d] = inStride[perm[d]];
+  }
+  const float *x = args.inF(0);
+  float *y = args.outF(0);
+  int64_t n = args.inCount(0);
+  std::vector<int64_t> index(rank, 0);
+  int64_t source = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    y[e] = x[source];
+    for (size_t d = rank; d-- > 0;) {
+      source += step[d];
+      if (++index[d] < outShape[d])
+        break;
+      source -= step[d] * outShape[d];
+      index[d] = 0;
+    }
+  }
+}
+
+} // namespace strata::runtime::cpu

@@ -1,0 +1,61 @@
+//===- KernelTable.h - the kernels a plan may name --------------*- C++ -*-===//
+//
+// Every kernel the compiler emits, with the operand conventions that each
+// backend implements and that a plan is checked against when it loads:
+// counts, dtypes, element counts and arguments. A backend provides one
+// function per KernelId.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_EXEC_KERNELTABLE_H
+#define STRATA_RUNTIME_EXEC_KERNELTABLE_H
+
+#include "runtime/plan/Plan.h"
+
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+
+enum class KernelId : int {
+  Fill,
+  Copy,
+  Gemm,
+  EmbeddingFwd,
+  EmbeddingBwd,
+  Add,
+  Sub,
+  Mul,
+  Scale,
+  SumTo,
+  GeluFwd,
+  GeluBwd,
+  SiluFwd,
+  SiluBwd,
+  LayerNormFwd,
+  LayerNormBwd,
+  RmsNormFwd,
+  RmsNormBwd,
+  Transpose,
+  Rope,
+  AttentionFwd,
+  AttentionBwd,
+  CrossEntropyFwd,
+  CrossEntropyBwd,
+  Accumulate,
+  SumSquares,
+  ClipCoefficient,
+  AdamW,
+  Count
+};
+
+/// The id of a kernel name, or -1.
+int findKernel(const std::string &name);
+const char *kernelName(KernelId id);
+
+/// Checks an instruction against its kernel's conventions; "" when right.
+std::string checkInstruction(const Instruction &instruction,
+                             const std::vector<Buffer> &buffers);
+
+} // namespace strata::runtime
+
+#endif

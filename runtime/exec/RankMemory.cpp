@@ -1,0 +1,98 @@
+//===- RankMemory.cpp - one rank's arenas ---------------------------------===//
+#include "runtime/exec/RankMemory.h"
+#include "runtime/exec/BFloat16.h"
+#include "runtime/exec/Philox.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace strata::runtime {
+
+static uint8_t *allocateArena(uint64_t bytes) {
+  uint64_t rounded = (bytes + 63) / 64 * 64 + 64;
+  auto *memory = static_cast<uint8_t *>(std::aligned_alloc(64, rounded));
+  if (!memory)
+    throw std::bad_alloc();
+  std::memset(memory, 0xFF, rounded);
+  return memory;
+}
+
+RankMemory::RankMemory(const RankPlan &rank)
+    : rank(rank), persistent(allocateArena(rank.persistentBytes)),
+      workspace(allocateArena(rank.workspaceBytes)) {}
+
+void *RankMemory::data(uint32_t index) const {
+  const Buffer &buffer = rank.buffers[index];
+  uint8_t *base = buffer.arena == Arena::Persistent ? persistent.get()
+                                                    : workspace.get();
+  return base + buffer.offset;
+}
+
+uint64_t RankMemory::highWater(Arena arena) const {
+  const uint8_t *base =
+      arena == Arena::Persistent ? persistent.get() : workspace.get();
+  uint64_t size = arena == Arena::Persistent ? rank.persistentBytes
+                                             : rank.workspaceBytes;
+  uint64_t rounded = (size + 63) / 64 * 64 + 64;
+  while (rounded > 0 && base[rounded - 1] == 0xFF)
+    --rounded;
+  return rounded;
+}
+
+void RankMemory::initializeParameters(uint64_t seed) {
+  for (const Param &param : rank.params) {
+    const Buffer &value = rank.buffers[param.value];
+    std::vector<float> values(value.elements);
+    // Row-major strides of the global tensor, to find the global index of
+    // each local element of the shard.
+    size_t rankDims = param.globalShape.size();
+    std::vector<int64_t> globalStride(rankDims, 1);
+    for (size_t d = rankDims; d-- > 1;)
+      globalStride[d - 1] = globalStride[d] * param.globalShape[d];
+    uint64_t key = philoxKey(seed, param.name);
+    std::vector<int64_t> local(rankDims, 0);
+    for (int64_t e = 0; e < value.elements; ++e) {
+      if (param.init == "zeros") {
+        values[e] = 0.0f;
+      } else if (param.init == "ones") {
+        values[e] = 1.0f;
+      } else {
+        int64_t global = 0;
+        for (size_t d = 0; d < rankDims; ++d)
+          global += (local[d] + param.shardOffset[d]) * globalStride[d];
+        values[e] = static_cast<float>(param.std * philoxNormal(key, global));
+      }
+      for (size_t d = rankDims; d-- > 0;) {
+        if (++local[d] < value.shape[d])
+          break;
+        local[d] = 0;
+      }
+    }
+    setParameterValues(param, values.data());
+    for (uint32_t state : {param.grad, param.expAvg, param.expAvgSq})
+      std::memset(data(state), 0, rank.buffers[state].bytes);
+  }
+}
+
+std::vector<float> RankMemory::parameterValues(const Param &param) const {
+  const Buffer &value = rank.buffers[param.value];
+  uint32_t source = param.master >= 0 ? uint32_t(param.master) : param.value;
+  const float *f = f32(source);
+  return std::vector<float>(f, f + value.elements);
+}
+
+void RankMemory::setParameterValues(const Param &param, const float *values) {
+  const Buffer &value = rank.buffers[param.value];
+  if (param.master >= 0)
+    std::memcpy(data(param.master), values, value.elements * sizeof(float));
+  if (value.dtype == DType::BF16) {
+    auto *out = static_cast<uint16_t *>(data(param.value));
+    for (int64_t e = 0; e < value.elements; ++e)
+      out[e] = floatToBf16(values[e]);
+  } else {
+    std::memcpy(data(param.value), values, value.elements * sizeof(float));
+  }
+}
+
+} // namespace strata::runtime

@@ -1,0 +1,49 @@
+//===- RankMemory.h - one rank's arenas -------------------------*- C++ -*-===//
+#ifndef STRATA_RUNTIME_EXEC_RANKMEMORY_H
+#define STRATA_RUNTIME_EXEC_RANKMEMORY_H
+
+#include "runtime/plan/Plan.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace strata::runtime {
+
+/// The persistent and workspace arenas of one rank, and what lives there.
+/// Arenas start filled with 0xFF, a byte no float or id the kernels write
+/// ends in (it would be the top byte of a negative NaN, or a negative id),
+/// so the highest byte that differs is the measured high-water mark.
+class RankMemory {
+public:
+  explicit RankMemory(const RankPlan &rank);
+
+  const RankPlan &plan() const { return rank; }
+  void *data(uint32_t buffer) const;
+  float *f32(uint32_t buffer) const {
+    return static_cast<float *>(data(buffer));
+  }
+
+  /// Draws every parameter from the seed, on the global tensor, and zeroes
+  /// gradients and AdamW moments.
+  void initializeParameters(uint64_t seed);
+
+  /// A parameter's local values in fp32 (the master when there is one).
+  std::vector<float> parameterValues(const Param &param) const;
+  /// Sets a parameter's local values (and its bf16 copy, if any).
+  void setParameterValues(const Param &param, const float *values);
+
+  /// The highest byte written in an arena, +1.
+  uint64_t highWater(Arena arena) const;
+
+private:
+  const RankPlan &rank;
+  struct Free {
+    void operator()(uint8_t *p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> persistent, workspace;
+};
+
+} // namespace strata::runtime
+
+#endif

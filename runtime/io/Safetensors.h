@@ -1,0 +1,33 @@
+//===- Safetensors.h - the safetensors format -------------------*- C++ -*-===//
+//
+// An 8-byte little-endian header length, a JSON header naming each tensor's
+// dtype, shape and byte range, then the data. Written through a temporary
+// name and a rename.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_IO_SAFETENSORS_H
+#define STRATA_RUNTIME_IO_SAFETENSORS_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+
+struct HostTensor {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+/// Writes f32 tensors; returns "" or the error.
+std::string writeSafetensors(const std::string &path,
+                             const std::map<std::string, HostTensor> &tensors);
+
+/// Reads the f32 tensors of a file; returns "" or the error.
+std::string readSafetensors(const std::string &path,
+                            std::map<std::string, HostTensor> &tensors);
+
+} // namespace strata::runtime
+
+#endif

@@ -1,0 +1,120 @@
+//===- Plan.h - a loaded, checked plan --------------------------*- C++ -*-===//
+//
+// The runtime's view of a plan file: plain structs, filled only after the
+// frame's checksum, the FlatBuffers verifier and the semantic checks
+// (arena bounds, indices, each kernel's operand counts, dtypes and sizes)
+// have passed. Nothing after loading needs to distrust the plan.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_PLAN_PLAN_H
+#define STRATA_RUNTIME_PLAN_PLAN_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+
+enum class DType : uint8_t { F32, BF16, I32 };
+inline size_t dtypeBytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
+const char *dtypeName(DType dtype);
+
+enum class Arena : uint8_t { Persistent, Workspace };
+
+struct Buffer {
+  std::string name;
+  Arena arena = Arena::Workspace;
+  uint64_t offset = 0;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t elements = 0;
+  uint64_t bytes = 0;
+  bool isFloat() const { return dtype != DType::I32; }
+};
+
+struct AttrValue {
+  enum class Kind : uint8_t { Int, Float, Bool, Ints } kind = Kind::Int;
+  int64_t i = 0;
+  double f = 0;
+  std::vector<int64_t> ints;
+};
+
+struct Instruction {
+  std::string kernel;
+  int kernelId = -1; // into the kernel table, resolved at load
+  std::vector<uint32_t> inputs, outputs;
+  std::map<std::string, AttrValue> attrs;
+  std::string location;
+
+  const AttrValue *attr(const std::string &key) const {
+    auto it = attrs.find(key);
+    return it == attrs.end() ? nullptr : &it->second;
+  }
+  int64_t intAttr(const std::string &key) const { return attr(key)->i; }
+  double floatAttr(const std::string &key) const { return attr(key)->f; }
+  bool boolAttr(const std::string &key) const { return attr(key)->i != 0; }
+};
+
+struct Program {
+  std::string name;
+  std::vector<Instruction> instructions;
+};
+
+struct Param {
+  std::string name;
+  uint32_t value = 0;
+  int32_t master = -1;
+  uint32_t grad = 0, expAvg = 0, expAvgSq = 0;
+  std::vector<int64_t> globalShape, shardOffset;
+  std::string init;
+  double std = 0;
+  bool weightDecay = false;
+};
+
+struct Io {
+  std::string name;
+  uint32_t buffer = 0;
+};
+
+struct Step {
+  uint32_t program = 0;
+  int32_t microbatch = -1;
+};
+
+struct RankPlan {
+  uint32_t rank = 0;
+  uint64_t persistentBytes = 0, workspaceBytes = 0;
+  std::vector<Buffer> buffers;
+  std::vector<Program> programs;
+  std::vector<Param> params;
+  std::vector<Io> io;
+  std::vector<Step> schedule;
+
+  /// The buffer index of an io entry, or -1.
+  int ioBuffer(const std::string &name) const {
+    for (const Io &entry : io)
+      if (entry.name == name)
+        return static_cast<int>(entry.buffer);
+    return -1;
+  }
+};
+
+struct Plan {
+  std::string model;
+  uint32_t microBatchSize = 0, globalBatchSize = 0, numMicrobatches = 0;
+  uint32_t seqLength = 0, vocabSize = 0;
+  double flopsPerIteration = 0;
+  uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
+  std::vector<RankPlan> ranks;
+};
+
+/// Reads and checks the plan at `path`. Returns "" or what is wrong.
+std::string loadPlan(const std::string &path, Plan &plan);
+
+/// The same, from the file's bytes.
+std::string loadPlanFromBytes(const std::vector<uint8_t> &bytes, Plan &plan);
+
+} // namespace strata::runtime
+
+#endif

@@ -1,0 +1,162 @@
+//===- strata-run.cpp - execute a training plan ---------------------------===//
+//
+//   strata-run PLAN --train-iters K [--seed S] [--lr ...] [--data-path FILE]
+//              [--save-params OUT.safetensors] [--log-interval N] ...
+//
+// Flags take Megatron-LM's names. Links the runtime only.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Trainer.h"
+#include "runtime/plan/Plan.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+
+using namespace strata::runtime;
+
+namespace {
+
+const char *kUsage =
+    "usage: strata-run PLAN [flags]\n"
+    "  --train-iters K           iterations to train (default 0: initialize,\n"
+    "                            save if asked, and stop)\n"
+    "  --seed S                  initialization and synthetic data (1234)\n"
+    "  --lr X  --min-lr X        peak and final learning rate (1e-4, 0)\n"
+    "  --lr-warmup-iters N       linear warm-up from 0 (0)\n"
+    "  --lr-decay-iters N        decay length (default: train-iters)\n"
+    "  --lr-decay-style S        constant, linear or cosine (constant)\n"
+    "  --weight-decay X          decoupled, on matrices (0.01)\n"
+    "  --adam-beta1 X --adam-beta2 X --adam-eps X   (0.9, 0.999, 1e-8)\n"
+    "  --clip-grad X             global gradient-norm clip, 0 = off (1.0)\n"
+    "  --data-path FILE          train on a file's bytes (default: synthetic\n"
+    "                            tokens from the seed)\n"
+    "  --save-params FILE        write the parameters (safetensors) at the end\n"
+    "  --log-interval N          iterations per log line (1)\n"
+    "  --threads N               CPU threads (default: all cores)\n"
+    "  --report-memory           print planned and measured peak memory\n";
+
+int fail(const std::string &message) {
+  std::cerr << "strata-run: error: " << message << "\n";
+  return 1;
+}
+
+bool parseInt(const std::string &text, int64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0)
+    return false;
+  out = value;
+  return true;
+}
+
+bool parseDouble(const std::string &text, double &out) {
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno != 0)
+    return false;
+  out = value;
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  TrainOptions options;
+  std::string planPath;
+  bool help = false;
+
+  using Setter = std::function<bool(const std::string &)>;
+  auto integer = [](int64_t &target) {
+    return Setter([&target](const std::string &v) { return parseInt(v, target); });
+  };
+  auto real = [](double &target) {
+    return Setter(
+        [&target](const std::string &v) { return parseDouble(v, target); });
+  };
+  auto text = [](std::string &target) {
+    return Setter([&target](const std::string &v) {
+      target = v;
+      return !v.empty();
+    });
+  };
+  int64_t seed = int64_t(options.seed), threads = 0;
+  std::map<std::string, Setter> valued = {
+      {"--train-iters", integer(options.trainIters)},
+      {"--seed", integer(seed)},
+      {"--lr", real(options.lr)},
+      {"--min-lr", real(options.minLr)},
+      {"--lr-warmup-iters", integer(options.lrWarmupIters)},
+      {"--lr-decay-iters", integer(options.lrDecayIters)},
+      {"--lr-decay-style", text(options.lrDecayStyle)},
+      {"--weight-decay", real(options.hyper.weightDecay)},
+      {"--adam-beta1", real(options.hyper.beta1)},
+      {"--adam-beta2", real(options.hyper.beta2)},
+      {"--adam-eps", real(options.hyper.eps)},
+      {"--clip-grad", real(options.hyper.clipGrad)},
+      {"--data-path", text(options.dataPath)},
+      {"--save-params", text(options.saveParams)},
+      {"--log-interval", integer(options.logInterval)},
+      {"--threads", integer(threads)},
+  };
+
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      help = true;
+      continue;
+    }
+    if (arg == "--report-memory") {
+      options.reportMemory = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      if (!planPath.empty())
+        return fail("one plan at a time: got '" + planPath + "' and '" + arg +
+                    "'");
+      planPath = arg;
+      continue;
+    }
+    std::string name = arg, value;
+    bool inlineValue = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inlineValue = true;
+    }
+    auto it = valued.find(name);
+    if (it == valued.end())
+      return fail("unknown flag '" + name + "'; see strata-run --help");
+    if (!inlineValue) {
+      if (i + 1 >= argc)
+        return fail(name + " needs a value");
+      value = argv[++i];
+    }
+    if (!it->second(value))
+      return fail(name + ": '" + value + "' is not a valid value");
+  }
+  if (help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (planPath.empty())
+    return fail("no plan given\n" + std::string(kUsage));
+  if (seed < 0)
+    return fail("--seed must be >= 0");
+  if (threads < 0)
+    return fail("--threads must be >= 0");
+  options.seed = uint64_t(seed);
+  options.threads = int(threads);
+  if (std::string error = checkTrainOptions(options); !error.empty())
+    return fail(error);
+
+  Plan plan;
+  if (std::string error = loadPlan(planPath, plan); !error.empty())
+    return fail(planPath + ": " + error);
+  return train(plan, options, std::cout, std::cerr);
+}
