@@ -22,24 +22,37 @@ std::string checkOptions(const CompileOptions &options) {
   return "";
 }
 
-void buildPipeline(PassManager &pm, const CompileOptions &options,
-                   Level level) {
-  pm.addPass(createVerifyModel());
-  AutodiffOptions autodiff;
-  autodiff.lossScale = 1.0 / double(options.microbatches());
-  pm.addPass(createAutodiff(autodiff));
-  pm.addPass(createOptimizer());
-  if (level == Level::Step)
-    return;
-  ScheduleOptions schedule;
-  schedule.microbatches = options.microbatches();
-  pm.addPass(createSchedule(schedule));
-  if (level == Level::Dist)
-    return;
-  LowerToExecOptions lower;
-  lower.bf16 = options.bf16;
-  pm.addPass(createLowerToExec(lower));
-  pm.addPass(createPlanMemory());
+Level levelOf(ModuleOp module) {
+  if (!module.getOps<exec::RankOp>().empty())
+    return Level::Exec;
+  if (!module.getOps<dist::ScheduleOp>().empty())
+    return Level::Dist;
+  if (module.lookupSymbol("microbatch"))
+    return Level::Step;
+  return Level::Graph;
+}
+
+void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
+                   Level to) {
+  auto crosses = [&](Level level) { return from < level && level <= to; };
+  if (crosses(Level::Step)) {
+    pm.addPass(createVerifyModel());
+    AutodiffOptions autodiff;
+    autodiff.lossScale = 1.0 / double(options.microbatches());
+    pm.addPass(createAutodiff(autodiff));
+    pm.addPass(createOptimizer());
+  }
+  if (crosses(Level::Dist)) {
+    ScheduleOptions schedule;
+    schedule.microbatches = options.microbatches();
+    pm.addPass(createSchedule(schedule));
+  }
+  if (crosses(Level::Exec)) {
+    LowerToExecOptions lower;
+    lower.bf16 = options.bf16;
+    pm.addPass(createLowerToExec(lower));
+    pm.addPass(createPlanMemory());
+  }
 }
 
 MemoryReport reportMemory(Operation *op) {

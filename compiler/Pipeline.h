@@ -19,18 +19,23 @@ struct CompileOptions {
   int64_t microbatches() const { return globalBatchSize / microBatchSize; }
 };
 
-/// How far to lower.
-enum class Level { Step, Dist, Exec };
+/// The levels, in lowering order: the model as written, the training step
+/// (forward, backward, optimizer), the step with its layout and schedule,
+/// the per-rank programs.
+enum class Level { Graph, Step, Dist, Exec };
+
+/// The level a module is at, read off the ops it holds.
+Level levelOf(mlir::ModuleOp module);
 
 /// Checks what the options must satisfy; the message says which sizes
 /// disagree. "" when they fit.
 std::string checkOptions(const CompileOptions &options);
 
-/// Adds the passes from a model's graph IR to `level`: autodiff and the
-/// optimizer (the training step), the schedule (dist), then lowering and
-/// memory planning (exec).
+/// Adds the passes that take a module from level `from` to level `to`:
+/// autodiff and the optimizer (the training step), the schedule (dist),
+/// then lowering and memory planning (exec).
 void buildPipeline(mlir::PassManager &pm, const CompileOptions &options,
-                   Level level);
+                   Level from, Level to);
 
 /// Bytes one rank holds, by kind, read off planned exec IR.
 struct MemoryReport {

@@ -6,11 +6,12 @@ import lit.formats
 config.name = "strata"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".model", ".test"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "oracle.py", "torch_models.py", "safetensors_io.py"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "oracle.py", "torch_models.py", "safetensors_io.py", "bf16_curve.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.strata_obj_root, "test")
 
 config.substitutions.append(("%examples", os.path.join(config.strata_src_root, "examples")))
 config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(("%strata_bin", config.strata_tools_dir))
 config.environment["PATH"] = os.pathsep.join(
     [config.strata_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])

@@ -36,7 +36,7 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     }
     if (microbatches < 1) {
       module.emitError() << "microbatches must be at least 1, got "
-                         << microbatches;
+                         << static_cast<int64_t>(microbatches);
       return signalPassFailure();
     }
     OpBuilder b(module.getBodyRegion());

@@ -4,6 +4,7 @@
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/plan_generated.h"
 
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -148,8 +149,64 @@ LogicalResult Writer::rank(exec::RankOp rank) {
 
 } // namespace
 
-LogicalResult writePlan(ModuleOp module, const PlanHeader &header,
-                        std::vector<uint8_t> &bytes) {
+void setPlanHeader(ModuleOp module, const PlanHeader &header) {
+  Builder b(module.getContext());
+  auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+  module->setAttr(
+      "strata.plan",
+      b.getDictionaryAttr({
+          b.getNamedAttr("model", b.getStringAttr(header.model)),
+          b.getNamedAttr("micro_batch_size", i64(header.microBatchSize)),
+          b.getNamedAttr("global_batch_size", i64(header.globalBatchSize)),
+          b.getNamedAttr("num_microbatches", i64(header.numMicrobatches)),
+          b.getNamedAttr("seq_length", i64(header.seqLength)),
+          b.getNamedAttr("vocab_size", i64(header.vocabSize)),
+          b.getNamedAttr("flops_per_iteration",
+                         b.getF64FloatAttr(header.flopsPerIteration)),
+          b.getNamedAttr("tensor_parallel", i64(header.tensorParallel)),
+          b.getNamedAttr("data_parallel", i64(header.dataParallel)),
+          b.getNamedAttr("pipeline_parallel", i64(header.pipelineParallel)),
+          b.getNamedAttr("bf16", b.getBoolAttr(header.bf16)),
+      }));
+}
+
+FailureOr<PlanHeader> getPlanHeader(ModuleOp module) {
+  auto dict = module->getAttrOfType<DictionaryAttr>("strata.plan");
+  if (!dict)
+    return module.emitError() << "has no strata.plan header";
+  PlanHeader header;
+  auto model = dict.getAs<StringAttr>("model");
+  if (!model)
+    return module.emitError() << "strata.plan has no model name";
+  header.model = model.str();
+  for (auto [key, field] :
+       {std::pair{"micro_batch_size", &header.microBatchSize},
+        std::pair{"global_batch_size", &header.globalBatchSize},
+        std::pair{"num_microbatches", &header.numMicrobatches},
+        std::pair{"seq_length", &header.seqLength},
+        std::pair{"vocab_size", &header.vocabSize},
+        std::pair{"tensor_parallel", &header.tensorParallel},
+        std::pair{"data_parallel", &header.dataParallel},
+        std::pair{"pipeline_parallel", &header.pipelineParallel}}) {
+    auto value = dict.getAs<IntegerAttr>(key);
+    if (!value || value.getInt() < 0 || value.getInt() > UINT32_MAX)
+      return module.emitError() << "strata.plan needs a " << key;
+    *field = static_cast<uint32_t>(value.getInt());
+  }
+  auto flops = dict.getAs<FloatAttr>("flops_per_iteration");
+  if (!flops)
+    return module.emitError() << "strata.plan needs flops_per_iteration";
+  header.flopsPerIteration = flops.getValueAsDouble();
+  auto bf16 = dict.getAs<BoolAttr>("bf16");
+  header.bf16 = bf16 && bf16.getValue();
+  return header;
+}
+
+LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
+  FailureOr<PlanHeader> parsed = getPlanHeader(module);
+  if (failed(parsed))
+    return failure();
+  const PlanHeader &header = *parsed;
   Writer writer;
   for (auto rank : module.getOps<exec::RankOp>())
     if (failed(writer.rank(rank)))

@@ -17,12 +17,19 @@ struct PlanHeader {
   uint32_t seqLength = 0, vocabSize = 0;
   double flopsPerIteration = 0;
   uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
+  bool bf16 = false; // how to lower; the plan's buffers say it themselves
 };
 
-/// Serializes a module of planned exec.rank ops, one to one, into the bytes
-/// of a plan file (frame and FlatBuffer). Errors go to the module's
-/// diagnostics.
-mlir::LogicalResult writePlan(mlir::ModuleOp module, const PlanHeader &header,
+/// The header as the module attribute `strata.plan` holds it, so that exec
+/// IR carries everything its plan says (and hand-written IR can be turned
+/// into a plan).
+void setPlanHeader(mlir::ModuleOp module, const PlanHeader &header);
+mlir::FailureOr<PlanHeader> getPlanHeader(mlir::ModuleOp module);
+
+/// Serializes a module of planned exec.rank ops, one to one, with the
+/// `strata.plan` header, into the bytes of a plan file (frame and
+/// FlatBuffer). Errors go to the module's diagnostics.
+mlir::LogicalResult writePlan(mlir::ModuleOp module,
                               std::vector<uint8_t> &bytes);
 
 } // namespace strata

@@ -6,12 +6,14 @@
 //   forward   O = P·v
 //   backward  D_i = dO_i·O_i;  dS = P ⊙ (dO·vᵀ − D);
 //             dq = dS·k/sqrt(d);  dk = dSᵀ·q/sqrt(d);  dv = Pᵀ·dO
-// P is recomputed in the backward pass, never stored. A kv head's gradient
-// sums over the query heads that read it, in head order.
+// Each head is three or five OpenBLAS gemms with strided operands; P is
+// recomputed in the backward pass, never stored. A kv head's gradient sums
+// over the query heads that read it, in head order.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
 
+#include <cblas.h>
 #include <cmath>
 #include <cstring>
 
@@ -21,7 +23,7 @@ namespace {
 struct Dims {
   int64_t batch, seq, heads, keys, kvHeads, dim;
   bool causal;
-  double scale;
+  float scale;
 
   explicit Dims(const KernelArgs &args) {
     const auto &q = args.inShape(0), &k = args.inShape(1);
@@ -32,43 +34,41 @@ struct Dims {
     keys = k[1];
     kvHeads = k[2];
     causal = args.flag("causal");
-    scale = 1.0 / std::sqrt(double(dim));
+    scale = static_cast<float>(1.0 / std::sqrt(double(dim)));
   }
   int64_t group() const { return heads / kvHeads; }
-  const float *q(const float *base, int64_t b, int64_t i, int64_t h) const {
-    return base + ((b * seq + i) * heads + h) * dim;
+  /// Head h of a query-shaped tensor: rows i at stride heads·dim.
+  int64_t qOffset(int64_t b, int64_t h) const {
+    return (b * seq * heads + h) * dim;
   }
-  const float *kv(const float *base, int64_t b, int64_t j, int64_t g) const {
-    return base + ((b * keys + j) * kvHeads + g) * dim;
+  int64_t qStride() const { return heads * dim; }
+  int64_t kvOffset(int64_t b, int64_t g) const {
+    return (b * keys * kvHeads + g) * dim;
   }
-  int64_t visible(int64_t i) const { return causal ? i + 1 : keys; }
+  int64_t kvStride() const { return kvHeads * dim; }
 };
 
-float dot(const float *a, const float *b, int64_t n) {
-  float sum = 0;
-  for (int64_t x = 0; x < n; ++x)
-    sum += a[x] * b[x];
-  return sum;
-}
-
-/// Row i of P for query head h: softmax of the visible scaled scores.
-void probabilities(const Dims &d, const float *q, const float *k, int64_t b,
-                   int64_t h, int64_t i, float *p) {
-  int64_t g = h / d.group(), n = d.visible(i);
-  const float *qi = d.q(q, b, i, h);
-  float max = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) {
-    p[j] = static_cast<float>(dot(qi, d.kv(k, b, j, g), d.dim) * d.scale);
-    max = p[j] > max ? p[j] : max;
+/// P = softmax(q·kᵀ·scale) for one head, [seq, keys], zero where masked.
+void probabilities(const Dims &d, const float *q, const float *k, float *p) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.seq, d.keys, d.dim,
+              d.scale, q, d.qStride(), k, d.kvStride(), 0.0f, p, d.keys);
+  for (int64_t i = 0; i < d.seq; ++i) {
+    float *row = p + i * d.keys;
+    int64_t visible = d.causal ? i + 1 : d.keys;
+    float max = row[0];
+    for (int64_t j = 1; j < visible; ++j)
+      max = row[j] > max ? row[j] : max;
+    float sum = 0;
+    for (int64_t j = 0; j < visible; ++j) {
+      row[j] = std::exp(row[j] - max);
+      sum += row[j];
+    }
+    float inverse = 1.0f / sum;
+    for (int64_t j = 0; j < visible; ++j)
+      row[j] *= inverse;
+    for (int64_t j = visible; j < d.keys; ++j)
+      row[j] = 0.0f;
   }
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    p[j] = std::exp(p[j] - max);
-    sum += p[j];
-  }
-  float inverse = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < n; ++j)
-    p[j] *= inverse;
 }
 
 } // namespace
@@ -79,21 +79,15 @@ void attentionFwd(const KernelArgs &args) {
   float *o = args.outF(0);
 #pragma omp parallel
   {
-    std::vector<float> p(d.keys);
+    std::vector<float> p(d.seq * d.keys);
 #pragma omp for collapse(2)
     for (int64_t b = 0; b < d.batch; ++b)
       for (int64_t h = 0; h < d.heads; ++h) {
         int64_t g = h / d.group();
-        for (int64_t i = 0; i < d.seq; ++i) {
-          probabilities(d, q, k, b, h, i, p.data());
-          float *oi = const_cast<float *>(d.q(o, b, i, h));
-          std::memset(oi, 0, d.dim * sizeof(float));
-          for (int64_t j = 0; j < d.visible(i); ++j) {
-            const float *vj = d.kv(v, b, j, g);
-            for (int64_t x = 0; x < d.dim; ++x)
-              oi[x] += p[j] * vj[x];
-          }
-        }
+        probabilities(d, q + d.qOffset(b, h), k + d.kvOffset(b, g), p.data());
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.seq, d.dim,
+                    d.keys, 1.0f, p.data(), d.keys, v + d.kvOffset(b, g),
+                    d.kvStride(), 0.0f, o + d.qOffset(b, h), d.qStride());
       }
   }
 }
@@ -105,36 +99,43 @@ void attentionBwd(const KernelArgs &args) {
   float *dq = args.outF(0), *dk = args.outF(1), *dv = args.outF(2);
   std::memset(dk, 0, args.outCount(1) * sizeof(float));
   std::memset(dv, 0, args.outCount(2) * sizeof(float));
-  float scale = static_cast<float>(d.scale);
 #pragma omp parallel
   {
-    std::vector<float> p(d.keys), ds(d.keys);
+    std::vector<float> p(d.seq * d.keys), ds(d.seq * d.keys);
 #pragma omp for collapse(2)
     for (int64_t b = 0; b < d.batch; ++b)
-      for (int64_t g = 0; g < d.kvHeads; ++g)
-        for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h)
+      for (int64_t g = 0; g < d.kvHeads; ++g) {
+        const float *kg = k + d.kvOffset(b, g), *vg = v + d.kvOffset(b, g);
+        float *dkg = dk + d.kvOffset(b, g), *dvg = dv + d.kvOffset(b, g);
+        for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
+          const float *qh = q + d.qOffset(b, h), *oh = o + d.qOffset(b, h),
+                      *doh = dout + d.qOffset(b, h);
+          probabilities(d, qh, kg, p.data());
+          // dP = dO·vᵀ, then dS = P ⊙ (dP − D) row by row.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.seq, d.keys,
+                      d.dim, 1.0f, doh, d.qStride(), vg, d.kvStride(), 0.0f,
+                      ds.data(), d.keys);
           for (int64_t i = 0; i < d.seq; ++i) {
-            probabilities(d, q, k, b, h, i, p.data());
-            const float *doi = d.q(dout, b, i, h), *oi = d.q(o, b, i, h);
-            const float *qi = d.q(q, b, i, h);
-            float *dqi = const_cast<float *>(d.q(dq, b, i, h));
-            float D = dot(doi, oi, d.dim);
-            int64_t n = d.visible(i);
-            for (int64_t j = 0; j < n; ++j)
-              ds[j] = p[j] * (dot(doi, d.kv(v, b, j, g), d.dim) - D);
-            std::memset(dqi, 0, d.dim * sizeof(float));
-            for (int64_t j = 0; j < n; ++j) {
-              const float *kj = d.kv(k, b, j, g);
-              float *dkj = const_cast<float *>(d.kv(dk, b, j, g));
-              float *dvj = const_cast<float *>(d.kv(dv, b, j, g));
-              float s = ds[j] * scale;
-              for (int64_t x = 0; x < d.dim; ++x) {
-                dqi[x] += s * kj[x];
-                dkj[x] += s * qi[x];
-                dvj[x] += p[j] * doi[x];
-              }
-            }
+            const float *doi = doh + i * d.qStride(), *oi = oh + i * d.qStride();
+            float D = 0;
+            for (int64_t x = 0; x < d.dim; ++x)
+              D += doi[x] * oi[x];
+            float *dsi = ds.data() + i * d.keys;
+            const float *pi = p.data() + i * d.keys;
+            for (int64_t j = 0; j < d.keys; ++j)
+              dsi[j] = pi[j] * (dsi[j] - D);
           }
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.seq, d.dim,
+                      d.keys, d.scale, ds.data(), d.keys, kg, d.kvStride(),
+                      0.0f, dq + d.qOffset(b, h), d.qStride());
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.keys, d.dim,
+                      d.seq, d.scale, ds.data(), d.keys, qh, d.qStride(), 1.0f,
+                      dkg, d.kvStride());
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.keys, d.dim,
+                      d.seq, 1.0f, p.data(), d.keys, doh, d.qStride(), 1.0f,
+                      dvg, d.kvStride());
+        }
+      }
   }
 }
 

@@ -73,11 +73,15 @@ KernelFn kernelFunction(KernelId id) {
 }
 
 void setThreads(int threads) {
-  if (threads <= 0)
-    return;
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  // One pool: OpenMP splits the work, OpenBLAS runs inside it on one thread.
+  openblas_set_num_threads(1);
+  if (threads > 0)
+    omp_set_num_threads(threads);
 }
+
+// Kernels call OpenBLAS from inside OpenMP regions: it must not start
+// threads of its own there.
+CpuBackend::CpuBackend() { openblas_set_num_threads(1); }
 
 void CpuBackend::run(const Instruction &instruction, RankMemory &memory,
                      const Hyper &hyper) {

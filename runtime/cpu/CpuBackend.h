@@ -14,6 +14,7 @@ namespace strata::runtime::cpu {
 /// after, which is how bf16 training is emulated on a CPU.
 class CpuBackend {
 public:
+  CpuBackend();
   void run(const Instruction &instruction, RankMemory &memory,
            const Hyper &hyper);
 

@@ -81,8 +81,8 @@ void sumTo(const KernelArgs &args) {
   }
 }
 
-static constexpr double kInvSqrt2 = 0.70710678118654752440;
-static constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+static constexpr float kInvSqrt2 = 0.70710678118654752440f;
+static constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
 void geluFwd(const KernelArgs &args) {
   const float *x = args.inF(0);
@@ -90,7 +90,7 @@ void geluFwd(const KernelArgs &args) {
   int64_t n = args.inCount(0);
 #pragma omp parallel for if (n > 16384)
   for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<float>(0.5 * x[i] * (1.0 + std::erf(x[i] * kInvSqrt2)));
+    y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
 }
 
 void geluBwd(const KernelArgs &args) {
@@ -99,10 +99,10 @@ void geluBwd(const KernelArgs &args) {
   int64_t n = args.inCount(0);
 #pragma omp parallel for if (n > 16384)
   for (int64_t i = 0; i < n; ++i) {
-    double v = x[i];
-    double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));
-    double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);
-    dx[i] = static_cast<float>(dy[i] * (cdf + v * pdf));
+    float v = x[i];
+    float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
+    float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+    dx[i] = dy[i] * (cdf + v * pdf);
   }
 }
 
@@ -112,7 +112,7 @@ void siluFwd(const KernelArgs &args) {
   int64_t n = args.inCount(0);
 #pragma omp parallel for if (n > 16384)
   for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<float>(x[i] / (1.0 + std::exp(-double(x[i]))));
+    y[i] = x[i] / (1.0f + std::exp(-x[i]));
 }
 
 void siluBwd(const KernelArgs &args) {
@@ -121,9 +121,8 @@ void siluBwd(const KernelArgs &args) {
   int64_t n = args.inCount(0);
 #pragma omp parallel for if (n > 16384)
   for (int64_t i = 0; i < n; ++i) {
-    double v = x[i];
-    double s = 1.0 / (1.0 + std::exp(-v));
-    dx[i] = static_cast<float>(dy[i] * s * (1.0 + v * (1.0 - s)));
+    float s = 1.0f / (1.0f + std::exp(-x[i]));
+    dx[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
   }
 }
 

@@ -6,6 +6,7 @@
 #include "runtime/exec/RankMemory.h"
 #include "runtime/io/Safetensors.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -63,9 +64,46 @@ public:
       : plan(plan), rank(rank), memory(rank) {}
 
   void runProgram(uint32_t index, const Hyper &hyper) {
-    for (const Instruction &instruction : rank.programs[index].instructions)
+    for (const Instruction &instruction : rank.programs[index].instructions) {
+      if (!profile) {
+        backend.run(instruction, memory, hyper);
+        continue;
+      }
+      auto start = std::chrono::steady_clock::now();
       backend.run(instruction, memory, hyper);
+      kernelSeconds[instruction.kernelId] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        start)
+              .count();
+      ++kernelCalls[instruction.kernelId];
+    }
   }
+
+  void printProfile(std::ostream &log) const {
+    double total = 0;
+    for (double seconds : kernelSeconds)
+      total += seconds;
+    std::vector<int> order;
+    for (int id = 0; id < int(KernelId::Count); ++id)
+      if (kernelCalls[id])
+        order.push_back(id);
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return kernelSeconds[a] > kernelSeconds[b];
+    });
+    log << "kernel time (all iterations):\n";
+    for (int id : order) {
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-18s %9.1f ms %5.1f%% %8lld calls\n",
+                    kernelName(KernelId(id)), kernelSeconds[id] * 1e3,
+                    100.0 * kernelSeconds[id] / total,
+                    (long long)kernelCalls[id]);
+      log << line;
+    }
+  }
+
+  bool profile = false;
+  std::vector<double> kernelSeconds = std::vector<double>(int(KernelId::Count));
+  std::vector<int64_t> kernelCalls = std::vector<int64_t>(int(KernelId::Count));
 
   /// Writes microbatch `mb` of iteration `iteration` (0-based) into the
   /// token and label buffers: sample index as Megatron's sampler orders it.
@@ -113,6 +151,16 @@ std::string checkIo(const Plan &plan, const RankPlan &rank) {
   return "";
 }
 
+std::string thousands(uint64_t value) {
+  std::string digits = std::to_string(value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 void logLine(std::ostream &log, int64_t iteration, int64_t iters,
              int64_t samples, double ms, double tflops, double lr,
              int64_t batch, double loss, double norm, int64_t nans) {
@@ -157,6 +205,7 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
   cpu::setThreads(options.threads);
 
   RankRunner runner(plan, rank);
+  runner.profile = options.profile;
   runner.memory.initializeParameters(options.seed);
 
   Hyper hyper = options.hyper;
@@ -204,15 +253,18 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
     }
   }
 
+  if (options.profile)
+    runner.printProfile(log);
   if (options.reportMemory) {
     uint64_t planned = rank.persistentBytes + rank.workspaceBytes;
     uint64_t persistent = runner.memory.highWater(Arena::Persistent);
     uint64_t workspace = runner.memory.highWater(Arena::Workspace);
-    log << "memory: planned peak " << planned << " bytes (persistent "
-        << rank.persistentBytes << " + workspace " << rank.workspaceBytes
-        << "); measured high-water " << persistent + workspace
-        << " bytes (persistent " << persistent << " + workspace " << workspace
-        << ")\n";
+    log << "memory: planned peak " << thousands(planned)
+        << " bytes (persistent " << thousands(rank.persistentBytes)
+        << " + workspace " << thousands(rank.workspaceBytes)
+        << "); measured high-water " << thousands(persistent + workspace)
+        << " bytes (persistent " << thousands(persistent) << " + workspace "
+        << thousands(workspace) << ")\n";
   }
   if (!options.saveParams.empty()) {
     std::map<std::string, HostTensor> tensors;

@@ -24,6 +24,7 @@ struct TrainOptions {
   std::string saveParams;
   int threads = 0;
   bool reportMemory = false;
+  bool profile = false; // time per kernel, printed at the end
 };
 
 /// Megatron's learning-rate schedule, by iteration: warm up linearly from 0

@@ -42,7 +42,7 @@ LOSS = re.compile(r"iteration\s+(\d+)/.*learning rate: (\S+) .*lm loss: (\S+) .*
 def learning_rate(args, iteration):
     """Megatron's schedule; iteration i uses step i - 1 (strata's Trainer.cpp)."""
     step = iteration - 1
-    warmup, decay = args.lr_warmup_iters, args.train_iters
+    warmup, decay = args.lr_warmup_iters, args.lr_decay_iters or args.train_iters
     if warmup > 0 and step <= warmup:
         return args.lr * step / warmup
     if args.lr_decay_style == "constant":
@@ -127,6 +127,8 @@ def main():
     p.add_argument("--min-lr", type=float, default=1e-4)
     p.add_argument("--lr-warmup-iters", type=int, default=0)
     p.add_argument("--lr-decay-style", default="constant")
+    p.add_argument("--lr-decay-iters", type=int, default=0)
+    p.add_argument("--seed", type=int, default=7)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--clip-grad", type=float, default=1.0)
     p.add_argument("--tolerance", type=float, default=1e-5)
@@ -140,8 +142,9 @@ def main():
     run(["strata-compile", os.path.join(args.examples, args.model + ".model"), "-o", plan,
          "--micro-batch-size", str(args.micro_batch_size),
          "--global-batch-size", str(args.global_batch_size)])
-    common = ["--seed", "7", "--lr", str(args.lr), "--min-lr", str(args.min_lr),
+    common = ["--seed", str(args.seed), "--lr", str(args.lr), "--min-lr", str(args.min_lr),
               "--lr-warmup-iters", str(args.lr_warmup_iters), "--lr-decay-style", args.lr_decay_style,
+              "--lr-decay-iters", str(args.lr_decay_iters),
               "--weight-decay", str(args.weight_decay), "--clip-grad", str(args.clip_grad),
               "--data-path", args.data]
     initial = os.path.join(work, "initial.safetensors")

@@ -13,6 +13,7 @@
 #include "runtime/plan/PlanFile.h"
 
 #include "mlir/IR/AsmState.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -120,6 +121,48 @@ std::string describeMemory(mlir::ModuleOp module) {
   return text;
 }
 
+
+/// Reads the input: a model file through the frontend, or IR (.mlir) at any
+/// level as strata-compile itself prints it.
+mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
+                                       SourceMgr &sourceMgr,
+                                       const CompileOptions &options,
+                                       ModelStats &stats) {
+  if (StringRef(inputFile).ends_with(".mlir")) {
+    auto module = mlir::parseSourceFile<mlir::ModuleOp>(sourceMgr, &context);
+    if (module)
+      stats = computeModelStats(*module);
+    return module;
+  }
+  std::vector<frontend::ConstOverride> overrides;
+  overrides.push_back({"batch", std::to_string(options.microBatchSize)});
+  for (const std::string &text : sets) {
+    frontend::ConstOverride override;
+    if (!frontend::parseOverride(text, override)) {
+      fail("--set " + text + ": expected NAME=VALUE, as in --set hidden=64");
+      return nullptr;
+    }
+    overrides.push_back(override);
+  }
+  auto module = frontend::buildModel(context, sourceMgr, overrides,
+                                     [](const Twine &message) { fail(message); });
+  if (!module)
+    return nullptr;
+  stats = computeModelStats(*module);
+  PlanHeader header;
+  header.model = stats.name;
+  header.microBatchSize = options.microBatchSize;
+  header.globalBatchSize = options.globalBatchSize;
+  header.numMicrobatches = options.microbatches();
+  header.seqLength = stats.seqLength;
+  header.vocabSize = stats.vocabSize;
+  header.flopsPerIteration =
+      double(stats.stepFlops()) * double(options.microbatches());
+  header.bf16 = options.bf16;
+  setPlanHeader(*module, header);
+  return module;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -130,6 +173,8 @@ int main(int argc, char **argv) {
                               "plan\n");
   if (emit.getNumOccurrences() == 0)
     emit = outputFile == "-" ? Emit::Summary : Emit::Plan;
+  if (emit == Emit::Plan && outputFile == "-")
+    return fail("--emit=plan writes a binary file: give it with -o FILE");
 
   CompileOptions options;
   options.microBatchSize = microBatchSize;
@@ -138,18 +183,6 @@ int main(int argc, char **argv) {
   options.bf16 = bf16;
   if (std::string error = checkOptions(options); !error.empty())
     return fail(error);
-
-  std::vector<frontend::ConstOverride> overrides;
-  overrides.push_back({"batch", std::to_string(options.microBatchSize)});
-  for (const std::string &text : sets) {
-    frontend::ConstOverride override;
-    if (!frontend::parseOverride(text, override))
-      return fail("--set " + text + ": expected NAME=VALUE, as in --set "
-                                    "hidden=64");
-    overrides.push_back(override);
-  }
-  if (emit == Emit::Plan && outputFile == "-")
-    return fail("--emit=plan writes a binary file: give it with -o FILE");
 
   auto buffer = MemoryBuffer::getFileOrSTDIN(inputFile, /*IsText=*/true);
   if (std::error_code error = buffer.getError())
@@ -164,44 +197,39 @@ int main(int argc, char **argv) {
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), SMLoc());
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
+  ModelStats stats;
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      frontend::buildModel(context, sourceMgr, overrides,
-                           [](const Twine &message) { fail(message); });
+      load(context, sourceMgr, options, stats);
   if (!module)
     return 1;
-  ModelStats stats = computeModelStats(*module);
+  FailureOr<PlanHeader> header = getPlanHeader(*module);
+  if (failed(header))
+    return 1;
+  // IR carries the batch layout it was made for.
+  options.microBatchSize = header->microBatchSize;
+  options.globalBatchSize = header->globalBatchSize;
+  options.bf16 = header->bf16;
 
-  if (emit != Emit::Graph && emit != Emit::Summary) {
-    Level level = emit == Emit::Step   ? Level::Step
-                  : emit == Emit::Dist ? Level::Dist
-                                       : Level::Exec;
-    mlir::PassManager pm(&context);
-    buildPipeline(pm, options, level);
-    if (failed(pm.run(*module)))
-      return 1;
-  } else if (emit == Emit::Summary) {
-    mlir::PassManager pm(&context);
-    buildPipeline(pm, options, Level::Exec);
-    if (failed(pm.run(*module)))
-      return 1;
-  }
+  Level from = levelOf(*module);
+  Level to = emit == Emit::Graph  ? Level::Graph
+             : emit == Emit::Step ? Level::Step
+             : emit == Emit::Dist ? Level::Dist
+                                  : Level::Exec;
+  if (to < from)
+    return fail("the input is already past the level --emit asks for");
+  mlir::PassManager pm(&context);
+  buildPipeline(pm, options, from, to);
+  if (failed(pm.run(*module)))
+    return 1;
 
-  std::string summary = describeStats(stats, options, "");
+  std::string summary =
+      stats.layers || stats.parameters ? describeStats(stats, options, "") : "";
   if (emit == Emit::Summary || emit == Emit::Plan)
     summary += describeMemory(*module);
 
   if (emit == Emit::Plan) {
-    PlanHeader header;
-    header.model = stats.name;
-    header.microBatchSize = options.microBatchSize;
-    header.globalBatchSize = options.globalBatchSize;
-    header.numMicrobatches = options.microbatches();
-    header.seqLength = stats.seqLength;
-    header.vocabSize = stats.vocabSize;
-    header.flopsPerIteration =
-        double(stats.stepFlops()) * double(options.microbatches());
     std::vector<uint8_t> bytes;
-    if (failed(writePlan(*module, header, bytes)))
+    if (failed(writePlan(*module, bytes)))
       return 1;
     if (std::string error = plan::writeFileAtomically(outputFile, bytes);
         !error.empty())
@@ -219,8 +247,8 @@ int main(int argc, char **argv) {
   if (emit == Emit::Summary) {
     os << summary;
   } else {
-    std::string header = describeStats(stats, options, "// ");
-    os << header;
+    if (stats.layers || stats.parameters)
+      os << describeStats(stats, options, "// ");
     // Locations inline (local scope: no #loc aliases), so the printed IR
     // reads line by line against the model file and parses back.
     module->print(os, mlir::OpPrintingFlags()

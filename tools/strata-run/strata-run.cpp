@@ -37,7 +37,8 @@ const char *kUsage =
     "  --save-params FILE        write the parameters (safetensors) at the end\n"
     "  --log-interval N          iterations per log line (1)\n"
     "  --threads N               CPU threads (default: all cores)\n"
-    "  --report-memory           print planned and measured peak memory\n";
+    "  --report-memory           print planned and measured peak memory\n"
+    "  --profile                 print the time spent in each kernel\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-run: error: " << message << "\n";
@@ -113,6 +114,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--report-memory") {
       options.reportMemory = true;
+      continue;
+    }
+    if (arg == "--profile") {
+      options.profile = true;
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
