@@ -85,8 +85,16 @@ int fail(const Twine &message) {
   return 1;
 }
 
+/// Bytes in the largest binary unit that keeps the number >= 1.
 std::string megabytes(int64_t bytes) {
-  return formatv("{0:f2} MiB", double(bytes) / (1024.0 * 1024.0)).str();
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = double(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 5) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return formatv("{0:f2} {1}", value, units[unit]).str();
 }
 
 std::string describeStats(const ModelStats &stats, const CompileOptions &opts,

@@ -1,0 +1,50 @@
+// The step as buffers, kernels, programs and a schedule.
+// RUN: strata-opt %s --strata-autodiff=loss-scale=0.5 --strata-optimizer --strata-schedule=microbatches=2 --strata-lower-to-exec | FileCheck %s
+// RUN: strata-opt %s --strata-autodiff=loss-scale=0.5 --strata-optimizer --strata-schedule=microbatches=2 --strata-lower-to-exec=bf16=true | FileCheck %s --check-prefix=BF16
+
+// CHECK: exec.rank 0 {
+// CHECK-DAG: exec.buffer @"input:tokens" : tensor<2x4xi32> persistent at -1
+// CHECK-DAG: exec.io "tokens" @"input:tokens"
+// CHECK-DAG: exec.buffer @"param:w" : tensor<8x16xf32> persistent
+// CHECK-DAG: exec.buffer @"grad:w" : tensor<8x16xf32> persistent
+// CHECK-DAG: exec.param "w" {{.*}}global_shape = array<i64: 8, 16>{{.*}}init = "normal"{{.*}}weight_decay
+// CHECK-DAG: exec.io "loss" @"output:loss"
+// CHECK-DAG: exec.io "grad_norm" @"output:grad_norm"
+// A reshape is a view of the buffer it reshapes.
+// CHECK-DAG: exec.buffer @[[FLAT:t[0-9]+]] : tensor<2x4x16xf32> workspace
+// CHECK-DAG: exec.buffer @{{t[0-9]+}} : tensor<8x16xf32> workspace at -1 alias @[[FLAT]]
+// CHECK: exec.program @microbatch {
+// CHECK: exec.kernel "gemm" ({{.*}}, @"param:w") -> ({{.*}}) {accumulate = false, k = 8 : i64, m = 8 : i64, n = 16 : i64, transpose_a = false, transpose_b = false}
+// The weight gradient goes straight into the accumulator.
+// CHECK: exec.kernel "gemm" ({{.*}}) -> (@"grad:w") {accumulate = true, k = 8 : i64, m = 8 : i64, n = 16 : i64, transpose_a = true, transpose_b = false}
+// CHECK: exec.kernel "embedding_bwd" ({{.*}}, @"input:tokens") -> (@"grad:e") {accumulate = true}
+// CHECK: exec.kernel "copy" ({{.*}}) -> (@"output:loss")
+// CHECK: exec.program @optimizer {
+// CHECK: exec.kernel "clip_coefficient"
+// CHECK: exec.kernel "adamw" (@"grad:w", @{{t[0-9]+}}) -> (@"param:w", @"exp_avg:w", @"exp_avg_sq:w") {weight_decay = true}
+// CHECK-NEXT: exec.kernel "fill" () -> (@"grad:w") {value = 0.000000e+00 : f64}
+// CHECK: exec.schedule {
+// CHECK-NEXT: exec.run @microbatch microbatch 0
+// CHECK-NEXT: exec.run @microbatch microbatch 1
+// CHECK-NEXT: exec.run @optimizer
+// CHECK-NEXT: }
+
+// bf16: parameters read by the model and activations are bf16; masters,
+// gradients, moments and scalars fp32; AdamW writes the master too.
+// BF16-DAG: exec.buffer @"param:w" : tensor<8x16xbf16> persistent
+// BF16-DAG: exec.buffer @"master:w" : tensor<8x16xf32> persistent
+// BF16-DAG: exec.buffer @"grad:w" : tensor<8x16xf32> persistent
+// BF16-DAG: exec.buffer @"exp_avg:w" : tensor<8x16xf32> persistent
+// BF16-DAG: exec.buffer @"output:loss" : tensor<f32> persistent
+// BF16: exec.kernel "adamw" (@"grad:w", @{{t[0-9]+}}) -> (@"param:w", @"exp_avg:w", @"exp_avg_sq:w", @"master:w")
+func.func @model() -> tensor<f32> {
+  %t = graph.input "tokens" : tensor<2x4xi32>
+  %e = graph.param "e" normal(2.000000e-02) : tensor<32x8xf32>
+  %w = graph.param "w" normal(2.000000e-02) : tensor<8x16xf32>
+  %x = graph.embedding %e, %t : (tensor<32x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %h = graph.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %f = graph.reshape %h : tensor<2x4x16xf32> -> tensor<8x16xf32>
+  %r = graph.reshape %f : tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %loss = graph.cross_entropy %r, %t : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
