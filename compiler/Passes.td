@@ -16,6 +16,25 @@ def VerifyModel : Pass<"strata-verify-model", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::graph::GraphDialect"];
 }
 
+def PadVocab : Pass<"strata-pad-vocab", "mlir::ModuleOp"> {
+  let summary = "Pad a vocabulary that tensor-parallel ranks cannot split";
+  let description = [{
+    When the vocabulary is not divisible by `tensor-parallel`, pads it (the
+    embedding tables' rows, the output layer's columns) to the next multiple
+    of `divisible-by` · tensor-parallel, as Megatron's
+    --make-vocab-size-divisible-by does, and tells the cross-entropy the
+    real size so that the padding stays out of the loss. A padded parameter
+    records its real shape in `dist.real_shape`.
+  }];
+  let options = [
+    Option<"tensorParallel", "tensor-parallel", "int64_t", "1",
+           "Tensor-parallel size the vocabulary must split across">,
+    Option<"divisibleBy", "divisible-by", "int64_t", "128",
+           "Pad to a multiple of this times the tensor-parallel size">
+  ];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+}
+
 def Autodiff : Pass<"strata-autodiff", "mlir::ModuleOp"> {
   let summary = "Append the backward pass: @model becomes @microbatch";
   let description = [{
@@ -44,6 +63,52 @@ def Optimizer : Pass<"strata-optimizer", "mlir::ModuleOp"> {
     leaves biases and norm weights undecayed). Returns the gradient norm.
   }];
   let dependentDialects = ["::strata::graph::GraphDialect"];
+}
+
+def TensorParallel : Pass<"strata-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Shard the training step across tensor-parallel ranks";
+  let description = [{
+    Gives every tensor of @microbatch and @optimizer a sharding over the tp
+    axis of @mesh (replicated, split along a dimension, or partial sums),
+    seeded by parameter shardings — vocabulary-parallel embedding tables;
+    column-parallel weights whose outputs feed a row-parallel matmul, the
+    loss or attention queries (key/value heads split when they divide,
+    else stay replicated) — and propagated through every op, inserting
+    shard.all_reduce, all_gather, reduce_scatter or a local slice where a
+    sharding must change. The loss over a split vocabulary becomes three
+    all-reduced row statistics. Types become each rank's local shapes; a
+    split parameter records `dist.split_dim` and `dist.global_shape`. With
+    `sequence-parallel`, the residual stream is split along the sequence:
+    reduce-scatter and all-gather instead of all-reduce.
+  }];
+  let options = [
+    Option<"size", "size", "int64_t", "1", "Tensor-parallel size">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "Split the residual stream along the sequence">
+  ];
+  let dependentDialects = ["::strata::dist::DistDialect",
+                           "::mlir::shard::ShardDialect"];
+}
+
+def DataParallel : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Reduce gradients across data-parallel replicas";
+  let description = [{
+    Sets the dp axis of @mesh and starts @optimizer with a
+    dist.reduce_gradients: an all-reduce of the gradient accumulators in
+    buckets, or with `distributed-optimizer` a reduce-scatter, after which
+    each rank updates its 1/dp of the parameters (its own AdamW moments and
+    master weights: ZeRO-1) and all-gathers them; the gradient norm then
+    sums over the dp axis as well.
+  }];
+  let options = [
+    Option<"size", "size", "int64_t", "1", "Data-parallel size">,
+    Option<"distributedOptimizer", "distributed-optimizer", "bool", "false",
+           "Shard optimizer state across data-parallel ranks">,
+    Option<"bucketElements", "bucket-elements", "int64_t", "40000000",
+           "Gradient elements per all-reduce bucket">
+  ];
+  let dependentDialects = ["::strata::dist::DistDialect",
+                           "::mlir::shard::ShardDialect"];
 }
 
 def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {

@@ -14,11 +14,19 @@ std::string checkOptions(const CompileOptions &options) {
   if (options.globalBatchSize < 1)
     return "--global-batch-size must be at least 1, got " +
            std::to_string(options.globalBatchSize);
-  if (options.globalBatchSize % options.microBatchSize != 0)
+  if (options.tensorParallel < 1 || options.dataParallel < 1)
+    return "--tensor-model-parallel-size and --data-parallel-size must be at "
+           "least 1";
+  if (options.vocabDivisibleBy < 1)
+    return "--make-vocab-size-divisible-by must be at least 1";
+  if (options.globalBatchSize %
+          (options.microBatchSize * options.dataParallel) !=
+      0)
     return "--global-batch-size " + std::to_string(options.globalBatchSize) +
            " is not divisible by --micro-batch-size " +
-           std::to_string(options.microBatchSize) +
-           " x data-parallel size 1: every microbatch must be full";
+           std::to_string(options.microBatchSize) + " x data-parallel size " +
+           std::to_string(options.dataParallel) +
+           ": every microbatch must be full";
   return "";
 }
 
@@ -36,13 +44,30 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
                    Level to) {
   auto crosses = [&](Level level) { return from < level && level <= to; };
   if (crosses(Level::Step)) {
+    if (options.tensorParallel > 1) {
+      PadVocabOptions pad;
+      pad.tensorParallel = options.tensorParallel;
+      pad.divisibleBy = options.vocabDivisibleBy;
+      pm.addPass(createPadVocab(pad));
+    }
     pm.addPass(createVerifyModel());
+    // Each rank's microbatch losses are divided so that summing gradients
+    // over microbatches and data-parallel ranks gives the mean.
     AutodiffOptions autodiff;
-    autodiff.lossScale = 1.0 / double(options.microbatches());
+    autodiff.lossScale =
+        1.0 / double(options.microbatches() * options.dataParallel);
     pm.addPass(createAutodiff(autodiff));
     pm.addPass(createOptimizer());
   }
   if (crosses(Level::Dist)) {
+    TensorParallelOptions tensor;
+    tensor.size = options.tensorParallel;
+    tensor.sequenceParallel = options.sequenceParallel;
+    pm.addPass(createTensorParallel(tensor));
+    DataParallelOptions data;
+    data.size = options.dataParallel;
+    data.distributedOptimizer = options.distributedOptimizer;
+    pm.addPass(createDataParallel(data));
     ScheduleOptions schedule;
     schedule.microbatches = options.microbatches();
     pm.addPass(createSchedule(schedule));
@@ -63,9 +88,9 @@ MemoryReport reportMemory(Operation *op) {
       continue;
     StringRef kind = buffer.getSymName().split(':').first;
     int64_t bytes = buffer.getBytes();
-    if (kind == "param")
+    if (kind == "params")
       report.parameters += bytes;
-    else if (kind == "grad")
+    else if (kind == "grads")
       report.gradients += bytes;
     else if (kind == "exp_avg" || kind == "exp_avg_sq" || kind == "master")
       report.optimizer += bytes;

@@ -14,9 +14,17 @@ struct CompileOptions {
   int64_t microBatchSize = 1;
   int64_t globalBatchSize = 1;
   bool bf16 = false;
+  int64_t tensorParallel = 1;
+  int64_t dataParallel = 1;
+  bool sequenceParallel = false;
+  bool distributedOptimizer = false;
+  int64_t vocabDivisibleBy = 128; // Megatron's --make-vocab-size-divisible-by
 
-  /// Microbatches per iteration: global / (micro · dp).
-  int64_t microbatches() const { return globalBatchSize / microBatchSize; }
+  /// Microbatches per iteration on each data-parallel rank:
+  /// global / (micro · dp).
+  int64_t microbatches() const {
+    return globalBatchSize / (microBatchSize * dataParallel);
+  }
 };
 
 /// The levels, in lowering order: the model as written, the training step

@@ -6,10 +6,12 @@
 #include "dialects/graph/GraphDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 
 void strata::registerDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::func::FuncDialect, graph::GraphDialect,
-                  dist::DistDialect, exec::ExecDialect>();
+                  dist::DistDialect, exec::ExecDialect,
+                  mlir::shard::ShardDialect>();
 }
 
 void strata::registerPasses() { registerStrataPasses(); }

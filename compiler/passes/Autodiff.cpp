@@ -183,7 +183,7 @@ LogicalResult GradientBuilder::differentiate(Operation *op) {
         b, loc, attention.getQuery().getType(), attention.getKey().getType(),
         attention.getValue().getType(), attention.getQuery(),
         attention.getKey(), attention.getValue(), attention.getResult(), dy,
-        attention.getCausalAttr());
+        attention.getCausalAttr(), attention.getGroupSizeAttr());
     contribute(attention.getQuery(), grad.getQueryGrad(), loc);
     contribute(attention.getKey(), grad.getKeyGrad(), loc);
     contribute(attention.getValue(), grad.getValueGrad(), loc);
@@ -193,7 +193,7 @@ LogicalResult GradientBuilder::differentiate(Operation *op) {
     contribute(loss.getLogits(),
                CrossEntropyGradOp::create(b, loc, loss.getLogits().getType(),
                                           loss.getLogits(), loss.getLabels(),
-                                          dy),
+                                          dy, loss.getVocabSizeAttr()),
                loc);
     return success();
   }

@@ -1,16 +1,23 @@
 //===- LowerToExec.cpp - the scheduled step as buffers and kernels --------===//
 //
-// Builds one exec.rank from @microbatch, @optimizer and the dist.schedule:
-// a buffer per tensor, a kernel per op, a program per function. The kernel
-// names and their argument conventions are the runtime's (runtime/exec/
-// KernelTable.cpp checks them when a plan loads).
+// Builds one exec.rank per rank of @mesh from @microbatch, @optimizer and
+// the dist.schedule: a buffer per tensor, a kernel per op, a program per
+// function. The functions are SPMD; what differs by rank is filled in here
+// from the rank's coordinates (tp fastest, then dp): a shard's offset into
+// its global tensor, a vocabulary range, the first query head, who keeps a
+// replicated value in a partial sum, which part of the gradients a
+// distributed optimizer owns. The kernel names and their argument
+// conventions are the runtime's (runtime/exec/KernelTable.cpp checks them
+// when a plan loads).
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Mesh.h"
 #include "compiler/Passes.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/exec/ExecDialect.h"
 #include "dialects/graph/GraphOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -26,18 +33,40 @@ namespace graph = strata::graph;
 
 namespace {
 
+/// Where this rank sits in the mesh.
+struct RankCoords {
+  int64_t rank = 0, tp = 0, dp = 0;
+  int64_t tpSize = 1, dpSize = 1;
+};
+
+/// The part of a parameter a distributed optimizer rank owns: elements
+/// [begin, begin + length) of the local parameter.
+struct Segment {
+  int64_t begin = 0, length = 0;
+  exec::BufferOp grad, value, expAvg, expAvgSq, master;
+};
+
 struct ParamBuffers {
   exec::BufferOp value, master, grad, expAvg, expAvgSq;
+  int64_t flatOffset = 0; // elements into the flat regions
+  std::optional<Segment> owned; // with the distributed optimizer
 };
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, exec::RankOp rank, bool bf16)
-      : module(module), b(module.getContext()), bf16(bf16) {
+  Lowering(ModuleOp module, exec::RankOp rank, bool bf16, RankCoords coords,
+           dist::ReduceGradientsOp reduce)
+      : module(module), b(module.getContext()), bf16(bf16), coords(coords),
+        distributedOptimizer(reduce && reduce.getDistributedOptimizer()),
+        bucketElements(reduce ? int64_t(reduce.getBucketElements()) : 0) {
     bufferBuilder.setInsertionPointToEnd(&rank.getBody().front());
     programBuilder.setInsertionPointToEnd(&rank.getBody().front());
   }
 
+  /// Lays out every parameter's value and gradient in two flat regions (in
+  /// parameter order), so that buckets and a distributed optimizer's shares
+  /// are contiguous, and declares the optimizer state.
+  void layoutParameters(func::FuncOp microbatch);
   LogicalResult lowerFunction(func::FuncOp func);
   LogicalResult lowerSchedule(dist::ScheduleOp schedule);
 
@@ -60,19 +89,49 @@ private:
   }
 
   exec::BufferOp makeBuffer(StringRef name, RankedTensorType type,
-                            exec::Arena arena, exec::BufferOp aliasOf = {}) {
+                            exec::Arena arena, exec::BufferOp aliasOf = {},
+                            int64_t viewBytes = 0, bool zeroInit = false) {
     FlatSymbolRefAttr alias;
+    IntegerAttr viewOffset;
     if (aliasOf) {
+      viewBytes += aliasOf.getViewOffset() ? int64_t(*aliasOf.getViewOffset())
+                                           : 0;
       if (auto root = aliasOf.getAliasAttr())
         alias = root;
       else
         alias = FlatSymbolRefAttr::get(aliasOf.getSymNameAttr());
+      if (viewBytes)
+        viewOffset = b.getI64IntegerAttr(viewBytes);
     }
     return exec::BufferOp::create(
         bufferBuilder, module.getLoc(), b.getStringAttr(name),
         TypeAttr::get(type), exec::ArenaAttr::get(ctx(), arena),
-        b.getI64IntegerAttr(-1), alias);
+        b.getI64IntegerAttr(-1), alias, viewOffset,
+        zeroInit ? b.getUnitAttr() : UnitAttr());
   }
+  static int64_t elementBytes(RankedTensorType type) {
+    return type.getElementType().isBF16() ? 2 : 4;
+  }
+  /// A 1-D view of `elements` elements of a flat region.
+  exec::BufferOp regionView(StringRef name, exec::BufferOp region,
+                            int64_t begin, int64_t elements) {
+    RankedTensorType type = region.getTensorType();
+    return makeBuffer(name,
+                      RankedTensorType::get({elements}, type.getElementType()),
+                      exec::Arena::Persistent, region,
+                      begin * elementBytes(type));
+  }
+  exec::BufferOp persistent(StringRef name, RankedTensorType type,
+                            bool zeroInit) {
+    return makeBuffer(name, type, exec::Arena::Persistent, {}, 0, zeroInit);
+  }
+  /// A rank-dependent kernel argument.
+  NamedAttribute rankAttr(StringRef name, int64_t value) {
+    return b.getNamedAttr(name, b.getI64IntegerAttr(value));
+  }
+  /// The tp index that a tensor split along tp starts at, in elements of
+  /// its dimension `size` (local).
+  int64_t tpOffset(int64_t localSize) { return coords.tp * localSize; }
   exec::BufferOp temporary(Value value, exec::Arena arena) {
     exec::BufferOp buffer =
         makeBuffer("t" + std::to_string(counter++), storageType(value.getType()),
@@ -88,7 +147,6 @@ private:
     return buffer;
   }
 
-  ParamBuffers &paramBuffers(graph::ParamOp param);
   exec::BufferOp input(graph::InputOp op);
   exec::BufferOp bufferOf(Value value) { return buffers.lookup(value); }
 
@@ -111,6 +169,12 @@ private:
   OpBuilder programBuilder{module.getContext()};
   OpBuilder body{module.getContext()};
   bool bf16;
+  RankCoords coords;
+  bool distributedOptimizer;
+  int64_t bucketElements;
+  exec::BufferOp paramRegion, gradRegion;
+  int64_t flatElements = 0, shardElements = 0;
+  SmallVector<std::string> paramOrder;
   int64_t counter = 0;
   llvm::DenseMap<Value, exec::BufferOp> buffers;
   llvm::StringMap<ParamBuffers> params;
@@ -118,38 +182,101 @@ private:
   llvm::DenseSet<Operation *> fused; // accumulate_grads done by a producer
 };
 
-ParamBuffers &Lowering::paramBuffers(graph::ParamOp param) {
-  auto [it, inserted] = params.try_emplace(param.getName());
-  ParamBuffers &p = it->second;
-  if (!inserted)
-    return p;
-  std::string name = param.getName().str();
-  auto persistent = exec::Arena::Persistent;
-  RankedTensorType f32 = asF32(param.getType());
-  RankedTensorType stored = storageType(param.getType());
-  p.value = makeBuffer("param:" + name, stored, persistent);
-  if (stored != f32)
-    p.master = makeBuffer("master:" + name, f32, persistent);
-  p.grad = makeBuffer("grad:" + name, f32, persistent);
-  p.expAvg = makeBuffer("exp_avg:" + name, f32, persistent);
-  p.expAvgSq = makeBuffer("exp_avg_sq:" + name, f32, persistent);
+void Lowering::layoutParameters(func::FuncOp microbatch) {
+  SmallVector<graph::ParamOp> ops;
+  microbatch.walk([&](graph::ParamOp param) {
+    if (params.count(param.getName()))
+      return;
+    params[param.getName()].flatOffset = flatElements;
+    flatElements += param.getType().getNumElements();
+    paramOrder.push_back(param.getName().str());
+    ops.push_back(param);
+  });
+  // The regions split evenly across data-parallel ranks.
+  flatElements = (flatElements + coords.dpSize - 1) / coords.dpSize *
+                 coords.dpSize;
+  shardElements = flatElements / coords.dpSize;
+  int64_t shardBegin = coords.dp * shardElements;
+  Type valueType = bf16 ? Type(BFloat16Type::get(ctx())) : b.getF32Type();
+  paramRegion = persistent(
+      "params", RankedTensorType::get({flatElements}, valueType), false);
+  gradRegion = persistent(
+      "grads", RankedTensorType::get({flatElements}, b.getF32Type()), true);
+  exec::BufferOp expAvgRegion, expAvgSqRegion, masterRegion;
+  if (distributedOptimizer) {
+    auto shardType = RankedTensorType::get({shardElements}, b.getF32Type());
+    expAvgRegion = persistent("exp_avg", shardType, true);
+    expAvgSqRegion = persistent("exp_avg_sq", shardType, true);
+    if (bf16)
+      masterRegion = persistent("master", shardType, false);
+  }
 
-  auto shape = param.getType().getShape();
-  SmallVector<int64_t> zeros(shape.size(), 0);
-  double std = param.getStd() ? param.getStd()->convertToDouble() : 0.0;
-  auto sym = [](exec::BufferOp buffer) {
-    return buffer ? FlatSymbolRefAttr::get(buffer.getSymNameAttr())
-                  : FlatSymbolRefAttr();
-  };
-  exec::ParamOp::create(
-      bufferBuilder, param.getLoc(), param.getNameAttr(), sym(p.value),
-      sym(p.master), sym(p.grad), sym(p.expAvg), sym(p.expAvgSq),
-      b.getDenseI64ArrayAttr(shape), b.getDenseI64ArrayAttr(zeros),
-      b.getStringAttr(graph::stringifyInitKind(param.getInit())),
-      b.getF64FloatAttr(std),
-      // Megatron decays matrices only: not biases or norm weights.
-      shape.size() >= 2 ? b.getUnitAttr() : UnitAttr());
-  return p;
+  for (graph::ParamOp param : ops) {
+    ParamBuffers &p = params[param.getName()];
+    std::string name = param.getName().str();
+    RankedTensorType local = param.getType();
+    RankedTensorType stored = storageType(local);
+    int64_t count = local.getNumElements();
+    p.value = makeBuffer("param:" + name, stored, exec::Arena::Persistent,
+                         paramRegion, p.flatOffset * elementBytes(stored));
+    p.grad = makeBuffer("grad:" + name, asF32(local), exec::Arena::Persistent,
+                        gradRegion, p.flatOffset * 4);
+    SmallVector<Attribute> masters;
+    SmallVector<int64_t> masterOffsets;
+    if (!distributedOptimizer) {
+      p.expAvg = persistent("exp_avg:" + name, asF32(local), true);
+      p.expAvgSq = persistent("exp_avg_sq:" + name, asF32(local), true);
+      if (stored != asF32(local)) {
+        p.master = persistent("master:" + name, asF32(local), false);
+        masters.push_back(FlatSymbolRefAttr::get(p.master.getSymNameAttr()));
+        masterOffsets.push_back(0);
+      }
+    } else {
+      // This rank owns flat elements [shardBegin, shardBegin + shard).
+      int64_t begin = std::max(p.flatOffset, shardBegin);
+      int64_t end = std::min(p.flatOffset + count, shardBegin + shardElements);
+      if (begin < end) {
+        Segment seg;
+        seg.begin = begin - p.flatOffset;
+        seg.length = end - begin;
+        std::string suffix = name + "@" + std::to_string(seg.begin);
+        seg.grad = regionView("grad:" + suffix, gradRegion, begin, seg.length);
+        seg.value =
+            regionView("param:" + suffix, paramRegion, begin, seg.length);
+        seg.expAvg = regionView("exp_avg:" + suffix, expAvgRegion,
+                                begin - shardBegin, seg.length);
+        seg.expAvgSq = regionView("exp_avg_sq:" + suffix, expAvgSqRegion,
+                                  begin - shardBegin, seg.length);
+        if (masterRegion) {
+          seg.master = regionView("master:" + suffix, masterRegion,
+                                  begin - shardBegin, seg.length);
+          masters.push_back(
+              FlatSymbolRefAttr::get(seg.master.getSymNameAttr()));
+          masterOffsets.push_back(seg.begin);
+        }
+        p.owned = seg;
+      }
+    }
+
+    // Where this rank's part sits in the global tensor.
+    SmallVector<int64_t> global(local.getShape());
+    SmallVector<int64_t> offset(local.getRank(), 0);
+    if (auto dim = param->getAttrOfType<IntegerAttr>("dist.split_dim"))
+      offset[dim.getInt()] = tpOffset(local.getDimSize(dim.getInt()));
+    if (auto shape = param->getAttrOfType<DenseI64ArrayAttr>("dist.global_shape"))
+      global.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+    if (auto real = param->getAttrOfType<DenseI64ArrayAttr>("dist.real_shape"))
+      global.assign(real.asArrayRef().begin(), real.asArrayRef().end());
+    double std = param.getStd() ? param.getStd()->convertToDouble() : 0.0;
+    exec::ParamOp::create(
+        bufferBuilder, param.getLoc(), param.getNameAttr(),
+        FlatSymbolRefAttr::get(p.value.getSymNameAttr()),
+        FlatSymbolRefAttr::get(p.grad.getSymNameAttr()),
+        b.getArrayAttr(masters), b.getDenseI64ArrayAttr(masterOffsets),
+        b.getDenseI64ArrayAttr(global), b.getDenseI64ArrayAttr(offset),
+        b.getStringAttr(graph::stringifyInitKind(param.getInit())),
+        b.getF64FloatAttr(std));
+  }
 }
 
 exec::BufferOp Lowering::input(graph::InputOp op) {
@@ -219,7 +346,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   };
 
   if (auto param = dyn_cast<graph::ParamOp>(op)) {
-    buffers[param] = paramBuffers(param).value;
+    buffers[param] = params[param.getName()].value;
     return success();
   }
   if (auto in = dyn_cast<graph::InputOp>(op)) {
@@ -250,9 +377,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto embedding = dyn_cast<graph::EmbeddingOp>(op)) {
+    SmallVector<NamedAttribute> attrs;
+    if (op->hasAttr("dist.vocab_parallel"))
+      attrs.push_back(rankAttr(
+          "vocab_offset",
+          tpOffset(embedding.getTable().getType().getDimSize(0))));
     kernel(loc, "embedding_fwd",
            {bufferOf(embedding.getTable()), bufferOf(embedding.getIds())},
-           {out(embedding)});
+           {out(embedding)}, attrs);
     return success();
   }
   if (auto matmul = dyn_cast<graph::MatmulOp>(op)) {
@@ -358,35 +490,138 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             attr("inverse", b.getBoolAttr(rope.getInverse()))});
     return success();
   }
-  if (auto attention = dyn_cast<graph::AttentionOp>(op)) {
-    kernel(loc, "attention_fwd",
-           {bufferOf(attention.getQuery()), bufferOf(attention.getKey()),
-            bufferOf(attention.getValue())},
-           {out(attention)},
-           {attr("causal", b.getBoolAttr(attention.getCausal()))});
+  if (isa<graph::AttentionOp, graph::AttentionGradOp>(op)) {
+    // Query heads split and kv heads replicated: the rank's first head.
+    SmallVector<NamedAttribute> attrs = {
+        attr("causal", b.getBoolAttr(op->hasAttr("causal")))};
+    if (auto group = op->getAttrOfType<IntegerAttr>("group_size")) {
+      int64_t heads =
+          cast<RankedTensorType>(op->getOperand(0).getType()).getDimSize(2);
+      attrs.push_back(rankAttr("group_size", group.getInt()));
+      attrs.push_back(rankAttr("query_head_offset",
+                               op->hasAttr("dist.query_heads_split")
+                                   ? tpOffset(heads)
+                                   : 0));
+    }
+    SmallVector<exec::BufferOp> ins, outs;
+    for (Value operand : op->getOperands())
+      ins.push_back(bufferOf(operand));
+    for (Value result : op->getResults())
+      outs.push_back(out(result));
+    kernel(loc, isa<graph::AttentionOp>(op) ? "attention_fwd"
+                                            : "attention_bwd",
+           ins, outs, attrs);
     return success();
   }
-  if (auto grad = dyn_cast<graph::AttentionGradOp>(op)) {
-    kernel(loc, "attention_bwd",
-           {bufferOf(grad.getQuery()), bufferOf(grad.getKey()),
-            bufferOf(grad.getValue()), bufferOf(grad.getOutput()),
-            bufferOf(grad.getGrad())},
-           {out(grad.getQueryGrad()), out(grad.getKeyGrad()),
-            out(grad.getValueGrad())},
-           {attr("causal", b.getBoolAttr(grad.getCausal()))});
+  if (isa<graph::CrossEntropyOp, graph::CrossEntropyGradOp>(op)) {
+    SmallVector<NamedAttribute> attrs;
+    if (auto vocab = op->getAttrOfType<IntegerAttr>("vocab_size"))
+      attrs.push_back(rankAttr("vocab_size", vocab.getInt()));
+    SmallVector<exec::BufferOp> ins;
+    for (Value operand : op->getOperands())
+      ins.push_back(bufferOf(operand));
+    kernel(loc, isa<graph::CrossEntropyOp>(op) ? "cross_entropy_fwd"
+                                               : "cross_entropy_bwd",
+           ins, {out(op->getResult(0))}, attrs);
     return success();
   }
-  if (auto loss = dyn_cast<graph::CrossEntropyOp>(op)) {
-    kernel(loc, "cross_entropy_fwd",
-           {bufferOf(loss.getLogits()), bufferOf(loss.getLabels())},
-           {out(loss)});
+  if (isa<graph::LogitsMaxOp, graph::LogitsTargetOp, graph::LogitsSumExpOp,
+          graph::CrossEntropyFromStatsOp, graph::CrossEntropyGradFromStatsOp>(
+          op)) {
+    // The vocabulary-parallel loss: this rank's columns start at its
+    // share of the (padded) vocabulary.
+    SmallVector<NamedAttribute> attrs;
+    if (auto vocab = op->getAttrOfType<IntegerAttr>("vocab_size")) {
+      int64_t columns =
+          cast<RankedTensorType>(op->getOperand(0).getType()).getShape().back();
+      attrs.push_back(rankAttr("vocab_size", vocab.getInt()));
+      attrs.push_back(rankAttr("vocab_offset",
+                               op->hasAttr("dist.vocab_parallel")
+                                   ? tpOffset(columns)
+                                   : 0));
+    }
+    StringRef name = isa<graph::LogitsMaxOp>(op)      ? "logits_max"
+                     : isa<graph::LogitsTargetOp>(op) ? "logits_target"
+                     : isa<graph::LogitsSumExpOp>(op) ? "logits_sum_exp"
+                     : isa<graph::CrossEntropyFromStatsOp>(op)
+                         ? "cross_entropy_from_stats"
+                         : "cross_entropy_grad_from_stats";
+    SmallVector<exec::BufferOp> ins;
+    for (Value operand : op->getOperands())
+      ins.push_back(bufferOf(operand));
+    kernel(loc, name, ins, {out(op->getResult(0))}, attrs);
     return success();
   }
-  if (auto grad = dyn_cast<graph::CrossEntropyGradOp>(op)) {
-    kernel(loc, "cross_entropy_bwd",
-           {bufferOf(grad.getLogits()), bufferOf(grad.getLabels()),
-            bufferOf(grad.getGrad())},
-           {out(grad)});
+  if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(
+          op)) {
+    SmallVector<NamedAttribute> attrs;
+    SmallVector<int64_t> axes;
+    for (int16_t axis :
+         op->getAttrOfType<DenseI16ArrayAttr>("grid_axes").asArrayRef())
+      axes.push_back(axis);
+    attrs.push_back(attr("axes", b.getDenseI64ArrayAttr(axes)));
+    StringRef name;
+    if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
+      name = "all_reduce";
+      attrs.push_back(rankAttr(
+          "reduction", reduce.getReduction() == shard::ReductionKind::Max));
+    } else if (auto gather = dyn_cast<shard::AllGatherOp>(op)) {
+      name = "all_gather";
+      attrs.push_back(rankAttr("dim", gather.getGatherAxis().getSExtValue()));
+    } else {
+      name = "reduce_scatter";
+      attrs.push_back(rankAttr(
+          "dim",
+          cast<shard::ReduceScatterOp>(op).getScatterAxis().getSExtValue()));
+    }
+    kernel(loc, name, {bufferOf(op->getOperand(0))}, {out(op->getResult(0))},
+           attrs);
+    return success();
+  }
+  if (auto slice = dyn_cast<shard::AllSliceOp>(op)) {
+    kernel(loc, "slice", {bufferOf(slice.getInput())}, {out(slice)},
+           {rankAttr("dim", slice.getSliceAxis().getSExtValue()),
+            rankAttr("part", coords.tp), rankAttr("parts", coords.tpSize)});
+    return success();
+  }
+  if (auto keep = dyn_cast<dist::KeepOnFirstOp>(op)) {
+    if (coords.tp == 0)
+      kernel(loc, "copy", {bufferOf(keep.getInput())}, {out(keep)});
+    else
+      kernel(loc, "fill", {}, {out(keep)},
+             {attr("value", b.getF64FloatAttr(0))});
+    return success();
+  }
+  if (auto reduce = dyn_cast<dist::ReduceGradientsOp>(op)) {
+    SmallVector<int64_t> axes = {kDataAxis};
+    auto axesAttr = attr("axes", b.getDenseI64ArrayAttr(axes));
+    if (distributedOptimizer) {
+      exec::BufferOp mine = regionView("grads@" + std::to_string(coords.dp),
+                                       gradRegion,
+                                       coords.dp * shardElements,
+                                       shardElements);
+      kernel(loc, "reduce_scatter", {gradRegion}, {mine},
+             {axesAttr, rankAttr("dim", 0)});
+      return success();
+    }
+    // Buckets of whole parameters, about bucket_elements each.
+    int64_t begin = 0, bucket = 0;
+    auto flush = [&](int64_t end) {
+      if (end <= begin)
+        return;
+      exec::BufferOp view = regionView("bucket:" + std::to_string(bucket++),
+                                       gradRegion, begin, end - begin);
+      kernel(loc, "all_reduce", {view}, {view},
+             {axesAttr, rankAttr("reduction", 0)});
+      begin = end;
+    };
+    for (const std::string &name : paramOrder) {
+      ParamBuffers &p = params[name];
+      int64_t end = p.flatOffset + p.grad.getTensorType().getNumElements();
+      if (end - begin >= bucketElements)
+        flush(end);
+    }
+    flush(flatElements);
     return success();
   }
   if (auto grad = dyn_cast<graph::EmbeddingGradOp>(op)) {
@@ -394,9 +629,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     bool accumulate = static_cast<bool>(target);
     if (!target)
       target = out(grad);
+    SmallVector<NamedAttribute> attrs = {
+        attr("accumulate", b.getBoolAttr(accumulate))};
+    if (op->hasAttr("dist.vocab_parallel"))
+      attrs.push_back(
+          rankAttr("vocab_offset", tpOffset(grad.getType().getDimSize(0))));
     kernel(loc, "embedding_bwd",
            {bufferOf(grad.getGrad()), bufferOf(grad.getIds())}, {target},
-           {attr("accumulate", b.getBoolAttr(accumulate))});
+           attrs);
     return success();
   }
   if (auto sink = dyn_cast<graph::AccumulateGradOp>(op)) {
@@ -410,6 +650,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto squares = dyn_cast<graph::SumSquaresOp>(op)) {
+    auto grad = squares.getInput().getDefiningOp<graph::GradOp>();
+    if (distributedOptimizer && grad) {
+      // Only this rank's part of the reduced gradient is valid.
+      ParamBuffers &p = params[grad.getName()];
+      if (p.owned)
+        kernel(loc, "sum_squares", {p.owned->grad}, {out(squares)});
+      else
+        kernel(loc, "fill", {}, {out(squares)},
+               {attr("value", b.getF64FloatAttr(0))});
+      return success();
+    }
     kernel(loc, "sum_squares", {bufferOf(squares.getInput())},
            {out(squares)});
     return success();
@@ -425,14 +676,24 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       return op->emitOpError() << "updates '" << adam.getName()
                                << "', which is not a parameter";
     ParamBuffers &p = it->second;
+    auto decay = attr("weight_decay", b.getBoolAttr(adam.getWeightDecay()));
+    if (distributedOptimizer) {
+      if (!p.owned)
+        return success(); // another data-parallel rank updates it
+      const Segment &seg = *p.owned;
+      SmallVector<exec::BufferOp> outs = {seg.value, seg.expAvg, seg.expAvgSq};
+      if (seg.master)
+        outs.push_back(seg.master);
+      kernel(loc, "adamw", {seg.grad, bufferOf(adam.getCoefficient())}, outs,
+             {decay});
+      return success();
+    }
     SmallVector<exec::BufferOp> outs = {p.value, p.expAvg, p.expAvgSq};
     if (p.master)
       outs.push_back(p.master);
     kernel(loc, "adamw",
            {bufferOf(adam.getGrad()), bufferOf(adam.getCoefficient())}, outs,
-           {attr("weight_decay", b.getBoolAttr(adam.getWeightDecay()))});
-    // The accumulator starts the next iteration at zero.
-    kernel(loc, "fill", {}, {p.grad}, {attr("value", b.getF64FloatAttr(0))});
+           {decay});
     return success();
   }
   return op->emitOpError() << "has no lowering to exec";
@@ -446,6 +707,20 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   for (Operation &op : func.getBody().front().without_terminator())
     if (failed(lowerOp(&op)))
       return failure();
+  if (func.getSymName() == "optimizer") {
+    // The accumulators start the next iteration at zero; a distributed
+    // optimizer's ranks share their updated parts.
+    kernel(func.getLoc(), "fill", {}, {gradRegion},
+           {b.getNamedAttr("value", b.getF64FloatAttr(0))});
+    if (distributedOptimizer) {
+      exec::BufferOp mine = regionView("params@" + std::to_string(coords.dp),
+                                       paramRegion, coords.dp * shardElements,
+                                       shardElements);
+      kernel(func.getLoc(), "all_gather", {mine}, {paramRegion},
+             {b.getNamedAttr("axes", b.getDenseI64ArrayAttr({kDataAxis})),
+              rankAttr("dim", 0)});
+    }
+  }
   // The returned scalar (the loss, the gradient norm) is copied to a
   // persistent buffer the runtime reads after the program.
   StringRef output = func.getSymName() == "microbatch" ? "loss" : "grad_norm";
@@ -483,25 +758,40 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
                             "--strata-optimizer and --strata-schedule first";
       return signalPassFailure();
     }
+    dist::ReduceGradientsOp reduce;
+    optimizer.walk([&](dist::ReduceGradientsOp op) { reduce = op; });
+    RankCoords coords;
+    coords.tpSize = meshAxis(module, kTensorAxis);
+    coords.dpSize = meshAxis(module, kDataAxis);
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
-    auto rank = exec::RankOp::create(b, module.getLoc(), b.getI64IntegerAttr(0),
-                                     IntegerAttr(), IntegerAttr());
-    rank.getBody().emplaceBlock();
-    Lowering lowering(module, rank, bf16);
-    if (failed(lowering.lowerFunction(microbatch)) ||
-        failed(lowering.lowerFunction(optimizer)) ||
-        failed(lowering.lowerSchedule(schedules.front())))
-      return signalPassFailure();
+    for (int64_t rank = 0; rank < coords.tpSize * coords.dpSize; ++rank) {
+      coords.rank = rank;
+      coords.tp = rank % coords.tpSize;
+      coords.dp = rank / coords.tpSize;
+      auto op = exec::RankOp::create(b, module.getLoc(),
+                                     b.getI64IntegerAttr(rank), IntegerAttr(),
+                                     IntegerAttr());
+      op.getBody().emplaceBlock();
+      Lowering lowering(module, op, bf16, coords, reduce);
+      lowering.layoutParameters(microbatch);
+      if (failed(lowering.lowerFunction(microbatch)) ||
+          failed(lowering.lowerFunction(optimizer)) ||
+          failed(lowering.lowerSchedule(schedules.front())))
+        return signalPassFailure();
+      // Declarations (buffers, params, io) read first, then the programs.
+      Block &block = op.getBody().front();
+      Operation *firstProgram = *block.getOps<exec::ProgramOp>().begin();
+      for (Operation &child : llvm::make_early_inc_range(llvm::make_range(
+               firstProgram->getIterator(), block.end())))
+        if (!isa<exec::ProgramOp, exec::ScheduleOp>(child))
+          child.moveBefore(firstProgram);
+    }
     microbatch.erase();
     optimizer.erase();
     schedules.front().erase();
-    // Declarations (buffers, params, io) read first, then the programs.
-    Block &block = rank.getBody().front();
-    Operation *firstProgram = *block.getOps<exec::ProgramOp>().begin();
-    for (Operation &op : llvm::make_early_inc_range(block))
-      if (!isa<exec::ProgramOp, exec::ScheduleOp>(op))
-        op.moveBefore(firstProgram);
+    if (auto grid = module.lookupSymbol<shard::GridOp>(kMeshName))
+      grid.erase();
   }
 };
 

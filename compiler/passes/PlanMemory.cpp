@@ -95,7 +95,8 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
     }
     for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>()) {
       if (auto alias = buffer.getAlias()) {
-        buffer.setOffset(byName.lookup(*alias).getPlacedOffset());
+        buffer.setOffset(byName.lookup(*alias).getPlacedOffset() +
+                         int64_t(buffer.getViewOffset().value_or(0)));
       } else if (buffer.getArena() == exec::Arena::Workspace &&
                  buffer.getPlacedOffset() < 0) {
         return buffer.emitOpError() << "is never used";

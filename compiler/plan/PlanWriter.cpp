@@ -87,7 +87,7 @@ LogicalResult Writer::rank(exec::RankOp rank) {
         builder, builder.CreateString(buffer.getSymName().str()),
         buffer.getArena() == exec::Arena::Persistent ? plan::Arena::Persistent
                                                      : plan::Arena::Workspace,
-        buffer.getPlacedOffset(), dtype, shape));
+        buffer.getPlacedOffset(), dtype, shape, buffer.getZeroInit()));
   }
   auto indexOf = [&](FlatSymbolRefAttr ref) {
     return index.lookup(ref.getValue());
@@ -95,16 +95,19 @@ LogicalResult Writer::rank(exec::RankOp rank) {
   for (auto param : body.getOps<exec::ParamOp>()) {
     auto global = param.getGlobalShape();
     auto offset = param.getShardOffset();
+    std::vector<plan::MasterSegment> masters;
+    for (auto [master, begin] :
+         llvm::zip(param.getMasters(), param.getMasterOffsets()))
+      masters.push_back(
+          plan::MasterSegment(indexOf(cast<FlatSymbolRefAttr>(master)), begin));
     params.push_back(plan::CreateParam(
         builder, builder.CreateString(param.getName().str()),
-        indexOf(param.getValueAttr()),
-        param.getMasterAttr() ? int32_t(indexOf(param.getMasterAttr())) : -1,
-        indexOf(param.getGradAttr()), indexOf(param.getExpAvgAttr()),
-        indexOf(param.getExpAvgSqAttr()),
+        indexOf(param.getValueAttr()), indexOf(param.getGradAttr()),
+        builder.CreateVectorOfStructs(masters),
         builder.CreateVector(global.data(), global.size()),
         builder.CreateVector(offset.data(), offset.size()),
         builder.CreateString(param.getInit().str()),
-        param.getStd().convertToDouble(), param.getWeightDecay()));
+        param.getStd().convertToDouble()));
   }
   for (auto entry : body.getOps<exec::IoOp>())
     io.push_back(plan::CreateIo(builder,
@@ -167,6 +170,10 @@ void setPlanHeader(ModuleOp module, const PlanHeader &header) {
           b.getNamedAttr("data_parallel", i64(header.dataParallel)),
           b.getNamedAttr("pipeline_parallel", i64(header.pipelineParallel)),
           b.getNamedAttr("bf16", b.getBoolAttr(header.bf16)),
+          b.getNamedAttr("sequence_parallel",
+                         b.getBoolAttr(header.sequenceParallel)),
+          b.getNamedAttr("distributed_optimizer",
+                         b.getBoolAttr(header.distributedOptimizer)),
       }));
 }
 
@@ -197,8 +204,13 @@ FailureOr<PlanHeader> getPlanHeader(ModuleOp module) {
   if (!flops)
     return module.emitError() << "strata.plan needs flops_per_iteration";
   header.flopsPerIteration = flops.getValueAsDouble();
-  auto bf16 = dict.getAs<BoolAttr>("bf16");
-  header.bf16 = bf16 && bf16.getValue();
+  auto flag = [&](StringRef key) {
+    auto value = dict.getAs<BoolAttr>(key);
+    return value && value.getValue();
+  };
+  header.bf16 = flag("bf16");
+  header.sequenceParallel = flag("sequence_parallel");
+  header.distributedOptimizer = flag("distributed_optimizer");
   return header;
 }
 

@@ -17,7 +17,10 @@ struct PlanHeader {
   uint32_t seqLength = 0, vocabSize = 0;
   double flopsPerIteration = 0;
   uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
-  bool bf16 = false; // how to lower; the plan's buffers say it themselves
+  // How to lower (the plan's buffers and programs say it themselves).
+  bool bf16 = false;
+  bool sequenceParallel = false;
+  bool distributedOptimizer = false;
 };
 
 /// The header as the module attribute `strata.plan` holds it, so that exec

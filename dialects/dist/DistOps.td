@@ -9,6 +9,8 @@
 #define STRATA_DIST_OPS_TD
 
 include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Dist_Dialect : Dialect {
   let name = "dist";
@@ -34,6 +36,44 @@ def Dist_StepOp : Dist_Op<"step", [HasParent<"ScheduleOp">]> {
                    OptionalAttr<I64Attr>:$microbatch);
   let assemblyFormat = "$function (`microbatch` $microbatch^)? attr-dict";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Beside upstream shard's collectives (all_reduce, all_gather,
+// reduce_scatter, all_slice), which dist-level IR uses as they are.
+//===----------------------------------------------------------------------===//
+
+def Dist_KeepOnFirstOp : Dist_Op<"keep_on_first",
+    [Pure, SameOperandsAndResultType]> {
+  let summary = "a replicated value made a partial sum of itself";
+  let description = [{
+    The first rank along `grid_axes` keeps the value, the others hold zeros,
+    so that summing over the axes counts it once: the gradient norm adds a
+    replicated parameter's squares to the sharded parameters' partial sums
+    this way, and all-reduces once.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$grid,
+                   DenseI16ArrayAttr:$grid_axes);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)
+  }];
+}
+
+def Dist_ReduceGradientsOp : Dist_Op<"reduce_gradients"> {
+  let summary = "sum every gradient accumulator over the data-parallel ranks";
+  let description = [{
+    Runs first in @optimizer. Without `distributed_optimizer` it all-reduces
+    the accumulators in buckets of `bucket_elements`. With it, it
+    reduce-scatters them: each data-parallel rank then owns a contiguous
+    1/dp of all gradients (flattened in parameter order), and the optimizer
+    reads and updates only what it owns — the gradient norm's sums of
+    squares and AdamW's moments and master weights cover that part — before
+    the updated parameters are all-gathered (ZeRO-1).
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes,
+                   UnitAttr:$distributed_optimizer, I64Attr:$bucket_elements);
+  let assemblyFormat = "`on` $grid `grid_axes` `=` $grid_axes attr-dict";
 }
 
 #endif // STRATA_DIST_OPS_TD

@@ -90,11 +90,16 @@ LogicalResult RankOp::verifyRegions() {
       if (failed(expect(op, buffer.getAliasAttr(), false)))
         return WalkResult::interrupt();
       auto root = cast<BufferOp>(symbols.lookup(*buffer.getAlias()));
-      if (root.getBytes() != buffer.getBytes() ||
+      int64_t start = static_cast<int64_t>(buffer.getViewOffset().value_or(0));
+      if (root.getAlias())
+        return buffer.emitOpError() << "views " << buffer.getAliasAttr()
+                                    << ", itself a view";
+      if (start < 0 || start + buffer.getBytes() > root.getBytes() ||
           root.getArena() != buffer.getArena())
         return buffer.emitOpError()
-               << "views " << buffer.getAliasAttr() << " but differs in size "
-               << "or arena";
+               << "views bytes " << start << ".." << start + buffer.getBytes()
+               << " of " << buffer.getAliasAttr() << " ("
+               << root.getBytes() << " bytes) or another arena";
     } else if (auto kernel = dyn_cast<KernelOp>(op)) {
       for (Attribute ref : kernel.getInputs())
         if (failed(expect(op, cast<FlatSymbolRefAttr>(ref), false)))
@@ -104,14 +109,14 @@ LogicalResult RankOp::verifyRegions() {
           return WalkResult::interrupt();
     } else if (auto param = dyn_cast<ParamOp>(op)) {
       SmallVector<FlatSymbolRefAttr> refs = {param.getValueAttr(),
-                                             param.getGradAttr(),
-                                             param.getExpAvgAttr(),
-                                             param.getExpAvgSqAttr()};
-      if (param.getMasterAttr())
-        refs.push_back(param.getMasterAttr());
+                                             param.getGradAttr()};
+      for (Attribute master : param.getMasters())
+        refs.push_back(cast<FlatSymbolRefAttr>(master));
       for (FlatSymbolRefAttr ref : refs)
         if (failed(expect(op, ref, false)))
           return WalkResult::interrupt();
+      if (param.getMasters().size() != param.getMasterOffsets().size())
+        return param.emitOpError() << "needs one offset per master";
     } else if (auto io = dyn_cast<IoOp>(op)) {
       if (failed(expect(op, io.getBufferAttr(), false)))
         return WalkResult::interrupt();

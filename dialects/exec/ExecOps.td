@@ -49,14 +49,19 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"RankOp">]> {
   let summary = "a typed region of an arena";
   let description = [{
     A buffer with an `alias` is a view of that buffer's bytes under another
-    shape (a reshape, a layer boundary): it has the root's arena and offset.
-    `offset` is -1 until memory planning.
+    shape: a reshape or a layer boundary (at the same bytes), a parameter in
+    the flat region of all parameters, a bucket or a data-parallel rank's
+    part of the gradients (at `view_offset` bytes into the root). It has the
+    root's arena. `offset` is -1 until memory planning; `zero_init` buffers
+    (gradient accumulators, optimizer moments) start at zero.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
                    Exec_Arena:$arena, I64Attr:$offset,
-                   OptionalAttr<FlatSymbolRefAttr>:$alias);
+                   OptionalAttr<FlatSymbolRefAttr>:$alias,
+                   OptionalAttr<I64Attr>:$view_offset, UnitAttr:$zero_init);
   let assemblyFormat = [{
-    $sym_name `:` $type $arena `at` $offset (`alias` $alias^)? attr-dict
+    $sym_name `:` $type $arena `at` $offset
+    (`alias` $alias^ (`+` $view_offset^)?)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -73,18 +78,20 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"RankOp">]> {
 def Exec_ParamOp : Exec_Op<"param", [HasParent<"RankOp">]> {
   let summary = "a parameter's buffers, initializer and shard";
   let description = [{
-    `value` is what the model reads (f32, or bf16 beside an f32 `master`);
-    `grad` the fp32 accumulator; `exp_avg`, `exp_avg_sq` AdamW's moments.
-    `global_shape` and `shard_offset` say which part of the global tensor
-    this rank holds: initialization and checkpoints use the global tensor.
+    `value` is what the model reads (f32, or bf16 beside f32 masters);
+    `grad` its fp32 accumulator. `masters` are the f32 master weights this
+    rank keeps, each starting `master_offsets` elements into the (local)
+    parameter: all of it, or with the distributed optimizer the rank's
+    share. `global_shape` and `shard_offset` say which part of the global
+    tensor this rank holds: initialization and checkpoints use the global
+    tensor (elements past `global_shape` are vocabulary padding).
   }];
   let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$value,
-                   OptionalAttr<FlatSymbolRefAttr>:$master,
-                   FlatSymbolRefAttr:$grad, FlatSymbolRefAttr:$exp_avg,
-                   FlatSymbolRefAttr:$exp_avg_sq,
+                   FlatSymbolRefAttr:$grad, FlatSymbolRefArrayAttr:$masters,
+                   DenseI64ArrayAttr:$master_offsets,
                    DenseI64ArrayAttr:$global_shape,
                    DenseI64ArrayAttr:$shard_offset,
-                   StrAttr:$init, F64Attr:$std, UnitAttr:$weight_decay);
+                   StrAttr:$init, F64Attr:$std);
   let assemblyFormat = "$name attr-dict";
 }
 

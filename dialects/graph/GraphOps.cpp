@@ -123,7 +123,8 @@ LogicalResult AttentionOp::verify() {
   return checkInferred(
       *this, inferAttentionType([&] { return emitOpError(); },
                                 getQuery().getType(), getKey().getType(),
-                                getValue().getType(), getCausal()));
+                                getValue().getType(), getCausal(),
+                                getGroupSize()));
 }
 
 LogicalResult CrossEntropyOp::verify() {
@@ -227,7 +228,8 @@ LogicalResult RmsNormGradOp::verify() {
 LogicalResult AttentionGradOp::verify() {
   auto output = inferAttentionType([&] { return emitOpError(); },
                                    getQuery().getType(), getKey().getType(),
-                                   getValue().getType(), getCausal());
+                                   getValue().getType(), getCausal(),
+                                   getGroupSize());
   if (failed(output))
     return failure();
   if (failed(expectType(*this, getOutput(), *output, "the output")) ||
@@ -245,6 +247,65 @@ LogicalResult CrossEntropyGradOp::verify() {
   if (failed(inferCrossEntropyType([&] { return emitOpError(); },
                                    getLogits().getType(),
                                    getLabels().getType())))
+    return failure();
+  return expectType(*this, getResult(), getLogits().getType(), "the result");
+}
+
+//===----------------------------------------------------------------------===//
+// The loss from row statistics
+//===----------------------------------------------------------------------===//
+
+/// The per-row statistic type of logits [..., V]: f32 [...].
+static RankedTensorType rowType(RankedTensorType logits) {
+  return RankedTensorType::get(logits.getShape().drop_back(),
+                               Float32Type::get(logits.getContext()));
+}
+
+static LogicalResult verifyRowStat(Operation *op, RankedTensorType logits,
+                                   Value result, int64_t vocabSize) {
+  if (logits.getRank() < 1)
+    return op->emitOpError() << "the logits need a vocabulary dimension";
+  if (vocabSize < 1)
+    return op->emitOpError() << "vocab_size must be positive";
+  return expectType(op, result, rowType(logits), "the result");
+}
+
+LogicalResult LogitsMaxOp::verify() {
+  return verifyRowStat(*this, getLogits().getType(), getResult(),
+                       getVocabSize());
+}
+
+LogicalResult LogitsTargetOp::verify() {
+  if (getLabels().getType().getShape() !=
+      getLogits().getType().getShape().drop_back())
+    return emitOpError() << "the labels must be the logits' rows";
+  return verifyRowStat(*this, getLogits().getType(), getResult(),
+                       getVocabSize());
+}
+
+LogicalResult LogitsSumExpOp::verify() {
+  if (failed(expectType(*this, getMax(), rowType(getLogits().getType()),
+                        "the max")))
+    return failure();
+  return verifyRowStat(*this, getLogits().getType(), getResult(),
+                       getVocabSize());
+}
+
+LogicalResult CrossEntropyFromStatsOp::verify() {
+  auto rows = getMax().getType();
+  if (!rows.getElementType().isF32())
+    return emitOpError() << "statistics are f32";
+  if (failed(expectType(*this, getSumExp(), rows, "the sum_exp")))
+    return failure();
+  return expectType(*this, getTarget(), rows, "the target");
+}
+
+LogicalResult CrossEntropyGradFromStatsOp::verify() {
+  auto rows = rowType(getLogits().getType());
+  if (getLabels().getType().getShape() != rows.getShape())
+    return emitOpError() << "the labels must be the logits' rows";
+  if (failed(expectType(*this, getMax(), rows, "the max")) ||
+      failed(expectType(*this, getSumExp(), rows, "the sum_exp")))
     return failure();
   return expectType(*this, getResult(), getLogits().getType(), "the result");
 }

@@ -196,9 +196,15 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
     head_dim] with heads a multiple of kv_heads: query head h reads kv head
     h / (heads / kv_heads). Scores are scaled by 1/sqrt(head_dim); `causal`
     masks the future. The result has q's shape.
+
+    `group_size` (query heads per kv head) is set when q holds only some of
+    the model's query heads and k, v all of its kv heads (tensor parallel
+    with kv heads replicated): local query head i then reads kv head
+    (first + i) / group_size, `first` being the rank's first query head.
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
-                   Graph_FloatTensor:$value, UnitAttr:$causal);
+                   Graph_FloatTensor:$value, UnitAttr:$causal,
+                   OptionalAttr<I64Attr>:$group_size);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
@@ -208,7 +214,13 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
 
 def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure]> {
   let summary = "softmax cross-entropy, the mean over all tokens";
-  let arguments = (ins Graph_FloatTensor:$logits, Graph_IdTensor:$labels);
+  let description = [{
+    `vocab_size`, when set, is the real vocabulary: logits columns at or
+    beyond it are padding (added so that a vocabulary splits evenly across
+    tensor-parallel ranks) and take no part in the softmax.
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IdTensor:$labels,
+                   OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Graph_Scalar:$result);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` functional-type(operands, results)

@@ -260,7 +260,8 @@ FailureOr<RankedTensorType> inferRopeType(ErrorFn emitError, Type input) {
 
 FailureOr<RankedTensorType> inferAttentionType(ErrorFn emitError, Type query,
                                                Type key, Type value,
-                                               bool causal) {
+                                               bool causal,
+                                               std::optional<int64_t> groupSize) {
   auto q = expectFloat(emitError, query, "the query");
   auto k = expectFloat(emitError, key, "the key");
   auto v = expectFloat(emitError, value, "the value");
@@ -292,7 +293,12 @@ FailureOr<RankedTensorType> inferAttentionType(ErrorFn emitError, Type query,
     return failure();
   }
   int64_t heads = q->getDimSize(2), kvHeads = k->getDimSize(2);
-  if (heads % kvHeads != 0) {
+  if (groupSize) {
+    if (*groupSize < 1) {
+      emitError() << "group_size must be positive, got " << *groupSize;
+      return failure();
+    }
+  } else if (heads % kvHeads != 0) {
     emitError() << "query heads " << heads
                 << " are not a multiple of key/value heads " << kvHeads;
     return failure();

@@ -12,6 +12,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include <optional>
 #include <string>
 
 namespace strata::graph {
@@ -56,9 +57,12 @@ inferTransposeType(ErrorFn emitError, mlir::Type input,
 mlir::FailureOr<mlir::RankedTensorType> inferRopeType(ErrorFn emitError,
                                                       mlir::Type input);
 
+/// `groupSize`, when given, is the query heads per kv head of the whole
+/// model (the query holds some of them; see graph.attention).
 mlir::FailureOr<mlir::RankedTensorType>
 inferAttentionType(ErrorFn emitError, mlir::Type query, mlir::Type key,
-                   mlir::Type value, bool causal);
+                   mlir::Type value, bool causal,
+                   std::optional<int64_t> groupSize = std::nullopt);
 
 mlir::FailureOr<mlir::RankedTensorType>
 inferCrossEntropyType(ErrorFn emitError, mlir::Type logits, mlir::Type labels);

@@ -116,7 +116,8 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                    Graph_FloatTensor:$value, Graph_FloatTensor:$output,
-                   Graph_FloatTensor:$grad, UnitAttr:$causal);
+                   Graph_FloatTensor:$grad, UnitAttr:$causal,
+                   OptionalAttr<I64Attr>:$group_size);
   let results = (outs Graph_FloatTensor:$query_grad,
                       Graph_FloatTensor:$key_grad,
                       Graph_FloatTensor:$value_grad);
@@ -134,10 +135,68 @@ def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure]> {
     loss's own gradient (1/microbatches when gradients accumulate).
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_IdTensor:$labels,
-                   Graph_Scalar:$grad);
+                   Graph_Scalar:$grad, OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Graph_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// The loss from row statistics: the vocabulary-parallel cross-entropy
+//===----------------------------------------------------------------------===//
+//
+// When the logits' vocabulary is split across ranks, the loss is computed
+// from three per-token statistics, each all-reduced between the steps: the
+// row maximum, the target logit and the sum of exponentials (Megatron's
+// three reductions). `vocab_size` is the real vocabulary: columns at or
+// beyond it (padding) are left out. With the discardable `dist.vocab_parallel`
+// attribute, column c of a rank's logits is vocabulary entry
+// rank · columns + c.
+
+class Graph_LogitsStatOp<string mnemonic, string what, dag extra>
+    : Graph_Op<mnemonic, [Pure]> {
+  let summary = what;
+  let arguments = !con((ins Graph_FloatTensor:$logits), extra,
+                       (ins I64Attr:$vocab_size));
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_LogitsMaxOp : Graph_LogitsStatOp<"logits_max",
+    "each row's maximum logit over the valid columns (-inf if none)", (ins)>;
+def Graph_LogitsTargetOp : Graph_LogitsStatOp<"logits_target",
+    "each row's logit of its label, 0 where the label is another rank's",
+    (ins Graph_IdTensor:$labels)>;
+def Graph_LogitsSumExpOp : Graph_LogitsStatOp<"logits_sum_exp",
+    "each row's sum of exp(logit - max) over the valid columns",
+    (ins Graph_FloatTensor:$max)>;
+
+def Graph_CrossEntropyFromStatsOp : Graph_Op<"cross_entropy_from_stats",
+    [Pure]> {
+  let summary = "mean over rows of log(sum_exp) + max - target";
+  let arguments = (ins Graph_FloatTensor:$max, Graph_FloatTensor:$sum_exp,
+                   Graph_FloatTensor:$target);
+  let results = (outs Graph_Scalar:$result);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_CrossEntropyGradFromStatsOp
+    : Graph_Op<"cross_entropy_grad_from_stats", [Pure]> {
+  let summary = "(softmax - onehot) · grad / rows, softmax from the stats";
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IdTensor:$labels,
+                   Graph_FloatTensor:$max, Graph_FloatTensor:$sum_exp,
+                   Graph_Scalar:$grad, I64Attr:$vocab_size);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

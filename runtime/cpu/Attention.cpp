@@ -35,8 +35,15 @@ struct Dims {
     kvHeads = k[2];
     causal = args.flag("causal");
     scale = static_cast<float>(1.0 / std::sqrt(double(dim)));
+    const AttrValue *group = args.instruction.attr("group_size");
+    const AttrValue *offset = args.instruction.attr("query_head_offset");
+    groupSize = group ? group->i : heads / kvHeads;
+    firstHead = offset ? offset->i : 0;
   }
-  int64_t group() const { return heads / kvHeads; }
+  /// The kv head query head h reads: with the query's heads split across
+  /// ranks and the kv heads whole, h is the rank's local index.
+  int64_t kvHead(int64_t h) const { return (firstHead + h) / groupSize; }
+  int64_t groupSize, firstHead;
   /// Head h of a query-shaped tensor: rows i at stride heads·dim.
   int64_t qOffset(int64_t b, int64_t h) const {
     return (b * seq * heads + h) * dim;
@@ -83,7 +90,7 @@ void attentionFwd(const KernelArgs &args) {
 #pragma omp for collapse(2)
     for (int64_t b = 0; b < d.batch; ++b)
       for (int64_t h = 0; h < d.heads; ++h) {
-        int64_t g = h / d.group();
+        int64_t g = d.kvHead(h);
         probabilities(d, q + d.qOffset(b, h), k + d.kvOffset(b, g), p.data());
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.seq, d.dim,
                     d.keys, 1.0f, p.data(), d.keys, v + d.kvOffset(b, g),
@@ -107,7 +114,9 @@ void attentionBwd(const KernelArgs &args) {
       for (int64_t g = 0; g < d.kvHeads; ++g) {
         const float *kg = k + d.kvOffset(b, g), *vg = v + d.kvOffset(b, g);
         float *dkg = dk + d.kvOffset(b, g), *dvg = dv + d.kvOffset(b, g);
-        for (int64_t h = g * d.group(); h < (g + 1) * d.group(); ++h) {
+        for (int64_t h = 0; h < d.heads; ++h) {
+          if (d.kvHead(h) != g)
+            continue;
           const float *qh = q + d.qOffset(b, h), *oh = o + d.qOffset(b, h),
                       *doh = dout + d.qOffset(b, h);
           probabilities(d, qh, kg, p.data());

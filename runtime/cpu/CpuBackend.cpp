@@ -66,8 +66,23 @@ KernelFn kernelFunction(KernelId id) {
     return clipCoefficient;
   case KernelId::AdamW:
     return adamw;
+  case KernelId::Slice:
+    return slice;
+  case KernelId::LogitsMax:
+    return logitsMax;
+  case KernelId::LogitsTarget:
+    return logitsTarget;
+  case KernelId::LogitsSumExp:
+    return logitsSumExp;
+  case KernelId::CrossEntropyFromStats:
+    return crossEntropyFromStats;
+  case KernelId::CrossEntropyGradFromStats:
+    return crossEntropyGradFromStats;
+  case KernelId::AllReduce:
+  case KernelId::AllGather:
+  case KernelId::ReduceScatter:
   case KernelId::Count:
-    break;
+    break; // collectives run in the communicator
   }
   return nullptr;
 }

@@ -158,3 +158,26 @@ void transpose(const KernelArgs &args) {
 }
 
 } // namespace strata::runtime::cpu
+
+namespace strata::runtime::cpu {
+
+void slice(const KernelArgs &args) {
+  // y is part `part` of `parts` equal blocks of x along `dim`.
+  const std::vector<int64_t> &shape = args.inShape(0);
+  int64_t dim = args.instruction.intAttr("dim");
+  int64_t part = args.instruction.intAttr("part");
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t chunk = args.outBuffer[0]->shape[dim] * inner;
+  int64_t stride = shape[dim] * inner;
+  const float *x = args.inF(0);
+  float *y = args.outF(0);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(y + o * chunk, x + o * stride + part * chunk,
+                chunk * sizeof(float));
+}
+
+} // namespace strata::runtime::cpu

@@ -55,6 +55,7 @@ void geluBwd(const KernelArgs &);
 void siluFwd(const KernelArgs &);
 void siluBwd(const KernelArgs &);
 void transpose(const KernelArgs &);
+void slice(const KernelArgs &);
 // Embedding.cpp
 void embeddingFwd(const KernelArgs &);
 void embeddingBwd(const KernelArgs &);
@@ -71,6 +72,11 @@ void attentionBwd(const KernelArgs &);
 // Loss.cpp
 void crossEntropyFwd(const KernelArgs &);
 void crossEntropyBwd(const KernelArgs &);
+void logitsMax(const KernelArgs &);
+void logitsTarget(const KernelArgs &);
+void logitsSumExp(const KernelArgs &);
+void crossEntropyFromStats(const KernelArgs &);
+void crossEntropyGradFromStats(const KernelArgs &);
 // Optimizer.cpp
 void sumSquares(const KernelArgs &);
 void clipCoefficient(const KernelArgs &);

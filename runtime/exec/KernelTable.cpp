@@ -41,6 +41,15 @@ const Signature kSignatures[] = {
     {"sum_squares", 1, 1},
     {"clip_coefficient", 1, 2},
     {"adamw", 2, -1},
+    {"slice", 1, 1},
+    {"logits_max", 1, 1},
+    {"logits_target", 2, 1},
+    {"logits_sum_exp", 2, 1},
+    {"cross_entropy_from_stats", 3, 1},
+    {"cross_entropy_grad_from_stats", 5, 1},
+    {"all_reduce", 1, 1},
+    {"all_gather", 1, 1},
+    {"reduce_scatter", 1, 1},
 };
 static_assert(sizeof(kSignatures) / sizeof(kSignatures[0]) ==
               static_cast<size_t>(KernelId::Count));
@@ -57,8 +66,9 @@ std::string shapeText(const Buffer &b) {
 /// Collects the first violated rule of one instruction.
 class Rules {
 public:
-  Rules(const Instruction &instruction, const std::vector<Buffer> &buffers)
-      : instruction(instruction) {
+  Rules(const Instruction &instruction, const std::vector<Buffer> &buffers,
+        const MeshShape &mesh)
+      : instruction(instruction), mesh(mesh) {
     for (uint32_t i : instruction.inputs)
       ins.push_back(&buffers[i]);
     for (uint32_t i : instruction.outputs)
@@ -107,7 +117,29 @@ public:
       isFloat(*b);
   }
 
+  /// An optional integer argument must be an Int when given.
+  void optionalInt(const std::string &key) {
+    const AttrValue *value = instruction.attr(key);
+    require(!value || value->kind == AttrValue::Kind::Int,
+            "argument '" + key + "' must be an integer");
+  }
+  /// The group a collective's `axes` name: its size, or 0 if they are bad.
+  int64_t group() {
+    attr("axes", AttrValue::Kind::Ints);
+    if (!error.empty())
+      return 0;
+    const auto &axes = instruction.attr("axes")->ints;
+    bool valid = !axes.empty();
+    for (size_t i = 0; i < axes.size(); ++i)
+      valid = valid && axes[i] >= 0 && axes[i] < 3 &&
+              (i == 0 || axes[i] > axes[i - 1]);
+    require(valid, "a collective names mesh axes 0 (tp), 1 (dp), 2 (pp), in "
+                   "increasing order");
+    return valid ? mesh.groupSize(axes) : 0;
+  }
+
   const Instruction &instruction;
+  const MeshShape &mesh;
   std::vector<const Buffer *> ins, outs;
   std::string error;
 };
@@ -115,15 +147,27 @@ public:
 void checkAttention(Rules &r, bool backward) {
   const Buffer &q = r.in(0), &k = r.in(1), &v = r.in(2);
   r.attr("causal", AttrValue::Kind::Bool);
+  r.optionalInt("group_size");
+  r.optionalInt("query_head_offset");
+  const AttrValue *group = r.instruction.attr("group_size");
   r.allFloat();
   bool ranks = q.shape.size() == 4 && k.shape.size() == 4 &&
                v.shape.size() == 4;
   r.require(ranks, "attention operands must be [batch, seq, heads, dim]");
   if (!ranks)
     return;
+  bool grouped = true;
+  if (group && group->kind == AttrValue::Kind::Int) {
+    // Query heads [offset, offset + H) read kv heads (offset + i) / group.
+    const AttrValue *first = r.instruction.attr("query_head_offset");
+    int64_t offset = first ? first->i : 0;
+    grouped = group->i > 0 && offset >= 0 &&
+              (offset + q.shape[2] - 1) / group->i < k.shape[2];
+  } else {
+    grouped = k.shape[2] > 0 && q.shape[2] % k.shape[2] == 0;
+  }
   r.require(k.shape == v.shape && q.shape[0] == k.shape[0] &&
-                q.shape[3] == k.shape[3] && k.shape[2] > 0 &&
-                q.shape[2] % k.shape[2] == 0,
+                q.shape[3] == k.shape[3] && grouped,
             "attention shapes disagree: q " + shapeText(q) + ", k " +
                 shapeText(k) + ", v " + shapeText(v));
   if (r.instruction.attr("causal") && r.instruction.boolAttr("causal"))
@@ -187,6 +231,7 @@ void checkRules(KernelId id, Rules &r) {
     return;
   }
   case KernelId::EmbeddingFwd: {
+    r.optionalInt("vocab_offset");
     const Buffer &table = r.in(0);
     r.isFloat(table);
     r.isIds(r.in(1));
@@ -198,6 +243,7 @@ void checkRules(KernelId id, Rules &r) {
     return;
   }
   case KernelId::EmbeddingBwd: {
+    r.optionalInt("vocab_offset");
     const Buffer &table = r.out(0);
     r.attr("accumulate", K::Bool);
     r.isFloat(r.in(0));
@@ -292,6 +338,7 @@ void checkRules(KernelId id, Rules &r) {
     return;
   case KernelId::CrossEntropyFwd:
   case KernelId::CrossEntropyBwd: {
+    r.optionalInt("vocab_size");
     const Buffer &logits = r.in(0);
     r.isFloat(logits);
     r.isIds(r.in(1));
@@ -335,6 +382,92 @@ void checkRules(KernelId id, Rules &r) {
               "a bf16 parameter needs an f32 master");
     return;
   }
+  case KernelId::Slice: {
+    for (const char *key : {"dim", "part", "parts"})
+      r.attr(key, K::Int);
+    r.allFloat();
+    if (!r.error.empty())
+      return;
+    const Instruction &i = r.instruction;
+    int64_t dim = i.intAttr("dim"), part = i.intAttr("part"),
+            parts = i.intAttr("parts");
+    const Buffer &x = r.in(0), &y = r.out(0);
+    bool ok = dim >= 0 && dim < int64_t(x.shape.size()) && parts > 0 &&
+              part >= 0 && part < parts && x.shape.size() == y.shape.size();
+    for (size_t d = 0; ok && d < x.shape.size(); ++d)
+      ok = int64_t(d) == dim ? x.shape[d] == y.shape[d] * parts
+                             : x.shape[d] == y.shape[d];
+    r.require(ok, "slice of " + shapeText(x) + " into " + shapeText(y) +
+                      " does not fit its part");
+    return;
+  }
+  case KernelId::LogitsMax:
+  case KernelId::LogitsTarget:
+  case KernelId::LogitsSumExp:
+  case KernelId::CrossEntropyGradFromStats: {
+    r.attr("vocab_size", K::Int);
+    r.attr("vocab_offset", K::Int);
+    const Buffer &logits = r.in(0);
+    r.isFloat(logits);
+    int64_t rows = logits.elements / r.lastDim(logits);
+    auto isRows = [&](const Buffer &b) {
+      r.require(b.dtype == DType::F32 && b.elements == rows,
+                "'" + b.name + "' must be one f32 per row of the logits");
+    };
+    if (id == KernelId::LogitsTarget || id == KernelId::CrossEntropyGradFromStats)
+      r.require(r.in(1).dtype == DType::I32 && r.in(1).elements == rows,
+                "the labels must be one id per row of the logits");
+    if (id == KernelId::LogitsSumExp)
+      isRows(r.in(1));
+    if (id == KernelId::CrossEntropyGradFromStats) {
+      isRows(r.in(2));
+      isRows(r.in(3));
+      r.isScalar(r.in(4));
+      r.isFloat(r.out(0));
+      r.sameCount(logits, r.out(0));
+    } else {
+      isRows(r.out(0));
+    }
+    return;
+  }
+  case KernelId::CrossEntropyFromStats:
+    r.require(r.in(0).dtype == DType::F32 &&
+                  r.in(1).elements == r.in(0).elements &&
+                  r.in(2).elements == r.in(0).elements,
+              "the statistics must be f32 rows of one length");
+    r.isScalar(r.out(0));
+    return;
+  case KernelId::AllReduce: {
+    r.attr("reduction", K::Int);
+    r.group();
+    r.allFloat();
+    r.sameCount(r.in(0), r.out(0));
+    r.require(r.in(0).dtype == r.out(0).dtype,
+              "an all-reduce keeps its dtype");
+    return;
+  }
+  case KernelId::AllGather:
+  case KernelId::ReduceScatter: {
+    r.attr("dim", K::Int);
+    int64_t n = r.group();
+    r.allFloat();
+    if (!r.error.empty() || n == 0)
+      return;
+    bool gather = id == KernelId::AllGather;
+    const Buffer &part = gather ? r.in(0) : r.out(0);
+    const Buffer &whole = gather ? r.out(0) : r.in(0);
+    int64_t dim = r.instruction.intAttr("dim");
+    bool ok = dim >= 0 && dim < int64_t(part.shape.size()) &&
+              part.shape.size() == whole.shape.size() &&
+              part.dtype == whole.dtype;
+    for (size_t d = 0; ok && d < part.shape.size(); ++d)
+      ok = int64_t(d) == dim ? whole.shape[d] == part.shape[d] * n
+                             : whole.shape[d] == part.shape[d];
+    r.require(ok, std::string(gather ? "all_gather" : "reduce_scatter") +
+                      " over " + std::to_string(n) + " ranks does not map " +
+                      shapeText(part) + " to " + shapeText(whole));
+    return;
+  }
   case KernelId::Count:
     return;
   }
@@ -354,7 +487,8 @@ const char *kernelName(KernelId id) {
 }
 
 std::string checkInstruction(const Instruction &instruction,
-                             const std::vector<Buffer> &buffers) {
+                             const std::vector<Buffer> &buffers,
+                             const MeshShape &mesh) {
   const Signature &sig = kSignatures[instruction.kernelId];
   auto count = [](size_t n) { return std::to_string(n); };
   if (static_cast<int>(instruction.inputs.size()) != sig.inputs)
@@ -364,7 +498,7 @@ std::string checkInstruction(const Instruction &instruction,
       static_cast<int>(instruction.outputs.size()) != sig.outputs)
     return std::string(sig.name) + " writes " + count(sig.outputs) +
            " outputs, the plan gives " + count(instruction.outputs.size());
-  Rules rules(instruction, buffers);
+  Rules rules(instruction, buffers, mesh);
   checkRules(static_cast<KernelId>(instruction.kernelId), rules);
   return rules.error.empty() ? "" : std::string(sig.name) + ": " + rules.error;
 }

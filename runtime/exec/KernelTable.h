@@ -45,7 +45,34 @@ enum class KernelId : int {
   SumSquares,
   ClipCoefficient,
   AdamW,
+  Slice,
+  LogitsMax,
+  LogitsTarget,
+  LogitsSumExp,
+  CrossEntropyFromStats,
+  CrossEntropyGradFromStats,
+  // Collectives: run by the communicator, not a backend.
+  AllReduce,
+  AllGather,
+  ReduceScatter,
   Count
+};
+
+inline bool isCollective(KernelId id) {
+  return id == KernelId::AllReduce || id == KernelId::AllGather ||
+         id == KernelId::ReduceScatter;
+}
+
+/// The mesh a plan runs on: axis sizes in the order tp, dp, pp.
+struct MeshShape {
+  int64_t sizes[3] = {1, 1, 1};
+  /// Ranks in a group over `axes`.
+  int64_t groupSize(const std::vector<int64_t> &axes) const {
+    int64_t n = 1;
+    for (int64_t axis : axes)
+      n *= sizes[axis];
+    return n;
+  }
 };
 
 /// The id of a kernel name, or -1.
@@ -54,7 +81,8 @@ const char *kernelName(KernelId id);
 
 /// Checks an instruction against its kernel's conventions; "" when right.
 std::string checkInstruction(const Instruction &instruction,
-                             const std::vector<Buffer> &buffers);
+                             const std::vector<Buffer> &buffers,
+                             const MeshShape &mesh = MeshShape());
 
 } // namespace strata::runtime
 

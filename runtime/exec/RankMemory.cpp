@@ -41,6 +41,9 @@ uint64_t RankMemory::highWater(Arena arena) const {
 }
 
 void RankMemory::initializeParameters(uint64_t seed) {
+  for (size_t i = 0; i < rank.buffers.size(); ++i)
+    if (rank.buffers[i].zeroInit)
+      std::memset(data(i), 0, rank.buffers[i].bytes);
   for (const Param &param : rank.params) {
     const Buffer &value = rank.buffers[param.value];
     std::vector<float> values(value.elements);
@@ -53,16 +56,19 @@ void RankMemory::initializeParameters(uint64_t seed) {
     uint64_t key = philoxKey(seed, param.name);
     std::vector<int64_t> local(rankDims, 0);
     for (int64_t e = 0; e < value.elements; ++e) {
-      if (param.init == "zeros") {
-        values[e] = 0.0f;
-      } else if (param.init == "ones") {
-        values[e] = 1.0f;
-      } else {
-        int64_t global = 0;
-        for (size_t d = 0; d < rankDims; ++d)
-          global += (local[d] + param.shardOffset[d]) * globalStride[d];
-        values[e] = static_cast<float>(param.std * philoxNormal(key, global));
+      int64_t global = 0;
+      bool padding = false;
+      for (size_t d = 0; d < rankDims; ++d) {
+        int64_t index = local[d] + param.shardOffset[d];
+        padding |= index >= param.globalShape[d];
+        global += index * globalStride[d];
       }
+      if (padding || param.init == "zeros")
+        values[e] = 0.0f;
+      else if (param.init == "ones")
+        values[e] = 1.0f;
+      else
+        values[e] = static_cast<float>(param.std * philoxNormal(key, global));
       for (size_t d = rankDims; d-- > 0;) {
         if (++local[d] < value.shape[d])
           break;
@@ -70,22 +76,31 @@ void RankMemory::initializeParameters(uint64_t seed) {
       }
     }
     setParameterValues(param, values.data());
-    for (uint32_t state : {param.grad, param.expAvg, param.expAvgSq})
-      std::memset(data(state), 0, rank.buffers[state].bytes);
   }
 }
 
 std::vector<float> RankMemory::parameterValues(const Param &param) const {
   const Buffer &value = rank.buffers[param.value];
-  uint32_t source = param.master >= 0 ? uint32_t(param.master) : param.value;
-  const float *f = f32(source);
-  return std::vector<float>(f, f + value.elements);
+  std::vector<float> out(value.elements);
+  if (value.dtype == DType::BF16) {
+    auto *bits = static_cast<const uint16_t *>(data(param.value));
+    for (int64_t e = 0; e < value.elements; ++e)
+      out[e] = bf16ToFloat(bits[e]);
+  } else {
+    std::memcpy(out.data(), data(param.value), value.bytes);
+  }
+  // Masters hold the fp32 truth where they exist.
+  for (const MasterSegment &segment : param.masters)
+    std::memcpy(out.data() + segment.begin, data(segment.buffer),
+                rank.buffers[segment.buffer].bytes);
+  return out;
 }
 
 void RankMemory::setParameterValues(const Param &param, const float *values) {
   const Buffer &value = rank.buffers[param.value];
-  if (param.master >= 0)
-    std::memcpy(data(param.master), values, value.elements * sizeof(float));
+  for (const MasterSegment &segment : param.masters)
+    std::memcpy(data(segment.buffer), values + segment.begin,
+                rank.buffers[segment.buffer].bytes);
   if (value.dtype == DType::BF16) {
     auto *out = static_cast<uint16_t *>(data(param.value));
     for (int64_t e = 0; e < value.elements; ++e)

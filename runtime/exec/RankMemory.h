@@ -24,13 +24,14 @@ public:
     return static_cast<float *>(data(buffer));
   }
 
-  /// Draws every parameter from the seed, on the global tensor, and zeroes
-  /// gradients and AdamW moments.
+  /// Zeroes the zero_init buffers (accumulators, moments) and draws every
+  /// parameter from the seed, on the global tensor; vocabulary padding
+  /// (past the global shape) is zero.
   void initializeParameters(uint64_t seed);
 
-  /// A parameter's local values in fp32 (the master when there is one).
+  /// A parameter's local values as the model reads them, in fp32.
   std::vector<float> parameterValues(const Param &param) const;
-  /// Sets a parameter's local values (and its bf16 copy, if any).
+  /// Sets a parameter's local values and its master segments.
   void setParameterValues(const Param &param, const float *values);
 
   /// The highest byte written in an arena, +1.

@@ -1,5 +1,13 @@
 //===- Trainer.cpp - the training loop ------------------------------------===//
+//
+// Each rank runs the plan's schedule for its coordinates; ranks are threads
+// of this process (local) or processes under an MPI launcher. Rank 0 logs.
+// A collective that waits past --comm-timeout ends the run with a message
+// naming the rank, the instruction and the peer it waited for.
+//
+//===----------------------------------------------------------------------===//
 #include "runtime/exec/Trainer.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/data/Dataset.h"
@@ -9,7 +17,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <thread>
 
 namespace strata::runtime {
 
@@ -52,104 +64,14 @@ std::string checkTrainOptions(const TrainOptions &o) {
     return "--clip-grad must be >= 0 (0: no clipping)";
   if (o.logInterval < 1)
     return "--log-interval must be >= 1";
+  if (o.ranks < 0)
+    return "--ranks must be >= 1";
+  if (!(o.commTimeoutSeconds > 0))
+    return "--comm-timeout must be positive";
   return "";
 }
 
 namespace {
-
-/// One rank's state and the means to run its programs.
-class RankRunner {
-public:
-  RankRunner(const Plan &plan, const RankPlan &rank)
-      : plan(plan), rank(rank), memory(rank) {}
-
-  void runProgram(uint32_t index, const Hyper &hyper) {
-    for (const Instruction &instruction : rank.programs[index].instructions) {
-      if (!profile) {
-        backend.run(instruction, memory, hyper);
-        continue;
-      }
-      auto start = std::chrono::steady_clock::now();
-      backend.run(instruction, memory, hyper);
-      kernelSeconds[instruction.kernelId] +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                        start)
-              .count();
-      ++kernelCalls[instruction.kernelId];
-    }
-  }
-
-  void printProfile(std::ostream &log) const {
-    double total = 0;
-    for (double seconds : kernelSeconds)
-      total += seconds;
-    std::vector<int> order;
-    for (int id = 0; id < int(KernelId::Count); ++id)
-      if (kernelCalls[id])
-        order.push_back(id);
-    std::sort(order.begin(), order.end(), [&](int a, int b) {
-      return kernelSeconds[a] > kernelSeconds[b];
-    });
-    log << "kernel time (all iterations):\n";
-    for (int id : order) {
-      char line[160];
-      std::snprintf(line, sizeof line, "  %-18s %9.1f ms %5.1f%% %8lld calls\n",
-                    kernelName(KernelId(id)), kernelSeconds[id] * 1e3,
-                    100.0 * kernelSeconds[id] / total,
-                    (long long)kernelCalls[id]);
-      log << line;
-    }
-  }
-
-  bool profile = false;
-  std::vector<double> kernelSeconds = std::vector<double>(int(KernelId::Count));
-  std::vector<int64_t> kernelCalls = std::vector<int64_t>(int(KernelId::Count));
-
-  /// Writes microbatch `mb` of iteration `iteration` (0-based) into the
-  /// token and label buffers: sample index as Megatron's sampler orders it.
-  void loadBatch(const Dataset &data, int64_t iteration, int64_t mb,
-                 int64_t dpRank) {
-    int tokens = rank.ioBuffer("tokens"), labels = rank.ioBuffer("labels");
-    int64_t b = plan.microBatchSize, s = plan.seqLength;
-    auto *t = static_cast<int32_t *>(memory.data(tokens));
-    auto *l = static_cast<int32_t *>(memory.data(labels));
-    for (int64_t i = 0; i < b; ++i) {
-      int64_t index = iteration * plan.globalBatchSize +
-                      mb * b * plan.dataParallel + dpRank * b + i;
-      data.sample(index, t + i * s, l + i * s);
-    }
-  }
-
-  float readScalar(const char *name) {
-    return *memory.f32(static_cast<uint32_t>(rank.ioBuffer(name)));
-  }
-
-  const Plan &plan;
-  const RankPlan &rank;
-  RankMemory memory;
-  cpu::CpuBackend backend;
-};
-
-std::string checkIo(const Plan &plan, const RankPlan &rank) {
-  for (const char *name : {"tokens", "labels"}) {
-    int index = rank.ioBuffer(name);
-    if (index < 0)
-      return std::string("the plan has no '") + name + "' input";
-    const Buffer &b = rank.buffers[index];
-    if (b.dtype != DType::I32 ||
-        b.elements != int64_t(plan.microBatchSize) * plan.seqLength)
-      return std::string("the '") + name + "' input is not " +
-             std::to_string(plan.microBatchSize) + " x " +
-             std::to_string(plan.seqLength) + " ids";
-  }
-  for (const char *name : {"loss", "grad_norm"}) {
-    int index = rank.ioBuffer(name);
-    if (index < 0 || rank.buffers[index].dtype != DType::F32 ||
-        rank.buffers[index].elements != 1)
-      return std::string("the plan has no f32 '") + name + "' output";
-  }
-  return "";
-}
 
 std::string thousands(uint64_t value) {
   std::string digits = std::to_string(value), out;
@@ -177,20 +99,303 @@ void logLine(std::ostream &log, int64_t iteration, int64_t iters,
   log << line << "\n";
 }
 
+std::string checkIo(const Plan &plan, const RankPlan &rank) {
+  for (const char *name : {"tokens", "labels"}) {
+    int index = rank.ioBuffer(name);
+    if (index < 0)
+      return std::string("the plan has no '") + name + "' input";
+    const Buffer &b = rank.buffers[index];
+    if (b.dtype != DType::I32 ||
+        b.elements != int64_t(plan.microBatchSize) * plan.seqLength)
+      return std::string("the '") + name + "' input is not " +
+             std::to_string(plan.microBatchSize) + " x " +
+             std::to_string(plan.seqLength) + " ids";
+  }
+  for (const char *name : {"loss", "grad_norm"}) {
+    int index = rank.ioBuffer(name);
+    if (index < 0 || rank.buffers[index].dtype != DType::F32 ||
+        rank.buffers[index].elements != 1)
+      return std::string("the plan has no f32 '") + name + "' output";
+  }
+  return "";
+}
+
+MeshShape meshOf(const Plan &plan) {
+  MeshShape mesh;
+  mesh.sizes[0] = plan.tensorParallel;
+  mesh.sizes[1] = plan.dataParallel;
+  mesh.sizes[2] = plan.pipelineParallel;
+  return mesh;
+}
+
+/// One rank: its memory, backend and communicator, and its loop.
+class RankRunner {
+public:
+  RankRunner(const Plan &plan, int rank, Transport &transport,
+             const TrainOptions &options)
+      : plan(plan), rank(plan.ranks[rank]), memory(this->rank),
+        comm(transport, meshOf(plan),
+             std::chrono::milliseconds(
+                 int64_t(options.commTimeoutSeconds * 1000))),
+        options(options) {
+    dpRank = (rank / plan.tensorParallel) % plan.dataParallel;
+  }
+
+  void runProgram(uint32_t index, const Hyper &hyper) {
+    const Program &program = rank.programs[index];
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const Instruction &instruction = program.instructions[i];
+      auto start = std::chrono::steady_clock::now();
+      if (isCollective(KernelId(instruction.kernelId)))
+        comm.run(instruction, memory,
+                 "program " + program.name + ", instruction " +
+                     std::to_string(i) +
+                     (instruction.location.empty()
+                          ? ""
+                          : ", " + instruction.location));
+      else
+        backend.run(instruction, memory, hyper);
+      if (options.profile) {
+        kernelSeconds[instruction.kernelId] +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          start)
+                .count();
+        ++kernelCalls[instruction.kernelId];
+      }
+    }
+  }
+
+  /// Writes microbatch `mb` of iteration `iteration` (0-based) into the
+  /// token and label buffers: sample indices as Megatron's sampler orders
+  /// them across data-parallel ranks.
+  void loadBatch(const Dataset &data, int64_t iteration, int64_t mb) {
+    int tokens = rank.ioBuffer("tokens"), labels = rank.ioBuffer("labels");
+    int64_t b = plan.microBatchSize, s = plan.seqLength;
+    auto *t = static_cast<int32_t *>(memory.data(tokens));
+    auto *l = static_cast<int32_t *>(memory.data(labels));
+    for (int64_t i = 0; i < b; ++i) {
+      int64_t index = iteration * plan.globalBatchSize +
+                      mb * b * plan.dataParallel + dpRank * b + i;
+      data.sample(index, t + i * s, l + i * s);
+    }
+  }
+
+  float readScalar(const char *name) {
+    return *memory.f32(static_cast<uint32_t>(rank.ioBuffer(name)));
+  }
+
+  /// Trains; rank 0 writes the log. Returns false if this rank stopped
+  /// early (fault injection).
+  bool train(const Dataset &data, std::ostream *log) {
+    Hyper hyper = options.hyper;
+    double lossSum = 0, elapsedMs = 0;
+    int64_t lossCount = 0, nans = 0;
+    std::vector<int> dpGroup = comm.group({1});
+    for (int64_t iteration = 1; iteration <= options.trainIters; ++iteration) {
+      if (int(rank.rank) == options.failRank &&
+          iteration == options.failAtIteration) {
+        if (launcherWorldSize() > 0)
+          std::raise(SIGKILL);
+        return false;
+      }
+      auto start = std::chrono::steady_clock::now();
+      hyper.lr = learningRate(options, iteration);
+      hyper.step = iteration;
+      float loss = 0;
+      for (const Step &step : rank.schedule) {
+        if (step.microbatch >= 0)
+          loadBatch(data, iteration - 1, step.microbatch);
+        runProgram(step.program, hyper);
+        if (step.microbatch >= 0)
+          loss += readScalar("loss");
+      }
+      // Each data-parallel rank averaged its microbatches; average ranks.
+      loss /= float(plan.numMicrobatches);
+      comm.allReduce(dpGroup, &loss, 1, false,
+                     "averaging the loss over dp, iteration " +
+                         std::to_string(iteration));
+      loss /= float(dpGroup.size());
+      float norm = readScalar("grad_norm");
+      elapsedMs += std::chrono::duration<double, std::milli>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+      if (std::isnan(loss) || std::isnan(norm)) {
+        ++nans;
+      } else {
+        lossSum += loss;
+        ++lossCount;
+      }
+      bool report = iteration % options.logInterval == 0 ||
+                    iteration == options.trainIters;
+      if (log && report) {
+        int64_t interval = iteration % options.logInterval == 0
+                               ? options.logInterval
+                               : iteration % options.logInterval;
+        double ms = elapsedMs / double(interval);
+        double tflops = plan.flopsPerIteration / (ms * 1e-3) / 1e12 /
+                        double(plan.ranks.size());
+        logLine(*log, iteration, options.trainIters,
+                iteration * int64_t(plan.globalBatchSize), ms, tflops,
+                hyper.lr, plan.globalBatchSize,
+                lossCount ? lossSum / double(lossCount) : NAN, norm, nans);
+      }
+      if (report) {
+        lossSum = 0;
+        lossCount = 0;
+        elapsedMs = 0;
+      }
+    }
+    return true;
+  }
+
+  void printReports(std::ostream &log) {
+    if (options.profile)
+      printProfile(log);
+    if (options.reportComm && options.trainIters > 0)
+      for (auto &[kind, bytes] : comm.bytesByKind)
+        log << "rank " << rank.rank << " sent " << thousands(bytes /
+                                                             options.trainIters)
+            << " bytes per iteration in " << kind << "\n";
+    if (options.reportMemory) {
+      uint64_t planned = rank.persistentBytes + rank.workspaceBytes;
+      uint64_t persistent = memory.highWater(Arena::Persistent);
+      uint64_t workspace = memory.highWater(Arena::Workspace);
+      log << (plan.ranks.size() > 1 ? "rank " + std::to_string(rank.rank) + " "
+                                    : std::string())
+          << "memory: planned peak " << thousands(planned)
+          << " bytes (persistent " << thousands(rank.persistentBytes)
+          << " + workspace " << thousands(rank.workspaceBytes)
+          << "); measured high-water " << thousands(persistent + workspace)
+          << " bytes (persistent " << thousands(persistent) << " + workspace "
+          << thousands(workspace) << ")\n";
+    }
+  }
+
+  void printProfile(std::ostream &log) const {
+    double total = 0;
+    for (double seconds : kernelSeconds)
+      total += seconds;
+    std::vector<int> order;
+    for (int id = 0; id < int(KernelId::Count); ++id)
+      if (kernelCalls[id])
+        order.push_back(id);
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return kernelSeconds[a] > kernelSeconds[b];
+    });
+    log << "kernel time (all iterations):\n";
+    for (int id : order) {
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-30s %9.1f ms %5.1f%% %8lld calls\n",
+                    kernelName(KernelId(id)), kernelSeconds[id] * 1e3,
+                    100.0 * kernelSeconds[id] / total,
+                    (long long)kernelCalls[id]);
+      log << line;
+    }
+  }
+
+  const Plan &plan;
+  const RankPlan &rank;
+  RankMemory memory;
+  cpu::CpuBackend backend;
+  Communicator comm;
+  const TrainOptions &options;
+  int64_t dpRank = 0;
+  std::vector<double> kernelSeconds = std::vector<double>(int(KernelId::Count));
+  std::vector<int64_t> kernelCalls = std::vector<int64_t>(int(KernelId::Count));
+};
+
+/// What one rank holds of each parameter, for the checkpoint: its local
+/// values, and which of them are exact fp32 (its master segments when the
+/// model reads bf16).
+struct ParamPiece {
+  std::vector<float> values;
+  std::vector<std::pair<int64_t, int64_t>> exact; // [begin, end)
+};
+
+std::vector<ParamPiece> piecesOf(const RankMemory &memory) {
+  std::vector<ParamPiece> pieces;
+  for (const Param &param : memory.plan().params) {
+    ParamPiece piece;
+    piece.values = memory.parameterValues(param);
+    const Buffer &value = memory.plan().buffers[param.value];
+    if (value.dtype == DType::F32)
+      piece.exact.push_back({0, value.elements});
+    for (const MasterSegment &m : param.masters)
+      piece.exact.push_back(
+          {m.begin, m.begin + memory.plan().buffers[m.buffer].elements});
+    pieces.push_back(std::move(piece));
+  }
+  return pieces;
+}
+
+/// Assembles global tensors from every rank's pieces: first every value,
+/// then the exact parts over them.
+std::map<std::string, HostTensor>
+assemble(const Plan &plan, const std::vector<std::vector<ParamPiece>> &all) {
+  std::map<std::string, HostTensor> tensors;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t r = 0; r < plan.ranks.size(); ++r) {
+      const RankPlan &rank = plan.ranks[r];
+      for (size_t p = 0; p < rank.params.size(); ++p) {
+        const Param &param = rank.params[p];
+        HostTensor &tensor = tensors[param.name];
+        int64_t total = 1;
+        for (int64_t dim : param.globalShape)
+          total *= dim;
+        if (tensor.values.empty()) {
+          tensor.shape = param.globalShape;
+          tensor.values.assign(total, 0.0f);
+        }
+        const ParamPiece &piece = all[r][p];
+        const std::vector<int64_t> &local = rank.buffers[param.value].shape;
+        size_t dims = local.size();
+        std::vector<int64_t> index(dims, 0), stride(dims, 1);
+        for (size_t d = dims; d-- > 1;)
+          stride[d - 1] = stride[d] * param.globalShape[d];
+        for (int64_t e = 0; e < int64_t(piece.values.size()); ++e) {
+          bool write = pass == 0;
+          for (auto [begin, end] : piece.exact)
+            write |= pass == 1 && e >= begin && e < end;
+          int64_t global = 0;
+          bool padding = false;
+          for (size_t d = 0; d < dims; ++d) {
+            int64_t at = index[d] + param.shardOffset[d];
+            padding |= at >= param.globalShape[d];
+            global += at * stride[d];
+          }
+          if (write && !padding)
+            tensor.values[global] = piece.values[e];
+          for (size_t d = dims; d-- > 0;) {
+            if (++index[d] < local[d])
+              break;
+            index[d] = 0;
+          }
+        }
+      }
+    }
+  }
+  return tensors;
+}
+
+std::mutex failureMutex;
+
+[[noreturn]] void die(std::ostream &errors, const std::string &message) {
+  std::lock_guard<std::mutex> lock(failureMutex);
+  errors << "strata-run: error: " << message << std::endl;
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
 } // namespace
 
 int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
           std::ostream &errors) {
-  if (plan.ranks.size() != 1) {
-    errors << "strata-run: error: this plan has " << plan.ranks.size()
-           << " ranks; multi-rank runs are not supported yet\n";
-    return 1;
-  }
-  const RankPlan &rank = plan.ranks[0];
-  if (std::string error = checkIo(plan, rank); !error.empty()) {
-    errors << "strata-run: error: " << error << "\n";
-    return 1;
-  }
+  int world = int(plan.ranks.size());
+  for (const RankPlan &rank : plan.ranks)
+    if (std::string error = checkIo(plan, rank); !error.empty()) {
+      errors << "strata-run: error: " << error << "\n";
+      return 1;
+    }
   std::unique_ptr<Dataset> data;
   if (!options.dataPath.empty()) {
     if (std::string error = makeTextDataset(options.dataPath, plan.vocabSize,
@@ -202,76 +407,111 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
   } else {
     data = makeSyntheticDataset(options.seed, plan.vocabSize, plan.seqLength);
   }
-  cpu::setThreads(options.threads);
 
-  RankRunner runner(plan, rank);
-  runner.profile = options.profile;
-  runner.memory.initializeParameters(options.seed);
-
-  Hyper hyper = options.hyper;
-  double lossSum = 0;
-  int64_t lossCount = 0, nans = 0;
-  double elapsedMs = 0;
-  for (int64_t iteration = 1; iteration <= options.trainIters; ++iteration) {
-    auto start = std::chrono::steady_clock::now();
-    hyper.lr = learningRate(options, iteration);
-    hyper.step = iteration;
-    double iterationLoss = 0;
-    for (const Step &step : rank.schedule) {
-      if (step.microbatch >= 0)
-        runner.loadBatch(*data, iteration - 1, step.microbatch, 0);
-      runner.runProgram(step.program, hyper);
-      if (step.microbatch >= 0)
-        iterationLoss += runner.readScalar("loss");
+  int launched = launcherWorldSize();
+  if (launched > 0) {
+    // One process per rank.
+    if (launched != world) {
+      errors << "strata-run: error: the plan is for " << world
+             << " ranks; the launcher started " << launched << "\n";
+      return 1;
     }
-    iterationLoss /= double(plan.numMicrobatches);
-    double norm = runner.readScalar("grad_norm");
-    elapsedMs += std::chrono::duration<double, std::milli>(
-                     std::chrono::steady_clock::now() - start)
-                     .count();
-    if (std::isnan(iterationLoss) || std::isnan(norm))
-      ++nans;
-    else {
-      lossSum += iterationLoss;
-      ++lossCount;
+    std::unique_ptr<Transport> transport = makeMpiTransport();
+    int me = transport->rank();
+    cpu::setThreads(options.threads);
+    RankRunner runner(plan, me, *transport, options);
+    runner.memory.initializeParameters(options.seed);
+    try {
+      runner.train(*data, me == 0 ? &log : nullptr);
+      if (me == 0)
+        runner.printReports(log);
+      if (!options.saveParams.empty()) {
+        auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(
+                                           options.commTimeoutSeconds * 1000));
+        std::vector<ParamPiece> mine = piecesOf(runner.memory);
+        if (me == 0) {
+          std::vector<std::vector<ParamPiece>> all(world);
+          all[0] = std::move(mine);
+          for (int r = 1; r < world; ++r) {
+            for (const Param &param : plan.ranks[r].params) {
+              ParamPiece piece;
+              piece.values.resize(
+                  plan.ranks[r].buffers[param.value].elements);
+              transport->recv(r, piece.values.data(),
+                              piece.values.size() * 4, 7, deadline,
+                              "gathering parameters");
+              uint64_t count = 0;
+              transport->recv(r, &count, 8, 7, deadline,
+                              "gathering parameters");
+              piece.exact.resize(count);
+              transport->recv(r, piece.exact.data(), count * 16, 7, deadline,
+                              "gathering parameters");
+              all[r].push_back(std::move(piece));
+            }
+          }
+          if (std::string error =
+                  writeSafetensors(options.saveParams, assemble(plan, all));
+              !error.empty())
+            die(errors, error);
+        } else {
+          for (const ParamPiece &piece : mine) {
+            uint64_t count = piece.exact.size();
+            transport->send(0, piece.values.data(), piece.values.size() * 4,
+                            7, deadline, "gathering parameters");
+            transport->send(0, &count, 8, 7, deadline,
+                            "gathering parameters");
+            transport->send(0, piece.exact.data(), count * 16, 7, deadline,
+                            "gathering parameters");
+          }
+        }
+      }
+    } catch (const CommTimeout &timeout) {
+      die(errors, timeout.what());
     }
-    if (iteration % options.logInterval == 0 ||
-        iteration == options.trainIters) {
-      int64_t interval = iteration % options.logInterval == 0
-                             ? options.logInterval
-                             : iteration % options.logInterval;
-      double ms = elapsedMs / double(interval);
-      double tflops = plan.flopsPerIteration / (ms * 1e-3) / 1e12 /
-                      double(plan.ranks.size());
-      logLine(log, iteration, options.trainIters,
-              iteration * int64_t(plan.globalBatchSize), ms, tflops, hyper.lr,
-              plan.globalBatchSize,
-              lossCount ? lossSum / double(lossCount) : NAN, norm, nans);
-      lossSum = 0;
-      lossCount = 0;
-      elapsedMs = 0;
-    }
+    finishMpi();
+    return 0;
   }
 
-  if (options.profile)
-    runner.printProfile(log);
-  if (options.reportMemory) {
-    uint64_t planned = rank.persistentBytes + rank.workspaceBytes;
-    uint64_t persistent = runner.memory.highWater(Arena::Persistent);
-    uint64_t workspace = runner.memory.highWater(Arena::Workspace);
-    log << "memory: planned peak " << thousands(planned)
-        << " bytes (persistent " << thousands(rank.persistentBytes)
-        << " + workspace " << thousands(rank.workspaceBytes)
-        << "); measured high-water " << thousands(persistent + workspace)
-        << " bytes (persistent " << thousands(persistent) << " + workspace "
-        << thousands(workspace) << ")\n";
+  // Ranks as threads of this process.
+  if (options.ranks != 0 && options.ranks != world) {
+    errors << "strata-run: error: the plan is for " << world
+           << " ranks, --ranks " << options.ranks << " asks for "
+           << options.ranks << "\n";
+    return 1;
   }
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  int threadsPerRank =
+      options.threads > 0 ? options.threads : std::max(1, cores / world);
+  auto hub = makeLocalHub(world);
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<std::unique_ptr<RankRunner>> runners;
+  for (int r = 0; r < world; ++r) {
+    transports.push_back(makeLocalTransport(hub, r));
+    runners.push_back(
+        std::make_unique<RankRunner>(plan, r, *transports.back(), options));
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      cpu::setThreads(threadsPerRank);
+      RankRunner &runner = *runners[r];
+      runner.memory.initializeParameters(options.seed);
+      try {
+        runner.train(*data, r == 0 ? &log : nullptr);
+      } catch (const CommTimeout &timeout) {
+        die(errors, timeout.what());
+      }
+    });
+  }
+  for (std::thread &thread : threads)
+    thread.join();
+  runners[0]->printReports(log);
   if (!options.saveParams.empty()) {
-    std::map<std::string, HostTensor> tensors;
-    for (const Param &param : rank.params)
-      tensors[param.name] = {param.globalShape,
-                             runner.memory.parameterValues(param)};
-    if (std::string error = writeSafetensors(options.saveParams, tensors);
+    std::vector<std::vector<ParamPiece>> all;
+    for (auto &runner : runners)
+      all.push_back(piecesOf(runner->memory));
+    if (std::string error =
+            writeSafetensors(options.saveParams, assemble(plan, all));
         !error.empty()) {
       errors << "strata-run: error: " << error << "\n";
       return 1;

@@ -24,7 +24,14 @@ struct TrainOptions {
   std::string saveParams;
   int threads = 0;
   bool reportMemory = false;
+  bool reportComm = false; // bytes sent per collective per iteration
   bool profile = false; // time per kernel, printed at the end
+  int ranks = 0;        // local ranks as threads: 0 means the plan's
+  double commTimeoutSeconds = 300;
+  // Fault injection for tests: this rank stops (a thread) or is killed
+  // (a process) at the start of this iteration.
+  int failRank = -1;
+  int64_t failAtIteration = -1;
 };
 
 /// Megatron's learning-rate schedule, by iteration: warm up linearly from 0

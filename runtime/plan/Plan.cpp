@@ -53,7 +53,11 @@ public:
              " ranks, its layout needs " + std::to_string(ranks);
     for (const plan::Rank *rank : *in.ranks()) {
       RankPlan &r = out.ranks.emplace_back();
-      if (std::string error = readRank(*rank, r); !error.empty())
+      MeshShape mesh;
+      mesh.sizes[0] = out.tensorParallel;
+      mesh.sizes[1] = out.dataParallel;
+      mesh.sizes[2] = out.pipelineParallel;
+      if (std::string error = readRank(*rank, mesh, r); !error.empty())
         return "rank " + std::to_string(rank->rank()) + ": " + error;
       if (r.rank != out.ranks.size() - 1)
         return "ranks are out of order";
@@ -80,6 +84,7 @@ private:
     }
     out.elements = elements;
     out.bytes = uint64_t(elements) * dtypeBytes(out.dtype);
+    out.zeroInit = in.zero_init();
     uint64_t arena = out.arena == Arena::Persistent ? rank.persistentBytes
                                                     : rank.workspaceBytes;
     if (out.offset > arena || out.bytes > arena - out.offset)
@@ -94,7 +99,8 @@ private:
   }
 
   static std::string readInstruction(const plan::Instruction &in,
-                                     const RankPlan &rank, Instruction &out) {
+                                     const RankPlan &rank,
+                                     const MeshShape &mesh, Instruction &out) {
     out.kernel = in.kernel()->str();
     out.location = in.location() ? in.location()->str() : "";
     out.kernelId = findKernel(out.kernel);
@@ -136,10 +142,11 @@ private:
         out.attrs[attr->key()->str()] = std::move(value);
       }
     }
-    return checkInstruction(out, rank.buffers);
+    return checkInstruction(out, rank.buffers, mesh);
   }
 
-  static std::string readRank(const plan::Rank &in, RankPlan &out) {
+  static std::string readRank(const plan::Rank &in, const MeshShape &mesh,
+                              RankPlan &out) {
     out.rank = in.rank();
     out.persistentBytes = in.persistent_bytes();
     out.workspaceBytes = in.workspace_bytes();
@@ -157,7 +164,7 @@ private:
       p.name = program->name()->str();
       for (const plan::Instruction *instruction : *program->instructions()) {
         Instruction &i = p.instructions.emplace_back();
-        if (std::string error = readInstruction(*instruction, out, i);
+        if (std::string error = readInstruction(*instruction, out, mesh, i);
             !error.empty())
           return "program '" + p.name + "', instruction " +
                  std::to_string(p.instructions.size() - 1) +
@@ -169,21 +176,14 @@ private:
       Param &p = out.params.emplace_back();
       p.name = param->name()->str();
       p.value = param->value();
-      p.master = param->master();
       p.grad = param->grad();
-      p.expAvg = param->exp_avg();
-      p.expAvgSq = param->exp_avg_sq();
       p.globalShape.assign(param->global_shape()->begin(),
                            param->global_shape()->end());
       p.shardOffset.assign(param->shard_offset()->begin(),
                            param->shard_offset()->end());
       p.init = param->init()->str();
       p.std = param->std();
-      p.weightDecay = param->weight_decay();
-      bool indices = bufferIndex(p.value) && bufferIndex(p.grad) &&
-                     bufferIndex(p.expAvg) && bufferIndex(p.expAvgSq) &&
-                     (p.master == -1 || (p.master >= 0 && bufferIndex(p.master)));
-      if (!indices)
+      if (!bufferIndex(p.value) || !bufferIndex(p.grad))
         return "parameter '" + p.name + "' names a buffer out of range";
       if (p.init != "normal" && p.init != "zeros" && p.init != "ones")
         return "parameter '" + p.name + "' has an unknown initializer '" +
@@ -193,13 +193,22 @@ private:
           p.shardOffset.size() != value.shape.size())
         return "parameter '" + p.name + "' has a shard of another rank";
       for (size_t d = 0; d < value.shape.size(); ++d)
-        if (p.shardOffset[d] < 0 ||
-            p.shardOffset[d] + value.shape[d] > p.globalShape[d])
+        if (p.globalShape[d] < 1 || p.shardOffset[d] < 0 ||
+            p.shardOffset[d] >= p.globalShape[d] + value.shape[d])
           return "parameter '" + p.name + "' has a shard outside its tensor";
-      for (uint32_t index : {p.grad, p.expAvg, p.expAvgSq})
-        if (out.buffers[index].elements != value.elements ||
-            out.buffers[index].dtype != DType::F32)
-          return "parameter '" + p.name + "' has state of the wrong size";
+      const Buffer &grad = out.buffers[p.grad];
+      if (grad.elements != value.elements || grad.dtype != DType::F32)
+        return "parameter '" + p.name + "' has a gradient of the wrong size";
+      if (param->masters()) {
+        for (const plan::MasterSegment *segment : *param->masters()) {
+          MasterSegment m{segment->buffer(), segment->begin()};
+          if (!bufferIndex(m.buffer) ||
+              out.buffers[m.buffer].dtype != DType::F32 || m.begin < 0 ||
+              m.begin + out.buffers[m.buffer].elements > value.elements)
+            return "parameter '" + p.name + "' has a bad master segment";
+          p.masters.push_back(m);
+        }
+      }
     }
     for (const plan::Io *io : *in.io()) {
       if (io->buffer() >= out.buffers.size())

@@ -30,6 +30,7 @@ struct Buffer {
   std::vector<int64_t> shape;
   int64_t elements = 0;
   uint64_t bytes = 0;
+  bool zeroInit = false;
   bool isFloat() const { return dtype != DType::I32; }
 };
 
@@ -61,15 +62,20 @@ struct Program {
   std::vector<Instruction> instructions;
 };
 
+/// An fp32 master copy of elements [begin, begin + its size) of a rank's
+/// local parameter.
+struct MasterSegment {
+  uint32_t buffer = 0;
+  int64_t begin = 0;
+};
+
 struct Param {
   std::string name;
-  uint32_t value = 0;
-  int32_t master = -1;
-  uint32_t grad = 0, expAvg = 0, expAvgSq = 0;
+  uint32_t value = 0, grad = 0;
+  std::vector<MasterSegment> masters;
   std::vector<int64_t> globalShape, shardOffset;
   std::string init;
   double std = 0;
-  bool weightDecay = false;
 };
 
 struct Io {

@@ -2,12 +2,16 @@
 // RUN: strata-opt %s --strata-autodiff=loss-scale=0.5 --strata-optimizer --strata-schedule=microbatches=2 --strata-lower-to-exec | FileCheck %s
 // RUN: strata-opt %s --strata-autodiff=loss-scale=0.5 --strata-optimizer --strata-schedule=microbatches=2 --strata-lower-to-exec=bf16=true | FileCheck %s --check-prefix=BF16
 
+// Parameters and gradients lie in two flat regions, each parameter a view.
 // CHECK: exec.rank 0 {
+// CHECK-DAG: exec.buffer @params : tensor<384xf32> persistent at -1
+// CHECK-DAG: exec.buffer @grads : tensor<384xf32> persistent at -1 {zero_init}
 // CHECK-DAG: exec.buffer @"input:tokens" : tensor<2x4xi32> persistent at -1
 // CHECK-DAG: exec.io "tokens" @"input:tokens"
-// CHECK-DAG: exec.buffer @"param:w" : tensor<8x16xf32> persistent
-// CHECK-DAG: exec.buffer @"grad:w" : tensor<8x16xf32> persistent
-// CHECK-DAG: exec.param "w" {{.*}}global_shape = array<i64: 8, 16>{{.*}}init = "normal"{{.*}}weight_decay
+// CHECK-DAG: exec.buffer @"param:w" : tensor<8x16xf32> persistent at -1 alias @params + 1024
+// CHECK-DAG: exec.buffer @"grad:w" : tensor<8x16xf32> persistent at -1 alias @grads + 1024
+// CHECK-DAG: exec.buffer @"exp_avg:w" : tensor<8x16xf32> persistent at -1 {zero_init}
+// CHECK-DAG: exec.param "w" {global_shape = array<i64: 8, 16>, grad = @"grad:w", init = "normal", master_offsets = array<i64>, masters = [], shard_offset = array<i64: 0, 0>, std = 2.000000e-02 : f64, value = @"param:w"}
 // CHECK-DAG: exec.io "loss" @"output:loss"
 // CHECK-DAG: exec.io "grad_norm" @"output:grad_norm"
 // A reshape is a view of the buffer it reshapes.
@@ -22,7 +26,8 @@
 // CHECK: exec.program @optimizer {
 // CHECK: exec.kernel "clip_coefficient"
 // CHECK: exec.kernel "adamw" (@"grad:w", @{{t[0-9]+}}) -> (@"param:w", @"exp_avg:w", @"exp_avg_sq:w") {weight_decay = true}
-// CHECK-NEXT: exec.kernel "fill" () -> (@"grad:w") {value = 0.000000e+00 : f64}
+// The accumulators start the next iteration at zero.
+// CHECK-NEXT: exec.kernel "fill" () -> (@grads) {value = 0.000000e+00 : f64}
 // CHECK: exec.schedule {
 // CHECK-NEXT: exec.run @microbatch microbatch 0
 // CHECK-NEXT: exec.run @microbatch microbatch 1
@@ -31,8 +36,10 @@
 
 // bf16: parameters read by the model and activations are bf16; masters,
 // gradients, moments and scalars fp32; AdamW writes the master too.
-// BF16-DAG: exec.buffer @"param:w" : tensor<8x16xbf16> persistent
+// BF16-DAG: exec.buffer @params : tensor<384xbf16> persistent
+// BF16-DAG: exec.buffer @"param:w" : tensor<8x16xbf16> persistent at -1 alias @params + 512
 // BF16-DAG: exec.buffer @"master:w" : tensor<8x16xf32> persistent
+// BF16-DAG: exec.param "w" {{.*}}master_offsets = array<i64: 0>, masters = [@"master:w"]
 // BF16-DAG: exec.buffer @"grad:w" : tensor<8x16xf32> persistent
 // BF16-DAG: exec.buffer @"exp_avg:w" : tensor<8x16xf32> persistent
 // BF16-DAG: exec.buffer @"output:loss" : tensor<f32> persistent

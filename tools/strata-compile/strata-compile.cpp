@@ -75,6 +75,37 @@ cl::opt<int64_t> globalBatchSize(
              "microbatches accumulate gradients"),
     cl::init(0), cl::cat(category));
 
+cl::opt<int64_t> tensorParallel(
+    "tensor-model-parallel-size",
+    cl::desc("Tensor-parallel ranks (Megatron's layout: column- then "
+             "row-parallel linears, vocabulary-parallel loss)"),
+    cl::init(1), cl::cat(category));
+
+cl::opt<int64_t> dataParallel(
+    "data-parallel-size",
+    cl::desc("Data-parallel replicas: the global batch is split among them "
+             "and gradients are summed"),
+    cl::init(1), cl::cat(category));
+
+cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("Split the residual stream along the sequence across "
+             "tensor-parallel ranks (reduce-scatter and all-gather instead "
+             "of all-reduce)"),
+    cl::cat(category));
+
+cl::opt<bool> distributedOptimizer(
+    "use-distributed-optimizer",
+    cl::desc("Shard optimizer state across data-parallel ranks (ZeRO-1): "
+             "reduce-scatter gradients, update a part, all-gather parameters"),
+    cl::cat(category));
+
+cl::opt<int64_t> vocabDivisibleBy(
+    "make-vocab-size-divisible-by",
+    cl::desc("Pad a vocabulary that tensor-parallel ranks cannot split to a "
+             "multiple of this times their number (default 128)"),
+    cl::init(128), cl::cat(category));
+
 cl::opt<bool> bf16("bf16",
                    cl::desc("bf16 parameters and activations, fp32 master "
                             "weights, gradients and optimizer state"),
@@ -104,12 +135,16 @@ std::string describeStats(const ModelStats &stats, const CompileOptions &opts,
                  "{0}{4} FLOPs per microbatch ({5:e2}; {6} tokens; matmul "
                  "and attention, forward and backward)\n"
                  "{0}batch: {7} microbatches of {8} sequences per iteration "
-                 "(global batch {9}), {10}\n",
+                 "on each of {11} data-parallel ranks (global batch {9}), "
+                 "{10}; tensor-parallel {12}{13}{14}\n",
                  prefix, stats.name, stats.layers,
                  withThousands(stats.parameters),
                  withThousands(stats.stepFlops()), double(stats.stepFlops()),
                  withThousands(stats.tokens), m, opts.microBatchSize,
-                 opts.globalBatchSize, opts.bf16 ? "bf16" : "fp32")
+                 opts.globalBatchSize, opts.bf16 ? "bf16" : "fp32",
+                 opts.dataParallel, opts.tensorParallel,
+                 opts.sequenceParallel ? ", sequence-parallel" : "",
+                 opts.distributedOptimizer ? ", distributed optimizer" : "")
       .str();
 }
 
@@ -164,9 +199,15 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
   header.numMicrobatches = options.microbatches();
   header.seqLength = stats.seqLength;
   header.vocabSize = stats.vocabSize;
-  header.flopsPerIteration =
-      double(stats.stepFlops()) * double(options.microbatches());
+  // The whole model's work per iteration: every microbatch of every replica.
+  header.flopsPerIteration = double(stats.stepFlops()) *
+                             double(options.globalBatchSize) /
+                             double(options.microBatchSize);
   header.bf16 = options.bf16;
+  header.tensorParallel = options.tensorParallel;
+  header.dataParallel = options.dataParallel;
+  header.sequenceParallel = options.sequenceParallel;
+  header.distributedOptimizer = options.distributedOptimizer;
   setPlanHeader(*module, header);
   return module;
 }
@@ -189,6 +230,11 @@ int main(int argc, char **argv) {
   options.globalBatchSize =
       globalBatchSize.getNumOccurrences() ? globalBatchSize : microBatchSize;
   options.bf16 = bf16;
+  options.tensorParallel = tensorParallel;
+  options.dataParallel = dataParallel;
+  options.sequenceParallel = sequenceParallel;
+  options.distributedOptimizer = distributedOptimizer;
+  options.vocabDivisibleBy = vocabDivisibleBy;
   if (std::string error = checkOptions(options); !error.empty())
     return fail(error);
 
@@ -213,10 +259,14 @@ int main(int argc, char **argv) {
   FailureOr<PlanHeader> header = getPlanHeader(*module);
   if (failed(header))
     return 1;
-  // IR carries the batch layout it was made for.
+  // IR carries the batch and parallel layout it was made for.
   options.microBatchSize = header->microBatchSize;
   options.globalBatchSize = header->globalBatchSize;
   options.bf16 = header->bf16;
+  options.tensorParallel = header->tensorParallel;
+  options.dataParallel = header->dataParallel;
+  options.sequenceParallel = header->sequenceParallel;
+  options.distributedOptimizer = header->distributedOptimizer;
 
   Level from = levelOf(*module);
   Level to = emit == Emit::Graph  ? Level::Graph

@@ -36,9 +36,18 @@ const char *kUsage =
     "                            tokens from the seed)\n"
     "  --save-params FILE        write the parameters (safetensors) at the end\n"
     "  --log-interval N          iterations per log line (1)\n"
-    "  --threads N               CPU threads (default: all cores)\n"
+    "  --threads N               CPU threads per rank (default: the cores\n"
+    "                            shared among local ranks)\n"
+    "  --ranks N                 ranks as threads of this process (default:\n"
+    "                            the plan's; under mpirun or srun each\n"
+    "                            process is one rank)\n"
+    "  --comm-timeout S          seconds a rank waits for a peer before the\n"
+    "                            run ends with an error (300)\n"
+    "  --report-comm             print bytes sent per collective\n"
     "  --report-memory           print planned and measured peak memory\n"
-    "  --profile                 print the time spent in each kernel\n";
+    "  --profile                 print the time spent in each kernel\n"
+    "  --fail-rank R --fail-at-iteration I\n"
+    "                            (testing) rank R stops at iteration I\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-run: error: " << message << "\n";
@@ -86,7 +95,8 @@ int main(int argc, char **argv) {
       return !v.empty();
     });
   };
-  int64_t seed = int64_t(options.seed), threads = 0;
+  int64_t seed = int64_t(options.seed), threads = 0, ranks = 0;
+  int64_t failRank = -1, failAt = -1;
   std::map<std::string, Setter> valued = {
       {"--train-iters", integer(options.trainIters)},
       {"--seed", integer(seed)},
@@ -104,6 +114,10 @@ int main(int argc, char **argv) {
       {"--save-params", text(options.saveParams)},
       {"--log-interval", integer(options.logInterval)},
       {"--threads", integer(threads)},
+      {"--ranks", integer(ranks)},
+      {"--comm-timeout", real(options.commTimeoutSeconds)},
+      {"--fail-rank", integer(failRank)},
+      {"--fail-at-iteration", integer(failAt)},
   };
 
   for (int i = 1; i < argc; ++i) {
@@ -118,6 +132,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--profile") {
       options.profile = true;
+      continue;
+    }
+    if (arg == "--report-comm") {
+      options.reportComm = true;
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
@@ -155,8 +173,13 @@ int main(int argc, char **argv) {
     return fail("--seed must be >= 0");
   if (threads < 0)
     return fail("--threads must be >= 0");
+  if (ranks < 0)
+    return fail("--ranks must be >= 1");
   options.seed = uint64_t(seed);
   options.threads = int(threads);
+  options.ranks = int(ranks);
+  options.failRank = int(failRank);
+  options.failAtIteration = failAt;
   if (std::string error = checkTrainOptions(options); !error.empty())
     return fail(error);
 

@@ -1,0 +1,31 @@
+//===- Mesh.cpp - the device mesh of a parallel layout --------------------===//
+#include "compiler/Mesh.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace strata {
+
+shard::GridOp ensureMesh(ModuleOp module) {
+  if (auto grid = module.lookupSymbol<shard::GridOp>(kMeshName))
+    return grid;
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToStart(module.getBody());
+  return shard::GridOp::create(b, module.getLoc(), kMeshName,
+                               ArrayRef<int64_t>{1, 1, 1});
+}
+
+void setMeshAxis(ModuleOp module, int16_t axis, int64_t size) {
+  shard::GridOp grid = ensureMesh(module);
+  SmallVector<int64_t> shape(grid.getShape());
+  shape[axis] = size;
+  grid.setShape(shape);
+}
+
+int64_t meshAxis(ModuleOp module, int16_t axis) {
+  auto grid = module.lookupSymbol<shard::GridOp>(kMeshName);
+  return grid ? grid.getShape()[axis] : 1;
+}
+
+} // namespace strata

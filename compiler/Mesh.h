@@ -1,0 +1,29 @@
+//===- Mesh.h - the device mesh of a parallel layout ------------*- C++ -*-===//
+//
+// One upstream shard.grid, @mesh, with three axes in Megatron's rank order:
+// tensor parallel fastest, then data parallel, then pipeline.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_COMPILER_MESH_H
+#define STRATA_COMPILER_MESH_H
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace strata {
+
+inline constexpr llvm::StringLiteral kMeshName = "mesh";
+enum MeshAxis : int16_t { kTensorAxis = 0, kDataAxis = 1, kPipelineAxis = 2 };
+
+/// The module's @mesh, made 1x1x1 if it has none.
+mlir::shard::GridOp ensureMesh(mlir::ModuleOp module);
+
+/// Sets the size of one axis of @mesh.
+void setMeshAxis(mlir::ModuleOp module, int16_t axis, int64_t size);
+
+/// The size of one axis of @mesh (1 without a mesh).
+int64_t meshAxis(mlir::ModuleOp module, int16_t axis);
+
+} // namespace strata
+
+#endif

@@ -1,0 +1,79 @@
+//===- DataParallel.cpp - replicas that average their gradients -----------===//
+//
+// Data-parallel ranks hold the same model and see different samples. Their
+// gradients are summed before the optimizer (the loss seed already divides
+// by microbatches · dp, so the sum is the mean over the global batch): a
+// dist.reduce_gradients at the start of @optimizer, all-reducing buckets of
+// the accumulators, or, with the distributed optimizer, reduce-scattering
+// them so that each rank updates its 1/dp and the parameters are
+// all-gathered after (the lowering lays both out). The gradient norm then
+// sums over the dp axis too.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Mesh.h"
+#include "compiler/Passes.h"
+#include "dialects/dist/DistDialect.h"
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace strata {
+#define GEN_PASS_DEF_DATAPARALLEL
+#include "compiler/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+
+namespace {
+
+struct DataParallelPass : strata::impl::DataParallelBase<DataParallelPass> {
+  using DataParallelBase::DataParallelBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (size < 1 || bucketElements < 1) {
+      module.emitError() << "data-parallel size and bucket size must be "
+                            "at least 1";
+      return signalPassFailure();
+    }
+    auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
+    if (!optimizer) {
+      module.emitError() << "data parallelism needs @optimizer: run "
+                            "--strata-optimizer first";
+      return signalPassFailure();
+    }
+    strata::ensureMesh(module);
+    strata::setMeshAxis(module, strata::kDataAxis, size);
+    if (size == 1)
+      return;
+
+    OpBuilder b(optimizer.getBody());
+    b.setInsertionPointToStart(&optimizer.getBody().front());
+    auto grid = FlatSymbolRefAttr::get(b.getContext(), strata::kMeshName);
+    int16_t dpAxis[] = {strata::kDataAxis};
+    strata::dist::ReduceGradientsOp::create(
+        b, optimizer.getLoc(), grid, b.getDenseI16ArrayAttr(dpAxis),
+        distributedOptimizer ? b.getUnitAttr() : UnitAttr(),
+        b.getI64IntegerAttr(bucketElements));
+    if (!distributedOptimizer)
+      return; // every rank holds whole, equal gradients
+
+    // Each rank's sums of squares cover its own part: sum over dp as well.
+    optimizer.walk([&](strata::graph::ClipCoefficientOp clip) {
+      Value total = clip.getSumSquares();
+      if (auto reduce = total.getDefiningOp<shard::AllReduceOp>()) {
+        SmallVector<int16_t> axes(reduce.getGridAxes());
+        axes.push_back(strata::kDataAxis);
+        reduce.setGridAxes(axes);
+        return;
+      }
+      b.setInsertionPoint(clip);
+      Value reduced = shard::AllReduceOp::create(
+          b, clip.getLoc(), total.getType(), strata::kMeshName,
+          ArrayRef<int16_t>(dpAxis), total, shard::ReductionKind::Sum);
+      clip.getSumSquaresMutable().assign(reduced);
+    });
+  }
+};
+
+} // namespace

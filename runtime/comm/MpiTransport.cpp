@@ -1,0 +1,123 @@
+//===- MpiTransport.cpp - one process per rank under mpirun or srun -------===//
+//
+// Non-blocking sends and receives, polled against the deadline, so that a
+// rank whose peer died or hangs reports it instead of blocking in MPI.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/comm/Transport.h"
+
+#include <cstdlib>
+// The C API only: no C++ bindings to link.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <thread>
+
+namespace strata::runtime {
+
+int launcherWorldSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                           "SLURM_NTASKS"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return 0;
+}
+
+namespace {
+
+bool started = false;
+
+class MpiTransport : public Transport {
+public:
+  MpiTransport() {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    started = true;
+  }
+  int rank() const override { return me; }
+  int size() const override { return world; }
+
+  void exchange(int to, const void *send, size_t sendBytes, int from,
+                void *recv, size_t recvBytes, int tag,
+                Clock::time_point deadline, const std::string &what) override {
+    MPI_Request requests[2];
+    MPI_Irecv(recv, static_cast<int>(recvBytes), MPI_BYTE, from, tag,
+              MPI_COMM_WORLD, &requests[1]);
+    MPI_Isend(send, static_cast<int>(sendBytes), MPI_BYTE, to, tag,
+              MPI_COMM_WORLD, &requests[0]);
+    bytesSent += sendBytes;
+    bool done[2] = {false, false};
+    while (!done[0] || !done[1]) {
+      for (int i = 0; i < 2; ++i) {
+        if (done[i])
+          continue;
+        int flag = 0;
+        if (MPI_Test(&requests[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+          throw CommTimeout("rank " + std::to_string(me) + ": MPI failed in " +
+                            what + " with rank " +
+                            std::to_string(i ? from : to));
+        done[i] = flag != 0;
+      }
+      if (done[0] && done[1])
+        break;
+      if (Clock::now() > deadline)
+        throw CommTimeout("rank " + std::to_string(me) + ": timed out in " +
+                          what + " waiting for rank " +
+                          std::to_string(done[1] ? to : from));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  void send(int to, const void *data, size_t bytes, int tag,
+            Clock::time_point deadline, const std::string &what) override {
+    MPI_Request request;
+    MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, to, tag, MPI_COMM_WORLD,
+              &request);
+    bytesSent += bytes;
+    wait(request, to, deadline, what);
+  }
+
+  void recv(int from, void *data, size_t bytes, int tag,
+            Clock::time_point deadline, const std::string &what) override {
+    MPI_Request request;
+    MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, from, tag,
+              MPI_COMM_WORLD, &request);
+    wait(request, from, deadline, what);
+  }
+
+private:
+  void wait(MPI_Request &request, int peer, Clock::time_point deadline,
+            const std::string &what) {
+    while (true) {
+      int flag = 0;
+      if (MPI_Test(&request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        throw CommTimeout("rank " + std::to_string(me) + ": MPI failed in " +
+                          what + " with rank " + std::to_string(peer));
+      if (flag)
+        return;
+      if (Clock::now() > deadline)
+        throw CommTimeout("rank " + std::to_string(me) + ": timed out in " +
+                          what + " waiting for rank " + std::to_string(peer));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  int me = 0, world = 1;
+};
+
+} // namespace
+
+std::unique_ptr<Transport> makeMpiTransport() {
+  return std::make_unique<MpiTransport>();
+}
+
+void finishMpi() {
+  if (started)
+    MPI_Finalize();
+  started = false;
+}
+
+} // namespace strata::runtime

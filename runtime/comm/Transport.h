@@ -1,0 +1,70 @@
+//===- Transport.h - point-to-point messages between ranks ------*- C++ -*-===//
+//
+// What the collectives are built on: one exchange (send to one peer,
+// receive from another) at a time. Every receive has a deadline; when it
+// passes, CommTimeout names the peer that did not answer, so that a dead or
+// stuck rank ends the run with a message instead of a hang. The ring
+// collectives (Collectives.h) run the same on every transport: threads of
+// one process (`local`), processes under mpirun or srun (`mpi`); NCCL will
+// implement the same interface for GPUs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_COMM_TRANSPORT_H
+#define STRATA_RUNTIME_COMM_TRANSPORT_H
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace strata::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+struct CommTimeout : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Transport {
+public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// Sends `sendBytes` to `to` and receives `recvBytes` from `from`, both
+  /// with `tag`. Throws CommTimeout (naming `what` and the peer) if the
+  /// receive has not completed by `deadline`.
+  virtual void exchange(int to, const void *send, size_t sendBytes, int from,
+                        void *recv, size_t recvBytes, int tag,
+                        Clock::time_point deadline,
+                        const std::string &what) = 0;
+
+  /// One-way messages (gathering checkpoints to rank 0).
+  virtual void send(int to, const void *data, size_t bytes, int tag,
+                    Clock::time_point deadline, const std::string &what) = 0;
+  virtual void recv(int from, void *data, size_t bytes, int tag,
+                    Clock::time_point deadline, const std::string &what) = 0;
+
+  /// Bytes this rank has sent.
+  uint64_t bytesSent = 0;
+};
+
+/// The transports of `ranks` threads of this process, one per rank.
+class LocalHub;
+std::shared_ptr<LocalHub> makeLocalHub(int ranks);
+std::unique_ptr<Transport> makeLocalTransport(std::shared_ptr<LocalHub> hub,
+                                              int rank);
+
+/// This process's rank under an MPI launcher, if it was started by one
+/// (mpirun or srun set the environment). Initializes MPI.
+std::unique_ptr<Transport> makeMpiTransport();
+/// The world size the launcher's environment announces, or 0 without one.
+int launcherWorldSize();
+/// Ends MPI (after the last exchange), if it was started.
+void finishMpi();
+
+} // namespace strata::runtime
+
+#endif
