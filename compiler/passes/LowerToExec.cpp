@@ -561,6 +561,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       axes.push_back(axis);
     attrs.push_back(attr("axes", b.getDenseI64ArrayAttr(axes)));
     StringRef name;
+    if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
+        reduce && reduce.getInput().getDefiningOp<graph::GradOp>()) {
+      // A gradient accumulator of partial sums is reduced in place, so
+      // that everything reading the accumulator after sees the sum.
+      exec::BufferOp accumulator = bufferOf(reduce.getInput());
+      buffers[reduce.getResult()] = accumulator;
+      attrs.push_back(rankAttr("reduction", 0));
+      kernel(loc, "all_reduce", {accumulator}, {accumulator}, attrs);
+      return success();
+    }
     if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
       name = "all_reduce";
       attrs.push_back(rankAttr(
@@ -650,7 +660,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto squares = dyn_cast<graph::SumSquaresOp>(op)) {
-    auto grad = squares.getInput().getDefiningOp<graph::GradOp>();
+    // A gradient read straight from its accumulator (or after reducing the
+    // accumulator in place).
+    Value input = squares.getInput();
+    if (auto reduce = input.getDefiningOp<shard::AllReduceOp>())
+      input = reduce.getInput();
+    auto grad = input.getDefiningOp<graph::GradOp>();
     if (distributedOptimizer && grad) {
       // Only this rank's part of the reduced gradient is valid.
       ParamBuffers &p = params[grad.getName()];

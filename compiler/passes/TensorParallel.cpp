@@ -38,6 +38,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace strata {
 #define GEN_PASS_DEF_TENSORPARALLEL
@@ -168,6 +169,7 @@ private:
   Operation *forwardEnd = nullptr; // the loss seed: backward ops follow
   llvm::DenseMap<Value, Sharding> shardings;
   llvm::StringMap<Sharding> params;
+  llvm::StringSet<> partialGrads; // accumulators of partial sums
   llvm::DenseMap<Value, SmallVector<std::pair<Sharding, Value>, 2>> converted;
   struct LossStats {
     Value max, sumExp;
@@ -207,9 +209,18 @@ std::optional<int64_t> Partitioner::mapThroughReshape(RankedTensorType in,
   return std::nullopt;
 }
 
+/// Follows `value`, split along `dim`, forward through the ops that could
+/// carry the split. Past an op that cannot (`dim` is then -1), it goes on
+/// only to learn whether the split was required beyond it.
 void Partitioner::trace(Value value, int64_t dim, Trace &out, int depth) {
   if (depth > 64)
     return;
+  auto blockedBy = [&](Operation *op, std::string why) {
+    if (!out.blocked) {
+      out.blocked = op;
+      out.why = std::move(why);
+    }
+  };
   auto want = [&](Need need) {
     if (need > out.need)
       out.need = need;
@@ -221,6 +232,7 @@ void Partitioner::trace(Value value, int64_t dim, Trace &out, int depth) {
       continue;
     auto type = cast<RankedTensorType>(value.getType());
     int64_t last = type.getRank() - 1;
+    (void)last;
     if (isa<AddOp, SubOp>(user)) {
       Value other = user->getOperand(1 - use.getOperandNumber());
       // A bias or table parameter follows the split; another activation is
@@ -230,39 +242,35 @@ void Partitioner::trace(Value value, int64_t dim, Trace &out, int depth) {
     } else if (isa<MulOp, GeluOp, SiluOp, ScaleOp>(user)) {
       trace(user->getResult(0), dim, out, depth + 1);
     } else if (auto rope = dyn_cast<RopeOp>(user)) {
-      if (dim == 3) {
-        out.blocked = user;
-        out.why = "rope rotates pairs within a head";
-      } else {
-        trace(rope, dim, out, depth + 1);
-      }
+      if (dim == 3)
+        blockedBy(user, "rope rotates pairs within a head");
+      trace(rope, dim == 3 ? -1 : dim, out, depth + 1);
     } else if (auto reshape = dyn_cast<ReshapeOp>(user)) {
       std::string why;
-      auto mapped = mapThroughReshape(type, dim, reshape.getType(), why);
-      if (!mapped) {
-        out.blocked = user;
-        out.why = "the reshape to " + describe(reshape.getType()) +
-                  " cannot carry the split: " + why;
-      } else {
-        trace(reshape, *mapped, out, depth + 1);
+      std::optional<int64_t> mapped;
+      if (dim >= 0) {
+        mapped = mapThroughReshape(type, dim, reshape.getType(), why);
+        if (!mapped)
+          blockedBy(user, "the reshape to " + describe(reshape.getType()) +
+                              " cannot carry the split: " + why);
       }
+      trace(reshape, mapped ? *mapped : -1, out, depth + 1);
     } else if (auto transpose = dyn_cast<TransposeOp>(user)) {
       auto perm = transpose.getPermutation();
+      int64_t moved = -1;
       for (int64_t e = 0; e < int64_t(perm.size()); ++e)
         if (perm[e] == dim)
-          trace(transpose, e, out, depth + 1);
+          moved = e;
+      trace(transpose, moved, out, depth + 1);
     } else if (isa<AttentionOp>(user)) {
-      if (dim != 2) {
-        out.blocked = user;
-        out.why = "attention splits heads only";
-        continue;
-      }
+      if (dim >= 0 && dim != 2)
+        blockedBy(user, "attention splits heads only");
       want(use.getOperandNumber() == 0 ? Need::Required : Need::Optional);
     } else if (auto matmul = dyn_cast<MatmulOp>(user)) {
-      if (use.getOperandNumber() == 0 && dim == last)
+      if (use.getOperandNumber() == 0 && (dim == last || dim < 0))
         want(Need::Required);
     } else if (isa<CrossEntropyOp>(user)) {
-      if (use.getOperandNumber() == 0 && dim == last) {
+      if (use.getOperandNumber() == 0 && (dim == last || dim < 0)) {
         want(Need::Required);
         out.forLoss = true;
       }
@@ -705,7 +713,11 @@ LogicalResult Partitioner::rule(Operation *op) {
   if (isa<InputOp, ConstantOp, ParamOp>(op))
     return success(); // inputs and constants are replicated; params decided
   if (auto grad = dyn_cast<GradOp>(op)) {
-    set(grad, params.lookup(grad.getName())); // the accumulator's sharding
+    // The accumulator's sharding: partial where replicated parameters
+    // gathered partial sums.
+    set(grad, partialGrads.contains(grad.getName())
+                  ? Sharding::partial()
+                  : params.lookup(grad.getName()));
     return success();
   }
   if (auto boundary = dyn_cast<LayerBoundaryOp>(op)) {
@@ -857,11 +869,22 @@ LogicalResult Partitioner::rule(Operation *op) {
   }
   if (auto sink = dyn_cast<AccumulateGradOp>(op)) {
     Sharding param = params.lookup(sink.getName());
-    if (get(sink.getGrad()) != param && failed(convertOperand(op, 0, param)))
+    Sharding grad = get(sink.getGrad());
+    // A replicated parameter's partial gradient (a norm weight under
+    // sequence parallelism) accumulates as it is; the sum over ranks
+    // happens once per iteration, in @optimizer, as Megatron does it.
+    if (param.isReplicated() && grad.isPartial()) {
+      partialGrads.insert(sink.getName());
+      return success();
+    }
+    if (grad != param && failed(convertOperand(op, 0, param)))
       return failure();
     return success();
   }
   if (auto squares = dyn_cast<SumSquaresOp>(op)) {
+    if (get(squares.getInput()).isPartial() &&
+        failed(convertOperand(op, 0, Sharding::replicated())))
+      return failure();
     Sharding s = get(squares.getInput());
     set(squares, s.isReplicated() ? Sharding::replicated()
                                   : Sharding::partial());
@@ -875,8 +898,12 @@ LogicalResult Partitioner::rule(Operation *op) {
     set(clip.getCoefficient(), Sharding::replicated());
     return success();
   }
-  if (isa<AdamWOp>(op))
+  if (auto adam = dyn_cast<AdamWOp>(op)) {
+    if (get(adam.getGrad()).isPartial() &&
+        failed(convertOperand(op, 1, Sharding::replicated())))
+      return failure();
     return success();
+  }
   if (auto ret = dyn_cast<func::ReturnOp>(op)) {
     for (unsigned i = 0; i < op->getNumOperands(); ++i)
       if (!get(op->getOperand(i)).isReplicated() &&

@@ -121,3 +121,12 @@ void finishMpi() {
 }
 
 } // namespace strata::runtime
+
+namespace strata::runtime {
+
+void abortMpi() {
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+} // namespace strata::runtime

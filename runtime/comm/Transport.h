@@ -64,6 +64,8 @@ std::unique_ptr<Transport> makeMpiTransport();
 int launcherWorldSize();
 /// Ends MPI (after the last exchange), if it was started.
 void finishMpi();
+/// Ends every process of the MPI job, after an error this rank reported.
+[[noreturn]] void abortMpi();
 
 } // namespace strata::runtime
 

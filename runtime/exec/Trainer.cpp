@@ -379,10 +379,16 @@ assemble(const Plan &plan, const std::vector<std::vector<ParamPiece>> &all) {
 
 std::mutex failureMutex;
 
-[[noreturn]] void die(std::ostream &errors, const std::string &message) {
+/// Reports an error that ends the run: every rank thread of this process,
+/// or (under MPI) every process of the job, which the launcher would
+/// otherwise leave waiting.
+[[noreturn]] void die(std::ostream &errors, const std::string &message,
+                      bool mpi = false) {
   std::lock_guard<std::mutex> lock(failureMutex);
   errors << "strata-run: error: " << message << std::endl;
   std::fflush(nullptr);
+  if (mpi)
+    abortMpi();
   std::_Exit(1);
 }
 
@@ -466,7 +472,7 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
         }
       }
     } catch (const CommTimeout &timeout) {
-      die(errors, timeout.what());
+      die(errors, timeout.what(), /*mpi=*/true);
     }
     finishMpi();
     return 0;

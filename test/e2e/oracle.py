@@ -72,7 +72,7 @@ def train_torch(args, initial, dtype):
     """Trains the torch model from strata's initial weights; returns the final
     weights by strata name (in strata's layout, float64), the losses and the
     gradient norms of every iteration."""
-    model = MODELS[args.model]().to(dtype)
+    model = MODELS[args.model](**({"vocab": args.vocab} if args.vocab else {})).to(dtype)
     names = model.strata_names()
     weights = safetensors_io.read(initial)
     if set(weights) != set(names):
@@ -87,7 +87,7 @@ def train_torch(args, initial, dtype):
     no_decay = [p for p, _ in names.values() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=args.lr, betas=(0.9, 0.999), eps=1e-8)
+                                  lr=args.lr, betas=(0.9, 0.999), eps=args.adam_eps)
     with open(args.data, "rb") as f:
         data = f.read()
     m = args.global_batch_size // args.micro_batch_size
@@ -129,6 +129,8 @@ def main():
     p.add_argument("--lr-decay-style", default="constant")
     p.add_argument("--lr-decay-iters", type=int, default=0)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--adam-eps", type=float, default=1e-8)
+    p.add_argument("--vocab", type=int, default=0, help="override the model's vocabulary")
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--clip-grad", type=float, default=1.0)
     p.add_argument("--tolerance", type=float, default=1e-5)
@@ -141,10 +143,11 @@ def main():
     plan = os.path.join(work, "step.plan")
     run(["strata-compile", os.path.join(args.examples, args.model + ".model"), "-o", plan,
          "--micro-batch-size", str(args.micro_batch_size),
-         "--global-batch-size", str(args.global_batch_size)])
+         "--global-batch-size", str(args.global_batch_size)]
+        + ([f"--set=vocab={args.vocab}"] if args.vocab else []))
     common = ["--seed", str(args.seed), "--lr", str(args.lr), "--min-lr", str(args.min_lr),
               "--lr-warmup-iters", str(args.lr_warmup_iters), "--lr-decay-style", args.lr_decay_style,
-              "--lr-decay-iters", str(args.lr_decay_iters),
+              "--lr-decay-iters", str(args.lr_decay_iters), "--adam-eps", str(args.adam_eps),
               "--weight-decay", str(args.weight_decay), "--clip-grad", str(args.clip_grad),
               "--data-path", args.data]
     initial = os.path.join(work, "initial.safetensors")

@@ -71,8 +71,8 @@ cl::opt<int64_t> microBatchSize(
 
 cl::opt<int64_t> globalBatchSize(
     "global-batch-size",
-    cl::desc("Sequences per iteration (default: the micro-batch size); "
-             "microbatches accumulate gradients"),
+    cl::desc("Sequences per iteration (default: micro-batch size x "
+             "data-parallel size); microbatches accumulate gradients"),
     cl::init(0), cl::cat(category));
 
 cl::opt<int64_t> tensorParallel(
@@ -227,8 +227,10 @@ int main(int argc, char **argv) {
 
   CompileOptions options;
   options.microBatchSize = microBatchSize;
-  options.globalBatchSize =
-      globalBatchSize.getNumOccurrences() ? globalBatchSize : microBatchSize;
+  // Without a global batch: one microbatch per data-parallel rank.
+  options.globalBatchSize = globalBatchSize.getNumOccurrences()
+                                ? globalBatchSize
+                                : microBatchSize * dataParallel;
   options.bf16 = bf16;
   options.tensorParallel = tensorParallel;
   options.dataParallel = dataParallel;
@@ -247,6 +249,7 @@ int main(int argc, char **argv) {
   registerDialects(registry);
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false); // the model line says it better
   SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), SMLoc());
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
