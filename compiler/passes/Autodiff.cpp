@@ -7,6 +7,10 @@
 // fp32 accumulator, so a tied embedding (used by the embedding and the output
 // layer) and successive microbatches add up where the gradient lives.
 //
+// Each backward op carries `strata.layer`: the layer of the forward op it
+// differentiates (-1 before the first layer boundary, L after the last), so
+// that pipeline stages can take the backward of the layers they hold.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
 #include "dialects/graph/GraphOps.h"
@@ -220,17 +224,36 @@ struct AutodiffPass : strata::impl::AutodiffBase<AutodiffPass> {
     for (Operation &op : func.getBody().front().without_terminator())
       forward.push_back(&op);
 
+    // The layer of each forward op: by its place between the boundaries.
+    llvm::DenseMap<Operation *, int64_t> layerOf;
+    int64_t layer = -1;
+    for (Operation *op : forward) {
+      if (auto boundary = dyn_cast<LayerBoundaryOp>(op))
+        layer = static_cast<int64_t>(boundary.getIndex());
+      layerOf[op] = layer;
+    }
+
     OpBuilder b(ret);
     GradientBuilder gradients(b);
+    auto tagSince = [&](Operation *last, int64_t layer) {
+      for (Operation *op = last ? last->getNextNode() : &ret->getBlock()->front();
+           op != ret; op = op->getNextNode())
+        op->setAttr("strata.layer", b.getI64IntegerAttr(layer));
+    };
     // The seed: the gradient of the loss itself, 1/microbatches when
     // microbatch gradients are summed into one step.
+    Operation *last = ret->getPrevNode();
     gradients.contribute(loss,
                          ConstantOp::create(b, ret.getLoc(), loss.getType(),
                                             b.getF64FloatAttr(lossScale)),
                          ret.getLoc());
-    for (Operation *op : llvm::reverse(forward))
+    tagSince(last, layer);
+    for (Operation *op : llvm::reverse(forward)) {
+      last = ret->getPrevNode();
       if (failed(gradients.differentiate(op)))
         return signalPassFailure();
+      tagSince(last, layerOf[op]);
+    }
     func.setSymName("microbatch");
   }
 };

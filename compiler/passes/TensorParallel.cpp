@@ -377,6 +377,10 @@ FailureOr<Value> Partitioner::convert(Value v, Sharding to, Operation *before) {
   } else {
     return error(before) << "no conversion between these shardings";
   }
+  // A collective runs where its consumer runs (the pipeline stage of the
+  // layer it belongs to).
+  if (auto layer = before->getAttr("strata.layer"))
+    result.getDefiningOp()->setAttr("strata.layer", layer);
   set(result, to);
   converted[v].push_back({to, result});
   return result;
@@ -633,6 +637,11 @@ LogicalResult Partitioner::ruleLoss(CrossEntropyOp op) {
   auto localSum =
       LogitsSumExpOp::create(b, loc, rows, op.getLogits(), max, vocabAttr);
   Value sumExp = reduce(localSum, shard::ReductionKind::Sum);
+  auto layerTag = op->getAttr("strata.layer");
+  for (Operation *created : {max.getDefiningOp(), target.getDefiningOp(),
+                             sumExp.getDefiningOp()})
+    if (layerTag)
+      created->setAttr("strata.layer", layerTag);
   for (Operation *stat : {localMax.getOperation(), localTarget.getOperation(),
                           localSum.getOperation()}) {
     stat->setAttr("dist.vocab_parallel", b.getUnitAttr());
@@ -669,6 +678,8 @@ LogicalResult Partitioner::ruleLossGrad(CrossEntropyGradOp op) {
       it->second.max, it->second.sumExp, op.getGrad(),
       b.getI64IntegerAttr(vocab));
   grad->setAttr("dist.vocab_parallel", b.getUnitAttr());
+  if (auto layer = op->getAttr("strata.layer"))
+    grad->setAttr("strata.layer", layer);
   set(grad, get(op.getLogits()));
   op.replaceAllUsesWith(grad.getResult());
   op.erase();

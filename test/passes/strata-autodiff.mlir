@@ -5,12 +5,12 @@
 // the loss scale; a matmul's input gradient flips the transpose.
 // CHECK-LABEL: func.func @microbatch
 // CHECK: %[[LOSS:.*]] = graph.cross_entropy
-// CHECK: %[[SEED:.*]] = graph.constant 2.500000e-01 : tensor<f32>
+// CHECK: %[[SEED:.*]] = graph.constant 2.500000e-01 {{.*}}: tensor<f32>
 // CHECK: %[[DLOGITS:.*]] = graph.cross_entropy_grad %{{.*}}, %{{.*}}, %[[SEED]]
-// CHECK: %[[DX:.*]] = graph.matmul %[[DLOGITS]], %[[E:.*]] : (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
-// CHECK: %[[DE:.*]] = graph.matmul_weight_grad %{{.*}}, %[[DLOGITS]] {transpose_result} : (tensor<2x4x8xf32>, tensor<2x4x32xf32>) -> tensor<32x8xf32>
+// CHECK: %[[DX:.*]] = graph.matmul %[[DLOGITS]], %[[E:.*]] {{.*}}: (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
+// CHECK: %[[DE:.*]] = graph.matmul_weight_grad %{{.*}}, %[[DLOGITS]] {strata.layer = -1 : i64, transpose_result} : (tensor<2x4x8xf32>, tensor<2x4x32xf32>) -> tensor<32x8xf32>
 // CHECK: graph.accumulate_grad "e", %[[DE]]
-// CHECK: %[[DTABLE:.*]] = graph.embedding_grad %[[DX]], %{{.*}} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<32x8xf32>
+// CHECK: %[[DTABLE:.*]] = graph.embedding_grad %[[DX]], %{{.*}} {{.*}}: (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<32x8xf32>
 // CHECK: graph.accumulate_grad "e", %[[DTABLE]]
 // CHECK-NOT: graph.accumulate_grad
 // CHECK: return %[[LOSS]]
@@ -28,14 +28,14 @@ func.func @model() -> tensor<f32> {
 // Broadcast operands sum back to their shape; sub negates; mul multiplies
 // by the other side; a value used twice sums its gradients.
 // CHECK-LABEL: func.func @microbatch
-// CHECK-DAG: %[[DB:.*]] = graph.sum_to %{{.*}} : tensor<2x4x8xf32> -> tensor<8xf32>
+// CHECK-DAG: %[[DB:.*]] = graph.sum_to %{{.*}} {{.*}}: tensor<2x4x8xf32> -> tensor<8xf32>
 // CHECK-DAG: graph.accumulate_grad "b", %[[DB]]
-// CHECK-DAG: %[[NEG:.*]] = graph.scale %{{.*}}, -1.000000e+00 : tensor<4x8xf32>
+// CHECK-DAG: %[[NEG:.*]] = graph.scale %{{.*}}, -1.000000e+00 {{.*}}: tensor<4x8xf32>
 // CHECK-DAG: graph.accumulate_grad "c", %[[NEG]]
-// CHECK-DAG: graph.mul %{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+// CHECK-DAG: graph.mul %{{.*}}, %{{.*}} {{.*}}: tensor<2x4x8xf32>, tensor<2x4x8xf32>
 // CHECK-DAG: graph.gelu_grad
 // CHECK-DAG: graph.silu_grad
-// CHECK-DAG: graph.add %{{.*}}, %{{.*}} : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+// CHECK-DAG: graph.add %{{.*}}, %{{.*}} {{.*}}: tensor<2x4x8xf32>, tensor<2x4x8xf32>
 func.func @model(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
   %b = graph.param "b" zeros : tensor<8xf32>
   %c = graph.param "c" zeros : tensor<4x8xf32>
@@ -53,9 +53,9 @@ func.func @model(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
 // Norms, reshape, transpose (by the inverse permutation), rope (by the
 // inverse rotation), grouped-query attention and layer boundaries.
 // CHECK-LABEL: func.func @microbatch
-// CHECK: graph.transpose %{{.*}} [0, 2, 3, 1] : tensor<1x4x4x2xf32> -> tensor<1x4x2x4xf32>
-// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = graph.attention_grad {{.*}} {causal}
-// CHECK: graph.rope %{{.*}} {inverse} : tensor<1x4x2x4xf32>
+// CHECK: graph.transpose %{{.*}} [0, 2, 3, 1] {{.*}}: tensor<1x4x4x2xf32> -> tensor<1x4x2x4xf32>
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = graph.attention_grad {{.*}} {causal, strata.layer = 0 : i64}
+// CHECK: graph.rope %{{.*}} {inverse, strata.layer = 0 : i64} : tensor<1x4x2x4xf32>
 // CHECK: %{{.*}}, %[[DW:.*]] = graph.rms_norm_grad
 // CHECK: graph.accumulate_grad "g", %[[DW]]
 // CHECK: %{{.*}}, %[[LW:.*]], %[[LB:.*]] = graph.layer_norm_grad
