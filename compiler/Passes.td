@@ -111,15 +111,54 @@ def DataParallel : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
                            "::mlir::shard::ShardDialect"];
 }
 
+def PipelineSplit : Pass<"strata-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Cut the step into pipeline chunks: @forward_c, @backward_c";
+  let description = [{
+    Cuts @microbatch at layer boundaries into chunks of whole layers —
+    `stages` chunks, or `layers-per-virtual-stage` layers each (v chunks
+    per stage, chunk c on stage c mod p), or with `first-stage-layers` /
+    `last-stage-layers` uneven ends — and makes each chunk a forward and a
+    backward function with dist.send/dist.recv where values cross chunks.
+    The forward values a backward needs are stashed per microbatch or
+    recomputed (`recompute` none, selective: attention, full: all but each
+    layer's input). A parameter used on several stages gets a
+    dist.tie_gradients in @optimizer, and the gradient norm sums over the
+    pipeline axis. A layer count that does not split is an error: layers
+    are never dropped.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "1", "Pipeline-parallel size p">,
+    Option<"layersPerVirtualStage", "layers-per-virtual-stage", "int64_t",
+           "0", "Layers per chunk (0: one chunk per stage)">,
+    Option<"firstStageLayers", "first-stage-layers", "int64_t", "-1",
+           "Layers on the first stage (-1: even split)">,
+    Option<"lastStageLayers", "last-stage-layers", "int64_t", "-1",
+           "Layers on the last stage (-1: even split)">,
+    Option<"recompute", "recompute", "std::string", "\"none\"",
+           "Activation recomputation: none, selective or full">
+  ];
+  let dependentDialects = ["::strata::dist::DistDialect",
+                           "::mlir::shard::ShardDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
   let summary = "Order one iteration's work: microbatches, then the optimizer";
   let description = [{
-    Writes a dist.schedule: @microbatch for each of `microbatches`
-    microbatches (their gradients accumulate), then @optimizer.
+    Writes a dist.schedule per pipeline stage. Without pipeline chunks:
+    @microbatch for each of `microbatches` microbatches (their gradients
+    accumulate), then @optimizer. With them, each stage's forwards and
+    backwards in the order of `pipeline-schedule` — gpipe, 1f1b (one chunk
+    per stage) or interleaved (several; Megatron's interleaved 1F1B), by
+    default interleaved when a stage holds several chunks and 1f1b when
+    one — then @optimizer. Every schedule is run on a clock before it is
+    written: one that could deadlock is an error.
   }];
   let options = [
     Option<"microbatches", "microbatches", "int64_t", "1",
-           "Microbatches per iteration: global batch / (micro batch * dp)">
+           "Microbatches per iteration: global batch / (micro batch * dp)">,
+    Option<"pipelineSchedule", "pipeline-schedule", "std::string", "\"\"",
+           "gpipe, 1f1b or interleaved (default by chunks per stage)">
   ];
   let dependentDialects = ["::strata::dist::DistDialect"];
 }
@@ -150,9 +189,11 @@ def PlanMemory : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
     Persistent buffers are laid end to end. Workspace buffers are placed per
     program by liveness (the instructions between a buffer's first and last
     use): largest first, each at the lowest offset free over its lifetime,
-    so buffers whose lives do not overlap share memory. Views share their
-    root's offset. Sets the rank's persistent_bytes and workspace_bytes: the
-    peak memory is their sum, known before anything runs.
+    so buffers whose lives do not overlap share memory. Stash buffers (a
+    pipeline chunk's activations kept for its backward) are laid end to end
+    per chunk into a slot, times the chunk's slots. Views share their
+    root's offset. Sets the rank's persistent_bytes, workspace_bytes and
+    stash_bytes: the peak memory is their sum, known before anything runs.
   }];
 }
 

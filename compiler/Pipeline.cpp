@@ -14,9 +14,22 @@ std::string checkOptions(const CompileOptions &options) {
   if (options.globalBatchSize < 1)
     return "--global-batch-size must be at least 1, got " +
            std::to_string(options.globalBatchSize);
-  if (options.tensorParallel < 1 || options.dataParallel < 1)
-    return "--tensor-model-parallel-size and --data-parallel-size must be at "
-           "least 1";
+  if (options.tensorParallel < 1 || options.dataParallel < 1 ||
+      options.pipelineParallel < 1)
+    return "--tensor-model-parallel-size, --pipeline-model-parallel-size and "
+           "--data-parallel-size must be at least 1";
+  if (options.layersPerVirtualStage < 0)
+    return "--num-layers-per-virtual-pipeline-stage must be at least 1";
+  if (options.recompute != "none" && options.recompute != "full" &&
+      options.recompute != "selective")
+    return "--recompute-granularity must be full or selective, got '" +
+           options.recompute + "'";
+  if (!options.pipelineSchedule.empty() &&
+      options.pipelineSchedule != "gpipe" &&
+      options.pipelineSchedule != "1f1b" &&
+      options.pipelineSchedule != "interleaved")
+    return "--pipeline-schedule must be gpipe, 1f1b or interleaved, got '" +
+           options.pipelineSchedule + "'";
   if (options.vocabDivisibleBy < 1)
     return "--make-vocab-size-divisible-by must be at least 1";
   if (options.globalBatchSize %
@@ -68,8 +81,18 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     data.size = options.dataParallel;
     data.distributedOptimizer = options.distributedOptimizer;
     pm.addPass(createDataParallel(data));
+    if (options.splitsPipeline()) {
+      PipelineSplitOptions split;
+      split.stages = options.pipelineParallel;
+      split.layersPerVirtualStage = options.layersPerVirtualStage;
+      split.firstStageLayers = options.firstStageLayers;
+      split.lastStageLayers = options.lastStageLayers;
+      split.recompute = options.recompute;
+      pm.addPass(createPipelineSplit(split));
+    }
     ScheduleOptions schedule;
     schedule.microbatches = options.microbatches();
+    schedule.pipelineSchedule = options.pipelineSchedule;
     pm.addPass(createSchedule(schedule));
   }
   if (crosses(Level::Exec)) {
@@ -99,6 +122,7 @@ MemoryReport reportMemory(Operation *op) {
   }
   report.persistent = rank.getPersistentBytes().value_or(0);
   report.workspace = rank.getWorkspaceBytes().value_or(0);
+  report.stash = rank.getStashBytes().value_or(0);
   return report;
 }
 

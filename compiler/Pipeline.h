@@ -19,6 +19,19 @@ struct CompileOptions {
   bool sequenceParallel = false;
   bool distributedOptimizer = false;
   int64_t vocabDivisibleBy = 128; // Megatron's --make-vocab-size-divisible-by
+  int64_t pipelineParallel = 1;
+  int64_t layersPerVirtualStage = 0; // 0: one chunk per stage
+  int64_t firstStageLayers = -1, lastStageLayers = -1; // -1: even
+  std::string pipelineSchedule;      // "": interleaved if v > 1, else 1f1b
+  std::string recompute = "none";    // none, selective, full
+
+  /// Whether the step is cut into forward and backward chunk functions:
+  /// with pipeline stages, virtual stages, recomputation or a schedule
+  /// asked for by name.
+  bool splitsPipeline() const {
+    return pipelineParallel > 1 || layersPerVirtualStage > 0 ||
+           recompute != "none" || !pipelineSchedule.empty();
+  }
 
   /// Microbatches per iteration on each data-parallel rank:
   /// global / (micro · dp).
@@ -49,7 +62,8 @@ void buildPipeline(mlir::PassManager &pm, const CompileOptions &options,
 struct MemoryReport {
   int64_t parameters = 0, gradients = 0, optimizer = 0, io = 0;
   int64_t persistent = 0, workspace = 0;
-  int64_t peak() const { return persistent + workspace; }
+  int64_t stash = 0; // pipeline activations kept for the backward
+  int64_t peak() const { return persistent + workspace + stash; }
 };
 MemoryReport reportMemory(mlir::Operation *rank);
 

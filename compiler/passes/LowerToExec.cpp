@@ -1,14 +1,16 @@
 //===- LowerToExec.cpp - the scheduled step as buffers and kernels --------===//
 //
-// Builds one exec.rank per rank of @mesh from @microbatch, @optimizer and
-// the dist.schedule: a buffer per tensor, a kernel per op, a program per
-// function. The functions are SPMD; what differs by rank is filled in here
-// from the rank's coordinates (tp fastest, then dp): a shard's offset into
-// its global tensor, a vocabulary range, the first query head, who keeps a
-// replicated value in a partial sum, which part of the gradients a
-// distributed optimizer owns. The kernel names and their argument
-// conventions are the runtime's (runtime/exec/KernelTable.cpp checks them
-// when a plan loads).
+// Builds one exec.rank per rank of @mesh from the step's functions
+// (@microbatch, or a pipeline stage's @forward_c and @backward_c),
+// @optimizer and the stage's dist.schedule: a buffer per tensor, a kernel
+// per op, a program per function. The functions are SPMD; what differs by
+// rank is filled in here from the rank's coordinates (tp fastest, then dp,
+// then pp): a shard's offset into its global tensor, a vocabulary range,
+// the first query head, who keeps a replicated value in a partial sum,
+// which part of the gradients a distributed optimizer owns, which chunks
+// and parameters a pipeline stage holds and the peers it sends to. The
+// kernel names and their argument conventions are the runtime's
+// (runtime/exec/KernelTable.cpp checks them when a plan loads).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Mesh.h"
@@ -35,8 +37,12 @@ namespace {
 
 /// Where this rank sits in the mesh.
 struct RankCoords {
-  int64_t rank = 0, tp = 0, dp = 0;
-  int64_t tpSize = 1, dpSize = 1;
+  int64_t rank = 0, tp = 0, dp = 0, pp = 0;
+  int64_t tpSize = 1, dpSize = 1, ppSize = 1;
+  /// The world rank at the same tp and dp on pipeline stage `stage`.
+  int64_t onStage(int64_t stage) const {
+    return tp + tpSize * (dp + dpSize * stage);
+  }
 };
 
 /// The part of a parameter a distributed optimizer rank owns: elements
@@ -66,9 +72,16 @@ public:
   /// Lays out every parameter's value and gradient in two flat regions (in
   /// parameter order), so that buckets and a distributed optimizer's shares
   /// are contiguous, and declares the optimizer state.
-  void layoutParameters(func::FuncOp microbatch);
+  void layoutParameters(ArrayRef<func::FuncOp> functions);
   LogicalResult lowerFunction(func::FuncOp func);
   LogicalResult lowerSchedule(dist::ScheduleOp schedule);
+  /// The stages that share each tied parameter (dist.tie_gradients).
+  void noteTiedParameters(func::FuncOp optimizer) {
+    optimizer.walk([&](dist::TieGradientsOp tie) {
+      tiedStages[tie.getName()] =
+          SmallVector<int64_t>(tie.getStages().begin(), tie.getStages().end());
+    });
+  }
 
 private:
   MLIRContext *ctx() { return module.getContext(); }
@@ -107,7 +120,8 @@ private:
         bufferBuilder, module.getLoc(), b.getStringAttr(name),
         TypeAttr::get(type), exec::ArenaAttr::get(ctx(), arena),
         b.getI64IntegerAttr(-1), alias, viewOffset,
-        zeroInit ? b.getUnitAttr() : UnitAttr());
+        zeroInit ? b.getUnitAttr() : UnitAttr(), IntegerAttr(),
+        IntegerAttr());
   }
   static int64_t elementBytes(RankedTensorType type) {
     return type.getElementType().isBF16() ? 2 : 4;
@@ -133,9 +147,13 @@ private:
   /// its dimension `size` (local).
   int64_t tpOffset(int64_t localSize) { return coords.tp * localSize; }
   exec::BufferOp temporary(Value value, exec::Arena arena) {
+    bool stashed = stashValues.contains(value);
     exec::BufferOp buffer =
-        makeBuffer("t" + std::to_string(counter++), storageType(value.getType()),
-                   arena);
+        makeBuffer((stashed ? "s" : "t") + std::to_string(counter++),
+                   storageType(value.getType()),
+                   stashed ? exec::Arena::Stash : arena);
+    if (stashed)
+      buffer.setStashGroupAttr(b.getI64IntegerAttr(stashGroup));
     buffers[value] = buffer;
     return buffer;
   }
@@ -180,18 +198,26 @@ private:
   llvm::StringMap<ParamBuffers> params;
   llvm::StringMap<exec::BufferOp> inputs;
   llvm::DenseSet<Operation *> fused; // accumulate_grads done by a producer
+  // Pipeline chunks: the values @forward_c returns live in the stash, in
+  // group `stashGroup` (the chunk's index on its stage); @backward_c's
+  // arguments are the same buffers.
+  llvm::DenseSet<Value> stashValues;
+  int64_t stashGroup = -1;
+  llvm::DenseMap<int64_t, SmallVector<exec::BufferOp>> chunkStash;
+  llvm::StringMap<SmallVector<int64_t>> tiedStages;
 };
 
-void Lowering::layoutParameters(func::FuncOp microbatch) {
+void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
   SmallVector<graph::ParamOp> ops;
-  microbatch.walk([&](graph::ParamOp param) {
-    if (params.count(param.getName()))
-      return;
-    params[param.getName()].flatOffset = flatElements;
-    flatElements += param.getType().getNumElements();
-    paramOrder.push_back(param.getName().str());
-    ops.push_back(param);
-  });
+  for (func::FuncOp function : functions)
+    function.walk([&](graph::ParamOp param) {
+      if (params.count(param.getName()))
+        return;
+      params[param.getName()].flatOffset = flatElements;
+      flatElements += param.getType().getNumElements();
+      paramOrder.push_back(param.getName().str());
+      ops.push_back(param);
+    });
   // The regions split evenly across data-parallel ranks.
   flatElements = (flatElements + coords.dpSize - 1) / coords.dpSize *
                  coords.dpSize;
@@ -355,11 +381,62 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   }
   if (auto grad = dyn_cast<graph::GradOp>(op)) {
     auto it = params.find(grad.getName());
-    if (it == params.end())
+    if (it == params.end()) {
+      // Another pipeline stage holds it: what reads it is skipped here.
+      if (coords.ppSize > 1)
+        return success();
       return op->emitOpError() << "reads the gradient of '" << grad.getName()
                                << "', which no program uses";
+    }
     buffers[grad] = it->second.grad;
     return success();
+  }
+  if (auto recv = dyn_cast<dist::RecvOp>(op)) {
+    int64_t chunk = static_cast<int64_t>(recv.getChunk());
+    kernel(loc, "recv", {}, {out(recv)},
+           {rankAttr("peer", coords.onStage(chunk % coords.ppSize)),
+            rankAttr("channel", static_cast<int64_t>(recv.getChannel()))});
+    return success();
+  }
+  if (auto send = dyn_cast<dist::SendOp>(op)) {
+    int64_t chunk = static_cast<int64_t>(send.getChunk());
+    kernel(loc, "send", {bufferOf(send.getValue())}, {},
+           {rankAttr("peer", coords.onStage(chunk % coords.ppSize)),
+            rankAttr("channel", static_cast<int64_t>(send.getChannel()))});
+    return success();
+  }
+  if (auto loss = dyn_cast<dist::LossOp>(op)) {
+    exec::BufferOp buffer = makeBuffer(
+        "output:loss", storageType(loss.getValue().getType()),
+        exec::Arena::Persistent);
+    kernel(loc, "copy", {bufferOf(loss.getValue())}, {buffer});
+    exec::IoOp::create(bufferBuilder, loc, b.getStringAttr("loss"),
+                       FlatSymbolRefAttr::get(buffer.getSymNameAttr()));
+    return success();
+  }
+  if (auto tie = dyn_cast<dist::TieGradientsOp>(op)) {
+    auto it = params.find(tie.getName());
+    if (it == params.end())
+      return success(); // not on this stage
+    kernel(loc, "all_reduce", {it->second.grad}, {it->second.grad},
+           {attr("axes", b.getDenseI64ArrayAttr({kPipelineAxis})),
+            rankAttr("reduction", 0),
+            attr("stages", tie.getStagesAttr())});
+    return success();
+  }
+  // On a pipeline stage, the optimizer's ops for parameters other stages
+  // hold: a sum of squares counts zero, the rest do nothing here.
+  if (coords.ppSize > 1 &&
+      llvm::any_of(op->getOperands(), [&](Value v) { return !bufferOf(v); })) {
+    if (isa<graph::SumSquaresOp>(op)) {
+      kernel(loc, "fill", {}, {out(op->getResult(0))},
+             {attr("value", b.getF64FloatAttr(0))});
+      return success();
+    }
+    if (isa<shard::AllReduceOp, graph::AdamWOp>(op))
+      return success();
+    return op->emitOpError() << "reads a value this pipeline stage does not "
+                                "compute";
   }
   if (isa<graph::ReshapeOp>(op)) {
     view(op->getResult(0), bufferOf(op->getOperand(0)));
@@ -666,6 +743,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     if (auto reduce = input.getDefiningOp<shard::AllReduceOp>())
       input = reduce.getInput();
     auto grad = input.getDefiningOp<graph::GradOp>();
+    if (grad) {
+      // A tied parameter's gradient counts once: on the first stage of
+      // those that share it.
+      auto tied = tiedStages.find(grad.getName());
+      if (tied != tiedStages.end() && tied->second.front() != coords.pp) {
+        kernel(loc, "fill", {}, {out(squares)},
+               {attr("value", b.getF64FloatAttr(0))});
+        return success();
+      }
+    }
     if (distributedOptimizer && grad) {
       // Only this rank's part of the reduced gradient is valid.
       ParamBuffers &p = params[grad.getName()];
@@ -715,10 +802,43 @@ LogicalResult Lowering::lowerOp(Operation *op) {
 }
 
 LogicalResult Lowering::lowerFunction(func::FuncOp func) {
-  auto program = exec::ProgramOp::create(programBuilder, func.getLoc(),
-                                         func.getSymNameAttr());
+  auto chunkAttr = func->getAttrOfType<IntegerAttr>("dist.chunk");
+  bool forward = chunkAttr && func.getSymName().starts_with("forward_");
+  StringRef phase = !chunkAttr ? func.getSymName()
+                    : forward  ? StringRef("forward")
+                               : StringRef("backward");
+  auto program = exec::ProgramOp::create(
+      programBuilder, func.getLoc(), func.getSymNameAttr(),
+      b.getStringAttr(phase), chunkAttr);
   body.setInsertionPointToEnd(&program.getBody().emplaceBlock());
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  if (chunkAttr) {
+    // A chunk's forward leaves its results in the stash for the backward
+    // of the same microbatch, which takes them as arguments.
+    int64_t chunk = chunkAttr.getInt();
+    stashGroup = chunk / coords.ppSize;
+    stashValues.clear();
+    if (forward)
+      stashValues.insert(ret.getOperands().begin(), ret.getOperands().end());
+    else
+      for (auto [argument, buffer] :
+           llvm::zip_equal(func.getArguments(), chunkStash[chunk]))
+        buffers[argument] = buffer;
+    for (Operation &op : func.getBody().front().without_terminator())
+      if (failed(lowerOp(&op)))
+        return failure();
+    if (forward)
+      for (Value value : ret.getOperands()) {
+        exec::BufferOp buffer = bufferOf(value);
+        if (!buffer || buffer.getArena() != exec::Arena::Stash)
+          return ret.emitOpError()
+                 << "returns a value that cannot be stashed (a view, a "
+                    "parameter or an input): only computed activations are";
+        chunkStash[chunk].push_back(buffer);
+      }
+    stashValues.clear();
+    return success();
+  }
   for (Operation &op : func.getBody().front().without_terminator())
     if (failed(lowerOp(&op)))
       return failure();
@@ -751,11 +871,53 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
 
 LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   auto op = exec::ScheduleOp::create(programBuilder, schedule.getLoc());
+  if (auto kind = schedule->getAttrOfType<StringAttr>("kind"))
+    op->setAttr("kind", kind);
   OpBuilder steps(ctx());
   steps.setInsertionPointToEnd(&op.getBody().emplaceBlock());
-  for (auto step : schedule.getBody().front().getOps<dist::StepOp>())
+  // Stash slots: a chunk's forward takes the lowest free slot of its
+  // chunk, and its backward for the same microbatch frees it.
+  std::map<int64_t, std::vector<bool>> busy;            // by chunk
+  std::map<std::pair<int64_t, int64_t>, int64_t> slotOf; // (chunk, mb)
+  SmallVector<int64_t> slots(std::max<int64_t>(chunkStash.size(), 0), 0);
+  for (auto step : schedule.getBody().front().getOps<dist::StepOp>()) {
+    auto function = module.lookupSymbol<func::FuncOp>(step.getFunction());
+    auto chunkAttr = function->getAttrOfType<IntegerAttr>("dist.chunk");
+    IntegerAttr slotAttr;
+    if (chunkAttr) {
+      if (!step.getMicrobatch())
+        return step.emitOpError() << "runs a chunk without a microbatch";
+      int64_t chunk = chunkAttr.getInt(), mb = int64_t(*step.getMicrobatch());
+      int64_t slot;
+      if (step.getFunction().starts_with("forward_")) {
+        std::vector<bool> &used = busy[chunk];
+        slot = std::find(used.begin(), used.end(), false) - used.begin();
+        if (slot == int64_t(used.size()))
+          used.push_back(false);
+        used[slot] = true;
+        slotOf[{chunk, mb}] = slot;
+        int64_t group = chunk / coords.ppSize;
+        if (int64_t(slots.size()) <= group)
+          slots.resize(group + 1, 0);
+        slots[group] = std::max(slots[group], slot + 1);
+      } else {
+        auto it = slotOf.find({chunk, mb});
+        if (it == slotOf.end())
+          return step.emitOpError() << "runs the backward of chunk " << chunk
+                                    << " for microbatch " << mb
+                                    << " before its forward";
+        slot = it->second;
+        busy[chunk][slot] = false;
+        slotOf.erase(it);
+      }
+      slotAttr = b.getI64IntegerAttr(slot);
+    }
     exec::RunOp::create(steps, step.getLoc(), step.getFunctionAttr(),
-                        step.getMicrobatchAttr());
+                        step.getMicrobatchAttr(), slotAttr);
+  }
+  if (!slots.empty())
+    op->getParentOfType<exec::RankOp>().setStashSlotsAttr(
+        b.getDenseI64ArrayAttr(slots));
   return success();
 }
 
@@ -766,33 +928,61 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
     ModuleOp module = getOperation();
     auto microbatch = module.lookupSymbol<func::FuncOp>("microbatch");
     auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
-    auto schedules = llvm::to_vector(module.getOps<dist::ScheduleOp>());
-    if (!microbatch || !optimizer || schedules.size() != 1) {
-      module.emitError() << "lowering needs @microbatch, @optimizer and one "
-                            "dist.schedule: run --strata-autodiff, "
+    SmallVector<func::FuncOp> chunks; // @forward_c, @backward_c by chunk
+    for (int64_t c = 0;; ++c) {
+      auto forward =
+          module.lookupSymbol<func::FuncOp>("forward_" + std::to_string(c));
+      auto backward =
+          module.lookupSymbol<func::FuncOp>("backward_" + std::to_string(c));
+      if (!forward || !backward)
+        break;
+      chunks.append({forward, backward});
+    }
+    RankCoords coords;
+    coords.tpSize = meshAxis(module, kTensorAxis);
+    coords.dpSize = meshAxis(module, kDataAxis);
+    coords.ppSize = meshAxis(module, kPipelineAxis);
+    std::map<int64_t, dist::ScheduleOp> schedules;
+    for (auto schedule : module.getOps<dist::ScheduleOp>())
+      schedules[int64_t(schedule.getStage())] = schedule;
+    if ((!microbatch && chunks.empty()) || !optimizer ||
+        int64_t(schedules.size()) != coords.ppSize) {
+      module.emitError() << "lowering needs @microbatch (or pipeline "
+                            "chunks), @optimizer and a dist.schedule per "
+                            "pipeline stage: run --strata-autodiff, "
                             "--strata-optimizer and --strata-schedule first";
       return signalPassFailure();
     }
     dist::ReduceGradientsOp reduce;
     optimizer.walk([&](dist::ReduceGradientsOp op) { reduce = op; });
-    RankCoords coords;
-    coords.tpSize = meshAxis(module, kTensorAxis);
-    coords.dpSize = meshAxis(module, kDataAxis);
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
-    for (int64_t rank = 0; rank < coords.tpSize * coords.dpSize; ++rank) {
+    int64_t world = coords.tpSize * coords.dpSize * coords.ppSize;
+    for (int64_t rank = 0; rank < world; ++rank) {
       coords.rank = rank;
       coords.tp = rank % coords.tpSize;
-      coords.dp = rank / coords.tpSize;
+      coords.dp = rank / coords.tpSize % coords.dpSize;
+      coords.pp = rank / (coords.tpSize * coords.dpSize);
       auto op = exec::RankOp::create(b, module.getLoc(),
                                      b.getI64IntegerAttr(rank), IntegerAttr(),
-                                     IntegerAttr());
+                                     IntegerAttr(), IntegerAttr(),
+                                     DenseI64ArrayAttr());
       op.getBody().emplaceBlock();
+      // This stage's functions: its chunks, forward then backward each.
+      SmallVector<func::FuncOp> functions;
+      if (microbatch)
+        functions.push_back(microbatch);
+      for (size_t i = 0; i < chunks.size(); ++i)
+        if (int64_t(i / 2) % coords.ppSize == coords.pp)
+          functions.push_back(chunks[i]);
       Lowering lowering(module, op, bf16, coords, reduce);
-      lowering.layoutParameters(microbatch);
-      if (failed(lowering.lowerFunction(microbatch)) ||
-          failed(lowering.lowerFunction(optimizer)) ||
-          failed(lowering.lowerSchedule(schedules.front())))
+      lowering.layoutParameters(functions);
+      lowering.noteTiedParameters(optimizer);
+      for (func::FuncOp function : functions)
+        if (failed(lowering.lowerFunction(function)))
+          return signalPassFailure();
+      if (failed(lowering.lowerFunction(optimizer)) ||
+          failed(lowering.lowerSchedule(schedules[coords.pp])))
         return signalPassFailure();
       // Declarations (buffers, params, io) read first, then the programs.
       Block &block = op.getBody().front();
@@ -802,9 +992,13 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
         if (!isa<exec::ProgramOp, exec::ScheduleOp>(child))
           child.moveBefore(firstProgram);
     }
-    microbatch.erase();
+    if (microbatch)
+      microbatch.erase();
+    for (func::FuncOp function : chunks)
+      function.erase();
     optimizer.erase();
-    schedules.front().erase();
+    for (auto &entry : schedules)
+      entry.second.erase();
     if (auto grid = module.lookupSymbol<shard::GridOp>(kMeshName))
       grid.erase();
   }

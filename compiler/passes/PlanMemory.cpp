@@ -6,6 +6,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
+#include <map>
 
 namespace strata {
 #define GEN_PASS_DEF_PLANMEMORY
@@ -93,18 +94,47 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
       }
       workspace = std::max(workspace, place(lives));
     }
+    // Stash: per chunk of the stage, its buffers end to end make one slot;
+    // the chunk's slots follow each other, and the chunks each other.
+    std::map<int64_t, std::vector<exec::BufferOp>> groups;
+    for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>())
+      if (buffer.getArena() == exec::Arena::Stash && !buffer.getAlias())
+        groups[int64_t(buffer.getStashGroup().value_or(0))].push_back(buffer);
+    ArrayRef<int64_t> slots;
+    if (auto attr = rank.getStashSlotsAttr())
+      slots = attr.asArrayRef();
+    int64_t stash = 0;
+    OpBuilder b(rank);
+    for (auto &[group, members] : groups) {
+      if (group < 0 || group >= int64_t(slots.size()))
+        return members.front().emitOpError()
+               << "is in stash group " << group
+               << ", which the rank's stash_slots do not size";
+      int64_t stride = 0;
+      for (exec::BufferOp buffer : members) {
+        buffer.setOffset(stash + stride);
+        stride = alignUp(stride + buffer.getBytes());
+      }
+      for (exec::BufferOp buffer : members)
+        buffer.setSlotStrideAttr(b.getI64IntegerAttr(stride));
+      stash += stride * slots[group];
+    }
     for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>()) {
       if (auto alias = buffer.getAlias()) {
-        buffer.setOffset(byName.lookup(*alias).getPlacedOffset() +
+        exec::BufferOp root = byName.lookup(*alias);
+        buffer.setOffset(root.getPlacedOffset() +
                          int64_t(buffer.getViewOffset().value_or(0)));
+        if (auto stride = root.getSlotStrideAttr())
+          buffer.setSlotStrideAttr(stride);
       } else if (buffer.getArena() == exec::Arena::Workspace &&
                  buffer.getPlacedOffset() < 0) {
         return buffer.emitOpError() << "is never used";
       }
     }
-    OpBuilder b(rank);
     rank.setPersistentBytesAttr(b.getI64IntegerAttr(persistent));
     rank.setWorkspaceBytesAttr(b.getI64IntegerAttr(workspace));
+    if (!groups.empty())
+      rank.setStashBytesAttr(b.getI64IntegerAttr(stash));
     return success();
   }
 

@@ -1,12 +1,17 @@
 //===- Schedule.cpp - the order of one training iteration -----------------===//
 //
-// On one stage, an iteration runs @microbatch once per microbatch (each adds
-// its gradients into the accumulators) and then @optimizer once. Pipeline
-// schedules (gpipe, 1f1b, interleaved) will interleave per-chunk forward and
-// backward functions here instead.
+// Without pipeline chunks, a stage runs @microbatch once per microbatch
+// (each adds its gradients into the accumulators) and then @optimizer.
+// With them (--strata-pipeline-split), each stage runs its chunks'
+// @forward_c and @backward_c per microbatch in the order of a pipeline
+// schedule (compiler/PipelineSchedules.h), then @optimizer. The order is
+// run on a clock first (runtime/sim): a schedule whose sends and receives
+// could wait on each other forever is an error, not a hang at run time.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Mesh.h"
 #include "compiler/Passes.h"
+#include "compiler/PipelineSchedules.h"
 #include "dialects/dist/DistDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -18,6 +23,7 @@ namespace strata {
 } // namespace strata
 
 using namespace mlir;
+using namespace strata;
 
 namespace {
 
@@ -26,33 +32,107 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    for (StringRef name : {"microbatch", "optimizer"}) {
-      if (!module.lookupSymbol<func::FuncOp>(name)) {
-        module.emitError() << "no @" << name
-                           << " function to schedule: run --strata-autodiff "
-                              "and --strata-optimizer first";
-        return signalPassFailure();
-      }
+    if (!module.lookupSymbol<func::FuncOp>("optimizer")) {
+      module.emitError() << "no @optimizer function to schedule: run "
+                            "--strata-optimizer first";
+      return signalPassFailure();
     }
     if (microbatches < 1) {
       module.emitError() << "microbatches must be at least 1, got "
                          << static_cast<int64_t>(microbatches);
       return signalPassFailure();
     }
+    if (module.lookupSymbol<func::FuncOp>("microbatch")) {
+      if (!pipelineSchedule.empty()) {
+        module.emitError() << "--pipeline-schedule " << pipelineSchedule
+                           << " needs pipeline chunks: run "
+                              "--strata-pipeline-split first";
+        return signalPassFailure();
+      }
+      return scheduleSteps(module);
+    }
+    int64_t chunks = 0;
+    while (module.lookupSymbol<func::FuncOp>("forward_" +
+                                             std::to_string(chunks)))
+      ++chunks;
+    if (chunks == 0) {
+      module.emitError() << "no @microbatch or @forward_0 to schedule: run "
+                            "--strata-autodiff (and --strata-pipeline-split) "
+                            "first";
+      return signalPassFailure();
+    }
+    if (failed(schedulePipeline(module, chunks)))
+      return signalPassFailure();
+  }
+
+  void scheduleSteps(ModuleOp module) {
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
-    auto schedule = strata::dist::ScheduleOp::create(
+    auto schedule = dist::ScheduleOp::create(
         b, loc, b.getI64IntegerAttr(0), b.getI64IntegerAttr(microbatches));
     b.setInsertionPointToEnd(&schedule.getBody().emplaceBlock());
     for (int64_t mb = 0; mb < microbatches; ++mb)
-      strata::dist::StepOp::create(b, loc,
-                                   FlatSymbolRefAttr::get(b.getContext(),
-                                                          "microbatch"),
-                                   b.getI64IntegerAttr(mb));
-    strata::dist::StepOp::create(
-        b, loc, FlatSymbolRefAttr::get(b.getContext(), "optimizer"),
-        IntegerAttr());
+      dist::StepOp::create(b, loc,
+                           FlatSymbolRefAttr::get(b.getContext(), "microbatch"),
+                           b.getI64IntegerAttr(mb));
+    dist::StepOp::create(b, loc,
+                         FlatSymbolRefAttr::get(b.getContext(), "optimizer"),
+                         IntegerAttr());
+  }
+
+  LogicalResult schedulePipeline(ModuleOp module, int64_t chunks) {
+    int64_t p = meshAxis(module, kPipelineAxis);
+    if (chunks % p != 0)
+      return module.emitError() << chunks << " pipeline chunks do not go "
+                                   "evenly on "
+                                << p << " stages";
+    int v = int(chunks / p), m = int(microbatches);
+    pipeline::ScheduleKind kind = v > 1 ? pipeline::ScheduleKind::Interleaved
+                                        : pipeline::ScheduleKind::OneFOneB;
+    if (!pipelineSchedule.empty()) {
+      auto parsed = pipeline::parseSchedule(pipelineSchedule);
+      if (!parsed)
+        return module.emitError()
+               << "--pipeline-schedule must be gpipe, 1f1b or interleaved, "
+                  "got '"
+               << pipelineSchedule << "'";
+      kind = *parsed;
+    }
+    if (std::string error = pipeline::checkSchedule(kind, int(p), v, m);
+        !error.empty())
+      return module.emitError() << error;
+    auto orders = pipeline::scheduleOrders(kind, int(p), v, m);
+    sim::SimResult run = sim::simulate(orders, int(chunks), m, sim::Costs());
+    if (!run.deadlock.empty())
+      return module.emitError()
+             << "the " << pipeline::scheduleName(kind)
+             << " schedule would deadlock: " << run.deadlock;
+
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToEnd(module.getBody());
+    Location loc = module.getLoc();
+    for (int64_t stage = 0; stage < p; ++stage) {
+      auto schedule = dist::ScheduleOp::create(b, loc,
+                                               b.getI64IntegerAttr(stage),
+                                               b.getI64IntegerAttr(m));
+      schedule->setAttr("kind",
+                        b.getStringAttr(pipeline::scheduleName(kind)));
+      OpBuilder steps(module.getContext());
+      steps.setInsertionPointToEnd(&schedule.getBody().emplaceBlock());
+      for (const sim::Work &work : orders[stage]) {
+        std::string name =
+            (work.phase == sim::Phase::Forward ? "forward_" : "backward_") +
+            std::to_string(work.chunk);
+        dist::StepOp::create(steps, loc,
+                             FlatSymbolRefAttr::get(b.getContext(), name),
+                             steps.getI64IntegerAttr(work.microbatch));
+      }
+      dist::StepOp::create(
+          steps, loc, FlatSymbolRefAttr::get(b.getContext(), "optimizer"),
+          IntegerAttr());
+    }
+    return success();
   }
 };
 

@@ -20,6 +20,7 @@ public:
   LogicalResult rank(exec::RankOp rank);
   fb::FlatBufferBuilder builder{1 << 16};
   std::vector<fb::Offset<plan::Rank>> ranks;
+  std::string pipelineSchedule; // the exec.schedule's kind, if any
 
 private:
   LogicalResult attr(NamedAttribute named,
@@ -83,11 +84,15 @@ LogicalResult Writer::rank(exec::RankOp rank) {
     index[buffer.getSymName()] = buffers.size();
     auto shape = builder.CreateVector(type.getShape().data(),
                                       type.getShape().size());
+    plan::Arena arena = buffer.getArena() == exec::Arena::Persistent
+                            ? plan::Arena::Persistent
+                        : buffer.getArena() == exec::Arena::Workspace
+                            ? plan::Arena::Workspace
+                            : plan::Arena::Stash;
     buffers.push_back(plan::CreateBuffer(
-        builder, builder.CreateString(buffer.getSymName().str()),
-        buffer.getArena() == exec::Arena::Persistent ? plan::Arena::Persistent
-                                                     : plan::Arena::Workspace,
-        buffer.getPlacedOffset(), dtype, shape, buffer.getZeroInit()));
+        builder, builder.CreateString(buffer.getSymName().str()), arena,
+        buffer.getPlacedOffset(), dtype, shape, buffer.getZeroInit(),
+        buffer.getSlotStride().value_or(0)));
   }
   auto indexOf = [&](FlatSymbolRefAttr ref) {
     return index.lookup(ref.getValue());
@@ -132,19 +137,30 @@ LogicalResult Writer::rank(exec::RankOp rank) {
           builder.CreateVector(attrs),
           builder.CreateString(location(kernel.getLoc()))));
     }
+    StringRef phase = program.getPhase();
+    plan::Phase kind = phase == "forward"     ? plan::Phase::Forward
+                       : phase == "backward"  ? plan::Phase::Backward
+                       : phase == "optimizer" ? plan::Phase::Optimizer
+                                              : plan::Phase::Microbatch;
     programs.push_back(plan::CreateProgram(
         builder, builder.CreateString(program.getSymName().str()),
-        builder.CreateVector(instructions)));
+        builder.CreateVector(instructions), kind,
+        program.getChunk() ? int32_t(*program.getChunk()) : -1));
   }
-  for (auto schedules : body.getOps<exec::ScheduleOp>())
+  for (auto schedules : body.getOps<exec::ScheduleOp>()) {
+    if (auto kind = schedules->getAttrOfType<StringAttr>("kind"))
+      pipelineSchedule = kind.str();
     for (auto run : schedules.getBody().front().getOps<exec::RunOp>())
       schedule.push_back(plan::Step(
           programIndex.lookup(run.getProgram()),
-          run.getMicrobatch() ? int32_t(*run.getMicrobatch()) : -1));
+          run.getMicrobatch() ? int32_t(*run.getMicrobatch()) : -1,
+          run.getSlot() ? int32_t(*run.getSlot()) : -1));
+  }
 
   ranks.push_back(plan::CreateRank(
       builder, rank.getRank(), *rank.getPersistentBytes(),
-      *rank.getWorkspaceBytes(), builder.CreateVector(buffers),
+      *rank.getWorkspaceBytes(), rank.getStashBytes().value_or(0),
+      builder.CreateVector(buffers),
       builder.CreateVector(programs), builder.CreateVector(params),
       builder.CreateVector(io), builder.CreateVectorOfStructs(schedule)));
   return success();
@@ -174,6 +190,13 @@ void setPlanHeader(ModuleOp module, const PlanHeader &header) {
                          b.getBoolAttr(header.sequenceParallel)),
           b.getNamedAttr("distributed_optimizer",
                          b.getBoolAttr(header.distributedOptimizer)),
+          b.getNamedAttr("layers_per_virtual_stage",
+                         i64(header.layersPerVirtualStage)),
+          b.getNamedAttr("first_stage_layers", i64(header.firstStageLayers)),
+          b.getNamedAttr("last_stage_layers", i64(header.lastStageLayers)),
+          b.getNamedAttr("pipeline_schedule",
+                         b.getStringAttr(header.pipelineSchedule)),
+          b.getNamedAttr("recompute", b.getStringAttr(header.recompute)),
       }));
 }
 
@@ -211,6 +234,18 @@ FailureOr<PlanHeader> getPlanHeader(ModuleOp module) {
   header.bf16 = flag("bf16");
   header.sequenceParallel = flag("sequence_parallel");
   header.distributedOptimizer = flag("distributed_optimizer");
+  // Pipeline options: absent in IR written before them means none.
+  auto integer = [&](StringRef key, int64_t otherwise) {
+    auto value = dict.getAs<IntegerAttr>(key);
+    return value ? value.getInt() : otherwise;
+  };
+  header.layersPerVirtualStage = integer("layers_per_virtual_stage", 0);
+  header.firstStageLayers = integer("first_stage_layers", -1);
+  header.lastStageLayers = integer("last_stage_layers", -1);
+  if (auto value = dict.getAs<StringAttr>("pipeline_schedule"))
+    header.pipelineSchedule = value.str();
+  if (auto value = dict.getAs<StringAttr>("recompute"))
+    header.recompute = value.str();
   return header;
 }
 
@@ -231,7 +266,10 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
       header.globalBatchSize, header.numMicrobatches, header.seqLength,
       header.vocabSize, header.flopsPerIteration, header.tensorParallel,
       header.dataParallel, header.pipelineParallel,
-      b.CreateVector(writer.ranks));
+      b.CreateVector(writer.ranks),
+      writer.pipelineSchedule.empty()
+          ? 0
+          : b.CreateString(writer.pipelineSchedule));
   plan::FinishPlanBuffer(b, root);
   bytes = plan::encodePlanFile(b.GetBufferPointer(), b.GetSize());
   return success();

@@ -21,6 +21,11 @@ struct PlanHeader {
   bool bf16 = false;
   bool sequenceParallel = false;
   bool distributedOptimizer = false;
+  // How to cut the pipeline (compile time only; the plan holds the result).
+  int64_t layersPerVirtualStage = 0;
+  int64_t firstStageLayers = -1, lastStageLayers = -1;
+  std::string pipelineSchedule; // as asked; "" for the default
+  std::string recompute = "none";
 };
 
 /// The header as the module attribute `strata.plan` holds it, so that exec

@@ -76,4 +76,54 @@ def Dist_ReduceGradientsOp : Dist_Op<"reduce_gradients"> {
   let assemblyFormat = "`on` $grid `grid_axes` `=` $grid_axes attr-dict";
 }
 
+//===----------------------------------------------------------------------===//
+// Pipeline parallelism: the step cut into chunks (@forward_c, @backward_c),
+// each a function one stage runs per microbatch.
+//===----------------------------------------------------------------------===//
+
+def Dist_SendOp : Dist_Op<"send"> {
+  let summary = "send a value to the next (or previous) chunk";
+  let description = [{
+    The activation a forward chunk hands to the chunk after it, or the
+    gradient a backward chunk hands to the chunk before it, for the
+    microbatch the function runs for. `channel` pairs it with the
+    dist.recv that takes it; the runtime never blocks on a send.
+  }];
+  let arguments = (ins AnyRankedTensor:$value, I64Attr:$chunk,
+                   I64Attr:$channel);
+  let assemblyFormat = [{
+    $value `to` `chunk` $chunk `channel` $channel attr-dict `:` type($value)
+  }];
+}
+
+def Dist_RecvOp : Dist_Op<"recv"> {
+  let summary = "receive a value from the previous (or next) chunk";
+  let arguments = (ins I64Attr:$chunk, I64Attr:$channel);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    `from` `chunk` $chunk `channel` $channel attr-dict `:` type($result)
+  }];
+}
+
+def Dist_LossOp : Dist_Op<"loss"> {
+  let summary = "the microbatch's loss, which the runtime reads and logs";
+  let arguments = (ins 0DTensorOf<[F32]>:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def Dist_TieGradientsOp : Dist_Op<"tie_gradients"> {
+  let summary = "sum a shared parameter's gradient over the stages using it";
+  let description = [{
+    A parameter used on several pipeline stages (GPT's word embedding: the
+    input embedding on the first stage, the output layer on the last) has
+    an accumulator on each. Their sum is the gradient: all-reduced over
+    the pipeline axis among `stages`, as Megatron's embedding group does,
+    before the optimizer reads it. The gradient norm counts it once, on
+    the first of `stages`.
+  }];
+  let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$grid,
+                   DenseI64ArrayAttr:$stages);
+  let assemblyFormat = "$name `on` $grid `stages` `=` $stages attr-dict";
+}
+
 #endif // STRATA_DIST_OPS_TD

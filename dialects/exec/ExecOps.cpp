@@ -63,6 +63,21 @@ LogicalResult BufferOp::verify() {
                          << element;
   if (getPlacedOffset() < -1)
     return emitOpError() << "offset must be >= 0 (or -1 before planning)";
+  if (getArena() == Arena::Stash && !getAlias() && !getStashGroup())
+    return emitOpError() << "is in the stash but names no stash_group";
+  return success();
+}
+
+LogicalResult ProgramOp::verify() {
+  StringRef phase = getPhase();
+  bool chunked = phase == "forward" || phase == "backward";
+  if (!chunked && phase != "microbatch" && phase != "optimizer")
+    return emitOpError() << "phase must be microbatch, forward, backward or "
+                            "optimizer, got '"
+                         << phase << "'";
+  if (chunked != getChunk().has_value())
+    return emitOpError() << "names a chunk exactly when its phase is "
+                            "forward or backward";
   return success();
 }
 

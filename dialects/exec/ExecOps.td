@@ -26,7 +26,8 @@ class Exec_Op<string mnemonic, list<Trait> traits = []>
 
 def Exec_Arena : I32EnumAttr<"Arena", "where a buffer lives", [
     I32EnumAttrCase<"Persistent", 0, "persistent">,
-    I32EnumAttrCase<"Workspace", 1, "workspace">]> {
+    I32EnumAttrCase<"Workspace", 1, "workspace">,
+    I32EnumAttrCase<"Stash", 2, "stash">]> {
   let cppNamespace = "::strata::exec";
 }
 
@@ -34,12 +35,18 @@ def Exec_RankOp : Exec_Op<"rank", [SymbolTable, NoTerminator,
     SingleBlock, IsolatedFromAbove]> {
   let summary = "everything one rank holds and runs";
   let description = [{
-    `persistent_bytes` (parameters, gradients, optimizer state, inputs) and
-    `workspace_bytes` (activations and temporaries, reused by liveness) are
-    set by memory planning: the rank's peak is their sum.
+    `persistent_bytes` (parameters, gradients, optimizer state, inputs),
+    `workspace_bytes` (activations and temporaries, reused by liveness) and
+    `stash_bytes` (a pipeline stage's activations kept from a chunk's
+    forward to its backward, one slot per microbatch in flight) are set by
+    memory planning: the rank's peak is their sum. `stash_slots` says how
+    many slots each of the stage's chunks needs (its schedule's most
+    microbatches in flight).
   }];
   let arguments = (ins I64Attr:$rank, OptionalAttr<I64Attr>:$persistent_bytes,
-                   OptionalAttr<I64Attr>:$workspace_bytes);
+                   OptionalAttr<I64Attr>:$workspace_bytes,
+                   OptionalAttr<I64Attr>:$stash_bytes,
+                   OptionalAttr<DenseI64ArrayAttr>:$stash_slots);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$rank attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;
@@ -54,11 +61,17 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"RankOp">]> {
     part of the gradients (at `view_offset` bytes into the root). It has the
     root's arena. `offset` is -1 until memory planning; `zero_init` buffers
     (gradient accumulators, optimizer moments) start at zero.
+
+    A `stash` buffer belongs to the stage's chunk `stash_group` (its index
+    among the stage's chunks) and has a copy per slot: a step that runs in
+    slot k finds it `slot_stride` · k bytes past `offset`.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
                    Exec_Arena:$arena, I64Attr:$offset,
                    OptionalAttr<FlatSymbolRefAttr>:$alias,
-                   OptionalAttr<I64Attr>:$view_offset, UnitAttr:$zero_init);
+                   OptionalAttr<I64Attr>:$view_offset, UnitAttr:$zero_init,
+                   OptionalAttr<I64Attr>:$stash_group,
+                   OptionalAttr<I64Attr>:$slot_stride);
   let assemblyFormat = [{
     $sym_name `:` $type $arena `at` $offset
     (`alias` $alias^ (`+` $view_offset^)?)? attr-dict
@@ -109,9 +122,16 @@ def Exec_IoOp : Exec_Op<"io", [HasParent<"RankOp">]> {
 def Exec_ProgramOp : Exec_Op<"program", [Symbol, HasParent<"RankOp">,
     NoTerminator, SingleBlock]> {
   let summary = "an instruction stream the schedule runs";
-  let arguments = (ins SymbolNameAttr:$sym_name);
+  let description = [{
+    `phase` says what the program is to the schedule: "microbatch" (a
+    whole forward and backward), "forward" or "backward" of pipeline chunk
+    `chunk`, or "optimizer".
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$phase,
+                   OptionalAttr<I64Attr>:$chunk);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let assemblyFormat = "$sym_name $phase attr-dict-with-keyword $body";
+  let hasVerifier = 1;
 }
 
 def Exec_KernelOp : Exec_Op<"kernel", [HasParent<"ProgramOp">]> {
@@ -142,9 +162,16 @@ def Exec_ScheduleOp : Exec_Op<"schedule", [HasParent<"RankOp">,
 
 def Exec_RunOp : Exec_Op<"run", [HasParent<"ScheduleOp">]> {
   let summary = "run a program, for a microbatch when it reads inputs";
+  let description = [{
+    A pipeline chunk's forward and backward for one microbatch run in the
+    same stash `slot`.
+  }];
   let arguments = (ins FlatSymbolRefAttr:$program,
-                   OptionalAttr<I64Attr>:$microbatch);
-  let assemblyFormat = "$program (`microbatch` $microbatch^)? attr-dict";
+                   OptionalAttr<I64Attr>:$microbatch,
+                   OptionalAttr<I64Attr>:$slot);
+  let assemblyFormat = [{
+    $program (`microbatch` $microbatch^)? (`slot` $slot^)? attr-dict
+  }];
 }
 
 #endif // STRATA_EXEC_OPS_TD

@@ -9,6 +9,12 @@ namespace strata::runtime {
 namespace {
 
 constexpr int kTagReduce = 1, kTagGather = 2;
+// Pipeline transfers: a tag per channel and microbatch (mod 64), so that a
+// receive can only match the transfer it waits for.
+constexpr int kTagTransfer = 16;
+int transferTag(int64_t channel, int64_t microbatch) {
+  return kTagTransfer + int(channel * 64 + (microbatch & 63));
+}
 
 const char *axisName(int64_t axis) {
   return axis == 0 ? "tp" : axis == 1 ? "dp" : "pp";
@@ -137,13 +143,45 @@ void Communicator::reduceScatter(const std::vector<int> &group,
   std::memcpy(out, work.data() + i * countEach, countEach * 4);
 }
 
+void Communicator::transfer(const Instruction &instruction,
+                            RankMemory &memory, const std::string &where,
+                            int64_t microbatch) {
+  bool sending = instruction.kernelId == int(KernelId::Send);
+  uint32_t index = sending ? instruction.inputs[0] : instruction.outputs[0];
+  const Buffer &buffer = memory.plan().buffers[index];
+  int peer = int(instruction.intAttr("peer"));
+  int64_t channel = instruction.intAttr("channel");
+  int tag = transferTag(channel, microbatch);
+  uint64_t before = transport.bytesSent;
+  if (sending) {
+    transport.post(peer, memory.data(index), buffer.bytes, tag);
+  } else {
+    transport.recv(peer, memory.data(index), buffer.bytes, tag, deadline(),
+                   "recv of channel " + std::to_string(channel) +
+                       " for microbatch " + std::to_string(microbatch) +
+                       " (" + where + ")");
+  }
+  bytesByKind["send over pp"] += transport.bytesSent - before;
+}
+
 void Communicator::run(const Instruction &instruction, RankMemory &memory,
-                       const std::string &where) {
+                       const std::string &where, int64_t microbatch) {
+  auto id = static_cast<KernelId>(instruction.kernelId);
+  if (id == KernelId::Send || id == KernelId::Recv)
+    return transfer(instruction, memory, where, microbatch);
   const RankPlan &plan = memory.plan();
   const Buffer &in = plan.buffers[instruction.inputs[0]];
   const Buffer &out = plan.buffers[instruction.outputs[0]];
   const std::vector<int64_t> &axes = instruction.attr("axes")->ints;
   std::vector<int> members = group(axes);
+  if (const AttrValue *stages = instruction.attr("stages")) {
+    // Only the pipeline stages listed (those sharing a tied parameter).
+    int64_t perStage = mesh.sizes[0] * mesh.sizes[1];
+    std::erase_if(members, [&](int member) {
+      return std::find(stages->ints.begin(), stages->ints.end(),
+                       member / perStage) == stages->ints.end();
+    });
+  }
   std::string kind = instruction.kernel + " over " + axesName(axes);
   std::string what = kind + " (" + where + ")";
   uint64_t before = transport.bytesSent;

@@ -38,10 +38,14 @@ public:
   void reduceScatter(const std::vector<int> &group, const float *in,
                      float *out, size_t countEach, const std::string &what);
 
-  /// Runs a collective instruction of the plan on this rank's memory;
-  /// `where` says which instruction, for a timeout's message.
+  /// Runs a collective or pipeline transfer of the plan on this rank's
+  /// memory; `where` says which instruction, for a timeout's message, and
+  /// `microbatch` which microbatch a transfer carries.
   void run(const Instruction &instruction, RankMemory &memory,
-           const std::string &where);
+           const std::string &where, int64_t microbatch = -1);
+
+  /// Waits for this rank's posted transfers to leave.
+  void flush() { transport.flush(deadline()); }
 
   /// Bytes sent, by collective and axes ("all_reduce over tp").
   std::map<std::string, uint64_t> bytesByKind;
@@ -51,6 +55,8 @@ private:
   void ringReduceScatter(const std::vector<int> &group, float *data,
                          const std::vector<size_t> &begin, bool max,
                          const std::string &what);
+  void transfer(const Instruction &instruction, RankMemory &memory,
+                const std::string &where, int64_t microbatch);
   void ringAllGather(const std::vector<int> &group, uint8_t *data,
                      const std::vector<size_t> &begin,
                      const std::string &what);

@@ -1,6 +1,7 @@
 //===- LocalTransport.cpp - ranks as threads of one process ---------------===//
 #include "runtime/comm/Transport.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -10,7 +11,7 @@
 namespace strata::runtime {
 
 /// A mailbox per (sender, receiver): sends never wait, receives wait for
-/// the next message from their peer, in order.
+/// the oldest message from their peer with their tag.
 class LocalHub {
 public:
   explicit LocalHub(int ranks) : ranks(ranks), boxes(ranks * ranks) {}
@@ -66,19 +67,31 @@ public:
             Clock::time_point deadline, const std::string &what) override {
     LocalHub::Box &in = hub->box(from, me);
     std::unique_lock<std::mutex> lock(in.mutex);
-    if (!in.ready.wait_until(lock, deadline,
-                             [&] { return !in.messages.empty(); }))
+    auto found = in.messages.end();
+    auto arrived = [&] {
+      found = std::find_if(in.messages.begin(), in.messages.end(),
+                           [&](const LocalHub::Message &m) {
+                             return m.tag == tag;
+                           });
+      return found != in.messages.end();
+    };
+    if (!in.ready.wait_until(lock, deadline, arrived))
       throw CommTimeout("rank " + std::to_string(me) + ": timed out in " +
                         what + " waiting for rank " + std::to_string(from));
-    LocalHub::Message message = std::move(in.messages.front());
-    in.messages.pop_front();
-    if (message.tag != tag || message.bytes.size() != recvBytes)
+    if (found->bytes.size() != recvBytes)
       throw CommTimeout("rank " + std::to_string(me) + ": in " + what +
-                        ", rank " + std::to_string(from) +
-                        " sent a different collective (the ranks' programs "
-                        "disagree)");
-    std::memcpy(recv, message.bytes.data(), recvBytes);
+                        ", rank " + std::to_string(from) + " sent " +
+                        std::to_string(found->bytes.size()) +
+                        " bytes where " + std::to_string(recvBytes) +
+                        " were expected (the ranks' programs disagree)");
+    std::memcpy(recv, found->bytes.data(), recvBytes);
+    in.messages.erase(found);
   }
+
+  void post(int to, const void *data, size_t bytes, int tag) override {
+    send(to, data, bytes, tag, Clock::now(), "");
+  }
+  void flush(Clock::time_point) override {}
 
 private:
   std::shared_ptr<LocalHub> hub;

@@ -11,7 +11,9 @@
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+#include <list>
 #include <thread>
+#include <vector>
 
 namespace strata::runtime {
 
@@ -86,9 +88,44 @@ public:
     MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, from, tag,
               MPI_COMM_WORLD, &request);
     wait(request, from, deadline, what);
+    reap();
+  }
+
+  void post(int to, const void *data, size_t bytes, int tag) override {
+    reap();
+    auto &message = pending.emplace_back();
+    message.bytes.assign(static_cast<const uint8_t *>(data),
+                         static_cast<const uint8_t *>(data) + bytes);
+    message.to = to;
+    MPI_Isend(message.bytes.data(), static_cast<int>(bytes), MPI_BYTE, to,
+              tag, MPI_COMM_WORLD, &message.request);
+    bytesSent += bytes;
+  }
+
+  void flush(Clock::time_point deadline) override {
+    for (Posted &message : pending)
+      wait(message.request, message.to, deadline,
+           "delivering a pipeline transfer");
+    pending.clear();
   }
 
 private:
+  /// A posted send and the copy of its bytes, kept until it completes.
+  struct Posted {
+    std::vector<uint8_t> bytes;
+    int to = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  /// Forgets posted sends that have completed.
+  void reap() {
+    pending.remove_if([](Posted &message) {
+      int flag = 0;
+      MPI_Test(&message.request, &flag, MPI_STATUS_IGNORE);
+      return flag != 0;
+    });
+  }
+  std::list<Posted> pending;
+
   void wait(MPI_Request &request, int peer, Clock::time_point deadline,
             const std::string &what) {
     while (true) {

@@ -44,8 +44,18 @@ public:
   /// One-way messages (gathering checkpoints to rank 0).
   virtual void send(int to, const void *data, size_t bytes, int tag,
                     Clock::time_point deadline, const std::string &what) = 0;
+  /// Receives the oldest message from `from` with `tag` (messages with
+  /// other tags may arrive before it and wait their turn).
   virtual void recv(int from, void *data, size_t bytes, int tag,
                     Clock::time_point deadline, const std::string &what) = 0;
+
+  /// Sends without waiting for the receiver: the bytes are copied, so the
+  /// caller may reuse its buffer at once. Pipeline transfers use this, so
+  /// that a stage never blocks on a send and only receives order the
+  /// stages.
+  virtual void post(int to, const void *data, size_t bytes, int tag) = 0;
+  /// Waits until every posted message has left (before shutting down).
+  virtual void flush(Clock::time_point deadline) = 0;
 
   /// Bytes this rank has sent.
   uint64_t bytesSent = 0;

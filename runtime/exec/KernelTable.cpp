@@ -50,6 +50,8 @@ const Signature kSignatures[] = {
     {"all_reduce", 1, 1},
     {"all_gather", 1, 1},
     {"reduce_scatter", 1, 1},
+    {"send", 1, 0},
+    {"recv", 0, 1},
 };
 static_assert(sizeof(kSignatures) / sizeof(kSignatures[0]) ==
               static_cast<size_t>(KernelId::Count));
@@ -437,9 +439,37 @@ void checkRules(KernelId id, Rules &r) {
               "the statistics must be f32 rows of one length");
     r.isScalar(r.out(0));
     return;
+  case KernelId::Send:
+  case KernelId::Recv: {
+    r.attr("peer", K::Int);
+    r.attr("channel", K::Int);
+    r.allFloat();
+    if (!r.error.empty())
+      return;
+    int64_t peer = r.instruction.intAttr("peer");
+    int64_t channel = r.instruction.intAttr("channel");
+    r.require(peer >= 0 && peer < r.mesh.world(),
+              "peer " + std::to_string(peer) + " is not one of the plan's " +
+                  std::to_string(r.mesh.world()) + " ranks");
+    r.require(channel >= 0 && channel < kMaxChannels,
+              "channel " + std::to_string(channel) + " is outside 0.." +
+                  std::to_string(kMaxChannels - 1));
+    return;
+  }
   case KernelId::AllReduce: {
     r.attr("reduction", K::Int);
     r.group();
+    const AttrValue *stages = r.instruction.attr("stages");
+    if (stages && r.error.empty()) {
+      // Among some pipeline stages only (a tied parameter's).
+      bool valid = stages->kind == K::Ints && !stages->ints.empty() &&
+                   r.instruction.attr("axes")->ints ==
+                       std::vector<int64_t>{2};
+      for (int64_t stage : stages->ints)
+        valid = valid && stage >= 0 && stage < r.mesh.sizes[2];
+      r.require(valid, "'stages' must list pipeline stages of an all_reduce "
+                       "over pp");
+    }
     r.allFloat();
     r.sameCount(r.in(0), r.out(0));
     r.require(r.in(0).dtype == r.out(0).dtype,

@@ -55,17 +55,27 @@ enum class KernelId : int {
   AllReduce,
   AllGather,
   ReduceScatter,
+  // Point to point between pipeline stages, also the communicator's.
+  Send,
+  Recv,
   Count
 };
 
-inline bool isCollective(KernelId id) {
+/// Kernels the communicator runs: collectives and pipeline transfers.
+inline bool isCommunication(KernelId id) {
   return id == KernelId::AllReduce || id == KernelId::AllGather ||
-         id == KernelId::ReduceScatter;
+         id == KernelId::ReduceScatter || id == KernelId::Send ||
+         id == KernelId::Recv;
 }
+
+/// Pipeline channels a plan may use: tags must stay within what every MPI
+/// guarantees (32767).
+inline constexpr int64_t kMaxChannels = 500;
 
 /// The mesh a plan runs on: axis sizes in the order tp, dp, pp.
 struct MeshShape {
   int64_t sizes[3] = {1, 1, 1};
+  int64_t world() const { return sizes[0] * sizes[1] * sizes[2]; }
   /// Ranks in a group over `axes`.
   int64_t groupSize(const std::vector<int64_t> &axes) const {
     int64_t n = 1;

@@ -20,20 +20,31 @@ static uint8_t *allocateArena(uint64_t bytes) {
 
 RankMemory::RankMemory(const RankPlan &rank)
     : rank(rank), persistent(allocateArena(rank.persistentBytes)),
-      workspace(allocateArena(rank.workspaceBytes)) {}
+      workspace(allocateArena(rank.workspaceBytes)),
+      stash(allocateArena(rank.stashBytes)) {}
 
 void *RankMemory::data(uint32_t index) const {
   const Buffer &buffer = rank.buffers[index];
-  uint8_t *base = buffer.arena == Arena::Persistent ? persistent.get()
-                                                    : workspace.get();
-  return base + buffer.offset;
+  switch (buffer.arena) {
+  case Arena::Persistent:
+    return persistent.get() + buffer.offset;
+  case Arena::Workspace:
+    return workspace.get() + buffer.offset;
+  case Arena::Stash:
+    // The plan's checks keep every slot a step names inside the arena.
+    return stash.get() + buffer.offset +
+           buffer.slotStride * uint64_t(slot < 0 ? 0 : slot);
+  }
+  return nullptr;
 }
 
 uint64_t RankMemory::highWater(Arena arena) const {
-  const uint8_t *base =
-      arena == Arena::Persistent ? persistent.get() : workspace.get();
-  uint64_t size = arena == Arena::Persistent ? rank.persistentBytes
-                                             : rank.workspaceBytes;
+  const uint8_t *base = arena == Arena::Persistent  ? persistent.get()
+                        : arena == Arena::Workspace ? workspace.get()
+                                                    : stash.get();
+  uint64_t size = arena == Arena::Persistent  ? rank.persistentBytes
+                  : arena == Arena::Workspace ? rank.workspaceBytes
+                                              : rank.stashBytes;
   uint64_t rounded = (size + 63) / 64 * 64 + 64;
   while (rounded > 0 && base[rounded - 1] == 0xFF)
     --rounded;

@@ -10,7 +10,9 @@
 
 namespace strata::runtime {
 
-/// The persistent and workspace arenas of one rank, and what lives there.
+/// The persistent, workspace and stash arenas of one rank, and what lives
+/// there. A stash buffer has a copy per slot: data() finds the one of the
+/// slot the current step runs in.
 /// Arenas start filled with 0xFF, a byte no float or id the kernels write
 /// ends in (it would be the top byte of a negative NaN, or a negative id),
 /// so the highest byte that differs is the measured high-water mark.
@@ -20,6 +22,8 @@ public:
 
   const RankPlan &plan() const { return rank; }
   void *data(uint32_t buffer) const;
+  /// The stash slot of the step about to run (-1: none).
+  void setSlot(int32_t value) { slot = value; }
   float *f32(uint32_t buffer) const {
     return static_cast<float *>(data(buffer));
   }
@@ -42,7 +46,8 @@ private:
   struct Free {
     void operator()(uint8_t *p) const { std::free(p); }
   };
-  std::unique_ptr<uint8_t, Free> persistent, workspace;
+  std::unique_ptr<uint8_t, Free> persistent, workspace, stash;
+  int32_t slot = -1;
 };
 
 } // namespace strata::runtime

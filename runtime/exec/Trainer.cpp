@@ -1,7 +1,8 @@
 //===- Trainer.cpp - the training loop ------------------------------------===//
 //
 // Each rank runs the plan's schedule for its coordinates; ranks are threads
-// of this process (local) or processes under an MPI launcher. Rank 0 logs.
+// of this process (local) or processes under an MPI launcher. The first
+// rank of the last pipeline stage, which computes the loss, logs.
 // A collective that waits past --comm-timeout ends the run with a message
 // naming the rank, the instruction and the peer it waited for.
 //
@@ -13,6 +14,7 @@
 #include "runtime/data/Dataset.h"
 #include "runtime/exec/RankMemory.h"
 #include "runtime/io/Safetensors.h"
+#include "runtime/io/Trace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -99,11 +101,24 @@ void logLine(std::ostream &log, int64_t iteration, int64_t iters,
   log << line << "\n";
 }
 
+/// The rank that logs: the first of the last pipeline stage, where the
+/// loss is.
+uint32_t loggingRank(const Plan &plan) {
+  return (plan.pipelineParallel - 1) * plan.tensorParallel * plan.dataParallel;
+}
+
 std::string checkIo(const Plan &plan, const RankPlan &rank) {
+  // Pipeline stages read the inputs their chunks use; a whole-step plan
+  // reads both.
+  bool lastStage = plan.stageOf(rank.rank) + 1 == plan.pipelineParallel;
+  bool sawInput = false;
   for (const char *name : {"tokens", "labels"}) {
     int index = rank.ioBuffer(name);
-    if (index < 0)
+    if (index < 0 && plan.pipelineSchedule.empty())
       return std::string("the plan has no '") + name + "' input";
+    if (index < 0)
+      continue;
+    sawInput = true;
     const Buffer &b = rank.buffers[index];
     if (b.dtype != DType::I32 ||
         b.elements != int64_t(plan.microBatchSize) * plan.seqLength)
@@ -111,11 +126,16 @@ std::string checkIo(const Plan &plan, const RankPlan &rank) {
              std::to_string(plan.microBatchSize) + " x " +
              std::to_string(plan.seqLength) + " ids";
   }
+  (void)sawInput;
   for (const char *name : {"loss", "grad_norm"}) {
     int index = rank.ioBuffer(name);
+    if (index < 0 && std::string(name) == "loss" && !lastStage)
+      continue; // only the last stage computes the loss
     if (index < 0 || rank.buffers[index].dtype != DType::F32 ||
         rank.buffers[index].elements != 1)
-      return std::string("the plan has no f32 '") + name + "' output";
+      return std::string("the plan has no f32 '") + name + "' output" +
+             (std::string(name) == "loss" ? " on the last pipeline stage"
+                                          : "");
   }
   return "";
 }
@@ -139,20 +159,38 @@ public:
                  int64_t(options.commTimeoutSeconds * 1000))),
         options(options) {
     dpRank = (rank / plan.tensorParallel) % plan.dataParallel;
+    stage = plan.stageOf(rank);
+    int loss = this->rank.ioBuffer("loss");
+    for (const Program &program : this->rank.programs) {
+      bool writes = false;
+      for (const Instruction &instruction : program.instructions)
+        for (uint32_t out : instruction.outputs)
+          writes |= loss >= 0 && out == uint32_t(loss);
+      writesLoss.push_back(writes);
+    }
   }
 
-  void runProgram(uint32_t index, const Hyper &hyper) {
+  /// Microseconds since the run began (the trace's clock).
+  double now() const {
+    return std::chrono::duration<double, std::micro>(Clock::now() - epoch)
+        .count();
+  }
+
+  void runProgram(uint32_t index, const Hyper &hyper, int64_t microbatch) {
     const Program &program = rank.programs[index];
+    bool tracing = !options.tracePath.empty();
     for (size_t i = 0; i < program.instructions.size(); ++i) {
       const Instruction &instruction = program.instructions[i];
       auto start = std::chrono::steady_clock::now();
-      if (isCollective(KernelId(instruction.kernelId)))
+      double startUs = tracing ? now() : 0;
+      if (isCommunication(KernelId(instruction.kernelId)))
         comm.run(instruction, memory,
                  "program " + program.name + ", instruction " +
                      std::to_string(i) +
                      (instruction.location.empty()
                           ? ""
-                          : ", " + instruction.location));
+                          : ", " + instruction.location),
+                 microbatch);
       else
         backend.run(instruction, memory, hyper);
       if (options.profile) {
@@ -162,7 +200,44 @@ public:
                 .count();
         ++kernelCalls[instruction.kernelId];
       }
+      if (tracing) {
+        TraceEvent event;
+        event.name = instruction.kernel;
+        event.startUs = startUs;
+        event.durationUs = now() - startUs;
+        trace.push_back(std::move(event));
+      }
     }
+  }
+
+  /// A step's name in traces and pictures: F3.1 is the forward of
+  /// microbatch 3 on chunk 1; B for backward; M3 a whole microbatch; O
+  /// the optimizer.
+  static std::string stepName(const Program &program, int64_t microbatch) {
+    switch (program.phase) {
+    case Phase::Forward:
+    case Phase::Backward:
+      return std::string(program.phase == Phase::Forward ? "F" : "B") +
+             std::to_string(microbatch) + "." + std::to_string(program.chunk);
+    case Phase::Microbatch:
+      return "M" + std::to_string(microbatch);
+    case Phase::Optimizer:
+      return "optimizer";
+    }
+    return program.name;
+  }
+  static const char *phaseName(Phase phase) {
+    switch (phase) {
+    case Phase::Forward:
+      return "forward";
+    case Phase::Backward:
+      return "backward";
+    case Phase::Optimizer:
+      return "optimizer";
+    case Phase::Microbatch:
+      return "microbatch";
+    }
+    return "?";
   }
 
   /// Writes microbatch `mb` of iteration `iteration` (0-based) into the
@@ -170,13 +245,20 @@ public:
   /// them across data-parallel ranks.
   void loadBatch(const Dataset &data, int64_t iteration, int64_t mb) {
     int tokens = rank.ioBuffer("tokens"), labels = rank.ioBuffer("labels");
+    if (tokens < 0 && labels < 0)
+      return; // a middle pipeline stage reads neither
     int64_t b = plan.microBatchSize, s = plan.seqLength;
-    auto *t = static_cast<int32_t *>(memory.data(tokens));
-    auto *l = static_cast<int32_t *>(memory.data(labels));
+    std::vector<int32_t> t(s), l(s);
     for (int64_t i = 0; i < b; ++i) {
       int64_t index = iteration * plan.globalBatchSize +
                       mb * b * plan.dataParallel + dpRank * b + i;
-      data.sample(index, t + i * s, l + i * s);
+      data.sample(index, t.data(), l.data());
+      if (tokens >= 0)
+        std::copy(t.begin(), t.end(),
+                  static_cast<int32_t *>(memory.data(tokens)) + i * s);
+      if (labels >= 0)
+        std::copy(l.begin(), l.end(),
+                  static_cast<int32_t *>(memory.data(labels)) + i * s);
     }
   }
 
@@ -191,6 +273,8 @@ public:
     double lossSum = 0, elapsedMs = 0;
     int64_t lossCount = 0, nans = 0;
     std::vector<int> dpGroup = comm.group({1});
+    bool lastStage = stage + 1 == plan.pipelineParallel;
+    bool tracing = !options.tracePath.empty();
     for (int64_t iteration = 1; iteration <= options.trainIters; ++iteration) {
       if (int(rank.rank) == options.failRank &&
           iteration == options.failAtIteration) {
@@ -203,18 +287,39 @@ public:
       hyper.step = iteration;
       float loss = 0;
       for (const Step &step : rank.schedule) {
+        // Inputs are loaded for every step of a microbatch: pipeline
+        // stages interleave microbatches, and loading is cheap.
         if (step.microbatch >= 0)
           loadBatch(data, iteration - 1, step.microbatch);
-        runProgram(step.program, hyper);
-        if (step.microbatch >= 0)
+        memory.setSlot(step.slot);
+        double startUs = tracing ? now() : 0;
+        size_t first = trace.size();
+        runProgram(step.program, hyper, step.microbatch);
+        if (tracing) {
+          const Program &program = rank.programs[step.program];
+          TraceEvent event;
+          event.step = true;
+          event.name = stepName(program, step.microbatch);
+          event.phase = phaseName(program.phase);
+          event.chunk = program.chunk;
+          event.microbatch = step.microbatch;
+          event.iteration = iteration;
+          event.startUs = startUs;
+          event.durationUs = now() - startUs;
+          // Before its instructions, as trace viewers like them.
+          trace.insert(trace.begin() + first, std::move(event));
+        }
+        if (writesLoss[step.program])
           loss += readScalar("loss");
       }
-      // Each data-parallel rank averaged its microbatches; average ranks.
-      loss /= float(plan.numMicrobatches);
-      comm.allReduce(dpGroup, &loss, 1, false,
-                     "averaging the loss over dp, iteration " +
-                         std::to_string(iteration));
-      loss /= float(dpGroup.size());
+      if (lastStage) {
+        // Each data-parallel rank averaged its microbatches; average ranks.
+        loss /= float(plan.numMicrobatches);
+        comm.allReduce(dpGroup, &loss, 1, false,
+                       "averaging the loss over dp, iteration " +
+                           std::to_string(iteration));
+        loss /= float(dpGroup.size());
+      }
       float norm = readScalar("grad_norm");
       elapsedMs += std::chrono::duration<double, std::milli>(
                        std::chrono::steady_clock::now() - start)
@@ -249,7 +354,7 @@ public:
   }
 
   void printReports(std::ostream &log) {
-    if (options.profile)
+    if (options.profile && rank.rank == loggingRank(plan))
       printProfile(log);
     if (options.reportComm && options.trainIters > 0)
       for (auto &[kind, bytes] : comm.bytesByKind)
@@ -257,18 +362,32 @@ public:
                                                              options.trainIters)
             << " bytes per iteration in " << kind << "\n";
     if (options.reportMemory) {
-      uint64_t planned = rank.persistentBytes + rank.workspaceBytes;
+      uint64_t planned =
+          rank.persistentBytes + rank.workspaceBytes + rank.stashBytes;
       uint64_t persistent = memory.highWater(Arena::Persistent);
       uint64_t workspace = memory.highWater(Arena::Workspace);
+      uint64_t stash = rank.stashBytes ? memory.highWater(Arena::Stash) : 0;
+      auto stashText = [&](uint64_t bytes) {
+        return rank.stashBytes ? " + stash " + thousands(bytes) : "";
+      };
       log << (plan.ranks.size() > 1 ? "rank " + std::to_string(rank.rank) + " "
                                     : std::string())
           << "memory: planned peak " << thousands(planned)
           << " bytes (persistent " << thousands(rank.persistentBytes)
           << " + workspace " << thousands(rank.workspaceBytes)
-          << "); measured high-water " << thousands(persistent + workspace)
-          << " bytes (persistent " << thousands(persistent) << " + workspace "
-          << thousands(workspace) << ")\n";
+          << stashText(rank.stashBytes) << "); measured high-water "
+          << thousands(persistent + workspace + stash) << " bytes (persistent "
+          << thousands(persistent) << " + workspace " << thousands(workspace)
+          << stashText(stash) << ")\n";
     }
+  }
+
+  /// The rank's track in a trace: its number and coordinates.
+  std::string traceLabel() const {
+    uint32_t r = rank.rank;
+    return "rank " + std::to_string(r) + " (tp " +
+           std::to_string(r % plan.tensorParallel) + ", dp " +
+           std::to_string(dpRank) + ", pp " + std::to_string(stage) + ")";
   }
 
   void printProfile(std::ostream &log) const {
@@ -300,6 +419,12 @@ public:
   Communicator comm;
   const TrainOptions &options;
   int64_t dpRank = 0;
+  uint32_t stage = 0;
+  std::vector<bool> writesLoss; // per program: does it write the loss?
+  // The trace's clock: the monotonic clock, which processes on one machine
+  // share, so that MPI ranks' tracks line up too.
+  Clock::time_point epoch{};
+  std::vector<TraceEvent> trace;
   std::vector<double> kernelSeconds = std::vector<double>(int(KernelId::Count));
   std::vector<int64_t> kernelCalls = std::vector<int64_t>(int(KernelId::Count));
 };
@@ -428,9 +553,34 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
     RankRunner runner(plan, me, *transport, options);
     runner.memory.initializeParameters(options.seed);
     try {
-      runner.train(*data, me == 0 ? &log : nullptr);
-      if (me == 0)
-        runner.printReports(log);
+      runner.train(*data, uint32_t(me) == loggingRank(plan) ? &log : nullptr);
+      runner.comm.flush();
+      runner.printReports(log);
+      if (!options.tracePath.empty()) {
+        // Rank 0 writes every rank's events, gathered.
+        auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(
+                                           options.commTimeoutSeconds * 1000));
+        std::string mine = traceLines(me, runner.traceLabel(), runner.trace);
+        if (me == 0) {
+          std::vector<std::string> all = {mine};
+          for (int r = 1; r < world; ++r) {
+            uint64_t size = 0;
+            transport->recv(r, &size, 8, 8, deadline, "gathering the trace");
+            std::string lines(size, '\0');
+            transport->recv(r, lines.data(), size, 8, deadline,
+                            "gathering the trace");
+            all.push_back(std::move(lines));
+          }
+          if (std::string error = writeTrace(options.tracePath, all);
+              !error.empty())
+            die(errors, error, /*mpi=*/true);
+        } else {
+          uint64_t size = mine.size();
+          transport->send(0, &size, 8, 8, deadline, "gathering the trace");
+          transport->send(0, mine.data(), size, 8, deadline,
+                          "gathering the trace");
+        }
+      }
       if (!options.saveParams.empty()) {
         auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(
                                            options.commTimeoutSeconds * 1000));
@@ -503,7 +653,7 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
       RankRunner &runner = *runners[r];
       runner.memory.initializeParameters(options.seed);
       try {
-        runner.train(*data, r == 0 ? &log : nullptr);
+        runner.train(*data, uint32_t(r) == loggingRank(plan) ? &log : nullptr);
       } catch (const CommTimeout &timeout) {
         die(errors, timeout.what());
       }
@@ -511,7 +661,19 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
   }
   for (std::thread &thread : threads)
     thread.join();
-  runners[0]->printReports(log);
+  for (auto &runner : runners)
+    runner->printReports(log);
+  if (!options.tracePath.empty()) {
+    std::vector<std::string> all;
+    for (int r = 0; r < world; ++r)
+      all.push_back(
+          traceLines(r, runners[r]->traceLabel(), runners[r]->trace));
+    if (std::string error = writeTrace(options.tracePath, all);
+        !error.empty()) {
+      errors << "strata-run: error: " << error << "\n";
+      return 1;
+    }
+  }
   if (!options.saveParams.empty()) {
     std::vector<std::vector<ParamPiece>> all;
     for (auto &runner : runners)

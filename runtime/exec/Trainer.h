@@ -26,6 +26,7 @@ struct TrainOptions {
   bool reportMemory = false;
   bool reportComm = false; // bytes sent per collective per iteration
   bool profile = false; // time per kernel, printed at the end
+  std::string tracePath; // a Chrome trace of every step and instruction
   int ranks = 0;        // local ranks as threads: 0 means the plan's
   double commTimeoutSeconds = 300;
   // Fault injection for tests: this rank stops (a thread) or is killed

@@ -40,6 +40,8 @@ public:
     out.tensorParallel = in.tensor_parallel();
     out.dataParallel = in.data_parallel();
     out.pipelineParallel = in.pipeline_parallel();
+    if (in.pipeline_schedule())
+      out.pipelineSchedule = in.pipeline_schedule()->str();
     if (out.microBatchSize == 0 || out.numMicrobatches == 0 ||
         out.seqLength == 0 || out.vocabSize == 0)
       return "batch sizes, sequence length and vocabulary must be positive";
@@ -85,14 +87,20 @@ private:
     out.elements = elements;
     out.bytes = uint64_t(elements) * dtypeBytes(out.dtype);
     out.zeroInit = in.zero_init();
+    out.slotStride = in.slot_stride();
     uint64_t arena = out.arena == Arena::Persistent ? rank.persistentBytes
-                                                    : rank.workspaceBytes;
+                     : out.arena == Arena::Workspace ? rank.workspaceBytes
+                                                     : rank.stashBytes;
     if (out.offset > arena || out.bytes > arena - out.offset)
       return "buffer '" + out.name + "' at offset " +
              std::to_string(out.offset) + " (" + std::to_string(out.bytes) +
              " bytes) lies outside its " +
-             (out.arena == Arena::Persistent ? "persistent" : "workspace") +
+             (out.arena == Arena::Persistent   ? "persistent"
+              : out.arena == Arena::Workspace ? "workspace"
+                                              : "stash") +
              " arena of " + std::to_string(arena) + " bytes";
+    if (out.arena == Arena::Stash && out.slotStride == 0)
+      return "stash buffer '" + out.name + "' has no slot stride";
     if (out.offset % dtypeBytes(out.dtype) != 0)
       return "buffer '" + out.name + "' is misaligned";
     return "";
@@ -150,8 +158,10 @@ private:
     out.rank = in.rank();
     out.persistentBytes = in.persistent_bytes();
     out.workspaceBytes = in.workspace_bytes();
+    out.stashBytes = in.stash_bytes();
     constexpr uint64_t kMaxArena = uint64_t(1) << 46;
-    if (out.persistentBytes > kMaxArena || out.workspaceBytes > kMaxArena)
+    if (out.persistentBytes > kMaxArena || out.workspaceBytes > kMaxArena ||
+        out.stashBytes > kMaxArena)
       return "an arena is larger than 64 TiB";
     for (const plan::Buffer *buffer : *in.buffers()) {
       Buffer &b = out.buffers.emplace_back();
@@ -162,6 +172,14 @@ private:
     for (const plan::Program *program : *in.programs()) {
       Program &p = out.programs.emplace_back();
       p.name = program->name()->str();
+      if (program->phase() > plan::Phase::MAX)
+        return "program '" + p.name + "' has an unknown phase";
+      p.phase = static_cast<Phase>(program->phase());
+      p.chunk = program->chunk();
+      bool chunked = p.phase == Phase::Forward || p.phase == Phase::Backward;
+      if (chunked != (p.chunk >= 0))
+        return "program '" + p.name +
+               "' names a chunk exactly when it is a forward or backward";
       for (const plan::Instruction *instruction : *program->instructions()) {
         Instruction &i = p.instructions.emplace_back();
         if (std::string error = readInstruction(*instruction, out, mesh, i);
@@ -220,7 +238,28 @@ private:
         return "the schedule names program " +
                std::to_string(step->program()) + " of " +
                std::to_string(out.programs.size());
-      out.schedule.push_back({step->program(), step->microbatch()});
+      const Program &program = out.programs[step->program()];
+      bool chunked = program.phase == Phase::Forward ||
+                     program.phase == Phase::Backward;
+      if (chunked != (step->slot() >= 0))
+        return "the schedule runs program '" + program.name + "' " +
+               (chunked ? "without" : "with") + " a stash slot";
+      // Every stash buffer the program names must fit in its slot.
+      for (const Instruction &instruction : program.instructions)
+        for (const auto *list : {&instruction.inputs, &instruction.outputs})
+          for (uint32_t index : *list) {
+            const Buffer &b = out.buffers[index];
+            if (b.arena != Arena::Stash)
+              continue;
+            uint64_t at = b.offset + b.slotStride * uint64_t(step->slot());
+            if (at + b.bytes > out.stashBytes)
+              return "the schedule runs program '" + program.name +
+                     "' in stash slot " + std::to_string(step->slot()) +
+                     ", past the stash arena's " +
+                     std::to_string(out.stashBytes) + " bytes";
+          }
+      out.schedule.push_back(
+          {step->program(), step->microbatch(), step->slot()});
     }
     return "";
   }

@@ -20,7 +20,7 @@ enum class DType : uint8_t { F32, BF16, I32 };
 inline size_t dtypeBytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
 const char *dtypeName(DType dtype);
 
-enum class Arena : uint8_t { Persistent, Workspace };
+enum class Arena : uint8_t { Persistent, Workspace, Stash };
 
 struct Buffer {
   std::string name;
@@ -31,6 +31,7 @@ struct Buffer {
   int64_t elements = 0;
   uint64_t bytes = 0;
   bool zeroInit = false;
+  uint64_t slotStride = 0; // stash: slot k lies k * slotStride further
   bool isFloat() const { return dtype != DType::I32; }
 };
 
@@ -57,9 +58,13 @@ struct Instruction {
   bool boolAttr(const std::string &key) const { return attr(key)->i != 0; }
 };
 
+enum class Phase : uint8_t { Microbatch, Forward, Backward, Optimizer };
+
 struct Program {
   std::string name;
   std::vector<Instruction> instructions;
+  Phase phase = Phase::Microbatch;
+  int32_t chunk = -1; // forward and backward: the pipeline chunk
 };
 
 /// An fp32 master copy of elements [begin, begin + its size) of a rank's
@@ -86,11 +91,12 @@ struct Io {
 struct Step {
   uint32_t program = 0;
   int32_t microbatch = -1;
+  int32_t slot = -1; // a pipeline chunk's stash slot
 };
 
 struct RankPlan {
   uint32_t rank = 0;
-  uint64_t persistentBytes = 0, workspaceBytes = 0;
+  uint64_t persistentBytes = 0, workspaceBytes = 0, stashBytes = 0;
   std::vector<Buffer> buffers;
   std::vector<Program> programs;
   std::vector<Param> params;
@@ -112,7 +118,13 @@ struct Plan {
   uint32_t seqLength = 0, vocabSize = 0;
   double flopsPerIteration = 0;
   uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
+  std::string pipelineSchedule; // "" without pipeline chunks
   std::vector<RankPlan> ranks;
+
+  /// The pipeline stage of a rank (ranks go tp fastest, then dp, then pp).
+  uint32_t stageOf(uint32_t rank) const {
+    return rank / (tensorParallel * dataParallel);
+  }
 };
 
 /// Reads and checks the plan at `path`. Returns "" or what is wrong.

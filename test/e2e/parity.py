@@ -32,18 +32,67 @@ def run(cmd, env=None):
     return result.stdout
 
 
-def train(args, work, name, t, d, sp, distopt, mpi=False):
+class Layout:
+    """One parallel layout: t, d, p, layers per virtual stage (0: one chunk
+    per stage), microbatches m per data-parallel rank, schedule, recompute,
+    sequence parallel, distributed optimizer."""
+
+    def __init__(self, t=1, d=1, p=1, lpv=0, m=None, sched="", rc="none", sp=False,
+                 distopt=False):
+        self.t, self.d, self.p, self.lpv, self.sched, self.rc = t, d, p, lpv, sched, rc
+        self.sp, self.distopt = sp, distopt
+        self.m = m
+
+    def global_batch(self, args):
+        if self.m is None:
+            return args.global_batch_size
+        return self.m * args.micro_batch_size * self.d
+
+    def ranks(self):
+        return self.t * self.d * self.p
+
+    def name(self, args):
+        parts = [f"t{self.t}", f"d{self.d}"]
+        if self.p > 1 or self.lpv or self.rc != "none" or self.sched:
+            parts += [f"p{self.p}", f"v{self.virtual(args)}", f"m{self.global_batch(args) // (args.micro_batch_size * self.d)}"]
+            parts.append(self.sched or ("interleaved" if self.virtual(args) > 1 else "1f1b"))
+            if self.rc != "none":
+                parts.append(self.rc)
+        if self.sp:
+            parts.append("sp")
+        if self.distopt:
+            parts.append("distopt")
+        return "-".join(parts)
+
+    def virtual(self, args):
+        return args.layers // (self.p * self.lpv) if self.lpv else 1
+
+    def flags(self, args):
+        f = ["--global-batch-size", str(self.global_batch(args)),
+             "--tensor-model-parallel-size", str(self.t), "--data-parallel-size", str(self.d),
+             "--pipeline-model-parallel-size", str(self.p)]
+        if self.lpv:
+            f += ["--num-layers-per-virtual-pipeline-stage", str(self.lpv)]
+        if self.sched:
+            f += ["--pipeline-schedule", self.sched]
+        if self.rc != "none":
+            f += ["--recompute-granularity", self.rc]
+        if self.sp:
+            f.append("--sequence-parallel")
+        if self.distopt:
+            f.append("--use-distributed-optimizer")
+        return f
+
+
+def compile_plan(args, work, name, flags):
     plan = os.path.join(work, name + ".plan")
-    cmd = ["strata-compile", os.path.join(args.examples, args.model + ".model"), "-o", plan,
-           "--micro-batch-size", str(args.micro_batch_size),
-           "--global-batch-size", str(args.global_batch_size),
-           "--tensor-model-parallel-size", str(t), "--data-parallel-size", str(d)]
-    cmd += [f"--set={s}" for s in args.set]
-    if sp:
-        cmd.append("--sequence-parallel")
-    if distopt:
-        cmd.append("--use-distributed-optimizer")
-    run(cmd)
+    run(["strata-compile", os.path.join(args.examples, args.model + ".model"), "-o", plan,
+         "--micro-batch-size", str(args.micro_batch_size)] + flags + [f"--set={s}" for s in args.set])
+    return plan
+
+
+def train(args, work, name, layout, mpi=False):
+    plan = compile_plan(args, work, name, layout.flags(args))
     params = os.path.join(work, name + ".safetensors")
     cmd = ["strata-run", plan, "--train-iters", str(args.train_iters), "--seed", str(args.seed),
            "--lr", str(args.lr), "--clip-grad", "1.0", "--save-params", params,
@@ -54,12 +103,53 @@ def train(args, work, name, t, d, sp, distopt, mpi=False):
     if mpi:
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                    OMPI_MCA_rmaps_base_oversubscribe="1")
-        cmd = ["mpirun", "-np", str(t * d)] + cmd
+        cmd = ["mpirun", "-np", str(layout.ranks())] + cmd
     log = run(cmd, env)
     losses = [float(x) for x in LOSS.findall(log)]
     if len(losses) != args.train_iters:
         sys.exit(f"FAILED: {name}: expected {args.train_iters} losses:\n{log}")
     return losses, safetensors_io.read(params)
+
+
+def parse_layout(text):
+    """t2,d1,p2,lpv1,m4,interleaved,full,sp,distopt: any order, defaults 1."""
+    layout = Layout()
+    for part in text.split(","):
+        if part in ("gpipe", "1f1b", "interleaved"):
+            layout.sched = part
+        elif part in ("full", "selective"):
+            layout.rc = part
+        elif part == "sp":
+            layout.sp = True
+        elif part == "distopt":
+            layout.distopt = True
+        elif part.startswith("lpv"):
+            layout.lpv = int(part[3:])
+        elif part[:1] in "tdpm" and part[1:].isdigit():
+            setattr(layout, part[0], int(part[1:]))
+        else:
+            sys.exit(f"bad layout part '{part}' in '{text}'")
+    return layout
+
+
+def pipeline_matrix(args):
+    """Every p in {1, 2, 4}, v in {1, 2}, m in {p, 2p}, the schedules that
+    fit, recompute none/full/selective; each with t=1,d=1 and with t=2 and
+    d=2 where t·p·d <= 8."""
+    layouts = []
+    for p, v in itertools.product((1, 2, 4), (1, 2)):
+        lpv = args.layers // (p * v) if v > 1 else 0
+        if v > 1 and args.layers % (p * v):
+            continue
+        for m, rc, (t, d) in itertools.product((p, 2 * p), ("none", "full", "selective"),
+                                               ((1, 1), (2, 1), (1, 2), (2, 2))):
+            if t * p * d > 8:
+                continue
+            for sched in ("gpipe", "1f1b" if v == 1 else "interleaved"):
+                if p == 1 and v == 1 and rc == "none" and sched == "1f1b":
+                    continue  # no pipeline at all: the tensor/data tests
+                layouts.append(Layout(t, d, p, lpv, m, sched, rc))
+    return layouts
 
 
 def main():
@@ -77,32 +167,48 @@ def main():
     p.add_argument("--data-parallel", type=int, nargs="+", default=[1, 2])
     p.add_argument("--mpi", action="store_true", help="run the layouts under mpirun")
     p.add_argument("--only", help="one layout, as t,d,sp,distopt (0/1 flags)")
+    p.add_argument("--layout", action="append", default=[],
+                   help="a layout such as t2,d1,p2,lpv1,m4,interleaved,full (repeatable)")
+    p.add_argument("--pipeline-matrix", action="store_true",
+                   help="the pipeline layouts: p, v, m, schedules, recompute, with t and d")
+    p.add_argument("--layers", type=int, default=4, help="the model's layers (for v)")
     p.add_argument("--tolerance", type=float, default=1e-5)
     p.add_argument("--data-path", dest="data", default="/usr/share/common-licenses/GPL-3",
                    help="a text to train on ('' for synthetic tokens)")
     args = p.parse_args()
     work = tempfile.mkdtemp(prefix="strata-parity-")
 
-    base_losses, base = train(args, work, "single", 1, 1, False, False)
-    start = os.path.join(work, "start.safetensors")
-    run(["strata-compile", os.path.join(args.examples, args.model + ".model"), "-o",
-         os.path.join(work, "start.plan"), "--micro-batch-size", str(args.micro_batch_size),
-         "--global-batch-size", str(args.global_batch_size)] + [f"--set={s}" for s in args.set])
-    run(["strata-run", os.path.join(work, "start.plan"), "--seed", str(args.seed), "--save-params", start])
-    initial = safetensors_io.read(start)
-    still = {n for n in base if (base[n] - initial[n]).abs().max().item() < args.lr / 100}
-
     if args.only:
         t, d, sp, distopt = (int(x) for x in args.only.split(","))
-        layouts = [(t, d, bool(sp), bool(distopt))]
+        layouts = [Layout(t, d, sp=bool(sp), distopt=bool(distopt))]
+    elif args.layout or args.pipeline_matrix:
+        layouts = [parse_layout(text) for text in args.layout]
+        if args.pipeline_matrix:
+            layouts += pipeline_matrix(args)
     else:
-        layouts = [(t, d, sp, distopt)
+        layouts = [Layout(t, d, sp=sp, distopt=distopt)
                    for t, d, sp, distopt in itertools.product(args.tensor, args.data_parallel, (False, True), (False, True))
                    if t * d <= 8]
+
+    # One device, once per global batch the layouts use.
+    baselines = {}
+
+    def baseline(gb):
+        if gb not in baselines:
+            losses, params = train(args, work, f"single-gb{gb}", Layout(m=gb // args.micro_batch_size))
+            start = os.path.join(work, f"start-gb{gb}.safetensors")
+            plan = compile_plan(args, work, f"start-gb{gb}", ["--global-batch-size", str(gb)])
+            run(["strata-run", plan, "--seed", str(args.seed), "--save-params", start])
+            initial = safetensors_io.read(start)
+            still = {n for n in params if (params[n] - initial[n]).abs().max().item() < args.lr / 100}
+            baselines[gb] = (losses, params, initial, still)
+        return baselines[gb]
+
     failed = 0
-    for t, d, sp, distopt in layouts:
-        name = f"t{t}-d{d}{'-sp' if sp else ''}{'-distopt' if distopt else ''}"
-        losses, params = train(args, work, name, t, d, sp, distopt, args.mpi)
+    for layout in layouts:
+        name = layout.name(args)
+        base_losses, base, initial, still = baseline(layout.global_batch(args))
+        losses, params = train(args, work, name, layout, args.mpi)
         loss_error = max(abs(a - b) / abs(b) for a, b in zip(losses, base_losses))
         worst, worst_name, drift = 0.0, "", 0.0
         if set(params) != set(base):
@@ -118,10 +224,11 @@ def main():
                 worst, worst_name = error, n
         ok = loss_error <= args.tolerance and worst <= args.tolerance and drift < args.lr / 100
         failed += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {name:24} loss {loss_error:.1e}  params {worst:.1e} ({worst_name})"
-              f"{f'  still params drift {drift:.1e}' if still else ''}")
+        print(f"{'ok  ' if ok else 'FAIL'} {name:40} loss {loss_error:.1e}  params {worst:.1e} ({worst_name})"
+              f"{f'  still params drift {drift:.1e}' if still else ''}", flush=True)
+    counts = {len(b[1]) for b in baselines.values()}
     print(f"{len(layouts) - failed} of {len(layouts)} layouts match one device"
-          f" ({len(base)} parameters, {len(still)} with zero gradient)")
+          f" ({'/'.join(map(str, counts))} parameters)")
     sys.exit(1 if failed else 0)
 
 

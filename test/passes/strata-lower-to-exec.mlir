@@ -17,13 +17,13 @@
 // A reshape is a view of the buffer it reshapes.
 // CHECK-DAG: exec.buffer @[[FLAT:t[0-9]+]] : tensor<2x4x16xf32> workspace
 // CHECK-DAG: exec.buffer @{{t[0-9]+}} : tensor<8x16xf32> workspace at -1 alias @[[FLAT]]
-// CHECK: exec.program @microbatch {
+// CHECK: exec.program @microbatch "microbatch" {
 // CHECK: exec.kernel "gemm" ({{.*}}, @"param:w") -> ({{.*}}) {accumulate = false, k = 8 : i64, m = 8 : i64, n = 16 : i64, transpose_a = false, transpose_b = false}
 // The weight gradient goes straight into the accumulator.
 // CHECK: exec.kernel "gemm" ({{.*}}) -> (@"grad:w") {accumulate = true, k = 8 : i64, m = 8 : i64, n = 16 : i64, transpose_a = true, transpose_b = false}
 // CHECK: exec.kernel "embedding_bwd" ({{.*}}, @"input:tokens") -> (@"grad:e") {accumulate = true}
 // CHECK: exec.kernel "copy" ({{.*}}) -> (@"output:loss")
-// CHECK: exec.program @optimizer {
+// CHECK: exec.program @optimizer "optimizer" {
 // CHECK: exec.kernel "clip_coefficient"
 // CHECK: exec.kernel "adamw" (@"grad:w", @{{t[0-9]+}}) -> (@"param:w", @"exp_avg:w", @"exp_avg_sq:w") {weight_decay = true}
 // The accumulators start the next iteration at zero.

@@ -20,7 +20,7 @@ module {
     exec.buffer @b : tensor<64xf32> workspace at -1
     exec.buffer @view : tensor<8x8xf32> workspace at -1 alias @b
     exec.buffer @c : tensor<64xf32> workspace at -1
-    exec.program @main {
+    exec.program @main "microbatch" {
       exec.kernel "fill" () -> (@a) {value = 1.0 : f64}
       exec.kernel "copy" (@a) -> (@b)
       exec.kernel "copy" (@view) -> (@c)

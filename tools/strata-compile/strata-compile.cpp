@@ -106,6 +106,43 @@ cl::opt<int64_t> vocabDivisibleBy(
              "multiple of this times their number (default 128)"),
     cl::init(128), cl::cat(category));
 
+cl::opt<int64_t> pipelineParallel(
+    "pipeline-model-parallel-size",
+    cl::desc("Pipeline stages: the layers are cut into chunks, chunk c on "
+             "stage c mod p"),
+    cl::init(1), cl::cat(category));
+
+cl::opt<int64_t> layersPerVirtualStage(
+    "num-layers-per-virtual-pipeline-stage",
+    cl::desc("Layers per chunk: several chunks per stage (virtual stages) "
+             "for the interleaved schedule"),
+    cl::init(0), cl::cat(category));
+
+cl::opt<int64_t> firstStageLayers(
+    "decoder-first-pipeline-num-layers",
+    cl::desc("Layers on the first pipeline stage when they do not divide "
+             "evenly (the other stages share the rest equally)"),
+    cl::init(-1), cl::cat(category));
+
+cl::opt<int64_t> lastStageLayers(
+    "decoder-last-pipeline-num-layers",
+    cl::desc("Layers on the last pipeline stage when they do not divide "
+             "evenly"),
+    cl::init(-1), cl::cat(category));
+
+cl::opt<std::string> pipelineSchedule(
+    "pipeline-schedule",
+    cl::desc("gpipe, 1f1b or interleaved (default: interleaved with virtual "
+             "stages, else 1f1b)"),
+    cl::init(""), cl::cat(category));
+
+cl::opt<std::string> recomputeGranularity(
+    "recompute-granularity",
+    cl::desc("Recompute activations in the backward instead of keeping "
+             "them: full (all but each layer's input) or selective (the "
+             "attention core)"),
+    cl::init("none"), cl::cat(category));
+
 cl::opt<bool> bf16("bf16",
                    cl::desc("bf16 parameters and activations, fp32 master "
                             "weights, gradients and optimizer state"),
@@ -152,13 +189,18 @@ std::string describeMemory(mlir::ModuleOp module) {
   std::string text;
   for (auto rank : module.getOps<exec::RankOp>()) {
     MemoryReport m = reportMemory(rank);
+    // Activations: the workspace, plus what a pipeline stage keeps for
+    // the backward of the microbatches in flight.
+    std::string kept =
+        m.stash ? formatv(" (kept for backward {0})", megabytes(m.stash)).str()
+                : "";
     text += formatv("rank {0} memory: parameters {1}, gradients {2}, "
-                    "optimizer state {3}, activations {4}; peak {5} "
-                    "({6} bytes)\n",
+                    "optimizer state {3}, activations {4}{5}; peak {6} "
+                    "({7} bytes)\n",
                     rank.getRank(), megabytes(m.parameters),
                     megabytes(m.gradients), megabytes(m.optimizer),
-                    megabytes(m.workspace), megabytes(m.peak()),
-                    withThousands(m.peak()))
+                    megabytes(m.workspace + m.stash), kept,
+                    megabytes(m.peak()), withThousands(m.peak()))
                 .str();
   }
   return text;
@@ -208,6 +250,12 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
   header.dataParallel = options.dataParallel;
   header.sequenceParallel = options.sequenceParallel;
   header.distributedOptimizer = options.distributedOptimizer;
+  header.pipelineParallel = options.pipelineParallel;
+  header.layersPerVirtualStage = options.layersPerVirtualStage;
+  header.firstStageLayers = options.firstStageLayers;
+  header.lastStageLayers = options.lastStageLayers;
+  header.pipelineSchedule = options.pipelineSchedule;
+  header.recompute = options.recompute;
   setPlanHeader(*module, header);
   return module;
 }
@@ -237,6 +285,12 @@ int main(int argc, char **argv) {
   options.sequenceParallel = sequenceParallel;
   options.distributedOptimizer = distributedOptimizer;
   options.vocabDivisibleBy = vocabDivisibleBy;
+  options.pipelineParallel = pipelineParallel;
+  options.layersPerVirtualStage = layersPerVirtualStage;
+  options.firstStageLayers = firstStageLayers;
+  options.lastStageLayers = lastStageLayers;
+  options.pipelineSchedule = pipelineSchedule;
+  options.recompute = recomputeGranularity;
   if (std::string error = checkOptions(options); !error.empty())
     return fail(error);
 
@@ -270,6 +324,12 @@ int main(int argc, char **argv) {
   options.dataParallel = header->dataParallel;
   options.sequenceParallel = header->sequenceParallel;
   options.distributedOptimizer = header->distributedOptimizer;
+  options.pipelineParallel = header->pipelineParallel;
+  options.layersPerVirtualStage = header->layersPerVirtualStage;
+  options.firstStageLayers = header->firstStageLayers;
+  options.lastStageLayers = header->lastStageLayers;
+  options.pipelineSchedule = header->pipelineSchedule;
+  options.recompute = header->recompute;
 
   Level from = levelOf(*module);
   Level to = emit == Emit::Graph  ? Level::Graph

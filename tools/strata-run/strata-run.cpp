@@ -46,6 +46,8 @@ const char *kUsage =
     "  --report-comm             print bytes sent per collective\n"
     "  --report-memory           print planned and measured peak memory\n"
     "  --profile                 print the time spent in each kernel\n"
+    "  --trace FILE              write when every step and instruction ran,\n"
+    "                            per rank, as a Chrome/Perfetto trace\n"
     "  --fail-rank R --fail-at-iteration I\n"
     "                            (testing) rank R stops at iteration I\n";
 
@@ -112,6 +114,7 @@ int main(int argc, char **argv) {
       {"--clip-grad", real(options.hyper.clipGrad)},
       {"--data-path", text(options.dataPath)},
       {"--save-params", text(options.saveParams)},
+      {"--trace", text(options.tracePath)},
       {"--log-interval", integer(options.logInterval)},
       {"--threads", integer(threads)},
       {"--ranks", integer(ranks)},

@@ -1,0 +1,48 @@
+//===- PipelineSchedules.h - gpipe, 1F1B and interleaved 1F1B ---*- C++ -*-===//
+//
+// The order each pipeline stage runs its forwards and backwards in, as
+// Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py)
+// order them. Plain C++: the Schedule pass writes these orders into
+// dist.schedule ops, and the unit tests pin them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_COMPILER_PIPELINESCHEDULES_H
+#define STRATA_COMPILER_PIPELINESCHEDULES_H
+
+#include "runtime/sim/PipelineSim.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata::pipeline {
+
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
+
+/// "gpipe", "1f1b", "interleaved" to a kind; nullopt for anything else.
+std::optional<ScheduleKind> parseSchedule(const std::string &name);
+const char *scheduleName(ScheduleKind kind);
+
+/// What a schedule needs of p stages, v chunks per stage and m
+/// microbatches; "" when it fits, else the message.
+std::string checkSchedule(ScheduleKind kind, int stages, int chunksPerStage,
+                          int microbatches);
+
+/// Forwards a stage runs before its first backward.
+int warmupCount(ScheduleKind kind, int stages, int chunksPerStage,
+                int microbatches, int stage);
+
+/// The order of work on `stage` (chunk c = j·p + stage for the stage's
+/// j-th chunk).
+std::vector<sim::Work> stageOrder(ScheduleKind kind, int stages,
+                                  int chunksPerStage, int microbatches,
+                                  int stage);
+
+/// Every stage's order.
+std::vector<std::vector<sim::Work>>
+scheduleOrders(ScheduleKind kind, int stages, int chunksPerStage,
+               int microbatches);
+
+} // namespace strata::pipeline
+
+#endif

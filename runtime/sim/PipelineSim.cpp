@@ -1,0 +1,161 @@
+//===- PipelineSim.cpp - a pipeline schedule run on a clock ---------------===//
+#include "runtime/sim/PipelineSim.h"
+
+#include <algorithm>
+#include <map>
+
+namespace strata::sim {
+
+std::string describe(const Work &work) {
+  return std::string(work.phase == Phase::Forward ? "F" : "B") +
+         std::to_string(work.microbatch) + "." + std::to_string(work.chunk);
+}
+
+namespace {
+
+using Key = std::pair<int, int>; // (chunk, microbatch)
+
+/// Checks that the orders hold each forward and backward once, on the
+/// chunk's stage. "" when they do.
+std::string checkCoverage(const std::vector<std::vector<Work>> &orders,
+                          int chunks, int microbatches) {
+  int stages = int(orders.size());
+  std::map<Key, int> forwards, backwards;
+  for (int s = 0; s < stages; ++s) {
+    for (const Work &w : orders[s]) {
+      if (w.chunk < 0 || w.chunk >= chunks || w.microbatch < 0 ||
+          w.microbatch >= microbatches)
+        return "stage " + std::to_string(s) + " runs " + describe(w) +
+               ", outside " + std::to_string(chunks) + " chunks and " +
+               std::to_string(microbatches) + " microbatches";
+      if (w.chunk % stages != s)
+        return "stage " + std::to_string(s) + " runs " + describe(w) +
+               ", but chunk " + std::to_string(w.chunk) + " lives on stage " +
+               std::to_string(w.chunk % stages);
+      auto &seen = w.phase == Phase::Forward ? forwards : backwards;
+      if (++seen[{w.chunk, w.microbatch}] > 1)
+        return "stage " + std::to_string(s) + " runs " + describe(w) +
+               " twice";
+      if (w.phase == Phase::Backward &&
+          !forwards.count({w.chunk, w.microbatch}))
+        return "stage " + std::to_string(s) + " runs " + describe(w) +
+               " before its forward";
+    }
+  }
+  for (int c = 0; c < chunks; ++c)
+    for (int mb = 0; mb < microbatches; ++mb)
+      for (const auto *seen : {&forwards, &backwards})
+        if (!seen->count({c, mb}))
+          return "no stage runs " +
+                 describe({seen == &forwards ? Phase::Forward
+                                             : Phase::Backward,
+                           c, mb});
+  return "";
+}
+
+} // namespace
+
+SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
+                   int microbatches, const Costs &costs) {
+  SimResult result;
+  int stages = int(orders.size());
+  result.stages.resize(stages);
+  result.deadlock = checkCoverage(orders, chunks, microbatches);
+  if (!result.deadlock.empty())
+    return result;
+  double perChunk = double(stages) / double(chunks);
+  double forward = costs.forward * perChunk, backward = costs.backward * perChunk;
+
+  std::map<std::pair<Key, Phase>, double> done; // end time, by work
+  std::vector<size_t> next(stages, 0);
+  std::vector<double> freeAt(stages, 0), busy(stages, 0);
+  // The work a piece of work waits for on another chunk, if any.
+  auto dependency = [&](const Work &w) -> std::pair<bool, Work> {
+    if (w.phase == Phase::Forward && w.chunk > 0)
+      return {true, {Phase::Forward, w.chunk - 1, w.microbatch}};
+    if (w.phase == Phase::Backward && w.chunk + 1 < chunks)
+      return {true, {Phase::Backward, w.chunk + 1, w.microbatch}};
+    if (w.phase == Phase::Backward) // the last chunk turns around
+      return {true, {Phase::Forward, w.chunk, w.microbatch}};
+    return {false, {}};
+  };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < stages; ++s) {
+      while (next[s] < orders[s].size()) {
+        const Work &w = orders[s][next[s]];
+        double ready = freeAt[s];
+        auto [waits, on] = dependency(w);
+        if (waits) {
+          auto it = done.find({{on.chunk, on.microbatch}, on.phase});
+          if (it == done.end())
+            break;
+          double transfer = on.chunk % stages == s ? 0 : costs.transfer;
+          ready = std::max(ready, it->second + transfer);
+        }
+        double cost = w.phase == Phase::Forward ? forward : backward;
+        result.stages[s].push_back({w, ready, ready + cost});
+        done[{{w.chunk, w.microbatch}, w.phase}] = ready + cost;
+        freeAt[s] = ready + cost;
+        busy[s] += cost;
+        ++next[s];
+        progress = true;
+      }
+    }
+  }
+  for (int s = 0; s < stages; ++s) {
+    if (next[s] < orders[s].size()) {
+      const Work &w = orders[s][next[s]];
+      Work on = dependency(w).second;
+      if (!result.deadlock.empty())
+        result.deadlock += "; ";
+      result.deadlock += "stage " + std::to_string(s) + " waits in " +
+                         describe(w) + " for " + describe(on) +
+                         ", which never runs first";
+    }
+    result.makespan = std::max(result.makespan, freeAt[s]);
+    result.busy = std::max(result.busy, busy[s]);
+  }
+  return result;
+}
+
+SimResult fromMeasured(
+    const std::vector<std::vector<Work>> &orders,
+    const std::vector<std::vector<std::pair<double, double>>> &times) {
+  SimResult result;
+  result.stages.resize(orders.size());
+  double first = 0, last = 0;
+  bool any = false;
+  for (size_t s = 0; s < orders.size(); ++s) {
+    double busy = 0;
+    for (size_t i = 0; i < orders[s].size() && i < times[s].size(); ++i) {
+      auto [start, end] = times[s][i];
+      result.stages[s].push_back({orders[s][i], start, end});
+      busy += end - start;
+      first = any ? std::min(first, start) : start;
+      last = any ? std::max(last, end) : end;
+      any = true;
+    }
+    result.busy = std::max(result.busy, busy);
+  }
+  // Times relative to the first start.
+  for (auto &stage : result.stages)
+    for (Timed &t : stage) {
+      t.start -= first;
+      t.end -= first;
+    }
+  result.makespan = last - first;
+  return result;
+}
+
+int inFlight(const std::vector<Work> &order) {
+  int now = 0, most = 0;
+  for (const Work &w : order) {
+    now += w.phase == Phase::Forward ? 1 : -1;
+    most = std::max(most, now);
+  }
+  return most;
+}
+
+} // namespace strata::sim
