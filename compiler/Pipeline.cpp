@@ -18,6 +18,11 @@ std::string checkOptions(const CompileOptions &options) {
       options.pipelineParallel < 1)
     return "--tensor-model-parallel-size, --pipeline-model-parallel-size and "
            "--data-parallel-size must be at least 1";
+  if ((options.firstStageLayers >= 0 || options.lastStageLayers >= 0) &&
+      options.pipelineParallel < 2)
+    return "--decoder-first-pipeline-num-layers and "
+           "--decoder-last-pipeline-num-layers need "
+           "--pipeline-model-parallel-size of at least 2";
   if (options.layersPerVirtualStage < 0)
     return "--num-layers-per-virtual-pipeline-stage must be at least 1";
   if (options.recompute != "none" && options.recompute != "full" &&

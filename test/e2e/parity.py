@@ -42,6 +42,7 @@ class Layout:
         self.t, self.d, self.p, self.lpv, self.sched, self.rc = t, d, p, lpv, sched, rc
         self.sp, self.distopt = sp, distopt
         self.m = m
+        self.first = self.last = None  # uneven first/last stage layers
 
     def global_batch(self, args):
         if self.m is None:
@@ -58,6 +59,10 @@ class Layout:
             parts.append(self.sched or ("interleaved" if self.virtual(args) > 1 else "1f1b"))
             if self.rc != "none":
                 parts.append(self.rc)
+            if self.first is not None:
+                parts.append(f"first{self.first}")
+            if self.last is not None:
+                parts.append(f"last{self.last}")
         if self.sp:
             parts.append("sp")
         if self.distopt:
@@ -77,6 +82,10 @@ class Layout:
             f += ["--pipeline-schedule", self.sched]
         if self.rc != "none":
             f += ["--recompute-granularity", self.rc]
+        if self.first is not None:
+            f += ["--decoder-first-pipeline-num-layers", str(self.first)]
+        if self.last is not None:
+            f += ["--decoder-last-pipeline-num-layers", str(self.last)]
         if self.sp:
             f.append("--sequence-parallel")
         if self.distopt:
@@ -112,7 +121,7 @@ def train(args, work, name, layout, mpi=False):
 
 
 def parse_layout(text):
-    """t2,d1,p2,lpv1,m4,interleaved,full,sp,distopt: any order, defaults 1."""
+    """t2,d1,p2,lpv1,m4,interleaved,full,first1,last2,sp,distopt: any order."""
     layout = Layout()
     for part in text.split(","):
         if part in ("gpipe", "1f1b", "interleaved"):
@@ -123,6 +132,10 @@ def parse_layout(text):
             layout.sp = True
         elif part == "distopt":
             layout.distopt = True
+        elif part.startswith("first"):
+            layout.first = int(part[5:])
+        elif part.startswith("last"):
+            layout.last = int(part[4:])
         elif part.startswith("lpv"):
             layout.lpv = int(part[3:])
         elif part[:1] in "tdpm" and part[1:].isdigit():

@@ -1,0 +1,70 @@
+// Pipeline schedules: four chunks on two stages (v = 2), each stage's
+// order of forwards and backwards, then the optimizer.
+// RUN: strata-opt %s --strata-schedule=microbatches=4 | FileCheck %s
+// RUN: strata-opt %s --strata-schedule="microbatches=4 pipeline-schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
+// RUN: strata-opt %s --strata-schedule=microbatches=3 --verify-diagnostics
+
+// Interleaved 1F1B by default with several chunks per stage: stage 0
+// warms up with 2(p-1) + (v-1)p = 4 forwards, stage 1 with 2.
+// CHECK: dist.schedule stage 0 microbatches 4 attributes {kind = "interleaved"} {
+// CHECK-NEXT: dist.step @forward_0 microbatch 0
+// CHECK-NEXT: dist.step @forward_0 microbatch 1
+// CHECK-NEXT: dist.step @forward_2 microbatch 0
+// CHECK-NEXT: dist.step @forward_2 microbatch 1
+// CHECK-NEXT: dist.step @forward_0 microbatch 2
+// CHECK-NEXT: dist.step @backward_2 microbatch 0
+// CHECK-NEXT: dist.step @forward_0 microbatch 3
+// CHECK-NEXT: dist.step @backward_2 microbatch 1
+// CHECK-NEXT: dist.step @forward_2 microbatch 2
+// CHECK-NEXT: dist.step @backward_0 microbatch 0
+// CHECK-NEXT: dist.step @forward_2 microbatch 3
+// CHECK-NEXT: dist.step @backward_0 microbatch 1
+// CHECK-NEXT: dist.step @backward_2 microbatch 2
+// CHECK-NEXT: dist.step @backward_2 microbatch 3
+// CHECK-NEXT: dist.step @backward_0 microbatch 2
+// CHECK-NEXT: dist.step @backward_0 microbatch 3
+// CHECK-NEXT: dist.step @optimizer
+// CHECK-NEXT: }
+// CHECK: dist.schedule stage 1 microbatches 4 attributes {kind = "interleaved"} {
+// CHECK-NEXT: dist.step @forward_1 microbatch 0
+// CHECK-NEXT: dist.step @forward_1 microbatch 1
+// CHECK-NEXT: dist.step @forward_3 microbatch 0
+// CHECK-NEXT: dist.step @backward_3 microbatch 0
+// CHECK-NEXT: dist.step @forward_3 microbatch 1
+// CHECK-NEXT: dist.step @backward_3 microbatch 1
+// CHECK-NEXT: dist.step @forward_1 microbatch 2
+// CHECK-NEXT: dist.step @backward_1 microbatch 0
+// CHECK-NEXT: dist.step @forward_1 microbatch 3
+// CHECK-NEXT: dist.step @backward_1 microbatch 1
+// CHECK-NEXT: dist.step @forward_3 microbatch 2
+// CHECK-NEXT: dist.step @backward_3 microbatch 2
+// CHECK-NEXT: dist.step @forward_3 microbatch 3
+// CHECK-NEXT: dist.step @backward_3 microbatch 3
+// CHECK-NEXT: dist.step @backward_1 microbatch 2
+// CHECK-NEXT: dist.step @backward_1 microbatch 3
+// CHECK-NEXT: dist.step @optimizer
+// CHECK-NEXT: }
+
+// GPIPE: dist.schedule stage 1 microbatches 4 attributes {kind = "gpipe"} {
+// GPIPE-NEXT: dist.step @forward_1 microbatch 0
+// GPIPE-NEXT: dist.step @forward_1 microbatch 1
+// GPIPE-NEXT: dist.step @forward_1 microbatch 2
+// GPIPE-NEXT: dist.step @forward_1 microbatch 3
+// GPIPE-NEXT: dist.step @forward_3 microbatch 0
+// GPIPE: dist.step @backward_3 microbatch 0
+// GPIPE: dist.step @backward_1 microbatch 3
+// GPIPE-NEXT: dist.step @optimizer
+
+// expected-error @below {{the interleaved schedule needs the number of microbatches (3) to be a multiple of the pipeline-parallel size (2)}}
+module {
+  shard.grid @mesh(shape = 1x1x2)
+  func.func @forward_0() attributes {dist.chunk = 0 : i64} { return }
+  func.func @backward_0() attributes {dist.chunk = 0 : i64} { return }
+  func.func @forward_1() attributes {dist.chunk = 1 : i64} { return }
+  func.func @backward_1() attributes {dist.chunk = 1 : i64} { return }
+  func.func @forward_2() attributes {dist.chunk = 2 : i64} { return }
+  func.func @backward_2() attributes {dist.chunk = 2 : i64} { return }
+  func.func @forward_3() attributes {dist.chunk = 3 : i64} { return }
+  func.func @backward_3() attributes {dist.chunk = 3 : i64} { return }
+  func.func @optimizer() { return }
+}

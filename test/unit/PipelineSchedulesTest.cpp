@@ -1,0 +1,191 @@
+//===- PipelineSchedulesTest.cpp - schedule orders, in flight, bubbles ----===//
+//
+// Pins each stage's order for gpipe, 1F1B and interleaved 1F1B against
+// Megatron-LM's rules (worked out by hand here, F<mb>.<chunk>), the
+// microbatches each stage holds in flight, and the bubble the simulator
+// measures with unit costs (forward 1, backward 2, transfers free): the
+// paper's (p-1)/m, and (p-1)/(v*m) interleaved.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/PipelineSchedules.h"
+#include "runtime/sim/PipelineSim.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+using namespace strata;
+using pipeline::ScheduleKind;
+
+namespace {
+
+std::string text(const std::vector<sim::Work> &order) {
+  std::ostringstream out;
+  for (size_t i = 0; i < order.size(); ++i)
+    out << (i ? " " : "") << sim::describe(order[i]);
+  return out.str();
+}
+
+std::string order(ScheduleKind kind, int p, int v, int m, int stage) {
+  return text(pipeline::stageOrder(kind, p, v, m, stage));
+}
+
+TEST(PipelineSchedules, GPipeRunsAllForwardsThenAllBackwards) {
+  EXPECT_EQ(order(ScheduleKind::GPipe, 2, 1, 3, 0),
+            "F0.0 F1.0 F2.0 B0.0 B1.0 B2.0");
+  EXPECT_EQ(order(ScheduleKind::GPipe, 2, 1, 3, 1),
+            "F0.1 F1.1 F2.1 B0.1 B1.1 B2.1");
+  // With two chunks per stage: chunk by chunk, backwards in reverse.
+  EXPECT_EQ(order(ScheduleKind::GPipe, 2, 2, 2, 0),
+            "F0.0 F1.0 F0.2 F1.2 B0.2 B1.2 B0.0 B1.0");
+}
+
+TEST(PipelineSchedules, OneFOneBWarmsUpByStagesAfter) {
+  // p = 4, m = 8: stage r runs p - r - 1 forwards, then alternates.
+  EXPECT_EQ(order(ScheduleKind::OneFOneB, 4, 1, 8, 0),
+            "F0.0 F1.0 F2.0 F3.0 B0.0 F4.0 B1.0 F5.0 B2.0 F6.0 B3.0 F7.0 "
+            "B4.0 B5.0 B6.0 B7.0");
+  EXPECT_EQ(order(ScheduleKind::OneFOneB, 4, 1, 8, 2),
+            "F0.2 F1.2 B0.2 F2.2 B1.2 F3.2 B2.2 F4.2 B3.2 F5.2 B4.2 F6.2 "
+            "B5.2 F7.2 B6.2 B7.2");
+  EXPECT_EQ(order(ScheduleKind::OneFOneB, 4, 1, 8, 3),
+            "F0.3 B0.3 F1.3 B1.3 F2.3 B2.3 F3.3 B3.3 F4.3 B4.3 F5.3 B5.3 "
+            "F6.3 B6.3 F7.3 B7.3");
+  // Fewer microbatches than stages: warm-up is all of them.
+  EXPECT_EQ(order(ScheduleKind::OneFOneB, 4, 1, 2, 0), "F0.0 F1.0 B0.0 B1.0");
+}
+
+TEST(PipelineSchedules, InterleavedTwoStagesTwoChunks) {
+  // p = 2, v = 2, m = 4: chunks 0 and 2 on stage 0, 1 and 3 on stage 1;
+  // microbatches go through each chunk in groups of p. Stage 0 warms up
+  // with 2(p-1) + (v-1)p = 4 forwards, stage 1 with 2.
+  EXPECT_EQ(order(ScheduleKind::Interleaved, 2, 2, 4, 0),
+            "F0.0 F1.0 F0.2 F1.2 F2.0 B0.2 F3.0 B1.2 F2.2 B0.0 F3.2 B1.0 "
+            "B2.2 B3.2 B2.0 B3.0");
+  EXPECT_EQ(order(ScheduleKind::Interleaved, 2, 2, 4, 1),
+            "F0.1 F1.1 F0.3 B0.3 F1.3 B1.3 F2.1 B0.1 F3.1 B1.1 F2.3 B2.3 "
+            "F3.3 B3.3 B2.1 B3.1");
+}
+
+TEST(PipelineSchedules, InterleavedFourStagesTwoChunksAsThePaperDraws) {
+  // p = 4, v = 2, m = 8 (the paper's Figure 4): stage 0 holds chunks 0
+  // and 4 and warms up with 2*3 + 4 = 10 forwards.
+  EXPECT_EQ(order(ScheduleKind::Interleaved, 4, 2, 8, 0),
+            "F0.0 F1.0 F2.0 F3.0 F0.4 F1.4 F2.4 F3.4 F4.0 F5.0 "
+            "F6.0 B0.4 F7.0 B1.4 F4.4 B2.4 F5.4 B3.4 F6.4 B0.0 F7.4 B1.0 "
+            "B2.0 B3.0 B4.4 B5.4 B6.4 B7.4 B4.0 B5.0 B6.0 B7.0");
+  // The last stage holds chunks 3 and 7 and warms up with (v-1)p = 4.
+  EXPECT_EQ(order(ScheduleKind::Interleaved, 4, 2, 8, 3),
+            "F0.3 F1.3 F2.3 F3.3 "
+            "F0.7 B0.7 F1.7 B1.7 F2.7 B2.7 F3.7 B3.7 F4.3 B0.3 F5.3 B1.3 "
+            "F6.3 B2.3 F7.3 B3.3 F4.7 B4.7 F5.7 B5.7 F6.7 B6.7 F7.7 B7.7 "
+            "B4.3 B5.3 B6.3 B7.3");
+}
+
+TEST(PipelineSchedules, InterleavedWithAsManyMicrobatchesAsStagesWarmsUpFully) {
+  // Megatron runs all forwards first when m == p.
+  EXPECT_EQ(pipeline::warmupCount(ScheduleKind::Interleaved, 4, 2, 4, 3), 8);
+  EXPECT_EQ(order(ScheduleKind::Interleaved, 2, 2, 2, 1),
+            "F0.1 F1.1 F0.3 F1.3 B0.3 B1.3 B0.1 B1.1");
+}
+
+TEST(PipelineSchedules, InFlightMicrobatches) {
+  // 1F1B: p - rank, the schedule's point (GPipe holds all m).
+  for (int p : {2, 4, 8})
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(sim::inFlight(pipeline::stageOrder(ScheduleKind::OneFOneB, p,
+                                                   1, 2 * p, r)),
+                p - r)
+          << "p=" << p << " stage " << r;
+      EXPECT_EQ(sim::inFlight(
+                    pipeline::stageOrder(ScheduleKind::GPipe, p, 1, 2 * p, r)),
+                2 * p);
+    }
+  // Interleaved: Megatron's warm-up plus the one in its steady state,
+  // 2(p - r - 1) + (v - 1)p + 1 (chunk-microbatches), when m > p.
+  for (int p : {2, 4})
+    for (int v : {2, 3})
+      for (int r = 0; r < p; ++r)
+        EXPECT_EQ(sim::inFlight(pipeline::stageOrder(ScheduleKind::Interleaved,
+                                                     p, v, 2 * p, r)),
+                  2 * (p - r - 1) + (v - 1) * p + 1)
+            << "p=" << p << " v=" << v << " stage " << r;
+}
+
+double bubble(ScheduleKind kind, int p, int v, int m) {
+  sim::SimResult run = sim::simulate(
+      pipeline::scheduleOrders(kind, p, v, m), p * v, m, sim::Costs());
+  EXPECT_EQ(run.deadlock, "");
+  return run.bubbleFraction();
+}
+
+TEST(PipelineSchedules, BubbleIsTheStagesAfterOverMicrobatches) {
+  for (int p : {2, 4, 8})
+    for (int m : {p, 2 * p, 4 * p}) {
+      double expected = double(p - 1) / m;
+      EXPECT_DOUBLE_EQ(bubble(ScheduleKind::GPipe, p, 1, m), expected)
+          << "gpipe p=" << p << " m=" << m;
+      EXPECT_DOUBLE_EQ(bubble(ScheduleKind::OneFOneB, p, 1, m), expected)
+          << "1f1b p=" << p << " m=" << m;
+    }
+}
+
+TEST(PipelineSchedules, InterleavingDividesTheBubbleByChunks) {
+  for (int p : {2, 4, 8})
+    for (int v : {2, 4})
+      for (int m : {2 * p, 4 * p}) {
+        EXPECT_DOUBLE_EQ(bubble(ScheduleKind::Interleaved, p, v, m),
+                         double(p - 1) / (v * m))
+            << "p=" << p << " v=" << v << " m=" << m;
+      }
+}
+
+TEST(PipelineSchedules, EverySchedulesRunsWithoutDeadlock) {
+  for (int p : {1, 2, 3, 4, 8})
+    for (int v : {1, 2, 3})
+      for (int m : {1, 2, 3, 4, 8, 16})
+        for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+                                  ScheduleKind::Interleaved}) {
+          if (!pipeline::checkSchedule(kind, p, v, m).empty())
+            continue;
+          sim::SimResult run = sim::simulate(
+              pipeline::scheduleOrders(kind, p, v, m), p * v, m, sim::Costs());
+          EXPECT_EQ(run.deadlock, "")
+              << pipeline::scheduleName(kind) << " p=" << p << " v=" << v
+              << " m=" << m;
+        }
+}
+
+TEST(PipelineSchedules, TheSimulatorFindsADeadlock) {
+  // Stage 0 waits in B0.0 for B0.1; stage 1 waits in F1.1 for F1.0, which
+  // stage 0 runs only after B0.0.
+  std::vector<std::vector<sim::Work>> orders = {
+      {{sim::Phase::Forward, 0, 0}, {sim::Phase::Backward, 0, 0},
+       {sim::Phase::Forward, 0, 1}, {sim::Phase::Backward, 0, 1}},
+      {{sim::Phase::Forward, 1, 0}, {sim::Phase::Forward, 1, 1},
+       {sim::Phase::Backward, 1, 0}, {sim::Phase::Backward, 1, 1}}};
+  sim::SimResult run = sim::simulate(orders, 2, 2, sim::Costs());
+  EXPECT_EQ(run.deadlock,
+            "stage 0 waits in B0.0 for B0.1, which never runs first; stage 1 "
+            "waits in F1.1 for F1.0, which never runs first");
+}
+
+TEST(PipelineSchedules, TheSimulatorChecksEveryWorkRunsOnceOnItsStage) {
+  std::vector<std::vector<sim::Work>> orders = {
+      {{sim::Phase::Forward, 1, 0}}, {}};
+  EXPECT_EQ(sim::simulate(orders, 2, 1, sim::Costs()).deadlock,
+            "stage 0 runs F0.1, but chunk 1 lives on stage 1");
+  orders = {{{sim::Phase::Forward, 0, 0}, {sim::Phase::Backward, 0, 0}}};
+  EXPECT_EQ(sim::simulate(orders, 1, 2, sim::Costs()).deadlock,
+            "no stage runs F1.0");
+}
+
+TEST(PipelineSchedules, ChecksWhatEachScheduleNeeds) {
+  EXPECT_NE(pipeline::checkSchedule(ScheduleKind::Interleaved, 4, 2, 6), "");
+  EXPECT_EQ(pipeline::checkSchedule(ScheduleKind::Interleaved, 4, 2, 8), "");
+  EXPECT_NE(pipeline::checkSchedule(ScheduleKind::OneFOneB, 2, 2, 4), "");
+  EXPECT_NE(pipeline::checkSchedule(ScheduleKind::Interleaved, 2, 1, 4), "");
+  EXPECT_EQ(pipeline::checkSchedule(ScheduleKind::GPipe, 2, 3, 5), "");
+}
+
+} // namespace
