@@ -205,6 +205,8 @@ public:
         event.name = instruction.kernel;
         event.startUs = startUs;
         event.durationUs = now() - startUs;
+        if (instruction.kernelId == int(KernelId::Recv))
+          waitedUs += event.durationUs;
         trace.push_back(std::move(event));
       }
     }
@@ -294,6 +296,7 @@ public:
         memory.setSlot(step.slot);
         double startUs = tracing ? now() : 0;
         size_t first = trace.size();
+        waitedUs = 0;
         runProgram(step.program, hyper, step.microbatch);
         if (tracing) {
           const Program &program = rank.programs[step.program];
@@ -306,6 +309,7 @@ public:
           event.iteration = iteration;
           event.startUs = startUs;
           event.durationUs = now() - startUs;
+          event.waitUs = waitedUs;
           // Before its instructions, as trace viewers like them.
           trace.insert(trace.begin() + first, std::move(event));
         }
@@ -425,6 +429,7 @@ public:
   // share, so that MPI ranks' tracks line up too.
   Clock::time_point epoch{};
   std::vector<TraceEvent> trace;
+  double waitedUs = 0; // in the current step's receives
   std::vector<double> kernelSeconds = std::vector<double>(int(KernelId::Count));
   std::vector<int64_t> kernelCalls = std::vector<int64_t>(int(KernelId::Count));
 };

@@ -47,7 +47,8 @@ std::string traceLines(int rank, const std::string &label,
     if (e.step)
       out << ",\"args\":{\"phase\":\"" << e.phase << "\",\"chunk\":"
           << e.chunk << ",\"microbatch\":" << e.microbatch
-          << ",\"iteration\":" << e.iteration << "}";
+          << ",\"iteration\":" << e.iteration
+          << ",\"wait\":" << number(e.waitUs) << "}";
     out << "},\n";
   }
   return out.str();
@@ -92,6 +93,7 @@ std::string readTraceSteps(const std::string &path,
     e.chunk = std::atoi(field(line, "chunk").c_str());
     e.microbatch = std::atoi(field(line, "microbatch").c_str());
     e.iteration = std::atoll(field(line, "iteration").c_str());
+    e.waitUs = std::atof(field(line, "wait").c_str());
     if (rank < 0 || rank > (1 << 20) || e.phase.empty())
       return "trace '" + path + "' has a step event this runtime did not "
              "write: " + line;

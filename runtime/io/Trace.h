@@ -25,6 +25,7 @@ struct TraceEvent {
   std::string phase;      // microbatch, forward, backward, optimizer
   int chunk = -1, microbatch = -1;
   int64_t iteration = 0;
+  double waitUs = 0; // of the duration, time blocked receiving from a peer
 };
 
 /// One rank's events as trace lines (each ends in ",\n"); `label` names

@@ -1,0 +1,250 @@
+//===- strata-inspect.cpp - what a plan holds, and its schedule drawn -----===//
+//
+//   strata-inspect PLAN                      ranks, memory, programs
+//   strata-inspect PLAN --schedule-text      the pipeline schedule, drawn
+//   strata-inspect PLAN --schedule-svg OUT   the same as an SVG picture
+//   ... --trace TRACE                        from strata-run --trace times
+//
+// The schedule comes from the plan itself: each stage's steps (its first
+// rank's), timed by the schedule simulator with unit costs, or by the
+// times a run measured. Links the runtime only.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/io/Trace.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/sim/PipelineSim.h"
+#include "tools/strata-inspect/ScheduleDrawing.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+using namespace strata;
+using namespace strata::runtime;
+
+namespace {
+
+const char *kUsage =
+    "usage: strata-inspect PLAN [--schedule-text] [--schedule-svg OUT.svg]\n"
+    "                           [--trace TRACE.json]\n"
+    "  (no flag)            the plan's layout, each rank's memory and programs\n"
+    "  --schedule-text      the pipeline schedule drawn for a terminal: a row\n"
+    "                       per stage, a box per forward and backward\n"
+    "  --schedule-svg FILE  the same drawing as an SVG picture\n"
+    "  --trace FILE         time the drawing with a strata-run --trace of the\n"
+    "                       plan (its last iteration) instead of unit costs\n";
+
+int fail(const std::string &message) {
+  std::cerr << "strata-inspect: error: " << message << "\n";
+  return 1;
+}
+
+std::string withThousands(uint64_t value) {
+  std::string digits = std::to_string(value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+const char *phaseName(Phase phase) {
+  switch (phase) {
+  case Phase::Microbatch:
+    return "microbatch";
+  case Phase::Forward:
+    return "forward";
+  case Phase::Backward:
+    return "backward";
+  case Phase::Optimizer:
+    return "optimizer";
+  }
+  return "?";
+}
+
+void describe(const Plan &plan) {
+  std::cout << "plan for model " << plan.model << ": " << plan.ranks.size()
+            << " ranks (tensor " << plan.tensorParallel << " x data "
+            << plan.dataParallel << " x pipeline " << plan.pipelineParallel
+            << "), " << plan.numMicrobatches << " microbatches of "
+            << plan.microBatchSize << " x " << plan.seqLength << " tokens"
+            << (plan.pipelineSchedule.empty()
+                    ? std::string()
+                    : ", " + plan.pipelineSchedule + " schedule")
+            << "\n";
+  for (const RankPlan &rank : plan.ranks) {
+    std::cout << "rank " << rank.rank << " (stage "
+              << plan.stageOf(rank.rank) << "): persistent "
+              << withThousands(rank.persistentBytes) << " + workspace "
+              << withThousands(rank.workspaceBytes) << " + stash "
+              << withThousands(rank.stashBytes) << " bytes; "
+              << rank.buffers.size() << " buffers, " << rank.params.size()
+              << " parameters, " << rank.schedule.size() << " steps\n";
+    for (const Program &program : rank.programs)
+      std::cout << "  program " << program.name << " ("
+                << phaseName(program.phase)
+                << (program.chunk >= 0
+                        ? " of chunk " + std::to_string(program.chunk)
+                        : std::string())
+                << "): " << program.instructions.size() << " instructions\n";
+  }
+}
+
+/// Each stage's order of forwards and backwards, from its first rank.
+std::string stageOrders(const Plan &plan,
+                        std::vector<std::vector<sim::Work>> &orders,
+                        int &chunks) {
+  chunks = 0;
+  orders.assign(plan.pipelineParallel, {});
+  for (uint32_t s = 0; s < plan.pipelineParallel; ++s) {
+    const RankPlan &rank =
+        plan.ranks[s * plan.tensorParallel * plan.dataParallel];
+    for (const Step &step : rank.schedule) {
+      const Program &program = rank.programs[step.program];
+      if (program.phase == Phase::Microbatch)
+        return "the plan runs whole microbatches (no pipeline chunks): "
+               "compile with --pipeline-model-parallel-size or a "
+               "--pipeline-schedule to see a schedule";
+      if (program.phase == Phase::Optimizer)
+        continue;
+      orders[s].push_back({program.phase == Phase::Forward
+                               ? sim::Phase::Forward
+                               : sim::Phase::Backward,
+                           program.chunk, step.microbatch});
+      chunks = std::max(chunks, program.chunk + 1);
+    }
+  }
+  return "";
+}
+
+/// Times from a trace: each stage's steps in its first rank's last
+/// traced iteration, in milliseconds from that iteration's first start.
+std::string traceTimes(const Plan &plan, const std::string &path,
+                       const std::vector<std::vector<sim::Work>> &orders,
+                       std::vector<std::vector<std::pair<double, double>>>
+                           &times) {
+  std::vector<std::vector<TraceEvent>> byRank;
+  if (std::string error = readTraceSteps(path, byRank); !error.empty())
+    return error;
+  times.assign(orders.size(), {});
+  int64_t iteration = -1;
+  for (const auto &events : byRank)
+    for (const TraceEvent &e : events)
+      iteration = std::max(iteration, e.iteration);
+  for (size_t s = 0; s < orders.size(); ++s) {
+    size_t rank = s * plan.tensorParallel * plan.dataParallel;
+    if (rank >= byRank.size())
+      return "trace '" + path + "' has no steps of rank " +
+             std::to_string(rank) + ": is it a trace of this plan?";
+    std::vector<sim::Work> seen;
+    for (const TraceEvent &e : byRank[rank]) {
+      if (e.iteration != iteration ||
+          (e.phase != "forward" && e.phase != "backward"))
+        continue;
+      seen.push_back({e.phase == "forward" ? sim::Phase::Forward
+                                           : sim::Phase::Backward,
+                      e.chunk, e.microbatch});
+      // A step's box starts when its receives have their data: the wait
+      // before it is bubble, as in the simulated picture.
+      times[s].push_back({(e.startUs + e.waitUs) / 1000.0,
+                          (e.startUs + e.durationUs) / 1000.0});
+    }
+    if (seen != orders[s])
+      return "trace '" + path + "': stage " + std::to_string(s) +
+             " ran another order than the plan's: is it a trace of this "
+             "plan?";
+  }
+  return "";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string planPath, svgPath, tracePath;
+  bool text = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string &target) {
+      if (i + 1 >= argc)
+        return false;
+      target = argv[++i];
+      return true;
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (arg == "--schedule-text") {
+      text = true;
+    } else if (arg == "--schedule-svg") {
+      if (!value(svgPath))
+        return fail("--schedule-svg needs a file to write");
+    } else if (arg == "--trace") {
+      if (!value(tracePath))
+        return fail("--trace needs a trace file (strata-run --trace)");
+    } else if (arg.rfind("--", 0) == 0) {
+      return fail("unknown flag '" + arg + "'; see strata-inspect --help");
+    } else if (planPath.empty()) {
+      planPath = arg;
+    } else {
+      return fail("one plan at a time: got '" + planPath + "' and '" + arg +
+                  "'");
+    }
+  }
+  if (planPath.empty())
+    return fail("no plan given\n" + std::string(kUsage));
+  Plan plan;
+  if (std::string error = loadPlan(planPath, plan); !error.empty())
+    return fail(planPath + ": " + error);
+  if (!text && svgPath.empty()) {
+    if (!tracePath.empty())
+      return fail("--trace times a drawing: add --schedule-text or "
+                  "--schedule-svg");
+    describe(plan);
+    return 0;
+  }
+
+  std::vector<std::vector<sim::Work>> orders;
+  int chunks = 0;
+  if (std::string error = stageOrders(plan, orders, chunks); !error.empty())
+    return fail(error);
+  inspect::Picture picture;
+  picture.stages = int(plan.pipelineParallel);
+  picture.chunksPerStage = chunks / picture.stages;
+  picture.microbatches = int(plan.numMicrobatches);
+  std::string kind = plan.pipelineSchedule == "interleaved" ? "interleaved 1F1B"
+                     : plan.pipelineSchedule == "1f1b"      ? "1F1B"
+                     : plan.pipelineSchedule == "gpipe"     ? "GPipe"
+                                                        : plan.pipelineSchedule;
+  picture.title = kind + ": " + std::to_string(picture.stages) +
+                  " stages (p), " + std::to_string(picture.chunksPerStage) +
+                  " chunks per stage (v), " +
+                  std::to_string(picture.microbatches) + " microbatches (m)";
+  if (tracePath.empty()) {
+    picture.timed =
+        sim::simulate(orders, chunks, picture.microbatches, sim::Costs());
+    if (!picture.timed.deadlock.empty())
+      return fail("the plan's schedule cannot run: " + picture.timed.deadlock);
+  } else {
+    std::vector<std::vector<std::pair<double, double>>> times;
+    if (std::string error = traceTimes(plan, tracePath, orders, times);
+        !error.empty())
+      return fail(error);
+    picture.timed = sim::fromMeasured(orders, times);
+    picture.unit = "ms";
+    picture.title += ", measured";
+  }
+  if (text)
+    std::cout << inspect::drawText(picture);
+  if (!svgPath.empty()) {
+    std::ofstream out(svgPath);
+    out << inspect::drawSvg(picture);
+    out.flush();
+    if (!out)
+      return fail("cannot write '" + svgPath + "'");
+  }
+  return 0;
+}
