@@ -111,14 +111,12 @@ std::string checkIo(const Plan &plan, const RankPlan &rank) {
   // Pipeline stages read the inputs their chunks use; a whole-step plan
   // reads both.
   bool lastStage = plan.stageOf(rank.rank) + 1 == plan.pipelineParallel;
-  bool sawInput = false;
   for (const char *name : {"tokens", "labels"}) {
     int index = rank.ioBuffer(name);
     if (index < 0 && plan.pipelineSchedule.empty())
       return std::string("the plan has no '") + name + "' input";
     if (index < 0)
       continue;
-    sawInput = true;
     const Buffer &b = rank.buffers[index];
     if (b.dtype != DType::I32 ||
         b.elements != int64_t(plan.microBatchSize) * plan.seqLength)
@@ -126,7 +124,6 @@ std::string checkIo(const Plan &plan, const RankPlan &rank) {
              std::to_string(plan.microBatchSize) + " x " +
              std::to_string(plan.seqLength) + " ids";
   }
-  (void)sawInput;
   for (const char *name : {"loss", "grad_norm"}) {
     int index = rank.ioBuffer(name);
     if (index < 0 && std::string(name) == "loss" && !lastStage)
