@@ -1,5 +1,6 @@
 //===- Mesh.cpp - the device mesh of a parallel layout --------------------===//
 #include "compiler/Mesh.h"
+#include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -26,6 +27,25 @@ void setMeshAxis(ModuleOp module, int16_t axis, int64_t size) {
 int64_t meshAxis(ModuleOp module, int16_t axis) {
   auto grid = module.lookupSymbol<shard::GridOp>(kMeshName);
   return grid ? grid.getShape()[axis] : 1;
+}
+
+void sumGradientNormOver(func::FuncOp optimizer, int16_t axis) {
+  optimizer.walk([&](graph::ClipCoefficientOp clip) {
+    Value total = clip.getSumSquares();
+    if (auto reduce = total.getDefiningOp<shard::AllReduceOp>()) {
+      SmallVector<int16_t> axes(reduce.getGridAxes());
+      axes.push_back(axis);
+      llvm::sort(axes);
+      reduce.setGridAxes(axes);
+      return;
+    }
+    OpBuilder b(clip);
+    int16_t axes[] = {axis};
+    Value reduced = shard::AllReduceOp::create(
+        b, clip.getLoc(), total.getType(), kMeshName, ArrayRef<int16_t>(axes),
+        total, shard::ReductionKind::Sum);
+    clip.getSumSquaresMutable().assign(reduced);
+  });
 }
 
 } // namespace strata

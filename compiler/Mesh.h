@@ -7,6 +7,7 @@
 #ifndef STRATA_COMPILER_MESH_H
 #define STRATA_COMPILER_MESH_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -23,6 +24,13 @@ void setMeshAxis(mlir::ModuleOp module, int16_t axis, int64_t size);
 
 /// The size of one axis of @mesh (1 without a mesh).
 int64_t meshAxis(mlir::ModuleOp module, int16_t axis);
+
+/// Makes the gradient norm of `optimizer` sum over `axis` as well: each
+/// rank along it holds the squares of a different part of the gradients
+/// (data-parallel shares of the distributed optimizer, pipeline stages'
+/// parameters). Extends the all-reduce feeding graph.clip_coefficient, or
+/// inserts one.
+void sumGradientNormOver(mlir::func::FuncOp optimizer, int16_t axis);
 
 } // namespace strata
 

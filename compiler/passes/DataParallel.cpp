@@ -59,20 +59,7 @@ struct DataParallelPass : strata::impl::DataParallelBase<DataParallelPass> {
       return; // every rank holds whole, equal gradients
 
     // Each rank's sums of squares cover its own part: sum over dp as well.
-    optimizer.walk([&](strata::graph::ClipCoefficientOp clip) {
-      Value total = clip.getSumSquares();
-      if (auto reduce = total.getDefiningOp<shard::AllReduceOp>()) {
-        SmallVector<int16_t> axes(reduce.getGridAxes());
-        axes.push_back(strata::kDataAxis);
-        reduce.setGridAxes(axes);
-        return;
-      }
-      b.setInsertionPoint(clip);
-      Value reduced = shard::AllReduceOp::create(
-          b, clip.getLoc(), total.getType(), strata::kMeshName,
-          ArrayRef<int16_t>(dpAxis), total, shard::ReductionKind::Sum);
-      clip.getSumSquaresMutable().assign(reduced);
-    });
+    strata::sumGradientNormOver(optimizer, strata::kDataAxis);
   }
 };
 

@@ -168,18 +168,16 @@ void Lowering::gemm(Location loc, exec::BufferOp a, exec::BufferOp bMatrix,
           b.getNamedAttr("accumulate", b.getBoolAttr(accumulate))});
 }
 
-exec::BufferOp Lowering::fusedAccumulator(Value grad) {
-  if (!grad.hasOneUse())
-    return {};
-  auto sink = dyn_cast<graph::AccumulateGradOp>(*grad.getUsers().begin());
-  if (!sink)
-    return {};
-  auto it = params.find(sink.getName());
+Lowering::GradientTarget Lowering::gradientTarget(Value grad) {
+  auto sink = grad.hasOneUse() ? dyn_cast<graph::AccumulateGradOp>(
+                                     *grad.getUsers().begin())
+                               : graph::AccumulateGradOp();
+  auto it = sink ? params.find(sink.getName()) : params.end();
   if (it == params.end())
-    return {};
+    return {temporary(grad, exec::Arena::Workspace), false};
   fused.insert(sink);
   buffers[grad] = it->second.grad;
-  return it->second.grad;
+  return {it->second.grad, true};
 }
 
 LogicalResult Lowering::lowerFunction(func::FuncOp func) {
@@ -260,7 +258,7 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   // chunk, and its backward for the same microbatch frees it.
   std::map<int64_t, std::vector<bool>> busy;            // by chunk
   std::map<std::pair<int64_t, int64_t>, int64_t> slotOf; // (chunk, mb)
-  SmallVector<int64_t> slots(std::max<int64_t>(chunkStash.size(), 0), 0);
+  SmallVector<int64_t> slots; // per chunk of the stage: the most in use
   for (auto step : schedule.getBody().front().getOps<dist::StepOp>()) {
     auto function = module.lookupSymbol<func::FuncOp>(step.getFunction());
     auto chunkAttr = function->getAttrOfType<IntegerAttr>("dist.chunk");

@@ -168,9 +168,14 @@ private:
             exec::BufferOp c, int64_t m, int64_t n, int64_t k,
             bool transposeA, bool transposeB, bool accumulate);
 
-  /// The accumulator a gradient goes straight into when its only use is
-  /// graph.accumulate_grad, else null.
-  exec::BufferOp fusedAccumulator(Value grad);
+  /// Where a gradient kernel writes: straight into the parameter's
+  /// accumulator (adding, `accumulate` true) when its only use is
+  /// graph.accumulate_grad, else a fresh workspace buffer.
+  struct GradientTarget {
+    exec::BufferOp buffer;
+    bool accumulate = false;
+  };
+  GradientTarget gradientTarget(Value grad);
 
   LogicalResult lowerOp(Operation *op);
 

@@ -133,10 +133,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     auto lhs = wgrad.getLhs().getType();
     int64_t rows = rowsOf(lhs), k = lhs.getShape().back();
     int64_t n = wgrad.getGrad().getType().getShape().back();
-    exec::BufferOp target = fusedAccumulator(wgrad);
-    bool accumulate = static_cast<bool>(target);
-    if (!target)
-      target = out(wgrad);
+    auto [target, accumulate] = gradientTarget(wgrad);
     if (wgrad.getTransposeResult())
       gemm(loc, bufferOf(wgrad.getGrad()), bufferOf(wgrad.getLhs()), target,
            n, k, rows, true, false, accumulate);
@@ -160,10 +157,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto sum = dyn_cast<graph::SumToOp>(op)) {
-    exec::BufferOp target = fusedAccumulator(sum);
-    bool accumulate = static_cast<bool>(target);
-    if (!target)
-      target = out(sum);
+    auto [target, accumulate] = gradientTarget(sum);
     kernel(loc, "sum_to", {bufferOf(sum.getInput())}, {target},
            {attr("accumulate", b.getBoolAttr(accumulate))});
     return success();
@@ -366,10 +360,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto grad = dyn_cast<graph::EmbeddingGradOp>(op)) {
-    exec::BufferOp target = fusedAccumulator(grad);
-    bool accumulate = static_cast<bool>(target);
-    if (!target)
-      target = out(grad);
+    auto [target, accumulate] = gradientTarget(grad);
     SmallVector<NamedAttribute> attrs = {
         attr("accumulate", b.getBoolAttr(accumulate))};
     if (op->hasAttr("dist.vocab_parallel"))

@@ -28,13 +28,12 @@
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <set>
 
@@ -52,6 +51,14 @@ namespace {
 /// Ops cloned into every function that uses them: no inputs, cheap.
 bool isFree(Operation *op) {
   return isa<graph::ParamOp, graph::InputOp, graph::ConstantOp>(op);
+}
+
+/// `value` of a free op, cloned at the top of `entry` under `map`.
+Value cloneFree(OpBuilder &b, Block *entry, IRMapping &map, Value value) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  Operation *clone = b.clone(*value.getDefiningOp(), map);
+  return clone->getResult(cast<OpResult>(value).getResultNumber());
 }
 
 /// Ops that only rename bytes (no kernel): never worth stashing.
@@ -150,12 +157,8 @@ FailureOr<Value> Splitter::forwardValue(int64_t c, Value value,
   if (Value mapped = chunk.forwardMap.lookupOrNull(value))
     return mapped;
   Operation *def = value.getDefiningOp();
-  if (def && isFree(def)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(chunk.forwardEntry);
-    Operation *clone = b.clone(*def, chunk.forwardMap);
-    return clone->getResult(cast<OpResult>(value).getResultNumber());
-  }
+  if (def && isFree(def))
+    return cloneFree(b, chunk.forwardEntry, chunk.forwardMap, value);
   int64_t from = def ? chunkOf.lookup(def) : -1;
   if (from != c - 1)
     return emitError(useLoc)
@@ -212,12 +215,8 @@ FailureOr<Value> Splitter::backwardForwardValue(int64_t c, Value value,
   if (Value mapped = chunk.backwardMap.lookupOrNull(value))
     return mapped;
   Operation *def = value.getDefiningOp();
-  if (def && isFree(def)) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(chunk.backwardEntry);
-    Operation *clone = b.clone(*def, chunk.backwardMap);
-    return clone->getResult(cast<OpResult>(value).getResultNumber());
-  }
+  if (def && isFree(def))
+    return cloneFree(b, chunk.backwardEntry, chunk.backwardMap, value);
   int64_t home = def ? chunkOf.lookup(def) : -1;
   bool entering = home == c - 1 && chunk.inputs.contains(value);
   if (home != c && !entering)
@@ -257,13 +256,11 @@ LogicalResult Splitter::buildBackward(int64_t c) {
       if (chunk.backwardMap.contains(operand))
         continue;
       Operation *def = operand.getDefiningOp();
+      // Gradients of this chunk are mapped as their ops are cloned, and
+      // those from the chunk after were received: what is left is forward.
       if (def && !def->hasAttr("strata.layer")) {
         if (failed(backwardForwardValue(c, operand, op->getLoc())))
           return failure();
-        continue;
-      }
-      if (def && isFree(def)) {
-        b.clone(*def, chunk.backwardMap);
         continue;
       }
       return op->emitOpError()
@@ -301,21 +298,7 @@ void Splitter::tieGradients() {
                                  b.getDenseI64ArrayAttr(list));
   }
   // Each stage's sums of squares cover its own parameters.
-  optimizer.walk([&](graph::ClipCoefficientOp clip) {
-    Value total = clip.getSumSquares();
-    if (auto reduce = total.getDefiningOp<shard::AllReduceOp>()) {
-      SmallVector<int16_t> axes(reduce.getGridAxes());
-      axes.push_back(kPipelineAxis);
-      reduce.setGridAxes(axes);
-      return;
-    }
-    b.setInsertionPoint(clip);
-    int16_t axis[] = {kPipelineAxis};
-    Value reduced = shard::AllReduceOp::create(
-        b, clip.getLoc(), total.getType(), kMeshName, ArrayRef<int16_t>(axis),
-        total, shard::ReductionKind::Sum);
-    clip.getSumSquaresMutable().assign(reduced);
-  });
+  sumGradientNormOver(optimizer, kPipelineAxis);
 }
 
 LogicalResult Splitter::run() {
