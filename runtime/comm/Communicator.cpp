@@ -152,16 +152,15 @@ void Communicator::transfer(const Instruction &instruction,
   int peer = int(instruction.intAttr("peer"));
   int64_t channel = instruction.intAttr("channel");
   int tag = transferTag(channel, microbatch);
-  uint64_t before = transport.bytesSent;
   if (sending) {
     transport.post(peer, memory.data(index), buffer.bytes, tag);
+    bytesByKind["send over pp"] += buffer.bytes;
   } else {
     transport.recv(peer, memory.data(index), buffer.bytes, tag, deadline(),
                    "recv of channel " + std::to_string(channel) +
                        " for microbatch " + std::to_string(microbatch) +
                        " (" + where + ")");
   }
-  bytesByKind["send over pp"] += transport.bytesSent - before;
 }
 
 void Communicator::run(const Instruction &instruction, RankMemory &memory,

@@ -36,30 +36,15 @@ assemble(const Plan &plan, const std::vector<std::vector<ParamPiece>> &all) {
           tensor.values.assign(total, 0.0f);
         }
         const ParamPiece &piece = all[r][p];
-        const std::vector<int64_t> &local = rank.buffers[param.value].shape;
-        size_t dims = local.size();
-        std::vector<int64_t> index(dims, 0), stride(dims, 1);
-        for (size_t d = dims; d-- > 1;)
-          stride[d - 1] = stride[d] * param.globalShape[d];
-        for (int64_t e = 0; e < int64_t(piece.values.size()); ++e) {
-          bool write = pass == 0;
-          for (auto [begin, end] : piece.exact)
-            write |= pass == 1 && e >= begin && e < end;
-          int64_t global = 0;
-          bool padding = false;
-          for (size_t d = 0; d < dims; ++d) {
-            int64_t at = index[d] + param.shardOffset[d];
-            padding |= at >= param.globalShape[d];
-            global += at * stride[d];
-          }
-          if (write && !padding)
-            tensor.values[global] = piece.values[e];
-          for (size_t d = dims; d-- > 0;) {
-            if (++index[d] < local[d])
-              break;
-            index[d] = 0;
-          }
-        }
+        forEachShardElement(
+            param, rank.buffers[param.value].shape,
+            [&](int64_t e, int64_t global, bool padding) {
+              bool write = pass == 0;
+              for (auto [begin, end] : piece.exact)
+                write |= pass == 1 && e >= begin && e < end;
+              if (write && !padding)
+                tensor.values[global] = piece.values[e];
+            });
       }
     }
   }

@@ -58,34 +58,17 @@ void RankMemory::initializeParameters(uint64_t seed) {
   for (const Param &param : rank.params) {
     const Buffer &value = rank.buffers[param.value];
     std::vector<float> values(value.elements);
-    // Row-major strides of the global tensor, to find the global index of
-    // each local element of the shard.
-    size_t rankDims = param.globalShape.size();
-    std::vector<int64_t> globalStride(rankDims, 1);
-    for (size_t d = rankDims; d-- > 1;)
-      globalStride[d - 1] = globalStride[d] * param.globalShape[d];
     uint64_t key = philoxKey(seed, param.name);
-    std::vector<int64_t> local(rankDims, 0);
-    for (int64_t e = 0; e < value.elements; ++e) {
-      int64_t global = 0;
-      bool padding = false;
-      for (size_t d = 0; d < rankDims; ++d) {
-        int64_t index = local[d] + param.shardOffset[d];
-        padding |= index >= param.globalShape[d];
-        global += index * globalStride[d];
-      }
-      if (padding || param.init == "zeros")
-        values[e] = 0.0f;
-      else if (param.init == "ones")
-        values[e] = 1.0f;
-      else
-        values[e] = static_cast<float>(param.std * philoxNormal(key, global));
-      for (size_t d = rankDims; d-- > 0;) {
-        if (++local[d] < value.shape[d])
-          break;
-        local[d] = 0;
-      }
-    }
+    forEachShardElement(param, value.shape,
+                        [&](int64_t e, int64_t global, bool padding) {
+                          if (padding || param.init == "zeros")
+                            values[e] = 0.0f;
+                          else if (param.init == "ones")
+                            values[e] = 1.0f;
+                          else
+                            values[e] = static_cast<float>(
+                                param.std * philoxNormal(key, global));
+                        });
     setParameterValues(param, values.data());
   }
 }

@@ -27,6 +27,9 @@ public:
   float *f32(uint32_t buffer) const {
     return static_cast<float *>(data(buffer));
   }
+  template <typename T> T *data(uint32_t buffer) const {
+    return static_cast<T *>(data(buffer));
+  }
 
   /// Zeroes the zero_init buffers (accumulators, moments) and draws every
   /// parameter from the seed, on the global tensor; vocabulary padding

@@ -16,6 +16,7 @@
 #include "runtime/exec/RankMemory.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/io/Trace.h"
+#include "runtime/sim/PipelineSim.h"
 
 #include <algorithm>
 #include <chrono>
@@ -75,16 +76,6 @@ std::string checkTrainOptions(const TrainOptions &o) {
 }
 
 namespace {
-
-std::string thousands(uint64_t value) {
-  std::string digits = std::to_string(value), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 void logLine(std::ostream &log, int64_t iteration, int64_t iters,
              int64_t samples, double ms, double tflops, double lr,
@@ -158,14 +149,34 @@ public:
         options(options) {
     dpRank = (rank / plan.tensorParallel) % plan.dataParallel;
     stage = plan.stageOf(rank);
+    tokens = this->rank.ioBuffer("tokens");
+    labels = this->rank.ioBuffer("labels");
     int loss = this->rank.ioBuffer("loss");
+    // Per program: whether it reads the batch or writes the loss, and
+    // where each communication instruction is, for timeout messages.
     for (const Program &program : this->rank.programs) {
-      bool writes = false;
-      for (const Instruction &instruction : program.instructions)
+      bool reads = false, writes = false;
+      std::vector<std::string> &where = locations.emplace_back();
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const Instruction &instruction = program.instructions[i];
+        for (uint32_t in : instruction.inputs)
+          reads |= int(in) == tokens || int(in) == labels;
         for (uint32_t out : instruction.outputs)
           writes |= loss >= 0 && out == uint32_t(loss);
+        where.push_back(
+            isCommunication(KernelId(instruction.kernelId))
+                ? "program " + program.name + ", instruction " +
+                      std::to_string(i) +
+                      (instruction.location.empty()
+                           ? ""
+                           : ", " + instruction.location)
+                : "");
+      }
+      readsBatch.push_back(reads);
       writesLoss.push_back(writes);
     }
+    sampleTokens.resize(plan.seqLength);
+    sampleLabels.resize(plan.seqLength);
   }
 
   /// Microseconds since the run began (the trace's clock).
@@ -182,13 +193,7 @@ public:
       auto start = std::chrono::steady_clock::now();
       double startUs = tracing ? now() : 0;
       if (isCommunication(KernelId(instruction.kernelId)))
-        comm.run(instruction, memory,
-                 "program " + program.name + ", instruction " +
-                     std::to_string(i) +
-                     (instruction.location.empty()
-                          ? ""
-                          : ", " + instruction.location),
-                 microbatch);
+        comm.run(instruction, memory, locations[index][i], microbatch);
       else
         backend.run(instruction, memory, hyper);
       if (options.profile) {
@@ -210,15 +215,17 @@ public:
     }
   }
 
-  /// A step's name in traces and pictures: F3.1 is the forward of
-  /// microbatch 3 on chunk 1; B for backward; M3 a whole microbatch; O
-  /// the optimizer.
+  /// A step's name in traces: a chunk's forward or backward as the
+  /// schedule simulator writes it (F3.1: microbatch 3 on chunk 1), M3 a
+  /// whole microbatch, then the optimizer.
   static std::string stepName(const Program &program, int64_t microbatch) {
     switch (program.phase) {
     case Phase::Forward:
     case Phase::Backward:
-      return std::string(program.phase == Phase::Forward ? "F" : "B") +
-             std::to_string(microbatch) + "." + std::to_string(program.chunk);
+      return sim::describe({program.phase == Phase::Forward
+                                ? sim::Phase::Forward
+                                : sim::Phase::Backward,
+                            program.chunk, int(microbatch)});
     case Phase::Microbatch:
       return "M" + std::to_string(microbatch);
     case Phase::Optimizer:
@@ -226,39 +233,21 @@ public:
     }
     return program.name;
   }
-  static const char *phaseName(Phase phase) {
-    switch (phase) {
-    case Phase::Forward:
-      return "forward";
-    case Phase::Backward:
-      return "backward";
-    case Phase::Optimizer:
-      return "optimizer";
-    case Phase::Microbatch:
-      return "microbatch";
-    }
-    return "?";
-  }
 
   /// Writes microbatch `mb` of iteration `iteration` (0-based) into the
   /// token and label buffers: sample indices as Megatron's sampler orders
   /// them across data-parallel ranks.
   void loadBatch(const Dataset &data, int64_t iteration, int64_t mb) {
-    int tokens = rank.ioBuffer("tokens"), labels = rank.ioBuffer("labels");
-    if (tokens < 0 && labels < 0)
-      return; // a middle pipeline stage reads neither
     int64_t b = plan.microBatchSize, s = plan.seqLength;
-    std::vector<int32_t> t(s), l(s);
     for (int64_t i = 0; i < b; ++i) {
       int64_t index = iteration * plan.globalBatchSize +
                       mb * b * plan.dataParallel + dpRank * b + i;
-      data.sample(index, t.data(), l.data());
-      if (tokens >= 0)
-        std::copy(t.begin(), t.end(),
-                  static_cast<int32_t *>(memory.data(tokens)) + i * s);
-      if (labels >= 0)
-        std::copy(l.begin(), l.end(),
-                  static_cast<int32_t *>(memory.data(labels)) + i * s);
+      // A pipeline stage may hold only one of the two inputs.
+      int32_t *t = tokens >= 0 ? memory.data<int32_t>(tokens) + i * s
+                               : sampleTokens.data();
+      int32_t *l = labels >= 0 ? memory.data<int32_t>(labels) + i * s
+                               : sampleLabels.data();
+      data.sample(index, t, l);
     }
   }
 
@@ -287,9 +276,9 @@ public:
       hyper.step = iteration;
       float loss = 0;
       for (const Step &step : rank.schedule) {
-        // Inputs are loaded for every step of a microbatch: pipeline
+        // The batch is loaded for every step that reads it: pipeline
         // stages interleave microbatches, and loading is cheap.
-        if (step.microbatch >= 0)
+        if (step.microbatch >= 0 && readsBatch[step.program])
           loadBatch(data, iteration - 1, step.microbatch);
         memory.setSlot(step.slot);
         double startUs = tracing ? now() : 0;
@@ -360,7 +349,7 @@ public:
       printProfile(log);
     if (options.reportComm && options.trainIters > 0)
       for (auto &[kind, bytes] : comm.bytesByKind)
-        log << "rank " << rank.rank << " sent " << thousands(bytes /
+        log << "rank " << rank.rank << " sent " << withThousands(bytes /
                                                              options.trainIters)
             << " bytes per iteration in " << kind << "\n";
     if (options.reportMemory) {
@@ -370,16 +359,16 @@ public:
       uint64_t workspace = memory.highWater(Arena::Workspace);
       uint64_t stash = rank.stashBytes ? memory.highWater(Arena::Stash) : 0;
       auto stashText = [&](uint64_t bytes) {
-        return rank.stashBytes ? " + stash " + thousands(bytes) : "";
+        return rank.stashBytes ? " + stash " + withThousands(bytes) : "";
       };
       log << (plan.ranks.size() > 1 ? "rank " + std::to_string(rank.rank) + " "
                                     : std::string())
-          << "memory: planned peak " << thousands(planned)
-          << " bytes (persistent " << thousands(rank.persistentBytes)
-          << " + workspace " << thousands(rank.workspaceBytes)
+          << "memory: planned peak " << withThousands(planned)
+          << " bytes (persistent " << withThousands(rank.persistentBytes)
+          << " + workspace " << withThousands(rank.workspaceBytes)
           << stashText(rank.stashBytes) << "); measured high-water "
-          << thousands(persistent + workspace + stash) << " bytes (persistent "
-          << thousands(persistent) << " + workspace " << thousands(workspace)
+          << withThousands(persistent + workspace + stash) << " bytes (persistent "
+          << withThousands(persistent) << " + workspace " << withThousands(workspace)
           << stashText(stash) << ")\n";
     }
   }
@@ -422,7 +411,12 @@ public:
   const TrainOptions &options;
   int64_t dpRank = 0;
   uint32_t stage = 0;
-  std::vector<bool> writesLoss; // per program: does it write the loss?
+  int tokens = -1, labels = -1; // the input buffers, if this rank has them
+  std::vector<int32_t> sampleTokens, sampleLabels; // for one it lacks
+  // Per program: does it read the batch, write the loss; and per
+  // instruction, where it is (for communication timeouts).
+  std::vector<bool> readsBatch, writesLoss;
+  std::vector<std::vector<std::string>> locations;
   // The trace's clock: the monotonic clock, which processes on one machine
   // share, so that MPI ranks' tracks line up too.
   Clock::time_point epoch{};

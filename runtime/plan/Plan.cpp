@@ -24,6 +24,30 @@ const char *dtypeName(DType dtype) {
   return "?";
 }
 
+const char *phaseName(Phase phase) {
+  switch (phase) {
+  case Phase::Microbatch:
+    return "microbatch";
+  case Phase::Forward:
+    return "forward";
+  case Phase::Backward:
+    return "backward";
+  case Phase::Optimizer:
+    return "optimizer";
+  }
+  return "?";
+}
+
+std::string withThousands(uint64_t value) {
+  std::string digits = std::to_string(value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 namespace {
 
 /// The semantic checks, each returning "" or the first thing wrong.
@@ -244,22 +268,28 @@ private:
       if (chunked != (step->slot() >= 0))
         return "the schedule runs program '" + program.name + "' " +
                (chunked ? "without" : "with") + " a stash slot";
-      // Every stash buffer the program names must fit in its slot.
-      for (const Instruction &instruction : program.instructions)
+      out.schedule.push_back(
+          {step->program(), step->microbatch(), step->slot()});
+    }
+    // Every stash buffer a program names must fit in the highest slot the
+    // schedule runs it in.
+    std::vector<int32_t> highest(out.programs.size(), -1);
+    for (const Step &step : out.schedule)
+      highest[step.program] = std::max(highest[step.program], step.slot);
+    for (size_t p = 0; p < out.programs.size(); ++p) {
+      if (highest[p] < 0)
+        continue;
+      for (const Instruction &instruction : out.programs[p].instructions)
         for (const auto *list : {&instruction.inputs, &instruction.outputs})
           for (uint32_t index : *list) {
             const Buffer &b = out.buffers[index];
-            if (b.arena != Arena::Stash)
-              continue;
-            uint64_t at = b.offset + b.slotStride * uint64_t(step->slot());
-            if (at + b.bytes > out.stashBytes)
-              return "the schedule runs program '" + program.name +
-                     "' in stash slot " + std::to_string(step->slot()) +
+            uint64_t at = b.offset + b.slotStride * uint64_t(highest[p]);
+            if (b.arena == Arena::Stash && at + b.bytes > out.stashBytes)
+              return "the schedule runs program '" + out.programs[p].name +
+                     "' in stash slot " + std::to_string(highest[p]) +
                      ", past the stash arena's " +
                      std::to_string(out.stashBytes) + " bytes";
           }
-      out.schedule.push_back(
-          {step->program(), step->microbatch(), step->slot()});
     }
     return "";
   }

@@ -20,6 +20,9 @@ enum class DType : uint8_t { F32, BF16, I32 };
 inline size_t dtypeBytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
 const char *dtypeName(DType dtype);
 
+/// 1234567 as "1,234,567", for byte counts in messages and reports.
+std::string withThousands(uint64_t value);
+
 enum class Arena : uint8_t { Persistent, Workspace, Stash };
 
 struct Buffer {
@@ -60,6 +63,8 @@ struct Instruction {
 
 enum class Phase : uint8_t { Microbatch, Forward, Backward, Optimizer };
 
+const char *phaseName(Phase phase); // "forward", ...
+
 struct Program {
   std::string name;
   std::vector<Instruction> instructions;
@@ -82,6 +87,37 @@ struct Param {
   std::string init;
   double std = 0;
 };
+
+/// Calls fn(e, global, padding) for each element e (row-major) of a rank's
+/// shard of `param`, whose local shape is `local`: the element's index in
+/// the global tensor, and whether it is vocabulary padding (past the
+/// global shape, so `global` means nothing).
+template <typename Fn>
+void forEachShardElement(const Param &param, const std::vector<int64_t> &local,
+                         Fn fn) {
+  size_t dims = local.size();
+  std::vector<int64_t> index(dims, 0), stride(dims, 1);
+  for (size_t d = dims; d-- > 1;)
+    stride[d - 1] = stride[d] * param.globalShape[d];
+  int64_t count = 1;
+  for (int64_t extent : local)
+    count *= extent;
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t global = 0;
+    bool padding = false;
+    for (size_t d = 0; d < dims; ++d) {
+      int64_t at = index[d] + param.shardOffset[d];
+      padding |= at >= param.globalShape[d];
+      global += at * stride[d];
+    }
+    fn(e, global, padding);
+    for (size_t d = dims; d-- > 0;) {
+      if (++index[d] < local[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
 
 struct Io {
   std::string name;

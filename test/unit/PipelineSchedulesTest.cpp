@@ -140,7 +140,7 @@ TEST(PipelineSchedules, InterleavingDividesTheBubbleByChunks) {
       }
 }
 
-TEST(PipelineSchedules, EverySchedulesRunsWithoutDeadlock) {
+TEST(PipelineSchedules, EveryScheduleRunsWithoutDeadlock) {
   for (int p : {1, 2, 3, 4, 8})
     for (int v : {1, 2, 3})
       for (int m : {1, 2, 3, 4, 8, 16})

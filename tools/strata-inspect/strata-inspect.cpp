@@ -41,30 +41,6 @@ int fail(const std::string &message) {
   return 1;
 }
 
-std::string withThousands(uint64_t value) {
-  std::string digits = std::to_string(value), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-const char *phaseName(Phase phase) {
-  switch (phase) {
-  case Phase::Microbatch:
-    return "microbatch";
-  case Phase::Forward:
-    return "forward";
-  case Phase::Backward:
-    return "backward";
-  case Phase::Optimizer:
-    return "optimizer";
-  }
-  return "?";
-}
-
 void describe(const Plan &plan) {
   std::cout << "plan for model " << plan.model << ": " << plan.ranks.size()
             << " ranks (tensor " << plan.tensorParallel << " x data "
