@@ -14,11 +14,37 @@
 
 namespace strata::runtime::cpu {
 
+// Pointwise loops, parallel past `threshold` elements (cheap ops need more
+// work per thread than transcendental ones to pay for it).
+constexpr int64_t kCheap = 65536, kCostly = 16384;
+
+/// y[i] = op(x[i]).
+template <typename Op>
+static void unary(const KernelArgs &args, int64_t threshold, Op op) {
+  const float *x = args.inF(0);
+  float *y = args.outF(0);
+  int64_t n = args.inCount(0);
+#pragma omp parallel for if (n > threshold)
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = op(x[i]);
+}
+
+/// dx[i] = op(x[i], dy[i]): a backward of a pointwise op.
+template <typename Op>
+static void pointwiseBackward(const KernelArgs &args, Op op) {
+  const float *x = args.inF(0), *dy = args.inF(1);
+  float *dx = args.outF(0);
+  int64_t n = args.inCount(0);
+#pragma omp parallel for if (n > kCostly)
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = op(x[i], dy[i]);
+}
+
 void fill(const KernelArgs &args) {
   float value = static_cast<float>(args.instruction.floatAttr("value"));
   float *y = args.outF(0);
   int64_t n = args.outCount(0);
-#pragma omp parallel for if (n > 65536)
+#pragma omp parallel for if (n > kCheap)
   for (int64_t i = 0; i < n; ++i)
     y[i] = value;
 }
@@ -31,7 +57,7 @@ void accumulate(const KernelArgs &args) {
   const float *x = args.inF(0);
   float *y = args.outF(0);
   int64_t n = args.inCount(0);
-#pragma omp parallel for if (n > 65536)
+#pragma omp parallel for if (n > kCheap)
   for (int64_t i = 0; i < n; ++i)
     y[i] += x[i];
 }
@@ -41,7 +67,7 @@ template <typename Op> static void broadcast(const KernelArgs &args, Op op) {
   float *c = args.outF(0);
   int64_t n = args.inCount(0), width = args.inCount(1);
   int64_t rows = n / width;
-#pragma omp parallel for if (n > 65536)
+#pragma omp parallel for if (n > kCheap)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < width; ++j)
       c[r * width + j] = op(a[r * width + j], b[j]);
@@ -59,12 +85,7 @@ void mul(const KernelArgs &args) {
 
 void scale(const KernelArgs &args) {
   float factor = static_cast<float>(args.instruction.floatAttr("factor"));
-  const float *x = args.inF(0);
-  float *y = args.outF(0);
-  int64_t n = args.inCount(0);
-#pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = x[i] * factor;
+  unary(args, kCheap, [factor](float x) { return x * factor; });
 }
 
 void sumTo(const KernelArgs &args) {
@@ -72,7 +93,7 @@ void sumTo(const KernelArgs &args) {
   float *y = args.outF(0);
   int64_t width = args.outCount(0), rows = args.inCount(0) / width;
   bool add = args.flag("accumulate");
-#pragma omp parallel for if (rows * width > 65536)
+#pragma omp parallel for if (rows * width > kCheap)
   for (int64_t j = 0; j < width; ++j) {
     double sum = 0;
     for (int64_t r = 0; r < rows; ++r)
@@ -85,45 +106,28 @@ static constexpr float kInvSqrt2 = 0.70710678118654752440f;
 static constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
 void geluFwd(const KernelArgs &args) {
-  const float *x = args.inF(0);
-  float *y = args.outF(0);
-  int64_t n = args.inCount(0);
-#pragma omp parallel for if (n > 16384)
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+  unary(args, kCostly, [](float x) {
+    return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
+  });
 }
 
 void geluBwd(const KernelArgs &args) {
-  const float *x = args.inF(0), *dy = args.inF(1);
-  float *dx = args.outF(0);
-  int64_t n = args.inCount(0);
-#pragma omp parallel for if (n > 16384)
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i];
-    float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
-    float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
-    dx[i] = dy[i] * (cdf + v * pdf);
-  }
+  pointwiseBackward(args, [](float x, float dy) {
+    float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+    float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
+    return dy * (cdf + x * pdf);
+  });
 }
 
 void siluFwd(const KernelArgs &args) {
-  const float *x = args.inF(0);
-  float *y = args.outF(0);
-  int64_t n = args.inCount(0);
-#pragma omp parallel for if (n > 16384)
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = x[i] / (1.0f + std::exp(-x[i]));
+  unary(args, kCostly, [](float x) { return x / (1.0f + std::exp(-x)); });
 }
 
 void siluBwd(const KernelArgs &args) {
-  const float *x = args.inF(0), *dy = args.inF(1);
-  float *dx = args.outF(0);
-  int64_t n = args.inCount(0);
-#pragma omp parallel for if (n > 16384)
-  for (int64_t i = 0; i < n; ++i) {
-    float s = 1.0f / (1.0f + std::exp(-x[i]));
-    dx[i] = dy[i] * s * (1.0f + x[i] * (1.0f - s));
-  }
+  pointwiseBackward(args, [](float x, float dy) {
+    float s = 1.0f / (1.0f + std::exp(-x));
+    return dy * s * (1.0f + x * (1.0f - s));
+  });
 }
 
 void transpose(const KernelArgs &args) {
@@ -156,10 +160,6 @@ void transpose(const KernelArgs &args) {
     }
   }
 }
-
-} // namespace strata::runtime::cpu
-
-namespace strata::runtime::cpu {
 
 void slice(const KernelArgs &args) {
   // y is part `part` of `parts` equal blocks of x along `dim`.
