@@ -17,14 +17,16 @@ def VerifyModel : Pass<"strata-verify-model", "mlir::ModuleOp"> {
 }
 
 def PadVocab : Pass<"strata-pad-vocab", "mlir::ModuleOp"> {
-  let summary = "Pad a vocabulary that tensor-parallel ranks cannot split";
+  let summary = "Pad the vocabulary to a multiple of divisible-by x tp";
   let description = [{
-    When the vocabulary is not divisible by `tensor-parallel`, pads it (the
-    embedding tables' rows, the output layer's columns) to the next multiple
-    of `divisible-by` · tensor-parallel, as Megatron's
-    --make-vocab-size-divisible-by does, and tells the cross-entropy the
-    real size so that the padding stays out of the loss. A padded parameter
-    records its real shape in `dist.real_shape`.
+    Pads the vocabulary (the embedding tables' rows, the output layer's
+    columns) to the next multiple of `divisible-by` · tensor-parallel, as
+    Megatron's --make-vocab-size-divisible-by does, for every layout, so
+    that shapes agree with Megatron's; whole trailing shards may hold only
+    padding. Tells the cross-entropy the real size so that the padding
+    stays out of the loss. A padded parameter records its real shape in
+    `dist.real_shape`. Logits that do not come from a parameter's matmul
+    are left alone when the ranks can split them as they are.
   }];
   let options = [
     Option<"tensorParallel", "tensor-parallel", "int64_t", "1",

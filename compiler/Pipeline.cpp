@@ -62,12 +62,10 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
                    Level to) {
   auto crosses = [&](Level level) { return from < level && level <= to; };
   if (crosses(Level::Step)) {
-    if (options.tensorParallel > 1) {
-      PadVocabOptions pad;
-      pad.tensorParallel = options.tensorParallel;
-      pad.divisibleBy = options.vocabDivisibleBy;
-      pm.addPass(createPadVocab(pad));
-    }
+    PadVocabOptions pad;
+    pad.tensorParallel = options.tensorParallel;
+    pad.divisibleBy = options.vocabDivisibleBy;
+    pm.addPass(createPadVocab(pad));
     pm.addPass(createVerifyModel());
     // Each rank's microbatch losses are divided so that summing gradients
     // over microbatches and data-parallel ranks gives the mean.

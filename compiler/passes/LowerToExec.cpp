@@ -115,6 +115,7 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
       offset[dim.getInt()] = tpOffset(local.getDimSize(dim.getInt()));
     if (auto shape = param->getAttrOfType<DenseI64ArrayAttr>("dist.global_shape"))
       global.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+    SmallVector<int64_t> padded = global;
     if (auto real = param->getAttrOfType<DenseI64ArrayAttr>("dist.real_shape"))
       global.assign(real.asArrayRef().begin(), real.asArrayRef().end());
     double std = param.getStd() ? param.getStd()->convertToDouble() : 0.0;
@@ -123,7 +124,8 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
         FlatSymbolRefAttr::get(p.value.getSymNameAttr()),
         FlatSymbolRefAttr::get(p.grad.getSymNameAttr()),
         b.getArrayAttr(masters), b.getDenseI64ArrayAttr(masterOffsets),
-        b.getDenseI64ArrayAttr(global), b.getDenseI64ArrayAttr(offset),
+        b.getDenseI64ArrayAttr(global), b.getDenseI64ArrayAttr(padded),
+        b.getDenseI64ArrayAttr(offset),
         b.getStringAttr(graph::stringifyInitKind(param.getInit())),
         b.getF64FloatAttr(std));
   }

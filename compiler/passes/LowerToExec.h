@@ -139,11 +139,15 @@ private:
   /// The tp index that a tensor split along tp starts at, in elements of
   /// its dimension `size` (local).
   int64_t tpOffset(int64_t localSize) { return coords.tp * localSize; }
-  exec::BufferOp temporary(Value value, exec::Arena arena) {
+  /// A buffer for `value`; `keepF32` keeps a float tensor in f32 in bf16
+  /// mode (the loss's row statistics, as Megatron computes them).
+  exec::BufferOp temporary(Value value, exec::Arena arena,
+                           bool keepF32 = false) {
     bool stashed = stashValues.contains(value);
     exec::BufferOp buffer =
         makeBuffer((stashed ? "s" : "t") + std::to_string(counter++),
-                   storageType(value.getType()),
+                   keepF32 ? asF32(value.getType())
+                           : storageType(value.getType()),
                    stashed ? exec::Arena::Stash : arena);
     if (stashed)
       buffer.setStashGroupAttr(b.getI64IntegerAttr(stashGroup));

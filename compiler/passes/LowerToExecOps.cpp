@@ -274,7 +274,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     SmallVector<exec::BufferOp> ins;
     for (Value operand : op->getOperands())
       ins.push_back(bufferOf(operand));
-    kernel(loc, name, ins, {out(op->getResult(0))}, attrs);
+    // The row statistics stay f32 in bf16 mode, as Megatron's
+    // vocabulary-parallel cross-entropy computes them in fp32.
+    bool statistic =
+        isa<graph::LogitsMaxOp, graph::LogitsTargetOp, graph::LogitsSumExpOp>(
+            op);
+    kernel(loc, name, ins,
+           {temporary(op->getResult(0), exec::Arena::Workspace, statistic)},
+           attrs);
     return success();
   }
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(
@@ -309,8 +316,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           "dim",
           cast<shard::ReduceScatterOp>(op).getScatterAxis().getSExtValue()));
     }
-    kernel(loc, name, {bufferOf(op->getOperand(0))}, {out(op->getResult(0))},
-           attrs);
+    // A collective keeps its operand's dtype (f32 statistics stay f32).
+    exec::BufferOp input = bufferOf(op->getOperand(0));
+    bool f32 = input.getTensorType().getElementType().isF32();
+    kernel(loc, name, {input},
+           {temporary(op->getResult(0), exec::Arena::Workspace, f32)}, attrs);
     return success();
   }
   if (auto slice = dyn_cast<shard::AllSliceOp>(op)) {

@@ -1,8 +1,9 @@
 //===- PadVocab.cpp - vocabularies that split evenly ----------------------===//
 //
-// A vocabulary that tensor-parallel ranks cannot split evenly (GPT-2's
-// 50257 across 2 or 4 ranks) is padded, as Megatron pads it: to the next
-// multiple of make-vocab-size-divisible-by · tp. The embedding tables and
+// The vocabulary is padded as Megatron pads it, always: to the next
+// multiple of make-vocab-size-divisible-by · tp (GPT-2's 50257 becomes
+// 50304 on one rank, 50432 on eight), so that shapes, and checkpoints,
+// agree with Megatron's whatever the layout. The embedding tables and
 // the output layer grow padding rows or columns, and the cross-entropy
 // learns the real vocabulary size, leaving the padding out of its softmax,
 // so the loss is the unpadded model's. Runs on the forward model, before
@@ -32,9 +33,9 @@ struct PadVocabPass : strata::impl::PadVocabBase<PadVocabPass> {
     int64_t multiple = divisibleBy * tensorParallel;
     return (size + multiple - 1) / multiple * multiple;
   }
-  bool needsPadding(int64_t size) const {
-    return tensorParallel > 1 && size % tensorParallel != 0;
-  }
+  bool needsPadding(int64_t size) const { return padded(size) != size; }
+  /// Without padding the ranks cannot split it at all.
+  bool mustPad(int64_t size) const { return size % tensorParallel != 0; }
 
   /// Pads dimension `dim` of a parameter; returns false if it had been
   /// padded already.
@@ -76,6 +77,8 @@ struct PadVocabPass : strata::impl::PadVocabBase<PadVocabPass> {
       auto matmul = loss.getLogits().getDefiningOp<MatmulOp>();
       auto weight =
           matmul ? matmul.getRhs().getDefiningOp<ParamOp>() : ParamOp();
+      if (!weight && !mustPad(vocab))
+        return WalkResult::advance(); // splits as it is; nothing to pad
       if (!weight)
         return loss.emitError()
                << "the vocabulary " << vocab

@@ -273,8 +273,11 @@ LogicalResult Splitter::buildBackward(int64_t c) {
 }
 
 void Splitter::tieGradients() {
-  // The stages whose functions name each parameter.
   int64_t stages = meshAxis(module, kPipelineAxis);
+  auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
+  if (stages == 1 || !optimizer)
+    return; // one stage holds everything
+  // The stages whose functions name each parameter.
   llvm::MapVector<StringRef, std::set<int64_t>> users;
   for (int64_t c = 0; c < int64_t(chunks.size()); ++c)
     for (func::FuncOp f : {chunks[c].forward, chunks[c].backward})
@@ -284,9 +287,6 @@ void Splitter::tieGradients() {
         else if (auto sink = dyn_cast<graph::AccumulateGradOp>(op))
           users[sink.getName()].insert(c % stages);
       });
-  auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
-  if (stages == 1 || !optimizer)
-    return;
   b.setInsertionPointToStart(&optimizer.getBody().front());
   auto grid = FlatSymbolRefAttr::get(b.getContext(), kMeshName);
   for (auto &[name, on] : users) {

@@ -99,6 +99,7 @@ LogicalResult Writer::rank(exec::RankOp rank) {
   };
   for (auto param : body.getOps<exec::ParamOp>()) {
     auto global = param.getGlobalShape();
+    auto padded = param.getPaddedShape();
     auto offset = param.getShardOffset();
     std::vector<plan::MasterSegment> masters;
     for (auto [master, begin] :
@@ -110,6 +111,7 @@ LogicalResult Writer::rank(exec::RankOp rank) {
         indexOf(param.getValueAttr()), indexOf(param.getGradAttr()),
         builder.CreateVectorOfStructs(masters),
         builder.CreateVector(global.data(), global.size()),
+        builder.CreateVector(padded.data(), padded.size()),
         builder.CreateVector(offset.data(), offset.size()),
         builder.CreateString(param.getInit().str()),
         param.getStd().convertToDouble()));

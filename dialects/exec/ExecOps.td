@@ -97,12 +97,14 @@ def Exec_ParamOp : Exec_Op<"param", [HasParent<"RankOp">]> {
     parameter: all of it, or with the distributed optimizer the rank's
     share. `global_shape` and `shard_offset` say which part of the global
     tensor this rank holds: initialization and checkpoints use the global
-    tensor (elements past `global_shape` are vocabulary padding).
+    tensor. `padded_shape` is the global tensor with its vocabulary padding
+    (elements past `global_shape` are padding; whole shards may be).
   }];
   let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$value,
                    FlatSymbolRefAttr:$grad, FlatSymbolRefArrayAttr:$masters,
                    DenseI64ArrayAttr:$master_offsets,
                    DenseI64ArrayAttr:$global_shape,
+                   DenseI64ArrayAttr:$padded_shape,
                    DenseI64ArrayAttr:$shard_offset,
                    StrAttr:$init, F64Attr:$std);
   let assemblyFormat = "$name attr-dict";

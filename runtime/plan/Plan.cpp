@@ -221,6 +221,8 @@ private:
       p.grad = param->grad();
       p.globalShape.assign(param->global_shape()->begin(),
                            param->global_shape()->end());
+      p.paddedShape.assign(param->padded_shape()->begin(),
+                           param->padded_shape()->end());
       p.shardOffset.assign(param->shard_offset()->begin(),
                            param->shard_offset()->end());
       p.init = param->init()->str();
@@ -232,11 +234,13 @@ private:
                p.init + "'";
       const Buffer &value = out.buffers[p.value];
       if (p.globalShape.size() != value.shape.size() ||
+          p.paddedShape.size() != value.shape.size() ||
           p.shardOffset.size() != value.shape.size())
         return "parameter '" + p.name + "' has a shard of another rank";
       for (size_t d = 0; d < value.shape.size(); ++d)
-        if (p.globalShape[d] < 1 || p.shardOffset[d] < 0 ||
-            p.shardOffset[d] >= p.globalShape[d] + value.shape[d])
+        if (p.globalShape[d] < 1 || p.paddedShape[d] < p.globalShape[d] ||
+            p.shardOffset[d] < 0 ||
+            p.shardOffset[d] > p.paddedShape[d] - value.shape[d])
           return "parameter '" + p.name + "' has a shard outside its tensor";
       const Buffer &grad = out.buffers[p.grad];
       if (grad.elements != value.elements || grad.dtype != DType::F32)

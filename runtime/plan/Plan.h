@@ -83,7 +83,9 @@ struct Param {
   std::string name;
   uint32_t value = 0, grad = 0;
   std::vector<MasterSegment> masters;
-  std::vector<int64_t> globalShape, shardOffset;
+  // The global tensor's shape, and with its vocabulary padding (elements
+  // past globalShape are padding; whole shards may be).
+  std::vector<int64_t> globalShape, paddedShape, shardOffset;
   std::string init;
   double std = 0;
 };

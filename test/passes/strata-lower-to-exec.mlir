@@ -11,7 +11,7 @@
 // CHECK-DAG: exec.buffer @"param:w" : tensor<8x16xf32> persistent at -1 alias @params + 1024
 // CHECK-DAG: exec.buffer @"grad:w" : tensor<8x16xf32> persistent at -1 alias @grads + 1024
 // CHECK-DAG: exec.buffer @"exp_avg:w" : tensor<8x16xf32> persistent at -1 {zero_init}
-// CHECK-DAG: exec.param "w" {global_shape = array<i64: 8, 16>, grad = @"grad:w", init = "normal", master_offsets = array<i64>, masters = [], shard_offset = array<i64: 0, 0>, std = 2.000000e-02 : f64, value = @"param:w"}
+// CHECK-DAG: exec.param "w" {global_shape = array<i64: 8, 16>, grad = @"grad:w", init = "normal", master_offsets = array<i64>, masters = [], padded_shape = array<i64: 8, 16>, shard_offset = array<i64: 0, 0>, std = 2.000000e-02 : f64, value = @"param:w"}
 // CHECK-DAG: exec.io "loss" @"output:loss"
 // CHECK-DAG: exec.io "grad_norm" @"output:grad_norm"
 // A reshape is a view of the buffer it reshapes.

@@ -102,8 +102,8 @@ cl::opt<bool> distributedOptimizer(
 
 cl::opt<int64_t> vocabDivisibleBy(
     "make-vocab-size-divisible-by",
-    cl::desc("Pad a vocabulary that tensor-parallel ranks cannot split to a "
-             "multiple of this times their number (default 128)"),
+    cl::desc("Pad the vocabulary to a multiple of this times the "
+             "tensor-parallel size, as Megatron does (default 128)"),
     cl::init(128), cl::cat(category));
 
 cl::opt<int64_t> pipelineParallel(
