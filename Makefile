@@ -14,8 +14,9 @@ PACKAGES := cmake ninja-build ccache g++ \
   python3-torch fortunes-min
 
 BIN := $(BUILD_DIR)/bin
+LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps configure build test demo clean format
+.PHONY: all deps configure build test test-tsan demo clean format
 
 all: build
 
@@ -38,6 +39,10 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure
+
+# The parity layouts under ThreadSanitizer alone (make test runs them too).
+test-tsan: build
+	$(LIT) -sv $(BUILD_DIR)/test --filter parity-tsan
 
 demo: build
 	@./examples/demo.sh $(BIN)

@@ -166,21 +166,32 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
 }
 
 def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
-  let summary = "Lower the scheduled step to buffers, kernels and programs";
+  let summary = "Lower the scheduled step to buffers and typed instructions";
   let description = [{
-    Each tensor becomes an exec.buffer (parameters, their fp32 gradient
-    accumulators and AdamW moments, inputs and outputs persistent;
-    everything else in the workspace), each graph op one kernel (a reshape
-    or layer boundary only a view), each function a program, and the
-    dist.schedule the rank's exec.schedule. A weight gradient that only
-    feeds its accumulator is written straight into it (a gemm with beta 1).
-    With `bf16`, activations and the parameters the model reads are bf16;
-    gradients, master weights and moments stay fp32. Offsets are left for
-    --strata-plan-memory.
+    Each tensor becomes an exec.buffer (inputs and outputs persistent;
+    everything else in the workspace), each graph op a gemm or a launch of
+    the kernel catalog (a reshape or layer boundary only a view), each
+    function a program, and the dist.schedule the rank's exec.schedule. A
+    weight gradient that only feeds its accumulator is written straight
+    into it (a gemm with beta 1). Parameters, gradients and the optimizer
+    state live in flat regions laid out in buckets; @optimizer becomes a
+    fixed handful of instructions (one sum of squares, one multi-tensor
+    AdamW) whatever the parameter count. Pipeline transfers, gradient
+    reductions overlapped with the backward (`overlap-grad-reduce`) and the
+    distributed optimizer's parameter gathers overlapped with the next
+    forward (`overlap-param-gather`) run on the communication stream,
+    ordered by events. With `bf16`, activations and the parameters the
+    model reads are bf16; gradients, master weights and moments stay fp32.
+    Offsets are left for --strata-plan-memory.
   }];
   let options = [
     Option<"bf16", "bf16", "bool", "false",
-           "bf16 parameters and activations, fp32 master weights and grads">
+           "bf16 parameters and activations, fp32 master weights and grads">,
+    Option<"overlapGradReduce", "overlap-grad-reduce", "bool", "true",
+           "Reduce each gradient bucket as the backward produces it">,
+    Option<"overlapParamGather", "overlap-param-gather", "bool", "true",
+           "Gather the distributed optimizer's parameters during the next "
+           "forward">
   ];
   let dependentDialects = ["::strata::exec::ExecDialect"];
 }

@@ -37,6 +37,8 @@ std::string checkOptions(const CompileOptions &options) {
            options.pipelineSchedule + "'";
   if (options.vocabDivisibleBy < 1)
     return "--make-vocab-size-divisible-by must be at least 1";
+  if (options.bucketElements < 1)
+    return "--ddp-bucket-size must be at least 1";
   if (options.globalBatchSize %
           (options.microBatchSize * options.dataParallel) !=
       0)
@@ -83,6 +85,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     DataParallelOptions data;
     data.size = options.dataParallel;
     data.distributedOptimizer = options.distributedOptimizer;
+    data.bucketElements = options.bucketElements;
     pm.addPass(createDataParallel(data));
     if (options.splitsPipeline()) {
       PipelineSplitOptions split;
@@ -101,6 +104,8 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
   if (crosses(Level::Exec)) {
     LowerToExecOptions lower;
     lower.bf16 = options.bf16;
+    lower.overlapGradReduce = options.overlapGradReduce;
+    lower.overlapParamGather = options.overlapParamGather;
     pm.addPass(createLowerToExec(lower));
     pm.addPass(createPlanMemory());
   }

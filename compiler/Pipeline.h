@@ -1,4 +1,5 @@
-//===- Pipeline.h - the passes strata-compile runs, in one place -*- C++ -*-===//
+//===- Pipeline.h - the passes strata-compile runs, in one place -*- C++
+//-*-===//
 #ifndef STRATA_COMPILER_PIPELINE_H
 #define STRATA_COMPILER_PIPELINE_H
 
@@ -20,10 +21,13 @@ struct CompileOptions {
   bool distributedOptimizer = false;
   int64_t vocabDivisibleBy = 128; // Megatron's --make-vocab-size-divisible-by
   int64_t pipelineParallel = 1;
-  int64_t layersPerVirtualStage = 0; // 0: one chunk per stage
+  int64_t layersPerVirtualStage = 0;                   // 0: one chunk per stage
   int64_t firstStageLayers = -1, lastStageLayers = -1; // -1: even
   std::string pipelineSchedule;      // "": interleaved if v > 1, else 1f1b
   std::string recompute = "none";    // none, selective, full
+  int64_t bucketElements = 40000000; // Megatron's --ddp-bucket-size
+  bool overlapGradReduce = true;     // reduce buckets during the backward
+  bool overlapParamGather = true;    // gather parameters during the forward
 
   /// Whether the step is cut into forward and backward chunk functions:
   /// with pipeline stages, virtual stages, recomputation or a schedule

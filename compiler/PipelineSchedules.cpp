@@ -100,6 +100,22 @@ std::vector<Work> stageOrder(ScheduleKind kind, int p, int v, int m,
   return order;
 }
 
+std::vector<bool> exchangePoints(ScheduleKind kind, int p, int v, int m,
+                                 int stage) {
+  int total = v * m;
+  if (kind == ScheduleKind::GPipe)
+    return std::vector<bool>(2 * total, true);
+  int warmup = warmupCount(kind, p, v, m, stage);
+  std::vector<bool> points;
+  for (int k = 0; k < warmup; ++k)
+    points.push_back(true);
+  for (int k = 0; k < total - warmup; ++k)
+    points.insert(points.end(), {true, false}); // a forward, its backward
+  for (int k = total - warmup; k < total; ++k)
+    points.push_back(true);
+  return points;
+}
+
 std::vector<std::vector<Work>> scheduleOrders(ScheduleKind kind, int p, int v,
                                               int m) {
   std::vector<std::vector<Work>> orders;

@@ -39,9 +39,20 @@ std::vector<sim::Work> stageOrder(ScheduleKind kind, int stages,
                                   int stage);
 
 /// Every stage's order.
-std::vector<std::vector<sim::Work>>
-scheduleOrders(ScheduleKind kind, int stages, int chunksPerStage,
-               int microbatches);
+std::vector<std::vector<sim::Work>> scheduleOrders(ScheduleKind kind,
+                                                   int stages,
+                                                   int chunksPerStage,
+                                                   int microbatches);
+
+/// Where a stage posts its pipeline transfers, as Megatron's schedules do:
+/// one flag per work of stageOrder(), true where an exchange point comes
+/// before it. Warm-up forwards and cool-down backwards each have one; the
+/// steady state's forward-backward pairs share one (Megatron's
+/// send_forward_recv_backward and its interleaved batched exchange); GPipe
+/// has one before every work.
+std::vector<bool> exchangePoints(ScheduleKind kind, int stages,
+                                 int chunksPerStage, int microbatches,
+                                 int stage);
 
 } // namespace strata::pipeline
 

@@ -332,7 +332,8 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
     if (failed(type))
       return failure();
     return graph::AttentionOp::create(
-               builder, loc, *type, tensors[0], tensors[1], tensors[2],
+               builder, loc, *type, graph::attentionLseType(*type), tensors[0],
+               tensors[1], tensors[2],
                *causal ? builder.getUnitAttr() : UnitAttr(),
                /*group_size=*/IntegerAttr())
         .getResult();
@@ -345,7 +346,8 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
     if (failed(type))
       return failure();
     return graph::CrossEntropyOp::create(builder, loc, *type, tensors[0],
-                                         tensors[1], /*vocab_size=*/IntegerAttr())
+                                         tensors[1],
+                                         /*vocab_size=*/IntegerAttr())
         .getResult();
   }
   llvm_unreachable("every op in the table is built above");

@@ -11,6 +11,7 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.strata_obj_root, "test")
 
 config.substitutions.append(("%examples", os.path.join(config.strata_src_root, "examples")))
+config.substitutions.append(("%{strata_src}", config.strata_src_root))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%strata_bin", config.strata_tools_dir))
 config.environment["PATH"] = os.pathsep.join(

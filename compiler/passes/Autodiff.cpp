@@ -129,13 +129,13 @@ LogicalResult GradientBuilder::differentiate(Operation *op) {
     return success();
   }
   if (auto gelu = dyn_cast<GeluOp>(op)) {
-    contribute(gelu.getInput(),
-               GeluGradOp::create(b, loc, gelu.getInput(), dy), loc);
+    contribute(gelu.getInput(), GeluGradOp::create(b, loc, gelu.getInput(), dy),
+               loc);
     return success();
   }
   if (auto silu = dyn_cast<SiluOp>(op)) {
-    contribute(silu.getInput(),
-               SiluGradOp::create(b, loc, silu.getInput(), dy), loc);
+    contribute(silu.getInput(), SiluGradOp::create(b, loc, silu.getInput(), dy),
+               loc);
     return success();
   }
   if (auto norm = dyn_cast<LayerNormOp>(op)) {
@@ -177,8 +177,7 @@ LogicalResult GradientBuilder::differentiate(Operation *op) {
     // A rotation's gradient is the rotation by the opposite angle.
     contribute(rope.getInput(),
                RopeOp::create(b, loc, rope.getType(), dy, rope.getBaseAttr(),
-                              rope.getInverse() ? UnitAttr()
-                                                : b.getUnitAttr()),
+                              rope.getInverse() ? UnitAttr() : b.getUnitAttr()),
                loc);
     return success();
   }
@@ -186,8 +185,9 @@ LogicalResult GradientBuilder::differentiate(Operation *op) {
     auto grad = AttentionGradOp::create(
         b, loc, attention.getQuery().getType(), attention.getKey().getType(),
         attention.getValue().getType(), attention.getQuery(),
-        attention.getKey(), attention.getValue(), attention.getResult(), dy,
-        attention.getCausalAttr(), attention.getGroupSizeAttr());
+        attention.getKey(), attention.getValue(), attention.getResult(),
+        attention.getLse(), dy, attention.getCausalAttr(),
+        attention.getGroupSizeAttr());
     contribute(attention.getQuery(), grad.getQueryGrad(), loc);
     contribute(attention.getKey(), grad.getKeyGrad(), loc);
     contribute(attention.getValue(), grad.getValueGrad(), loc);
@@ -236,7 +236,8 @@ struct AutodiffPass : strata::impl::AutodiffBase<AutodiffPass> {
     OpBuilder b(ret);
     GradientBuilder gradients(b);
     auto tagSince = [&](Operation *last, int64_t layer) {
-      for (Operation *op = last ? last->getNextNode() : &ret->getBlock()->front();
+      for (Operation *op = last ? last->getNextNode()
+                                : &ret->getBlock()->front();
            op != ret; op = op->getNextNode())
         op->setAttr("strata.layer", b.getI64IntegerAttr(layer));
     };

@@ -1,16 +1,17 @@
-//===- LowerToExec.cpp - the scheduled step as buffers and kernels --------===//
+//===- LowerToExec.cpp - the scheduled step as typed instructions ---------===//
 //
 // Builds one exec.rank per rank of @mesh from the step's functions
 // (@microbatch, or a pipeline stage's @forward_c and @backward_c),
-// @optimizer and the stage's dist.schedule: a buffer per tensor, a kernel
-// per op, a program per function. The functions are SPMD; what differs by
-// rank is filled in here from the rank's coordinates (tp fastest, then dp,
-// then pp): a shard's offset into its global tensor, a vocabulary range,
-// the first query head, who keeps a replicated value in a partial sum,
-// which part of the gradients a distributed optimizer owns, which chunks
-// and parameters a pipeline stage holds and the peers it sends to. The
-// kernel names and their argument conventions are the runtime's
-// (runtime/exec/KernelTable.cpp checks them when a plan loads).
+// @optimizer and the stage's dist.schedule: a buffer per tensor, gemms and
+// launches of the kernel catalog per op, a program per function. The
+// functions are SPMD; what differs by rank is filled in here from the
+// rank's coordinates (tp fastest, then dp, then pp): a shard's offset into
+// its global tensor, a vocabulary range, the first query head, who keeps a
+// replicated value in a partial sum, which part of each bucket a
+// distributed optimizer owns, which chunks and parameters a pipeline stage
+// holds. Communication that can overlap runs on the communication stream,
+// ordered against the compute stream by events: pipeline transfers, and
+// (LowerOptimizer.cpp) gradient reductions and parameter gathers.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/passes/LowerToExec.h"
@@ -31,149 +32,83 @@ using namespace strata::lower_to_exec;
 
 namespace strata::lower_to_exec {
 
-void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
-  SmallVector<graph::ParamOp> ops;
-  for (func::FuncOp function : functions)
-    function.walk([&](graph::ParamOp param) {
-      if (params.count(param.getName()))
-        return;
-      params[param.getName()].flatOffset = flatElements;
-      flatElements += param.getType().getNumElements();
-      paramOrder.push_back(param.getName().str());
-      ops.push_back(param);
-    });
-  // The regions split evenly across data-parallel ranks.
-  flatElements = (flatElements + coords.dpSize - 1) / coords.dpSize *
-                 coords.dpSize;
-  shardElements = flatElements / coords.dpSize;
-  int64_t shardBegin = coords.dp * shardElements;
-  Type valueType = bf16 ? Type(BFloat16Type::get(ctx())) : b.getF32Type();
-  paramRegion = persistent(
-      "params", RankedTensorType::get({flatElements}, valueType), false);
-  gradRegion = persistent(
-      "grads", RankedTensorType::get({flatElements}, b.getF32Type()), true);
-  exec::BufferOp expAvgRegion, expAvgSqRegion, masterRegion;
-  if (distributedOptimizer) {
-    auto shardType = RankedTensorType::get({shardElements}, b.getF32Type());
-    expAvgRegion = persistent("exp_avg", shardType, true);
-    expAvgSqRegion = persistent("exp_avg_sq", shardType, true);
-    if (bf16)
-      masterRegion = persistent("master", shardType, false);
-  }
-
-  for (graph::ParamOp param : ops) {
-    ParamBuffers &p = params[param.getName()];
-    std::string name = param.getName().str();
-    RankedTensorType local = param.getType();
-    RankedTensorType stored = storageType(local);
-    int64_t count = local.getNumElements();
-    p.value = makeBuffer("param:" + name, stored, exec::Arena::Persistent,
-                         paramRegion, p.flatOffset * elementBytes(stored));
-    p.grad = makeBuffer("grad:" + name, asF32(local), exec::Arena::Persistent,
-                        gradRegion, p.flatOffset * 4);
-    SmallVector<Attribute> masters;
-    SmallVector<int64_t> masterOffsets;
-    if (!distributedOptimizer) {
-      p.expAvg = persistent("exp_avg:" + name, asF32(local), true);
-      p.expAvgSq = persistent("exp_avg_sq:" + name, asF32(local), true);
-      if (stored != asF32(local)) {
-        p.master = persistent("master:" + name, asF32(local), false);
-        masters.push_back(FlatSymbolRefAttr::get(p.master.getSymNameAttr()));
-        masterOffsets.push_back(0);
-      }
-    } else {
-      // This rank owns flat elements [shardBegin, shardBegin + shard).
-      int64_t begin = std::max(p.flatOffset, shardBegin);
-      int64_t end = std::min(p.flatOffset + count, shardBegin + shardElements);
-      if (begin < end) {
-        Segment seg;
-        seg.begin = begin - p.flatOffset;
-        seg.length = end - begin;
-        std::string suffix = name + "@" + std::to_string(seg.begin);
-        seg.grad = regionView("grad:" + suffix, gradRegion, begin, seg.length);
-        seg.value =
-            regionView("param:" + suffix, paramRegion, begin, seg.length);
-        seg.expAvg = regionView("exp_avg:" + suffix, expAvgRegion,
-                                begin - shardBegin, seg.length);
-        seg.expAvgSq = regionView("exp_avg_sq:" + suffix, expAvgSqRegion,
-                                  begin - shardBegin, seg.length);
-        if (masterRegion) {
-          seg.master = regionView("master:" + suffix, masterRegion,
-                                  begin - shardBegin, seg.length);
-          masters.push_back(
-              FlatSymbolRefAttr::get(seg.master.getSymNameAttr()));
-          masterOffsets.push_back(seg.begin);
-        }
-        p.owned = seg;
-      }
-    }
-
-    // Where this rank's part sits in the global tensor.
-    SmallVector<int64_t> global(local.getShape());
-    SmallVector<int64_t> offset(local.getRank(), 0);
-    if (auto dim = param->getAttrOfType<IntegerAttr>("dist.split_dim"))
-      offset[dim.getInt()] = tpOffset(local.getDimSize(dim.getInt()));
-    if (auto shape = param->getAttrOfType<DenseI64ArrayAttr>("dist.global_shape"))
-      global.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
-    SmallVector<int64_t> padded = global;
-    if (auto real = param->getAttrOfType<DenseI64ArrayAttr>("dist.real_shape"))
-      global.assign(real.asArrayRef().begin(), real.asArrayRef().end());
-    double std = param.getStd() ? param.getStd()->convertToDouble() : 0.0;
-    exec::ParamOp::create(
-        bufferBuilder, param.getLoc(), param.getNameAttr(),
-        FlatSymbolRefAttr::get(p.value.getSymNameAttr()),
-        FlatSymbolRefAttr::get(p.grad.getSymNameAttr()),
-        b.getArrayAttr(masters), b.getDenseI64ArrayAttr(masterOffsets),
-        b.getDenseI64ArrayAttr(global), b.getDenseI64ArrayAttr(padded),
-        b.getDenseI64ArrayAttr(offset),
-        b.getStringAttr(graph::stringifyInitKind(param.getInit())),
-        b.getF64FloatAttr(std));
-  }
-}
-
 exec::BufferOp Lowering::input(graph::InputOp op) {
   auto [it, inserted] = inputs.try_emplace(op.getName());
   if (inserted) {
     it->second = makeBuffer("input:" + op.getName().str(), op.getType(),
                             exec::Arena::Persistent);
-    exec::IoOp::create(bufferBuilder, op.getLoc(), op.getNameAttr(),
+    exec::IoOp::create(declarations, op.getLoc(), op.getNameAttr(),
                        FlatSymbolRefAttr::get(it->second.getSymNameAttr()));
   }
   return it->second;
 }
 
-void Lowering::kernel(Location loc, StringRef name,
-                      ArrayRef<exec::BufferOp> ins,
-                      ArrayRef<exec::BufferOp> outs,
-                      ArrayRef<NamedAttribute> attrs) {
-  auto refs = [&](ArrayRef<exec::BufferOp> list) {
-    SmallVector<Attribute> out;
-    for (exec::BufferOp buffer : list)
-      out.push_back(FlatSymbolRefAttr::get(buffer.getSymNameAttr()));
-    return b.getArrayAttr(out);
-  };
-  auto op = exec::KernelOp::create(body, loc, b.getStringAttr(name), refs(ins),
-                                   refs(outs));
-  for (NamedAttribute attr : attrs)
-    op->setAttr(attr.getName(), attr.getValue());
+static ArrayAttr symbolRefs(Builder &b, ArrayRef<exec::BufferOp> list) {
+  SmallVector<Attribute> out;
+  for (exec::BufferOp buffer : list)
+    out.push_back(FlatSymbolRefAttr::get(buffer.getSymNameAttr()));
+  return b.getArrayAttr(out);
 }
 
-void Lowering::gemm(Location loc, exec::BufferOp a, exec::BufferOp bMatrix,
-                    exec::BufferOp c, int64_t m, int64_t n, int64_t k,
-                    bool transposeA, bool transposeB, bool accumulate) {
-  kernel(loc, "gemm", {a, bMatrix}, {c},
-         {b.getNamedAttr("m", b.getI64IntegerAttr(m)),
-          b.getNamedAttr("n", b.getI64IntegerAttr(n)),
-          b.getNamedAttr("k", b.getI64IntegerAttr(k)),
-          b.getNamedAttr("transpose_a", b.getBoolAttr(transposeA)),
-          b.getNamedAttr("transpose_b", b.getBoolAttr(transposeB)),
-          b.getNamedAttr("accumulate", b.getBoolAttr(accumulate))});
+static FlatSymbolRefAttr ref(exec::BufferOp buffer) {
+  return buffer ? FlatSymbolRefAttr::get(buffer.getSymNameAttr())
+                : FlatSymbolRefAttr();
+}
+
+exec::LaunchOp Lowering::launchCollected(Location loc, StringRef name,
+                                         const kernel::Collected &c) {
+  return exec::LaunchOp::create(
+      body, loc, b.getStringAttr(name), symbolRefs(b, c.inputs),
+      symbolRefs(b, c.outputs), b.getDictionaryAttr(c.args),
+      DenseI64ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(), StringAttr(),
+      exec::StreamAttr(), exec::ConditionAttr());
+}
+
+exec::GemmOp Lowering::gemm(Location loc, exec::BufferOp a,
+                            exec::BufferOp bMatrix, exec::BufferOp d, int64_t m,
+                            int64_t n, int64_t k, bool transposeA,
+                            bool transposeB, bool accumulate) {
+  auto op = exec::GemmOp::create(
+      body, loc, ref(a), ref(bMatrix), ref(d), FlatSymbolRefAttr(),
+      FlatSymbolRefAttr(), b.getI64IntegerAttr(m), b.getI64IntegerAttr(n),
+      b.getI64IntegerAttr(k), transposeA ? b.getUnitAttr() : UnitAttr(),
+      transposeB ? b.getUnitAttr() : UnitAttr(),
+      b.getI64IntegerAttr(transposeA ? m : k),
+      b.getI64IntegerAttr(transposeB ? k : n), b.getI64IntegerAttr(n),
+      IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr(), FloatAttr(),
+      FloatAttr(), exec::EpilogueAttr(), exec::StreamAttr(),
+      exec::ConditionAttr());
+  if (accumulate)
+    op.setBetaAttr(b.getF32FloatAttr(1.0f));
+  return op;
+}
+
+exec::CollectiveOp Lowering::collective(Location loc, exec::CollectiveKind kind,
+                                        exec::BufferOp in, exec::BufferOp out,
+                                        ArrayRef<int64_t> axes, int64_t dim,
+                                        ArrayRef<int64_t> stages) {
+  return exec::CollectiveOp::create(
+      body, loc, exec::CollectiveKindAttr::get(ctx(), kind), ref(in), ref(out),
+      b.getDenseI64ArrayAttr(axes),
+      stages.empty() ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(stages),
+      dim ? b.getI64IntegerAttr(dim) : IntegerAttr(), exec::StreamAttr(),
+      exec::ConditionAttr());
+}
+
+void Lowering::setStream(Operation *op, exec::Stream stream) {
+  if (stream != exec::Stream::Compute)
+    op->setAttr("stream", exec::StreamAttr::get(ctx(), stream));
+}
+
+void Lowering::setLastMicrobatch(Operation *op) {
+  op->setAttr("when",
+              exec::ConditionAttr::get(ctx(), exec::Condition::LastMicrobatch));
 }
 
 Lowering::GradientTarget Lowering::gradientTarget(Value grad) {
-  auto sink = grad.hasOneUse() ? dyn_cast<graph::AccumulateGradOp>(
-                                     *grad.getUsers().begin())
-                               : graph::AccumulateGradOp();
+  auto sink = grad.hasOneUse()
+                  ? dyn_cast<graph::AccumulateGradOp>(*grad.getUsers().begin())
+                  : graph::AccumulateGradOp();
   auto it = sink ? params.find(sink.getName()) : params.end();
   if (it == params.end())
     return {temporary(grad, exec::Arena::Workspace), false};
@@ -188,15 +123,38 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   StringRef phase = !chunkAttr ? func.getSymName()
                     : forward  ? StringRef("forward")
                                : StringRef("backward");
-  auto program = exec::ProgramOp::create(
-      programBuilder, func.getLoc(), func.getSymNameAttr(),
-      b.getStringAttr(phase), chunkAttr);
+  auto program =
+      exec::ProgramOp::create(programs, func.getLoc(), func.getSymNameAttr(),
+                              b.getStringAttr(phase), chunkAttr);
+  programByName[func.getSymName()] = program;
   body.setInsertionPointToEnd(&program.getBody().emplaceBlock());
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  Block &block = func.getBody().front();
+
+  // Pipeline transfers run on the communication stream, posted at the
+  // schedule's exchange points: receives lead the program, sends trail it.
+  // Events order them against the body on the compute stream, both ways:
+  //   leading   wait @computed:P (comm)   the last run no longer reads them
+  //             recv ...                  (a stashed input: nor the chunk's
+  //             record @received:P (comm)  backward, which frees its slot)
+  //   body      wait @received:P; wait @sent:P (the last run's sends have
+  //             left); ...; record @computed:P
+  //   trailing  wait @computed:P (comm); send ...; record @sent:P (comm)
+  int64_t chunk = chunkAttr ? chunkAttr.getInt() : 0;
+  auto peerStage = [&](uint64_t of) {
+    return b.getI64IntegerAttr(int64_t(of) % coords.ppSize);
+  };
+  SmallVector<dist::RecvOp> recvs;
+  SmallVector<dist::SendOp> sends;
+  for (Operation &op : block.without_terminator()) {
+    if (auto recv = dyn_cast<dist::RecvOp>(op))
+      recvs.push_back(recv);
+    else if (auto send = dyn_cast<dist::SendOp>(op))
+      sends.push_back(send);
+  }
   if (chunkAttr) {
     // A chunk's forward leaves its results in the stash for the backward
     // of the same microbatch, which takes them as arguments.
-    int64_t chunk = chunkAttr.getInt();
     stashGroup = chunk / coords.ppSize;
     stashValues.clear();
     if (forward)
@@ -205,60 +163,101 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
       for (auto [argument, buffer] :
            llvm::zip_equal(func.getArguments(), chunkStash[chunk]))
         buffers[argument] = buffer;
-    for (Operation &op : func.getBody().front().without_terminator())
-      if (failed(lowerOp(&op)))
-        return failure();
-    if (forward)
-      for (Value value : ret.getOperands()) {
-        exec::BufferOp buffer = bufferOf(value);
-        if (!buffer || buffer.getArena() != exec::Arena::Stash)
-          return ret.emitOpError()
-                 << "returns a value that cannot be stashed (a view, a "
-                    "parameter or an input): only computed activations are";
-        chunkStash[chunk].push_back(buffer);
-      }
-    stashValues.clear();
-    return success();
   }
-  for (Operation &op : func.getBody().front().without_terminator())
-    if (failed(lowerOp(&op)))
+  Location loc = func.getLoc();
+  auto onEvent = [&](bool record, exec::EventOp event, exec::Stream stream) {
+    auto symbol = FlatSymbolRefAttr::get(event.getSymNameAttr());
+    Operation *op =
+        record ? exec::RecordOp::create(body, loc, symbol, exec::StreamAttr(),
+                                        exec::ConditionAttr())
+                     .getOperation()
+               : exec::WaitOp::create(body, loc, symbol, exec::StreamAttr(),
+                                      exec::ConditionAttr())
+                     .getOperation();
+    setStream(op, stream);
+  };
+  exec::EventOp computed, sent;
+  if (!recvs.empty() || !sends.empty())
+    computed = event(("computed:" + func.getSymName()).str());
+  if (!recvs.empty()) {
+    onEvent(false, computed, exec::Stream::Comm);
+    SmallVector<exec::BufferOp> targets;
+    for (dist::RecvOp recv : recvs)
+      targets.push_back(temporary(recv, exec::Arena::Workspace));
+    if (forward && llvm::any_of(targets, [](exec::BufferOp target) {
+          return target.getArena() == exec::Arena::Stash;
+        })) {
+      exec::EventOp &freed = slotFreed[chunk];
+      freed = event("freed:chunk" + std::to_string(chunk));
+      onEvent(false, freed, exec::Stream::Comm);
+    }
+    for (auto [recv, target] : llvm::zip(recvs, targets))
+      exec::RecvOp::create(body, recv.getLoc(), ref(target),
+                           peerStage(recv.getChunk()),
+                           b.getI64IntegerAttr(int64_t(recv.getChannel())));
+    exec::EventOp received = event(("received:" + func.getSymName()).str());
+    onEvent(true, received, exec::Stream::Comm);
+    onEvent(false, received, exec::Stream::Compute);
+  }
+  if (!sends.empty()) {
+    sent = event(("sent:" + func.getSymName()).str());
+    onEvent(false, sent, exec::Stream::Compute);
+  }
+  for (Operation &op : block.without_terminator())
+    if (!isa<dist::RecvOp, dist::SendOp>(op) && failed(lowerOp(&op)))
       return failure();
-  if (func.getSymName() == "optimizer") {
-    // The accumulators start the next iteration at zero; a distributed
-    // optimizer's ranks share their updated parts.
-    kernel(func.getLoc(), "fill", {}, {gradRegion},
-           {b.getNamedAttr("value", b.getF64FloatAttr(0))});
-    if (distributedOptimizer) {
-      exec::BufferOp mine = regionView("params@" + std::to_string(coords.dp),
-                                       paramRegion, coords.dp * shardElements,
-                                       shardElements);
-      kernel(func.getLoc(), "all_gather", {mine}, {paramRegion},
-             {b.getNamedAttr("axes", b.getDenseI64ArrayAttr({kDataAxis})),
-              rankAttr("dim", 0)});
+
+  if (chunkAttr && forward) {
+    for (Value value : ret.getOperands()) {
+      exec::BufferOp buffer = bufferOf(value);
+      if (!buffer || buffer.getArena() != exec::Arena::Stash)
+        return ret.emitOpError()
+               << "returns a value that cannot be stashed (a view, a "
+                  "parameter or an input): only computed activations are";
+      chunkStash[chunk].push_back(buffer);
     }
   }
-  // The returned scalar (the loss, the gradient norm) is copied to a
-  // persistent buffer the runtime reads after the program.
-  StringRef output = func.getSymName() == "microbatch" ? "loss" : "grad_norm";
-  Value result = ret.getOperand(0);
-  exec::BufferOp buffer = makeBuffer(("output:" + output).str(),
-                                     storageType(result.getType()),
-                                     exec::Arena::Persistent);
-  kernel(ret.getLoc(), "copy", {bufferOf(result)}, {buffer});
-  exec::IoOp::create(bufferBuilder, ret.getLoc(), b.getStringAttr(output),
-                     FlatSymbolRefAttr::get(buffer.getSymNameAttr()));
+  stashValues.clear();
+  if (!chunkAttr) {
+    // The returned loss is copied to a persistent buffer the runtime reads
+    // after the program.
+    Value result = ret.getOperand(0);
+    exec::BufferOp buffer = makeBuffer(
+        "output:loss", storageType(result.getType()), exec::Arena::Persistent);
+    launch(ret.getLoc(), kernel::Copy{.x = bufferOf(result), .y = buffer});
+    exec::IoOp::create(declarations, ret.getLoc(), b.getStringAttr("loss"),
+                       FlatSymbolRefAttr::get(buffer.getSymNameAttr()));
+  }
+
+  if (computed)
+    onEvent(true, computed, exec::Stream::Compute);
+  if (chunkAttr && !forward)
+    if (exec::EventOp freed = slotFreed.lookup(chunk))
+      onEvent(true, freed, exec::Stream::Compute);
+  if (!sends.empty()) {
+    onEvent(false, computed, exec::Stream::Comm);
+    for (dist::SendOp send : sends) {
+      exec::BufferOp value = bufferOf(send.getValue());
+      if (!value)
+        return send.emitOpError() << "sends a value this stage does not hold";
+      exec::SendOp::create(body, send.getLoc(), ref(value),
+                           peerStage(send.getChunk()),
+                           b.getI64IntegerAttr(int64_t(send.getChannel())));
+    }
+    onEvent(true, sent, exec::Stream::Comm);
+  }
   return success();
 }
 
 LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
-  auto op = exec::ScheduleOp::create(programBuilder, schedule.getLoc());
+  auto op = exec::ScheduleOp::create(programs, schedule.getLoc());
   if (auto kind = schedule->getAttrOfType<StringAttr>("kind"))
     op->setAttr("kind", kind);
   OpBuilder steps(ctx());
   steps.setInsertionPointToEnd(&op.getBody().emplaceBlock());
   // Stash slots: a chunk's forward takes the lowest free slot of its
   // chunk, and its backward for the same microbatch frees it.
-  std::map<int64_t, std::vector<bool>> busy;            // by chunk
+  std::map<int64_t, std::vector<bool>> busy;             // by chunk
   std::map<std::pair<int64_t, int64_t>, int64_t> slotOf; // (chunk, mb)
   SmallVector<int64_t> slots; // per chunk of the stage: the most in use
   for (auto step : schedule.getBody().front().getOps<dist::StepOp>()) {
@@ -284,17 +283,18 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
       } else {
         auto it = slotOf.find({chunk, mb});
         if (it == slotOf.end())
-          return step.emitOpError() << "runs the backward of chunk " << chunk
-                                    << " for microbatch " << mb
-                                    << " before its forward";
+          return step.emitOpError()
+                 << "runs the backward of chunk " << chunk << " for microbatch "
+                 << mb << " before its forward";
         slot = it->second;
         busy[chunk][slot] = false;
         slotOf.erase(it);
       }
       slotAttr = b.getI64IntegerAttr(slot);
     }
-    exec::RunOp::create(steps, step.getLoc(), step.getFunctionAttr(),
-                        step.getMicrobatchAttr(), slotAttr);
+    exec::RunOp::create(
+        steps, step.getLoc(), step.getFunctionAttr(), step.getMicrobatchAttr(),
+        slotAttr, step->hasAttr("exchange") ? b.getUnitAttr() : UnitAttr());
   }
   if (!slots.empty())
     op->getParentOfType<exec::RankOp>().setStashSlotsAttr(
@@ -338,8 +338,6 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
                             "--strata-optimizer and --strata-schedule first";
       return signalPassFailure();
     }
-    dist::ReduceGradientsOp reduce;
-    optimizer.walk([&](dist::ReduceGradientsOp op) { reduce = op; });
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     int64_t world = coords.tpSize * coords.dpSize * coords.ppSize;
@@ -348,10 +346,9 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
       coords.tp = rank % coords.tpSize;
       coords.dp = rank / coords.tpSize % coords.dpSize;
       coords.pp = rank / (coords.tpSize * coords.dpSize);
-      auto op = exec::RankOp::create(b, module.getLoc(),
-                                     b.getI64IntegerAttr(rank), IntegerAttr(),
-                                     IntegerAttr(), IntegerAttr(),
-                                     DenseI64ArrayAttr());
+      auto op = exec::RankOp::create(
+          b, module.getLoc(), b.getI64IntegerAttr(rank), IntegerAttr(),
+          IntegerAttr(), IntegerAttr(), DenseI64ArrayAttr());
       op.getBody().emplaceBlock();
       // This stage's functions: its chunks, forward then backward each.
       SmallVector<func::FuncOp> functions;
@@ -360,20 +357,24 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
       for (size_t i = 0; i < chunks.size(); ++i)
         if (int64_t(i / 2) % coords.ppSize == coords.pp)
           functions.push_back(chunks[i]);
-      Lowering lowering(module, op, bf16, coords, reduce);
+      Lowering lowering(module, op, bf16, coords, overlapGradReduce,
+                        overlapParamGather);
+      if (failed(lowering.readOptimizer(optimizer)))
+        return signalPassFailure();
       lowering.layoutParameters(functions);
-      lowering.noteTiedParameters(optimizer);
       for (func::FuncOp function : functions)
         if (failed(lowering.lowerFunction(function)))
           return signalPassFailure();
-      if (failed(lowering.lowerFunction(optimizer)) ||
-          failed(lowering.lowerSchedule(schedules[coords.pp])))
+      lowering.lowerOptimizer(optimizer);
+      if (failed(lowering.lowerSchedule(schedules[coords.pp])))
         return signalPassFailure();
-      // Declarations (buffers, params, io) read first, then the programs.
+      lowering.placeReductions(schedules[coords.pp]);
+      // Declarations (buffers, events, params, io) read first, then the
+      // programs.
       Block &block = op.getBody().front();
       Operation *firstProgram = *block.getOps<exec::ProgramOp>().begin();
-      for (Operation &child : llvm::make_early_inc_range(llvm::make_range(
-               firstProgram->getIterator(), block.end())))
+      for (Operation &child : llvm::make_early_inc_range(
+               llvm::make_range(firstProgram->getIterator(), block.end())))
         if (!isa<exec::ProgramOp, exec::ScheduleOp>(child))
           child.moveBefore(firstProgram);
     }

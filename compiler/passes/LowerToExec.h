@@ -1,9 +1,17 @@
 //===- LowerToExec.h - the exec lowering's per-rank state -------*- C++ -*-===//
 //
-// Shared by the two files of --strata-lower-to-exec: LowerToExec.cpp (the
-// pass: ranks, parameters' buffers, functions, the schedule) and
-// LowerToExecOps.cpp (each op's kernels). Not an interface: only the pass
-// includes it.
+// Shared by the files of --strata-lower-to-exec: LowerToExec.cpp (the pass:
+// ranks, functions, transfers, the schedule), LowerToExecOps.cpp (each op's
+// instructions), LowerOptimizer.cpp (the flat regions, their buckets, the
+// gradient reductions and the one-launch optimizer). Not an interface: only
+// the pass includes it.
+//
+// Kernels are launched through builders generated from the kernel catalog
+// (runtime/plan/Kernels.def): one struct per kernel with its operands and
+// arguments as named fields in the catalog's order, so that a launch reads
+//   launch(loc, kernel::LayerNormFwd{.x = x, .weight = w, .bias = b,
+//                                    .y = y, .epsilon = eps});
+// and the names and order come from the one definition.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_COMPILER_PASSES_LOWERTOEXEC_H
@@ -13,12 +21,15 @@
 #include "dialects/dist/DistDialect.h"
 #include "dialects/exec/ExecDialect.h"
 #include "dialects/graph/GraphOps.h"
+#include "runtime/plan/Hyper.h"
+#include "runtime/plan/KernelCatalog.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <optional>
@@ -28,53 +39,108 @@ namespace strata::lower_to_exec {
 using namespace mlir;
 namespace graph = strata::graph;
 
+/// One struct per kernel of the catalog: its operands (exec.buffer ops,
+/// null for an absent optional output) and arguments, in order.
+namespace kernel {
+#define KERNEL(Name, text)                                                     \
+  struct Name {                                                                \
+    static constexpr runtime::KernelId id = runtime::KernelId::Name;
+#define IN(operand, dtypes) exec::BufferOp operand;
+#define OUT(operand, dtypes) exec::BufferOp operand;
+#define INT(a) int64_t a = 0;
+#define FLOAT(a) double a = 0;
+#define BOOL(a) bool a = false;
+#define INTS(a) llvm::SmallVector<int64_t> a;
+#define END_KERNEL()                                                           \
+  }                                                                            \
+  ;
+#include "runtime/plan/Kernels.def"
+
+/// What a launch's fields turn into: its inputs, outputs and arguments.
+struct Collected {
+  llvm::SmallVector<exec::BufferOp> inputs, outputs;
+  llvm::SmallVector<NamedAttribute> args;
+};
+
+/// collect(k, c, b) visits a kernel struct's fields in the catalog's order.
+#define KERNEL(Name, text)                                                     \
+  inline void collect(const Name &k, Collected &c, Builder &b) {               \
+    (void)k;                                                                   \
+    (void)b;
+#define IN(operand, dtypes) c.inputs.push_back(k.operand);
+#define OUT(operand, dtypes) c.outputs.push_back(k.operand);
+#define OPT_OUT(operand, dtypes)                                               \
+  if (k.operand)                                                               \
+    c.outputs.push_back(k.operand);
+#define INT(a) c.args.push_back(b.getNamedAttr(#a, b.getI64IntegerAttr(k.a)));
+#define FLOAT(a) c.args.push_back(b.getNamedAttr(#a, b.getF64FloatAttr(k.a)));
+#define BOOL(a) c.args.push_back(b.getNamedAttr(#a, b.getBoolAttr(k.a)));
+#define INTS(a)                                                                \
+  c.args.push_back(b.getNamedAttr(#a, b.getDenseI64ArrayAttr(k.a)));
+#define END_KERNEL() }
+#include "runtime/plan/Kernels.def"
+} // namespace kernel
+
 /// Where this rank sits in the mesh.
 struct RankCoords {
   int64_t rank = 0, tp = 0, dp = 0, pp = 0;
   int64_t tpSize = 1, dpSize = 1, ppSize = 1;
-  /// The world rank at the same tp and dp on pipeline stage `stage`.
-  int64_t onStage(int64_t stage) const {
-    return tp + tpSize * (dp + dpSize * stage);
-  }
 };
 
-/// The part of a parameter a distributed optimizer rank owns: elements
-/// [begin, begin + length) of the local parameter.
-struct Segment {
-  int64_t begin = 0, length = 0;
-  exec::BufferOp grad, value, expAvg, expAvgSq, master;
+/// What the optimizer function says of a parameter (LowerOptimizer.cpp).
+struct ParamFacts {
+  bool decay = false;          // AdamW decays it (a matrix)
+  bool partialOverTp = false;  // its accumulator holds partial sums over tp
+  bool countOnFirstTp = false; // replicated over tp: the norm counts it once
+  SmallVector<int64_t> tiedStages; // the stages sharing it, if tied
 };
 
 struct ParamBuffers {
-  exec::BufferOp value, master, grad, expAvg, expAvgSq;
+  exec::BufferOp value, grad;
   int64_t flatOffset = 0; // elements into the flat regions
-  std::optional<Segment> owned; // with the distributed optimizer
+  int64_t elements = 0;
+  int64_t chunk = 0; // the stage's chunk that uses it first
+  int64_t bucket = -1;
+};
+
+/// A contiguous range of the flat regions whose gradients are reduced over
+/// the data-parallel ranks together: Megatron's buckets, formed in reverse
+/// parameter order within a chunk (the order the backward produces them).
+/// With the distributed optimizer each rank owns 1/dp of every bucket.
+struct Bucket {
+  int64_t begin = 0, size = 0; // elements, padded to a multiple of dp
+  int64_t chunk = -1;          // -1: the reductions done in the optimizer
+  bool overlapped = false;     // reduced as the backward produces it
+  int64_t ownBegin = 0;        // distributed optimizer: this rank's part
+  int64_t stateBegin = 0;      // ... and where it lies in the state regions
+  exec::BufferOp grads, params, ownGrads, ownParams; // views
+  exec::EventOp gathered; // the parameters' all-gather ended
 };
 
 class Lowering {
 public:
   Lowering(ModuleOp module, exec::RankOp rank, bool bf16, RankCoords coords,
-           dist::ReduceGradientsOp reduce)
+           bool overlapGradReduce, bool overlapParamGather)
       : module(module), b(module.getContext()), bf16(bf16), coords(coords),
-        distributedOptimizer(reduce && reduce.getDistributedOptimizer()),
-        bucketElements(reduce ? int64_t(reduce.getBucketElements()) : 0) {
-    bufferBuilder.setInsertionPointToEnd(&rank.getBody().front());
-    programBuilder.setInsertionPointToEnd(&rank.getBody().front());
+        overlapGradReduce(overlapGradReduce),
+        overlapParamGather(overlapParamGather) {
+    declarations.setInsertionPointToEnd(&rank.getBody().front());
+    programs.setInsertionPointToEnd(&rank.getBody().front());
   }
 
-  /// Lays out every parameter's value and gradient in two flat regions (in
-  /// parameter order), so that buckets and a distributed optimizer's shares
-  /// are contiguous, and declares the optimizer state.
+  /// Reads the per-parameter facts and the data-parallel reduction off
+  /// @optimizer; an op it does not know is an error.
+  LogicalResult readOptimizer(func::FuncOp optimizer);
+  /// Lays every parameter's value and gradient out in flat regions, in
+  /// buckets, and declares the optimizer state (LowerOptimizer.cpp).
   void layoutParameters(ArrayRef<func::FuncOp> functions);
   LogicalResult lowerFunction(func::FuncOp func);
+  /// The flat optimizer program (LowerOptimizer.cpp).
+  void lowerOptimizer(func::FuncOp optimizer);
   LogicalResult lowerSchedule(dist::ScheduleOp schedule);
-  /// The stages that share each tied parameter (dist.tie_gradients).
-  void noteTiedParameters(func::FuncOp optimizer) {
-    optimizer.walk([&](dist::TieGradientsOp tie) {
-      tiedStages[tie.getName()] =
-          SmallVector<int64_t>(tie.getStages().begin(), tie.getStages().end());
-    });
-  }
+  /// Places each bucket's reduction after its last gradient is written,
+  /// and the waits for gathered parameters before their first read.
+  void placeReductions(dist::ScheduleOp schedule);
 
 private:
   MLIRContext *ctx() { return module.getContext(); }
@@ -84,8 +150,7 @@ private:
   RankedTensorType storageType(Type type) {
     auto tensor = cast<RankedTensorType>(type);
     if (bf16 && tensor.getElementType().isF32() && tensor.getRank() > 0)
-      return RankedTensorType::get(tensor.getShape(),
-                                   BFloat16Type::get(ctx()));
+      return RankedTensorType::get(tensor.getShape(), BFloat16Type::get(ctx()));
     return tensor;
   }
   static RankedTensorType asF32(Type type) {
@@ -100,8 +165,8 @@ private:
     FlatSymbolRefAttr alias;
     IntegerAttr viewOffset;
     if (aliasOf) {
-      viewBytes += aliasOf.getViewOffset() ? int64_t(*aliasOf.getViewOffset())
-                                           : 0;
+      viewBytes +=
+          aliasOf.getViewOffset() ? int64_t(*aliasOf.getViewOffset()) : 0;
       if (auto root = aliasOf.getAliasAttr())
         alias = root;
       else
@@ -110,11 +175,10 @@ private:
         viewOffset = b.getI64IntegerAttr(viewBytes);
     }
     return exec::BufferOp::create(
-        bufferBuilder, module.getLoc(), b.getStringAttr(name),
+        declarations, module.getLoc(), b.getStringAttr(name),
         TypeAttr::get(type), exec::ArenaAttr::get(ctx(), arena),
         b.getI64IntegerAttr(-1), alias, viewOffset,
-        zeroInit ? b.getUnitAttr() : UnitAttr(), IntegerAttr(),
-        IntegerAttr());
+        zeroInit ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr());
   }
   static int64_t elementBytes(RankedTensorType type) {
     return type.getElementType().isBF16() ? 2 : 4;
@@ -123,41 +187,39 @@ private:
   exec::BufferOp regionView(StringRef name, exec::BufferOp region,
                             int64_t begin, int64_t elements) {
     RankedTensorType type = region.getTensorType();
-    return makeBuffer(name,
-                      RankedTensorType::get({elements}, type.getElementType()),
-                      exec::Arena::Persistent, region,
-                      begin * elementBytes(type));
+    return makeBuffer(
+        name, RankedTensorType::get({elements}, type.getElementType()),
+        exec::Arena::Persistent, region, begin * elementBytes(type));
   }
   exec::BufferOp persistent(StringRef name, RankedTensorType type,
                             bool zeroInit) {
     return makeBuffer(name, type, exec::Arena::Persistent, {}, 0, zeroInit);
   }
-  /// A rank-dependent kernel argument.
-  NamedAttribute rankAttr(StringRef name, int64_t value) {
-    return b.getNamedAttr(name, b.getI64IntegerAttr(value));
+  exec::EventOp event(StringRef name) {
+    return exec::EventOp::create(declarations, module.getLoc(),
+                                 b.getStringAttr(name));
   }
   /// The tp index that a tensor split along tp starts at, in elements of
   /// its dimension `size` (local).
   int64_t tpOffset(int64_t localSize) { return coords.tp * localSize; }
   /// A buffer for `value`; `keepF32` keeps a float tensor in f32 in bf16
-  /// mode (the loss's row statistics, as Megatron computes them).
+  /// mode (the loss's row statistics, attention's log-sum-exp).
   exec::BufferOp temporary(Value value, exec::Arena arena,
                            bool keepF32 = false) {
     bool stashed = stashValues.contains(value);
-    exec::BufferOp buffer =
-        makeBuffer((stashed ? "s" : "t") + std::to_string(counter++),
-                   keepF32 ? asF32(value.getType())
-                           : storageType(value.getType()),
-                   stashed ? exec::Arena::Stash : arena);
+    exec::BufferOp buffer = makeBuffer(
+        (stashed ? "s" : "t") + std::to_string(counter++),
+        keepF32 ? asF32(value.getType()) : storageType(value.getType()),
+        stashed ? exec::Arena::Stash : arena);
     if (stashed)
       buffer.setStashGroupAttr(b.getI64IntegerAttr(stashGroup));
     buffers[value] = buffer;
     return buffer;
   }
   exec::BufferOp view(Value value, exec::BufferOp of) {
-    exec::BufferOp buffer = makeBuffer(
-        "t" + std::to_string(counter++), storageType(value.getType()),
-        of.getArena(), of);
+    exec::BufferOp buffer =
+        makeBuffer("t" + std::to_string(counter++),
+                   storageType(value.getType()), of.getArena(), of);
     buffers[value] = buffer;
     return buffer;
   }
@@ -165,12 +227,25 @@ private:
   exec::BufferOp input(graph::InputOp op);
   exec::BufferOp bufferOf(Value value) { return buffers.lookup(value); }
 
-  void kernel(Location loc, StringRef name, ArrayRef<exec::BufferOp> inputs,
-              ArrayRef<exec::BufferOp> outputs,
-              ArrayRef<NamedAttribute> attrs = {});
-  void gemm(Location loc, exec::BufferOp a, exec::BufferOp bMatrix,
-            exec::BufferOp c, int64_t m, int64_t n, int64_t k,
-            bool transposeA, bool transposeB, bool accumulate);
+  /// A launch of a catalog kernel.
+  template <typename K> exec::LaunchOp launch(Location loc, const K &k) {
+    kernel::Collected c;
+    kernel::collect(k, c, b);
+    return launchCollected(loc, runtime::kernelName(K::id), c);
+  }
+  exec::LaunchOp launchCollected(Location loc, StringRef name,
+                                 const kernel::Collected &c);
+  /// D = op(A)·op(B) (+ D when accumulating), row-major and contiguous:
+  /// A [m, k] (or [k, m] transposed), B [k, n] (or [n, k]).
+  exec::GemmOp gemm(Location loc, exec::BufferOp a, exec::BufferOp bMatrix,
+                    exec::BufferOp d, int64_t m, int64_t n, int64_t k,
+                    bool transposeA, bool transposeB, bool accumulate);
+  exec::CollectiveOp collective(Location loc, exec::CollectiveKind kind,
+                                exec::BufferOp in, exec::BufferOp out,
+                                ArrayRef<int64_t> axes, int64_t dim = 0,
+                                ArrayRef<int64_t> stages = {});
+  void setStream(Operation *op, exec::Stream stream);
+  void setLastMicrobatch(Operation *op);
 
   /// Where a gradient kernel writes: straight into the parameter's
   /// accumulator (adding, `accumulate` true) when its only use is
@@ -182,22 +257,40 @@ private:
   GradientTarget gradientTarget(Value grad);
 
   LogicalResult lowerOp(Operation *op);
+  /// The segments of the flat regions this rank counts in the gradient
+  /// norm and updates (LowerOptimizer.cpp).
+  SmallVector<int64_t> normSegments();
+  SmallVector<int64_t> adamSegments();
+  /// A bucket's data-parallel reduction on `stream`.
+  void reduceBucket(Location loc, Bucket &bucket, exec::Stream stream,
+                    bool lastMicrobatchOnly);
 
   ModuleOp module;
   OpBuilder b;
-  OpBuilder bufferBuilder{module.getContext()};
-  OpBuilder programBuilder{module.getContext()};
-  OpBuilder body{module.getContext()};
+  OpBuilder declarations{module.getContext()}; // buffers, params, events
+  OpBuilder programs{module.getContext()};
+  OpBuilder body{module.getContext()}; // the program being lowered
   bool bf16;
   RankCoords coords;
-  bool distributedOptimizer;
-  int64_t bucketElements;
-  exec::BufferOp paramRegion, gradRegion;
-  int64_t flatElements = 0, shardElements = 0;
-  SmallVector<std::string> paramOrder;
+  bool overlapGradReduce, overlapParamGather;
+  // From @optimizer.
+  llvm::StringMap<ParamFacts> facts;
+  bool distributedOptimizer = false;
+  bool reducesOverData = false; // dist.reduce_gradients is there
+  int64_t bucketElements = 40000000;
+  SmallVector<int64_t> normAxes; // the gradient norm's all-reduce
+  // The flat regions.
+  exec::BufferOp paramRegion, gradRegion, expAvgRegion, expAvgSqRegion,
+      masterRegion, hyperBuffer;
+  int64_t flatElements = 0, stateElements = 0;
+  SmallVector<std::string> paramOrder; // as laid out
+  llvm::StringMap<ParamBuffers> params;
+  SmallVector<Bucket> buckets;
+  // Per program: the events its overlapped reductions record.
+  llvm::MapVector<Operation *, exec::EventOp> reducedEvents;
+
   int64_t counter = 0;
   llvm::DenseMap<Value, exec::BufferOp> buffers;
-  llvm::StringMap<ParamBuffers> params;
   llvm::StringMap<exec::BufferOp> inputs;
   llvm::DenseSet<Operation *> fused; // accumulate_grads done by a producer
   // Pipeline chunks: the values @forward_c returns live in the stash, in
@@ -206,7 +299,10 @@ private:
   llvm::DenseSet<Value> stashValues;
   int64_t stashGroup = -1;
   llvm::DenseMap<int64_t, SmallVector<exec::BufferOp>> chunkStash;
-  llvm::StringMap<SmallVector<int64_t>> tiedStages;
+  // A chunk whose forward receives into the stash: its backward records
+  // when it is done with the slot.
+  llvm::DenseMap<int64_t, exec::EventOp> slotFreed;
+  llvm::DenseMap<StringRef, exec::ProgramOp> programByName;
 };
 
 } // namespace strata::lower_to_exec

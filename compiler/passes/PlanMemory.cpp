@@ -1,8 +1,18 @@
 //===- PlanMemory.cpp - arena offsets by liveness -------------------------===//
+//
+// A workspace buffer is free for reuse only when every stream that touches
+// it is past its last use. The compute stream runs a program's
+// instructions in order, so liveness by instruction index holds for it; a
+// buffer the communication stream touches (a pipeline transfer's, posted
+// at an exchange point outside its program's body) gets memory of its own
+// for the whole iteration instead.
+//
+//===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
 #include "dialects/exec/ExecDialect.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
@@ -34,6 +44,42 @@ struct Life {
   int64_t offset = -1;
 };
 
+/// The buffers an instruction names, and whether it runs on the
+/// communication stream.
+bool operandsOf(Operation &op, SmallVectorImpl<FlatSymbolRefAttr> &out) {
+  auto add = [&](FlatSymbolRefAttr ref) {
+    if (ref)
+      out.push_back(ref);
+  };
+  if (auto gemm = dyn_cast<exec::GemmOp>(op)) {
+    for (FlatSymbolRefAttr ref :
+         {gemm.getAAttr(), gemm.getBAttr(), gemm.getDAttr(), gemm.getBiasAttr(),
+          gemm.getAuxAttr()})
+      add(ref);
+    return false;
+  }
+  if (auto launch = dyn_cast<exec::LaunchOp>(op)) {
+    for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+      for (Attribute ref : list)
+        add(cast<FlatSymbolRefAttr>(ref));
+    return false;
+  }
+  if (auto collective = dyn_cast<exec::CollectiveOp>(op)) {
+    add(collective.getInputAttr());
+    add(collective.getOutputAttr());
+    return collective.getStreamOrCompute() == exec::Stream::Comm;
+  }
+  if (auto send = dyn_cast<exec::SendOp>(op)) {
+    add(send.getBufferAttr());
+    return true;
+  }
+  if (auto recv = dyn_cast<exec::RecvOp>(op)) {
+    add(recv.getBufferAttr());
+    return true;
+  }
+  return false;
+}
+
 struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
   void runOnOperation() override {
     for (auto rank : getOperation().getOps<exec::RankOp>())
@@ -63,36 +109,56 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
       next = alignUp(persistent);
     }
 
-    // Workspace: each program alone (programs run one after another).
+    // Workspace: buffers the communication stream touches first, each its
+    // own; then each program alone (programs run one after another on the
+    // compute stream), from where those end.
     llvm::DenseMap<Operation *, exec::ProgramOp> owner;
-    int64_t workspace = 0;
+    llvm::DenseSet<Operation *> exclusive;
+    int64_t exclusiveBytes = 0;
+    for (auto program : rank.getBody().front().getOps<exec::ProgramOp>())
+      for (Operation &op : program.getBody().front()) {
+        SmallVector<FlatSymbolRefAttr> refs;
+        if (!operandsOf(op, refs))
+          continue;
+        for (FlatSymbolRefAttr ref : refs) {
+          exec::BufferOp root = rootOf(ref.getValue());
+          if (root.getArena() != exec::Arena::Workspace ||
+              !exclusive.insert(root).second)
+            continue;
+          root.setOffset(exclusiveBytes);
+          exclusiveBytes = alignUp(exclusiveBytes + root.getBytes());
+        }
+      }
+    int64_t workspace = exclusiveBytes;
     for (auto program : rank.getBody().front().getOps<exec::ProgramOp>()) {
       llvm::DenseMap<Operation *, size_t> index;
       std::vector<Life> lives;
       int64_t step = 0;
-      for (auto kernel : program.getBody().front().getOps<exec::KernelOp>()) {
-        for (ArrayAttr list : {kernel.getInputs(), kernel.getOutputs()}) {
-          for (Attribute ref : list) {
-            exec::BufferOp root =
-                rootOf(cast<FlatSymbolRefAttr>(ref).getValue());
-            if (root.getArena() != exec::Arena::Workspace)
-              continue;
-            auto [seen, inserted] = owner.try_emplace(root, program);
-            if (seen->second != program)
-              return root.emitOpError()
-                     << "is a workspace buffer used by two programs ("
-                     << seen->second.getSymName() << " and "
-                     << program.getSymName()
-                     << "): what outlives a program must be persistent";
-            auto [it, fresh] = index.try_emplace(root, lives.size());
-            if (fresh)
-              lives.push_back({root, step, step, root.getBytes(), -1});
-            lives[it->second].last = step;
-          }
+      for (Operation &op : program.getBody().front()) {
+        SmallVector<FlatSymbolRefAttr> refs;
+        operandsOf(op, refs);
+        for (FlatSymbolRefAttr ref : refs) {
+          exec::BufferOp root = rootOf(ref.getValue());
+          if (root.getArena() != exec::Arena::Workspace)
+            continue;
+          auto [seen, inserted] = owner.try_emplace(root, program);
+          if (seen->second != program)
+            return root.emitOpError()
+                   << "is a workspace buffer used by two programs ("
+                   << seen->second.getSymName() << " and "
+                   << program.getSymName()
+                   << "): what outlives a program must be persistent";
+          if (exclusive.contains(root))
+            continue;
+          auto [it, fresh] = index.try_emplace(root, lives.size());
+          if (fresh)
+            lives.push_back({root, step, step, root.getBytes(), -1});
+          lives[it->second].last = step;
         }
         ++step;
       }
-      workspace = std::max(workspace, place(lives));
+      workspace =
+          std::max(workspace, exclusiveBytes + place(lives, exclusiveBytes));
     }
     // Stash: per chunk of the stage, its buffers end to end make one slot;
     // the chunk's slots follow each other, and the chunks each other.
@@ -141,7 +207,7 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
   /// Greedy by size: largest first, each at the lowest offset that no
   /// already placed buffer with an overlapping life occupies. Returns the
   /// arena size the program needs.
-  static int64_t place(std::vector<Life> &lives) {
+  static int64_t place(std::vector<Life> &lives, int64_t base) {
     std::vector<Life *> order;
     for (Life &life : lives)
       order.push_back(&life);
@@ -164,7 +230,7 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
         offset = std::max(offset, alignUp(end));
       }
       life->offset = offset;
-      life->buffer.setOffset(offset);
+      life->buffer.setOffset(base + offset);
       placed.push_back(life);
       size = std::max(size, offset + life->bytes);
     }

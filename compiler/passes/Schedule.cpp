@@ -4,9 +4,13 @@
 // (each adds its gradients into the accumulators) and then @optimizer.
 // With them (--strata-pipeline-split), each stage runs its chunks'
 // @forward_c and @backward_c per microbatch in the order of a pipeline
-// schedule (compiler/PipelineSchedules.h), then @optimizer. The order is
-// run on a clock first (runtime/sim): a schedule whose sends and receives
-// could wait on each other forever is an error, not a hang at run time.
+// schedule (compiler/PipelineSchedules.h), then @optimizer. A step that
+// starts a new exchange point is marked `exchange`: there the stage posts
+// its pending sends and the next receives as one group, as Megatron does.
+// The order is run on a clock first (runtime/sim), and its exchange groups
+// against sends that wait to be matched (NCCL's): a schedule whose sends
+// and receives could wait on each other forever is an error, not a hang at
+// run time.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Mesh.h"
@@ -52,8 +56,8 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       return scheduleSteps(module);
     }
     int64_t chunks = 0;
-    while (module.lookupSymbol<func::FuncOp>("forward_" +
-                                             std::to_string(chunks)))
+    while (
+        module.lookupSymbol<func::FuncOp>("forward_" + std::to_string(chunks)))
       ++chunks;
     if (chunks == 0) {
       module.emitError() << "no @microbatch or @forward_0 to schedule: run "
@@ -69,8 +73,8 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
-    auto schedule = dist::ScheduleOp::create(
-        b, loc, b.getI64IntegerAttr(0), b.getI64IntegerAttr(microbatches));
+    auto schedule = dist::ScheduleOp::create(b, loc, b.getI64IntegerAttr(0),
+                                             b.getI64IntegerAttr(microbatches));
     b.setInsertionPointToEnd(&schedule.getBody().emplaceBlock());
     for (int64_t mb = 0; mb < microbatches; ++mb)
       dist::StepOp::create(b, loc,
@@ -84,7 +88,8 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
   LogicalResult schedulePipeline(ModuleOp module, int64_t chunks) {
     int64_t p = meshAxis(module, kPipelineAxis);
     if (chunks % p != 0)
-      return module.emitError() << chunks << " pipeline chunks do not go "
+      return module.emitError() << chunks
+                                << " pipeline chunks do not go "
                                    "evenly on "
                                 << p << " stages";
     int v = int(chunks / p), m = int(microbatches);
@@ -105,32 +110,49 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     auto orders = pipeline::scheduleOrders(kind, int(p), v, m);
     sim::SimResult run = sim::simulate(orders, int(chunks), m, sim::Costs());
     if (!run.deadlock.empty())
+      return module.emitError() << "the " << pipeline::scheduleName(kind)
+                                << " schedule would deadlock: " << run.deadlock;
+    std::vector<std::vector<bool>> exchange;
+    for (int64_t stage = 0; stage < p; ++stage)
+      exchange.push_back(
+          pipeline::exchangePoints(kind, int(p), v, m, int(stage)));
+    if (std::string stuck =
+            sim::checkTransferGroups(orders, exchange, int(chunks));
+        !stuck.empty())
       return module.emitError()
              << "the " << pipeline::scheduleName(kind)
-             << " schedule would deadlock: " << run.deadlock;
+             << " schedule would deadlock where sends wait to be received "
+                "(NCCL): "
+             << stuck
+             << (kind == pipeline::ScheduleKind::GPipe && v > 1
+                     ? "; with virtual stages use the interleaved schedule"
+                     : "");
 
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
     for (int64_t stage = 0; stage < p; ++stage) {
-      auto schedule = dist::ScheduleOp::create(b, loc,
-                                               b.getI64IntegerAttr(stage),
-                                               b.getI64IntegerAttr(m));
-      schedule->setAttr("kind",
-                        b.getStringAttr(pipeline::scheduleName(kind)));
+      auto schedule = dist::ScheduleOp::create(
+          b, loc, b.getI64IntegerAttr(stage), b.getI64IntegerAttr(m));
+      schedule->setAttr("kind", b.getStringAttr(pipeline::scheduleName(kind)));
       OpBuilder steps(module.getContext());
       steps.setInsertionPointToEnd(&schedule.getBody().emplaceBlock());
-      for (const sim::Work &work : orders[stage]) {
+      for (auto [work, point] : llvm::zip(orders[stage], exchange[stage])) {
         std::string name =
             (work.phase == sim::Phase::Forward ? "forward_" : "backward_") +
             std::to_string(work.chunk);
-        dist::StepOp::create(steps, loc,
-                             FlatSymbolRefAttr::get(b.getContext(), name),
-                             steps.getI64IntegerAttr(work.microbatch));
+        auto step = dist::StepOp::create(
+            steps, loc, FlatSymbolRefAttr::get(b.getContext(), name),
+            steps.getI64IntegerAttr(work.microbatch));
+        if (point)
+          step->setAttr("exchange", steps.getUnitAttr());
       }
-      dist::StepOp::create(
-          steps, loc, FlatSymbolRefAttr::get(b.getContext(), "optimizer"),
-          IntegerAttr());
+      // The last sends go out before the optimizer, whose collectives
+      // (a tied embedding's, the norm's) the peers reach only after them.
+      dist::StepOp::create(steps, loc,
+                           FlatSymbolRefAttr::get(b.getContext(), "optimizer"),
+                           IntegerAttr())
+          ->setAttr("exchange", steps.getUnitAttr());
     }
     return success();
   }

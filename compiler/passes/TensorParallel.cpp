@@ -77,7 +77,7 @@ enum class Need { None, Optional, Required };
 
 struct Trace {
   Need need = Need::None;
-  bool forLoss = false;        // required by the loss: the vocabulary
+  bool forLoss = false;         // required by the loss: the vocabulary
   Operation *blocked = nullptr; // an op the split cannot pass
   std::string why;
 };
@@ -204,8 +204,7 @@ std::optional<int64_t> Partitioner::mapThroughReshape(RankedTensorType in,
     return e;
   }
   why = "it regroups the split dimension " + std::to_string(dim) +
-        " so that no dimension of " + describe(out) +
-        " holds the same blocks";
+        " so that no dimension of " + describe(out) + " holds the same blocks";
   return std::nullopt;
 }
 
@@ -352,15 +351,14 @@ FailureOr<Value> Partitioner::convert(Value v, Sharding to, Operation *before) {
     result = shard::AllReduceOp::create(b, loc, type, kGrid, axes, v,
                                         shard::ReductionKind::Sum);
   } else if (from.isPartial() && to.isSplit()) {
-    result = shard::ReduceScatterOp::create(b, loc, type, kGrid, axes, v,
-                                            shard::ReductionKind::Sum,
-                                            index(to.dim));
+    result = shard::ReduceScatterOp::create(
+        b, loc, type, kGrid, axes, v, shard::ReductionKind::Sum, index(to.dim));
   } else if (from.isSplit() && to.isReplicated()) {
     result = shard::AllGatherOp::create(b, loc, type, kGrid, axes, v,
                                         index(from.dim));
   } else if (from.isReplicated() && to.isSplit()) {
-    result = shard::AllSliceOp::create(b, loc, type, kGrid, axes, v,
-                                       index(to.dim));
+    result =
+        shard::AllSliceOp::create(b, loc, type, kGrid, axes, v, index(to.dim));
   } else if (from.isReplicated() && to.isPartial()) {
     result = strata::dist::KeepOnFirstOp::create(
         b, loc, type, v, FlatSymbolRefAttr::get(b.getContext(), kGrid),
@@ -519,8 +517,8 @@ LogicalResult Partitioner::ruleWeightGrad(MatmulWeightGradOp op) {
   if (l.isPartial() || g.isPartial()) {
     Sharding other = l.isPartial() ? g : l;
     if (!other.isReplicated() &&
-        failed(convertOperand(op, l.isPartial() ? 1 : 0,
-                              Sharding::replicated())))
+        failed(
+            convertOperand(op, l.isPartial() ? 1 : 0, Sharding::replicated())))
       return failure();
     set(op, Sharding::partial());
     return success();
@@ -555,16 +553,24 @@ LogicalResult Partitioner::ruleWeightGrad(MatmulWeightGradOp op) {
 }
 
 LogicalResult Partitioner::ruleAttention(Operation *op, bool backward) {
-  // Operands: q, k, v (and output, grad when backward). All heads-split, or
-  // q split and k, v replicated (their heads do not divide).
+  // Operands: q, k, v (and output, lse, grad when backward). All
+  // heads-split, or q split and k, v replicated (their heads do not
+  // divide). The row log-sum-exp [b, heads, s] splits its heads (dim 1)
+  // with q's.
   unsigned count = op->getNumOperands();
+  auto isLse = [&](unsigned i) {
+    return backward && op->getOperand(i) == cast<AttentionGradOp>(op).getLse();
+  };
+  auto lseOf = [](Sharding q) {
+    return q.isSplit() ? Sharding::split(1) : Sharding::replicated();
+  };
   for (unsigned i = 0; i < count; ++i)
     if (get(op->getOperand(i)).isPartial() &&
         failed(convertOperand(op, i, Sharding::replicated())))
       return failure();
   for (unsigned i = 0; i < count; ++i) {
     Sharding s = get(op->getOperand(i));
-    if (s.isSplit() && s.dim != 2 &&
+    if (!isLse(i) && s.isSplit() && s.dim != 2 &&
         failed(convertOperand(op, i, Sharding::replicated())))
       return failure();
   }
@@ -578,10 +584,12 @@ LogicalResult Partitioner::ruleAttention(Operation *op, bool backward) {
     return failure();
   k = get(op->getOperand(1));
   if (backward) {
-    for (unsigned i = 3; i < count; ++i)
-      if (get(op->getOperand(i)) != q &&
-          failed(convertOperand(op, i, q)))
+    for (unsigned i = 3; i < count; ++i) {
+      Sharding expected = isLse(i) ? lseOf(q) : q;
+      if (get(op->getOperand(i)) != expected &&
+          failed(convertOperand(op, i, expected)))
         return failure();
+    }
   }
   if (q.isSplit() && k.isReplicated()) {
     // Each rank's query heads read the replicated kv heads they belong to.
@@ -592,6 +600,8 @@ LogicalResult Partitioner::ruleAttention(Operation *op, bool backward) {
     op->setAttr("dist.query_heads_split", b.getUnitAttr());
   }
   set(op->getResult(0), q);
+  if (!backward)
+    set(op->getResult(1), lseOf(q));
   if (backward) {
     // A replicated kv head's gradient sums over the ranks' query heads.
     Sharding kv = k.isReplicated() && q.isSplit() ? Sharding::partial() : k;
@@ -617,10 +627,10 @@ LogicalResult Partitioner::ruleLoss(CrossEntropyOp op) {
   b.setInsertionPoint(op);
   Location loc = op.getLoc();
   auto logitsType = op.getLogits().getType();
-  auto rows = RankedTensorType::get(logitsType.getShape().drop_back(),
-                                    b.getF32Type());
-  int64_t vocab = op.getVocabSize() ? *op.getVocabSize()
-                                    : logitsType.getShape().back();
+  auto rows =
+      RankedTensorType::get(logitsType.getShape().drop_back(), b.getF32Type());
+  int64_t vocab =
+      op.getVocabSize() ? *op.getVocabSize() : logitsType.getShape().back();
   auto vocabAttr = b.getI64IntegerAttr(vocab);
   ArrayRef<int16_t> axes(kTpAxes);
   auto reduce = [&](Value v, shard::ReductionKind kind) {
@@ -628,8 +638,7 @@ LogicalResult Partitioner::ruleLoss(CrossEntropyOp op) {
     set(r, Sharding::replicated());
     return r;
   };
-  auto localMax =
-      LogitsMaxOp::create(b, loc, rows, op.getLogits(), vocabAttr);
+  auto localMax = LogitsMaxOp::create(b, loc, rows, op.getLogits(), vocabAttr);
   Value max = reduce(localMax, shard::ReductionKind::Max);
   auto localTarget = LogitsTargetOp::create(b, loc, rows, op.getLogits(),
                                             op.getLabels(), vocabAttr);
@@ -638,8 +647,8 @@ LogicalResult Partitioner::ruleLoss(CrossEntropyOp op) {
       LogitsSumExpOp::create(b, loc, rows, op.getLogits(), max, vocabAttr);
   Value sumExp = reduce(localSum, shard::ReductionKind::Sum);
   auto layerTag = op->getAttr("strata.layer");
-  for (Operation *created : {max.getDefiningOp(), target.getDefiningOp(),
-                             sumExp.getDefiningOp()})
+  for (Operation *created :
+       {max.getDefiningOp(), target.getDefiningOp(), sumExp.getDefiningOp()})
     if (layerTag)
       created->setAttr("strata.layer", layerTag);
   for (Operation *stat : {localMax.getOperation(), localTarget.getOperation(),
@@ -647,8 +656,8 @@ LogicalResult Partitioner::ruleLoss(CrossEntropyOp op) {
     stat->setAttr("dist.vocab_parallel", b.getUnitAttr());
     set(stat->getResult(0), Sharding::replicated()); // rows are whole
   }
-  auto loss = CrossEntropyFromStatsOp::create(b, loc, op.getType(), max,
-                                              sumExp, target);
+  auto loss = CrossEntropyFromStatsOp::create(b, loc, op.getType(), max, sumExp,
+                                              target);
   set(loss, Sharding::replicated());
   lossStats[op.getLogits()] = {max, sumExp};
   op.replaceAllUsesWith(loss.getResult());
@@ -693,8 +702,8 @@ LogicalResult Partitioner::ruleNorm(Operation *op, bool backward) {
   int64_t last = cast<RankedTensorType>(x.getType()).getRank() - 1;
   Sharding s = get(x);
   if (s.isPartial() || s.isSplit(last)) {
-    if (failed(convertOperand(op, 0, s.isPartial() ? streamSharding(x)
-                                                   : Sharding::replicated())))
+    if (failed(convertOperand(
+            op, 0, s.isPartial() ? streamSharding(x) : Sharding::replicated())))
       return failure();
     s = get(op->getOperand(0));
   }
@@ -712,8 +721,8 @@ LogicalResult Partitioner::ruleNorm(Operation *op, bool backward) {
   set(op->getResult(0), s);
   if (backward) {
     // Weight gradients sum over rows: partial when the rows are split.
-    Sharding weights = s.isSplit() ? Sharding::partial()
-                                   : Sharding::replicated();
+    Sharding weights =
+        s.isSplit() ? Sharding::partial() : Sharding::replicated();
     for (unsigned i = 1; i < op->getNumResults(); ++i)
       set(op->getResult(i), weights);
   }
@@ -759,8 +768,7 @@ LogicalResult Partitioner::rule(Operation *op) {
   }
   if (isa<GeluGradOp, SiluGradOp>(op)) {
     Sharding x = get(op->getOperand(0));
-    if (x.isPartial() &&
-        failed(convertOperand(op, 0, Sharding::replicated())))
+    if (x.isPartial() && failed(convertOperand(op, 0, Sharding::replicated())))
       return failure();
     x = get(op->getOperand(0));
     if (get(op->getOperand(1)) != x && failed(convertOperand(op, 1, x)))
@@ -864,8 +872,7 @@ LogicalResult Partitioner::rule(Operation *op) {
         failed(convertOperand(op, 0, Sharding::replicated())))
       return failure();
     dy = get(grad.getGrad());
-    set(grad, dy.isReplicated() ? Sharding::replicated()
-                                : Sharding::partial());
+    set(grad, dy.isReplicated() ? Sharding::replicated() : Sharding::partial());
     return success();
   }
   if (auto sum = dyn_cast<SumToOp>(op)) {
@@ -897,8 +904,8 @@ LogicalResult Partitioner::rule(Operation *op) {
         failed(convertOperand(op, 0, Sharding::replicated())))
       return failure();
     Sharding s = get(squares.getInput());
-    set(squares, s.isReplicated() ? Sharding::replicated()
-                                  : Sharding::partial());
+    set(squares,
+        s.isReplicated() ? Sharding::replicated() : Sharding::partial());
     return success();
   }
   if (auto clip = dyn_cast<ClipCoefficientOp>(op)) {
@@ -961,8 +968,7 @@ FailureOr<RankedTensorType> Partitioner::localType(Value v, Operation *where) {
   if (shape[s.dim] % tp != 0) {
     error(where) << describe(type) << " splits dimension " << s.dim << " ("
                  << shape[s.dim]
-                 << "), which is not divisible by tensor-parallel size "
-                 << tp;
+                 << "), which is not divisible by tensor-parallel size " << tp;
     return failure();
   }
   shape[s.dim] /= tp;
@@ -999,14 +1005,14 @@ LogicalResult Partitioner::run() {
   if (sp) {
     // The residual stream is [batch, seq, hidden]: the sequence must split.
     for (auto input : microbatch.getOps<InputOp>()) {
-      int64_t seq = input.getType().getRank() >= 2
-                        ? input.getType().getDimSize(1)
-                        : 1;
+      int64_t seq =
+          input.getType().getRank() >= 2 ? input.getType().getDimSize(1) : 1;
       if (seq % tp != 0)
-        return error(input) << "sequence parallelism splits the sequence ("
-                            << seq << "), which is not divisible by "
-                               "tensor-parallel size "
-                            << tp;
+        return error(input)
+               << "sequence parallelism splits the sequence (" << seq
+               << "), which is not divisible by "
+                  "tensor-parallel size "
+               << tp;
     }
   }
   for (Operation &op : microbatch.getBody().front()) {

@@ -1,6 +1,8 @@
 //===- PlanWriter.cpp - exec IR to a plan file ----------------------------===//
 #include "compiler/plan/PlanWriter.h"
 #include "dialects/exec/ExecDialect.h"
+#include "runtime/plan/KernelCatalog.h"
+#include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/plan_generated.h"
 
@@ -15,56 +17,198 @@ namespace {
 
 namespace fb = ::flatbuffers;
 
+/// Builds the plan's tables: each rank's, and the plan-wide ones they
+/// index (kernel names, communication groups, locations), each entry once.
 class Writer {
 public:
   LogicalResult rank(exec::RankOp rank);
   fb::FlatBufferBuilder builder{1 << 16};
   std::vector<fb::Offset<plan::Rank>> ranks;
   std::string pipelineSchedule; // the exec.schedule's kind, if any
+  std::vector<std::string> kernels, locations = {""};
+  std::vector<std::pair<std::vector<uint8_t>, std::vector<uint32_t>>> groups;
 
 private:
-  LogicalResult attr(NamedAttribute named,
-                     std::vector<fb::Offset<plan::Attr>> &out);
-  static std::string location(Location loc) {
-    if (auto file = dyn_cast<FileLineColLoc>(loc))
-      return (file.getFilename().str() + ":" +
-              std::to_string(file.getLine()) + ":" +
-              std::to_string(file.getColumn()));
-    return "";
+  uint32_t indexOf(std::vector<std::string> &table,
+                   llvm::StringMap<uint32_t> &index, StringRef key) {
+    auto [it, fresh] = index.try_emplace(key, table.size());
+    if (fresh)
+      table.push_back(key.str());
+    return it->second;
   }
+  uint32_t location(Location loc) {
+    auto file = dyn_cast<FileLineColLoc>(loc);
+    if (!file)
+      return 0;
+    std::string text = file.getFilename().str() + ":" +
+                       std::to_string(file.getLine()) + ":" +
+                       std::to_string(file.getColumn());
+    return indexOf(locations, locationIndex, text);
+  }
+  uint32_t group(ArrayRef<int64_t> axes,
+                 std::optional<ArrayRef<int64_t>> stages) {
+    std::pair<std::vector<uint8_t>, std::vector<uint32_t>> key;
+    for (int64_t axis : axes)
+      key.first.push_back(uint8_t(axis));
+    if (stages)
+      for (int64_t stage : *stages)
+        key.second.push_back(uint32_t(stage));
+    auto it = std::find(groups.begin(), groups.end(), key);
+    if (it != groups.end())
+      return uint32_t(it - groups.begin());
+    groups.push_back(key);
+    return uint32_t(groups.size() - 1);
+  }
+  LogicalResult instruction(Operation &op,
+                            const llvm::StringMap<uint32_t> &buffers,
+                            const llvm::StringMap<plan::DType> &dtypes,
+                            const llvm::StringMap<uint32_t> &events,
+                            std::vector<fb::Offset<plan::Instruction>> &out);
+
+  llvm::StringMap<uint32_t> kernelIndex, locationIndex;
 };
 
-LogicalResult Writer::attr(NamedAttribute named,
-                           std::vector<fb::Offset<plan::Attr>> &out) {
-  auto key = builder.CreateString(named.getName().str());
-  Attribute value = named.getValue();
-  if (auto b = dyn_cast<BoolAttr>(value)) {
-    out.push_back(plan::CreateAttr(builder, key, plan::AttrKind::Bool,
-                                   b.getValue() ? 1 : 0));
-  } else if (auto i = dyn_cast<IntegerAttr>(value)) {
-    out.push_back(
-        plan::CreateAttr(builder, key, plan::AttrKind::Int, i.getInt()));
-  } else if (auto f = dyn_cast<FloatAttr>(value)) {
-    out.push_back(plan::CreateAttr(builder, key, plan::AttrKind::Float, 0,
-                                   f.getValueAsDouble()));
-  } else if (auto ints = dyn_cast<DenseI64ArrayAttr>(value)) {
-    auto vector = builder.CreateVector(ints.asArrayRef().data(),
-                                       ints.asArrayRef().size());
-    out.push_back(plan::CreateAttr(builder, key, plan::AttrKind::Ints, 0, 0,
-                                   vector));
-  } else {
-    return emitError(UnknownLoc::get(value.getContext()))
-           << "kernel argument '" << named.getName()
-           << "' has a kind the plan cannot hold: " << value;
+static plan::Stream streamOf(exec::Stream stream) {
+  return stream == exec::Stream::Comm ? plan::Stream::Comm
+                                      : plan::Stream::Compute;
+}
+
+LogicalResult
+Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
+                    const llvm::StringMap<plan::DType> &dtypes,
+                    const llvm::StringMap<uint32_t> &events,
+                    std::vector<fb::Offset<plan::Instruction>> &out) {
+  auto index = [&](FlatSymbolRefAttr ref) {
+    return ref ? buffers.lookup(ref.getValue()) : runtime::kNoBuffer;
+  };
+  auto when = [](std::optional<exec::Condition> condition) {
+    return condition == exec::Condition::LastMicrobatch
+               ? plan::Condition::LastMicrobatch
+               : plan::Condition::Always;
+  };
+  auto emit = [&](plan::Op type, fb::Offset<void> value, exec::Stream stream,
+                  std::optional<exec::Condition> condition) {
+    out.push_back(plan::CreateInstruction(builder, type, value,
+                                          streamOf(stream), when(condition),
+                                          location(op.getLoc())));
+  };
+  if (auto gemm = dyn_cast<exec::GemmOp>(op)) {
+    plan::Epilogue epilogue =
+        static_cast<plan::Epilogue>(static_cast<int>(gemm.getEpilogue()));
+    auto value = plan::CreateGemm(
+        builder, index(gemm.getAAttr()), index(gemm.getBAttr()),
+        index(gemm.getDAttr()), index(gemm.getBiasAttr()),
+        index(gemm.getAuxAttr()), gemm.getM(), gemm.getN(), gemm.getK(),
+        gemm.getTransposeA(), gemm.getTransposeB(), gemm.getLda(),
+        gemm.getLdb(), gemm.getLdd(), gemm.getBatch(), gemm.getStrideA(),
+        gemm.getStrideB(), gemm.getStrideD(), gemm.getAlpha().convertToFloat(),
+        gemm.getBeta().convertToFloat(), epilogue);
+    emit(plan::Op::Gemm, value.Union(), gemm.getStreamOrCompute(),
+         gemm.getWhen());
+    return success();
   }
-  return success();
+  if (auto launch = dyn_cast<exec::LaunchOp>(op)) {
+    int id = runtime::findKernel(launch.getKernel().str());
+    if (id < 0)
+      return launch.emitOpError()
+             << "'" << launch.getKernel() << "' is not a kernel of the catalog";
+    const runtime::KernelSpec &spec =
+        runtime::kernelSpec(runtime::KernelId(id));
+    std::vector<uint32_t> operands;
+    for (Attribute ref : launch.getInputs())
+      operands.push_back(index(cast<FlatSymbolRefAttr>(ref)));
+    for (Attribute ref : launch.getOutputs())
+      operands.push_back(index(cast<FlatSymbolRefAttr>(ref)));
+    // Absent optional outputs, at the end.
+    while (operands.size() < spec.operands.size())
+      operands.push_back(runtime::kNoBuffer);
+    std::vector<fb::Offset<plan::Attr>> attrs;
+    for (const runtime::AttrSpec &attrSpec : spec.attrs) {
+      Attribute value = launch.getArgs().get(attrSpec.name);
+      int64_t i = 0;
+      double f = 0;
+      fb::Offset<fb::Vector<int64_t>> list;
+      if (auto b = dyn_cast_or_null<BoolAttr>(value))
+        i = b.getValue();
+      else if (auto n = dyn_cast_or_null<IntegerAttr>(value))
+        i = n.getInt();
+      else if (auto x = dyn_cast_or_null<FloatAttr>(value))
+        f = x.getValueAsDouble();
+      else if (auto ints = dyn_cast_or_null<DenseI64ArrayAttr>(value))
+        list = builder.CreateVector(ints.asArrayRef().data(),
+                                    ints.asArrayRef().size());
+      else
+        return launch.emitOpError() << "has no argument '" << attrSpec.name
+                                    << "' of the kind its kernel takes";
+      attrs.push_back(plan::CreateAttr(builder, i, f, list));
+    }
+    auto vector = [&](std::optional<ArrayRef<int64_t>> values) {
+      std::vector<uint32_t> out;
+      if (values)
+        for (int64_t v : *values)
+          out.push_back(uint32_t(v));
+      return builder.CreateVector(out);
+    };
+    int32_t code = -1; // generated code comes with the CUDA target
+    auto value = plan::CreateLaunch(
+        builder, uint16_t(indexOf(kernels, kernelIndex, spec.name)),
+        builder.CreateVector(operands), builder.CreateVector(attrs),
+        vector(launch.getGrid()), vector(launch.getBlock()),
+        uint32_t(launch.getSharedBytes().value_or(0)), code);
+    emit(plan::Op::Launch, value.Union(), launch.getStreamOrCompute(),
+         launch.getWhen());
+    return success();
+  }
+  if (auto collective = dyn_cast<exec::CollectiveOp>(op)) {
+    uint32_t input = index(collective.getInputAttr());
+    plan::DType dtype = dtypes.lookup(collective.getInput());
+    auto value = plan::CreateCollective(
+        builder,
+        static_cast<plan::CollectiveKind>(
+            static_cast<int>(collective.getKind())),
+        group(collective.getAxes(), collective.getStages()), input,
+        index(collective.getOutputAttr()), int32_t(collective.getDim()), dtype);
+    emit(plan::Op::Collective, value.Union(), collective.getStreamOrCompute(),
+         collective.getWhen());
+    return success();
+  }
+  if (auto send = dyn_cast<exec::SendOp>(op)) {
+    auto value = plan::CreateSend(builder, index(send.getBufferAttr()),
+                                  uint32_t(send.getPeerStage()),
+                                  uint32_t(send.getChannel()));
+    emit(plan::Op::Send, value.Union(), exec::Stream::Comm, std::nullopt);
+    return success();
+  }
+  if (auto recv = dyn_cast<exec::RecvOp>(op)) {
+    auto value = plan::CreateRecv(builder, index(recv.getBufferAttr()),
+                                  uint32_t(recv.getPeerStage()),
+                                  uint32_t(recv.getChannel()));
+    emit(plan::Op::Recv, value.Union(), exec::Stream::Comm, std::nullopt);
+    return success();
+  }
+  if (auto record = dyn_cast<exec::RecordOp>(op)) {
+    auto value = plan::CreateRecord(
+        builder, events.lookup(record.getEventAttr().getValue()));
+    emit(plan::Op::Record, value.Union(), record.getStreamOrCompute(),
+         record.getWhen());
+    return success();
+  }
+  if (auto wait = dyn_cast<exec::WaitOp>(op)) {
+    auto value = plan::CreateWait(
+        builder, events.lookup(wait.getEventAttr().getValue()));
+    emit(plan::Op::Wait, value.Union(), wait.getStreamOrCompute(),
+         wait.getWhen());
+    return success();
+  }
+  return op.emitOpError() << "is not an instruction the plan can hold";
 }
 
 LogicalResult Writer::rank(exec::RankOp rank) {
   if (!rank.getPersistentBytes() || !rank.getWorkspaceBytes())
     return rank.emitError() << "is not memory-planned: run "
                                "--strata-plan-memory first";
-  llvm::StringMap<uint32_t> index;
+  llvm::StringMap<uint32_t> index, events;
+  llvm::StringMap<plan::DType> dtypes;
   std::vector<fb::Offset<plan::Buffer>> buffers;
   std::vector<fb::Offset<plan::Param>> params;
   std::vector<fb::Offset<plan::Io>> io;
@@ -82,18 +226,20 @@ LogicalResult Writer::rank(exec::RankOp rank) {
     if (buffer.getPlacedOffset() < 0)
       return buffer.emitOpError() << "has no offset: run --strata-plan-memory";
     index[buffer.getSymName()] = buffers.size();
-    auto shape = builder.CreateVector(type.getShape().data(),
-                                      type.getShape().size());
-    plan::Arena arena = buffer.getArena() == exec::Arena::Persistent
-                            ? plan::Arena::Persistent
-                        : buffer.getArena() == exec::Arena::Workspace
-                            ? plan::Arena::Workspace
-                            : plan::Arena::Stash;
+    dtypes[buffer.getSymName()] = dtype;
+    auto shape =
+        builder.CreateVector(type.getShape().data(), type.getShape().size());
+    plan::Arena arena =
+        buffer.getArena() == exec::Arena::Persistent  ? plan::Arena::Persistent
+        : buffer.getArena() == exec::Arena::Workspace ? plan::Arena::Workspace
+                                                      : plan::Arena::Stash;
     buffers.push_back(plan::CreateBuffer(
         builder, builder.CreateString(buffer.getSymName().str()), arena,
         buffer.getPlacedOffset(), dtype, shape, buffer.getZeroInit(),
         buffer.getSlotStride().value_or(0)));
   }
+  for (auto event : body.getOps<exec::EventOp>())
+    events[event.getSymName()] = events.size();
   auto indexOf = [&](FlatSymbolRefAttr ref) {
     return index.lookup(ref.getValue());
   };
@@ -123,22 +269,9 @@ LogicalResult Writer::rank(exec::RankOp rank) {
   for (auto program : body.getOps<exec::ProgramOp>()) {
     programIndex[program.getSymName()] = programs.size();
     std::vector<fb::Offset<plan::Instruction>> instructions;
-    for (auto kernel : program.getBody().front().getOps<exec::KernelOp>()) {
-      std::vector<uint32_t> ins, outs;
-      for (Attribute ref : kernel.getInputs())
-        ins.push_back(indexOf(cast<FlatSymbolRefAttr>(ref)));
-      for (Attribute ref : kernel.getOutputs())
-        outs.push_back(indexOf(cast<FlatSymbolRefAttr>(ref)));
-      std::vector<fb::Offset<plan::Attr>> attrs;
-      for (NamedAttribute named : kernel->getDiscardableAttrs())
-        if (failed(attr(named, attrs)))
-          return failure();
-      instructions.push_back(plan::CreateInstruction(
-          builder, builder.CreateString(kernel.getKernel().str()),
-          builder.CreateVector(ins), builder.CreateVector(outs),
-          builder.CreateVector(attrs),
-          builder.CreateString(location(kernel.getLoc()))));
-    }
+    for (Operation &op : program.getBody().front())
+      if (failed(instruction(op, index, dtypes, events, instructions)))
+        return failure();
     StringRef phase = program.getPhase();
     plan::Phase kind = phase == "forward"     ? plan::Phase::Forward
                        : phase == "backward"  ? plan::Phase::Backward
@@ -156,13 +289,13 @@ LogicalResult Writer::rank(exec::RankOp rank) {
       schedule.push_back(plan::Step(
           programIndex.lookup(run.getProgram()),
           run.getMicrobatch() ? int32_t(*run.getMicrobatch()) : -1,
-          run.getSlot() ? int32_t(*run.getSlot()) : -1));
+          run.getSlot() ? int32_t(*run.getSlot()) : -1, run.getExchange()));
   }
 
   ranks.push_back(plan::CreateRank(
       builder, rank.getRank(), *rank.getPersistentBytes(),
       *rank.getWorkspaceBytes(), rank.getStashBytes().value_or(0),
-      builder.CreateVector(buffers),
+      uint32_t(events.size()), builder.CreateVector(buffers),
       builder.CreateVector(programs), builder.CreateVector(params),
       builder.CreateVector(io), builder.CreateVectorOfStructs(schedule)));
   return success();
@@ -263,15 +396,20 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
   if (writer.ranks.empty())
     return module.emitError() << "has no exec.rank to write";
   fb::FlatBufferBuilder &b = writer.builder;
+  std::vector<fb::Offset<plan::Group>> groups;
+  for (auto &[axes, stages] : writer.groups)
+    groups.push_back(plan::CreateGroup(
+        b, b.CreateVector(axes), stages.empty() ? 0 : b.CreateVector(stages)));
   auto root = plan::CreatePlan(
       b, b.CreateString(header.model), header.microBatchSize,
       header.globalBatchSize, header.numMicrobatches, header.seqLength,
       header.vocabSize, header.flopsPerIteration, header.tensorParallel,
       header.dataParallel, header.pipelineParallel,
       b.CreateVector(writer.ranks),
-      writer.pipelineSchedule.empty()
-          ? 0
-          : b.CreateString(writer.pipelineSchedule));
+      writer.pipelineSchedule.empty() ? 0
+                                      : b.CreateString(writer.pipelineSchedule),
+      b.CreateVectorOfStrings(writer.kernels), b.CreateVector(groups),
+      b.CreateVectorOfStrings(writer.locations));
   plan::FinishPlanBuffer(b, root);
   bytes = plan::encodePlanFile(b.GetBufferPointer(), b.GetSize());
   return success();

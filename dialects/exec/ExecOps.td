@@ -1,10 +1,13 @@
 //===- ExecOps.td - the exec dialect -----------------------*- tablegen -*-===//
 //
 // The last level: what the runtime does, per rank. Buffers sit at offsets in
-// arenas; programs are flat instruction streams over buffers (named by
-// symbol, not SSA: an instruction may write a buffer another reads later in
-// another program); a schedule orders the programs of one iteration. Each op
-// serializes one to one into the plan (compiler/plan/PlanWriter.cpp).
+// arenas; programs are flat streams of typed instructions over buffers
+// (named by symbol, not SSA: an instruction may write a buffer another
+// reads later in another program): gemms, launches of the kernel catalog's
+// kernels, collectives, pipeline transfers and events between a compute
+// and a communication stream. A schedule orders the programs of one
+// iteration. Each op serializes one to one into the plan
+// (runtime/plan/plan.fbs, compiler/plan/PlanWriter.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_EXEC_OPS_TD
@@ -18,7 +21,7 @@ include "mlir/IR/RegionKindInterface.td"
 def Exec_Dialect : Dialect {
   let name = "exec";
   let cppNamespace = "::strata::exec";
-  let summary = "Per-rank buffers, instruction streams and the schedule";
+  let summary = "Per-rank buffers, typed instruction streams and the schedule";
 }
 
 class Exec_Op<string mnemonic, list<Trait> traits = []>
@@ -28,6 +31,35 @@ def Exec_Arena : I32EnumAttr<"Arena", "where a buffer lives", [
     I32EnumAttrCase<"Persistent", 0, "persistent">,
     I32EnumAttrCase<"Workspace", 1, "workspace">,
     I32EnumAttrCase<"Stash", 2, "stash">]> {
+  let cppNamespace = "::strata::exec";
+}
+
+def Exec_Stream : I32EnumAttr<"Stream", "the stream an instruction runs on", [
+    I32EnumAttrCase<"Compute", 0, "compute">,
+    I32EnumAttrCase<"Comm", 1, "comm">]> {
+  let cppNamespace = "::strata::exec";
+}
+
+def Exec_Condition : I32EnumAttr<"Condition",
+    "when an instruction of a per-microbatch program runs", [
+    I32EnumAttrCase<"Always", 0, "always">,
+    I32EnumAttrCase<"LastMicrobatch", 1, "last_microbatch">]> {
+  let cppNamespace = "::strata::exec";
+}
+
+def Exec_Epilogue : I32EnumAttr<"Epilogue", "what a gemm does after", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Bias", 1, "bias">,
+    I32EnumAttrCase<"GeluBias", 2, "gelu_bias">,
+    I32EnumAttrCase<"BiasGrad", 3, "bias_grad">]> {
+  let cppNamespace = "::strata::exec";
+}
+
+def Exec_CollectiveKind : I32EnumAttr<"CollectiveKind", "a collective", [
+    I32EnumAttrCase<"AllReduceSum", 0, "all_reduce_sum">,
+    I32EnumAttrCase<"AllReduceMax", 1, "all_reduce_max">,
+    I32EnumAttrCase<"AllGather", 2, "all_gather">,
+    I32EnumAttrCase<"ReduceScatter", 3, "reduce_scatter">]> {
   let cppNamespace = "::strata::exec";
 }
 
@@ -88,6 +120,12 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"RankOp">]> {
   }];
 }
 
+def Exec_EventOp : Exec_Op<"event", [Symbol, HasParent<"RankOp">]> {
+  let summary = "an event between the rank's streams";
+  let assemblyFormat = "$sym_name attr-dict";
+  let arguments = (ins SymbolNameAttr:$sym_name);
+}
+
 def Exec_ParamOp : Exec_Op<"param", [HasParent<"RankOp">]> {
   let summary = "a parameter's buffers, initializer and shard";
   let description = [{
@@ -113,9 +151,10 @@ def Exec_ParamOp : Exec_Op<"param", [HasParent<"RankOp">]> {
 def Exec_IoOp : Exec_Op<"io", [HasParent<"RankOp">]> {
   let summary = "a buffer the runtime fills or reads";
   let description = [{
-    Inputs ("tokens", "labels") are written before each microbatch program;
-    outputs ("loss" after each microbatch, "grad_norm" after the optimizer)
-    are read after it.
+    Inputs ("tokens", "labels") are written before each microbatch program
+    and "hyper" (the optimizer's scalars) before each iteration; outputs
+    ("loss" after each microbatch, "grad_norm" after the optimizer) are read
+    after it.
   }];
   let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$buffer);
   let assemblyFormat = "$name $buffer attr-dict";
@@ -127,7 +166,10 @@ def Exec_ProgramOp : Exec_Op<"program", [Symbol, HasParent<"RankOp">,
   let description = [{
     `phase` says what the program is to the schedule: "microbatch" (a
     whole forward and backward), "forward" or "backward" of pipeline chunk
-    `chunk`, or "optimizer".
+    `chunk`, or "optimizer". A program's pipeline receives lead it (then a
+    record on the communication stream that its body waits on) and its
+    sends trail it (after a wait on the compute stream's record): the
+    runtime posts them at the schedule's exchange points.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$phase,
                    OptionalAttr<I64Attr>:$chunk);
@@ -136,23 +178,160 @@ def Exec_ProgramOp : Exec_Op<"program", [Symbol, HasParent<"RankOp">,
   let hasVerifier = 1;
 }
 
-def Exec_KernelOp : Exec_Op<"kernel", [HasParent<"ProgramOp">]> {
-  let summary = "one kernel over buffers; other attributes are its arguments";
+// Every instruction: its stream (compute unless given) and, in a
+// per-microbatch program, whether it runs only for the last microbatch.
+class Exec_Instruction<string mnemonic, list<Trait> traits = []>
+    : Exec_Op<mnemonic, !listconcat(traits, [HasParent<"ProgramOp">])> {
+  code instructionClass = [{
+    ::strata::exec::Stream getStreamOrCompute() {
+      return getStream().value_or(::strata::exec::Stream::Compute);
+    }
+  }];
+}
+
+def Exec_GemmOp : Exec_Instruction<"gemm"> {
+  let summary = "D = alpha · op(A) · op(B) + beta · D, then an epilogue";
   let description = [{
-    The kernel is named (the runtime's registry maps the name to its CPU or
-    CUDA implementation); attributes beyond the op's own are the kernel's
-    arguments (eps, causal, shapes) and travel into the plan as they are.
+    Row-major, cuBLASLt's description: op(A) is [m, k] (stored [k, m] with
+    `transpose_a`), op(B) [k, n]; leading dimensions in elements; `batch`
+    matrices `stride_*` elements apart. The epilogue: `bias` adds a vector
+    to each row; `gelu_bias` adds it, keeps the pre-activation in `aux` and
+    applies GELU; `bias_grad` writes `bias` = beta · bias + the column sums
+    of op(B) (a linear layer's bias gradient beside its weight gradient).
 
     ```mlir
-    exec.kernel "layer_norm_fwd" (@x, @w, @b) -> (@y) {epsilon = 1.0e-05 : f64}
+    exec.gemm @x, @w -> @y {k = 64, lda = 64, ldb = 256, ldd = 256, m = 64, n = 256}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$a, FlatSymbolRefAttr:$b,
+                   FlatSymbolRefAttr:$d, OptionalAttr<FlatSymbolRefAttr>:$bias,
+                   OptionalAttr<FlatSymbolRefAttr>:$aux,
+                   I64Attr:$m, I64Attr:$n, I64Attr:$k,
+                   UnitAttr:$transpose_a, UnitAttr:$transpose_b,
+                   I64Attr:$lda, I64Attr:$ldb, I64Attr:$ldd,
+                   DefaultValuedAttr<I64Attr, "1">:$batch,
+                   DefaultValuedAttr<I64Attr, "0">:$stride_a,
+                   DefaultValuedAttr<I64Attr, "0">:$stride_b,
+                   DefaultValuedAttr<I64Attr, "0">:$stride_d,
+                   DefaultValuedAttr<F32Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<F32Attr, "0.0">:$beta,
+                   DefaultValuedAttr<Exec_Epilogue,
+                                     "::strata::exec::Epilogue::None">:$epilogue,
+                   OptionalAttr<Exec_Stream>:$stream,
+                   OptionalAttr<Exec_Condition>:$when);
+  let assemblyFormat = [{
+    $a `,` $b `->` $d (`bias` $bias^)? (`aux` $aux^)? (`on` $stream^)?
+    (`if` $when^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = instructionClass;
+}
+
+def Exec_LaunchOp : Exec_Instruction<"launch"> {
+  let summary = "a kernel of the catalog over buffers";
+  let description = [{
+    `kernel` names a kernel of the catalog (runtime/plan/Kernels.def), which
+    fixes its operands (inputs, then outputs) and its `args`. A launch may
+    carry its CUDA launch shape (`grid`, `block`, `shared_bytes`) and the
+    name of its generated code; CPU plans leave them out.
+
+    ```mlir
+    exec.launch "layer_norm_fwd" (@x, @w, @b) -> (@y) args {epsilon = 1.0e-05 : f64}
     ```
   }];
   let arguments = (ins StrAttr:$kernel, FlatSymbolRefArrayAttr:$inputs,
-                   FlatSymbolRefArrayAttr:$outputs);
+                   FlatSymbolRefArrayAttr:$outputs, DictionaryAttr:$args,
+                   OptionalAttr<DenseI64ArrayAttr>:$grid,
+                   OptionalAttr<DenseI64ArrayAttr>:$block,
+                   OptionalAttr<I64Attr>:$shared_bytes,
+                   OptionalAttr<StrAttr>:$code,
+                   OptionalAttr<Exec_Stream>:$stream,
+                   OptionalAttr<Exec_Condition>:$when);
   let assemblyFormat = [{
     $kernel custom<SymbolList>($inputs) `->` custom<SymbolList>($outputs)
-    attr-dict
+    `args` $args (`on` $stream^)? (`if` $when^)? attr-dict
   }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = instructionClass;
+}
+
+def Exec_CollectiveOp : Exec_Instruction<"collective"> {
+  let summary = "a collective over a group of the mesh";
+  let description = [{
+    Over the ranks that differ from this one only along mesh `axes` (0 tp,
+    1 dp, 2 pp), and only those on pipeline `stages` when given (a tied
+    parameter's stages); gathers and scatters go along dimension `dim`.
+
+    ```mlir
+    exec.collective all_reduce_sum @x -> @x over [1] on comm
+    ```
+  }];
+  let arguments = (ins Exec_CollectiveKind:$kind, FlatSymbolRefAttr:$input,
+                   FlatSymbolRefAttr:$output, DenseI64ArrayAttr:$axes,
+                   OptionalAttr<DenseI64ArrayAttr>:$stages,
+                   DefaultValuedAttr<I64Attr, "0">:$dim,
+                   OptionalAttr<Exec_Stream>:$stream,
+                   OptionalAttr<Exec_Condition>:$when);
+  let assemblyFormat = [{
+    $kind $input `->` $output `over` $axes (`stages` $stages^)?
+    (`on` $stream^)? (`if` $when^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = instructionClass;
+}
+
+def Exec_SendOp : Exec_Instruction<"send"> {
+  let summary = "send a buffer to the same tp and dp rank on another stage";
+  let description = [{
+    On the communication stream. A program's sends trail it; the runtime
+    posts them with the next steps' receives (Megatron's batched
+    isend/irecv).
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$buffer, I64Attr:$peer_stage,
+                   I64Attr:$channel);
+  let assemblyFormat = [{
+    $buffer `to` `stage` $peer_stage `channel` $channel attr-dict
+  }];
+  let extraClassDeclaration = [{
+    ::strata::exec::Stream getStreamOrCompute() {
+      return ::strata::exec::Stream::Comm;
+    }
+  }];
+}
+
+def Exec_RecvOp : Exec_Instruction<"recv"> {
+  let summary = "receive a buffer from another stage";
+  let description = [{
+    On the communication stream; a program's receives lead it.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$buffer, I64Attr:$peer_stage,
+                   I64Attr:$channel);
+  let assemblyFormat = [{
+    $buffer `from` `stage` $peer_stage `channel` $channel attr-dict
+  }];
+  let extraClassDeclaration = [{
+    ::strata::exec::Stream getStreamOrCompute() {
+      return ::strata::exec::Stream::Comm;
+    }
+  }];
+}
+
+def Exec_RecordOp : Exec_Instruction<"record"> {
+  let summary = "mark this point of a stream for later waits";
+  let arguments = (ins FlatSymbolRefAttr:$event,
+                   OptionalAttr<Exec_Stream>:$stream,
+                   OptionalAttr<Exec_Condition>:$when);
+  let assemblyFormat = "$event (`on` $stream^)? (`if` $when^)? attr-dict";
+  let extraClassDeclaration = instructionClass;
+}
+
+def Exec_WaitOp : Exec_Instruction<"wait"> {
+  let summary = "hold a stream until the event's latest record has passed";
+  let arguments = (ins FlatSymbolRefAttr:$event,
+                   OptionalAttr<Exec_Stream>:$stream,
+                   OptionalAttr<Exec_Condition>:$when);
+  let assemblyFormat = "$event (`on` $stream^)? (`if` $when^)? attr-dict";
+  let extraClassDeclaration = instructionClass;
 }
 
 def Exec_ScheduleOp : Exec_Op<"schedule", [HasParent<"RankOp">,
@@ -166,11 +345,14 @@ def Exec_RunOp : Exec_Op<"run", [HasParent<"ScheduleOp">]> {
   let summary = "run a program, for a microbatch when it reads inputs";
   let description = [{
     A pipeline chunk's forward and backward for one microbatch run in the
-    same stash `slot`.
+    same stash `slot`. `exchange`: the pipeline transfers of the steps
+    since the last exchange point (their sends) and up to the next (their
+    receives) are posted here as one group, where Megatron's schedules post
+    theirs.
   }];
   let arguments = (ins FlatSymbolRefAttr:$program,
                    OptionalAttr<I64Attr>:$microbatch,
-                   OptionalAttr<I64Attr>:$slot);
+                   OptionalAttr<I64Attr>:$slot, UnitAttr:$exchange);
   let assemblyFormat = [{
     $program (`microbatch` $microbatch^)? (`slot` $slot^)? attr-dict
   }];

@@ -120,11 +120,16 @@ LogicalResult RopeOp::verify() {
 }
 
 LogicalResult AttentionOp::verify() {
-  return checkInferred(
-      *this, inferAttentionType([&] { return emitOpError(); },
-                                getQuery().getType(), getKey().getType(),
-                                getValue().getType(), getCausal(),
-                                getGroupSize()));
+  auto output = inferAttentionType(
+      [&] { return emitOpError(); }, getQuery().getType(), getKey().getType(),
+      getValue().getType(), getCausal(), getGroupSize());
+  if (failed(checkInferred(*this, output)))
+    return failure();
+  RankedTensorType lse = attentionLseType(*output);
+  if (getLse().getType() != lse)
+    return emitOpError() << "the log-sum-exp must be " << describe(lse)
+                         << ", got " << describe(getLse().getType());
+  return success();
 }
 
 LogicalResult CrossEntropyOp::verify() {
@@ -226,13 +231,14 @@ LogicalResult RmsNormGradOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
-  auto output = inferAttentionType([&] { return emitOpError(); },
-                                   getQuery().getType(), getKey().getType(),
-                                   getValue().getType(), getCausal(),
-                                   getGroupSize());
+  auto output = inferAttentionType(
+      [&] { return emitOpError(); }, getQuery().getType(), getKey().getType(),
+      getValue().getType(), getCausal(), getGroupSize());
   if (failed(output))
     return failure();
   if (failed(expectType(*this, getOutput(), *output, "the output")) ||
+      failed(expectType(*this, getLse(), attentionLseType(*output),
+                        "the log-sum-exp")) ||
       failed(expectType(*this, getGrad(), *output, "the grad")) ||
       failed(expectType(*this, getQueryGrad(), getQuery().getType(),
                         "the query gradient")) ||

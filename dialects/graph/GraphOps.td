@@ -15,6 +15,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Graph_FloatTensor : RankedTensorOf<[F32, BF16]>;
 def Graph_IdTensor : RankedTensorOf<[I32]>;
+def Graph_F32Tensor : RankedTensorOf<[F32]>;
 def Graph_Scalar : 0DTensorOf<[F32]> {
   let builderCall =
       "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";
@@ -195,7 +196,10 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
     q is [batch, seq, heads, head_dim]; k and v are [batch, seq, kv_heads,
     head_dim] with heads a multiple of kv_heads: query head h reads kv head
     h / (heads / kv_heads). Scores are scaled by 1/sqrt(head_dim); `causal`
-    masks the future. The result has q's shape.
+    masks the future. The result has q's shape; `lse` [batch, heads, seq]
+    (f32) is each query row's log-sum-exp of its scaled scores, which the
+    backward reads to recompute the probabilities in one pass (the
+    flash-attention contract).
 
     `group_size` (query heads per kv head) is set when q holds only some of
     the model's query heads and k, v all of its kv heads (tensor parallel
@@ -205,7 +209,7 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                    Graph_FloatTensor:$value, UnitAttr:$causal,
                    OptionalAttr<I64Attr>:$group_size);
-  let results = (outs Graph_FloatTensor:$result);
+  let results = (outs Graph_FloatTensor:$result, Graph_F32Tensor:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
   }];

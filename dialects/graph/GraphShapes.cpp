@@ -258,10 +258,9 @@ FailureOr<RankedTensorType> inferRopeType(ErrorFn emitError, Type input) {
   return *inputType;
 }
 
-FailureOr<RankedTensorType> inferAttentionType(ErrorFn emitError, Type query,
-                                               Type key, Type value,
-                                               bool causal,
-                                               std::optional<int64_t> groupSize) {
+FailureOr<RankedTensorType>
+inferAttentionType(ErrorFn emitError, Type query, Type key, Type value,
+                   bool causal, std::optional<int64_t> groupSize) {
   auto q = expectFloat(emitError, query, "the query");
   auto k = expectFloat(emitError, key, "the key");
   auto v = expectFloat(emitError, value, "the value");
@@ -309,6 +308,12 @@ FailureOr<RankedTensorType> inferAttentionType(ErrorFn emitError, Type query,
     return failure();
   }
   return *q;
+}
+
+RankedTensorType attentionLseType(RankedTensorType query) {
+  return RankedTensorType::get(
+      {query.getDimSize(0), query.getDimSize(2), query.getDimSize(1)},
+      Float32Type::get(query.getContext()));
 }
 
 FailureOr<RankedTensorType> inferCrossEntropyType(ErrorFn emitError,

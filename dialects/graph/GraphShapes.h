@@ -63,6 +63,9 @@ mlir::FailureOr<mlir::RankedTensorType>
 inferAttentionType(ErrorFn emitError, mlir::Type query, mlir::Type key,
                    mlir::Type value, bool causal,
                    std::optional<int64_t> groupSize = std::nullopt);
+/// Attention's row log-sum-exp for a query of type `query` [b, s, H, d]:
+/// f32 [b, H, s].
+mlir::RankedTensorType attentionLseType(mlir::RankedTensorType query);
 
 mlir::FailureOr<mlir::RankedTensorType>
 inferCrossEntropyType(ErrorFn emitError, mlir::Type logits, mlir::Type labels);

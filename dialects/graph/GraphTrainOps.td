@@ -109,20 +109,20 @@ def Graph_RmsNormGradOp : Graph_Op<"rms_norm_grad", [Pure]> {
 def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
   let summary = "gradients of attention: query, key and value";
   let description = [{
-    Recomputes the scores from q and k (the row statistics come back in one
-    pass) and needs the forward output for the softmax gradient. With
-    grouped-query heads, a kv head's gradient sums over the query heads that
-    read it.
+    Recomputes the probabilities from q, k and the forward's row
+    log-sum-exp `lse`, and needs the forward output for the softmax
+    gradient. With grouped-query heads, a kv head's gradient sums over the
+    query heads that read it.
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                    Graph_FloatTensor:$value, Graph_FloatTensor:$output,
-                   Graph_FloatTensor:$grad, UnitAttr:$causal,
-                   OptionalAttr<I64Attr>:$group_size);
+                   Graph_F32Tensor:$lse, Graph_FloatTensor:$grad,
+                   UnitAttr:$causal, OptionalAttr<I64Attr>:$group_size);
   let results = (outs Graph_FloatTensor:$query_grad,
                       Graph_FloatTensor:$key_grad,
                       Graph_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $output `,` $grad attr-dict `:`
+    $query `,` $key `,` $value `,` $output `,` $lse `,` $grad attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

@@ -1,25 +1,29 @@
 //===- MpiTransport.cpp - one process per rank under mpirun or srun -------===//
 //
 // Non-blocking sends and receives, polled against the deadline, so that a
-// rank whose peer died or hangs reports it instead of blocking in MPI.
+// rank whose peer died or hangs reports it instead of blocking in MPI. A
+// rank's two streams (its thread and its communication thread) both use
+// MPI: every call holds one lock, which MPI_THREAD_SERIALIZED allows.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Transport.h"
 
+#include <cstdio>
 #include <cstdlib>
 // The C API only: no C++ bindings to link.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
 #include <list>
+#include <mpi.h>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 namespace strata::runtime {
 
 int launcherWorldSize() {
-  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
-                           "SLURM_NTASKS"})
+  for (const char *name :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"})
     if (const char *value = std::getenv(name))
       return std::atoi(value);
   return 0;
@@ -28,12 +32,24 @@ int launcherWorldSize() {
 namespace {
 
 bool started = false;
+std::mutex mpiMutex; // held around every MPI call
+
+/// Calls an MPI function under the lock.
+template <typename Fn> int locked(Fn fn) {
+  std::lock_guard<std::mutex> lock(mpiMutex);
+  return fn();
+}
 
 class MpiTransport : public Transport {
 public:
   MpiTransport() {
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (provided < MPI_THREAD_SERIALIZED) {
+      std::fprintf(stderr, "strata-run: error: this MPI cannot be called from "
+                           "a rank's two threads (MPI_THREAD_SERIALIZED)\n");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -46,10 +62,12 @@ public:
                 void *recv, size_t recvBytes, int tag,
                 Clock::time_point deadline, const std::string &what) override {
     MPI_Request requests[2];
-    MPI_Irecv(recv, static_cast<int>(recvBytes), MPI_BYTE, from, tag,
-              MPI_COMM_WORLD, &requests[1]);
-    MPI_Isend(send, static_cast<int>(sendBytes), MPI_BYTE, to, tag,
-              MPI_COMM_WORLD, &requests[0]);
+    locked([&] {
+      MPI_Irecv(recv, static_cast<int>(recvBytes), MPI_BYTE, from, tag,
+                MPI_COMM_WORLD, &requests[1]);
+      return MPI_Isend(send, static_cast<int>(sendBytes), MPI_BYTE, to, tag,
+                       MPI_COMM_WORLD, &requests[0]);
+    });
     bytesSent += sendBytes;
     bool done[2] = {false, false};
     while (!done[0] || !done[1]) {
@@ -57,7 +75,9 @@ public:
         if (done[i])
           continue;
         int flag = 0;
-        if (MPI_Test(&requests[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        if (locked([&] {
+              return MPI_Test(&requests[i], &flag, MPI_STATUS_IGNORE);
+            }) != MPI_SUCCESS)
           throw CommTimeout("rank " + std::to_string(me) + ": MPI failed in " +
                             what + " with rank " +
                             std::to_string(i ? from : to));
@@ -76,8 +96,10 @@ public:
   void send(int to, const void *data, size_t bytes, int tag,
             Clock::time_point deadline, const std::string &what) override {
     MPI_Request request;
-    MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, to, tag, MPI_COMM_WORLD,
-              &request);
+    locked([&] {
+      return MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, to, tag,
+                       MPI_COMM_WORLD, &request);
+    });
     bytesSent += bytes;
     wait(request, to, deadline, what);
   }
@@ -85,24 +107,30 @@ public:
   void recv(int from, void *data, size_t bytes, int tag,
             Clock::time_point deadline, const std::string &what) override {
     MPI_Request request;
-    MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, from, tag,
-              MPI_COMM_WORLD, &request);
+    locked([&] {
+      return MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, from, tag,
+                       MPI_COMM_WORLD, &request);
+    });
     wait(request, from, deadline, what);
     reap();
   }
 
   void post(int to, const void *data, size_t bytes, int tag) override {
     reap();
+    std::lock_guard<std::mutex> lock(pendingMutex);
     auto &message = pending.emplace_back();
     message.bytes.assign(static_cast<const uint8_t *>(data),
                          static_cast<const uint8_t *>(data) + bytes);
     message.to = to;
-    MPI_Isend(message.bytes.data(), static_cast<int>(bytes), MPI_BYTE, to,
-              tag, MPI_COMM_WORLD, &message.request);
+    locked([&] {
+      return MPI_Isend(message.bytes.data(), static_cast<int>(bytes), MPI_BYTE,
+                       to, tag, MPI_COMM_WORLD, &message.request);
+    });
     bytesSent += bytes;
   }
 
   void flush(Clock::time_point deadline) override {
+    std::lock_guard<std::mutex> lock(pendingMutex);
     for (Posted &message : pending)
       wait(message.request, message.to, deadline,
            "delivering a pipeline transfer");
@@ -118,19 +146,24 @@ private:
   };
   /// Forgets posted sends that have completed.
   void reap() {
+    std::lock_guard<std::mutex> lock(pendingMutex);
     pending.remove_if([](Posted &message) {
       int flag = 0;
-      MPI_Test(&message.request, &flag, MPI_STATUS_IGNORE);
+      locked(
+          [&] { return MPI_Test(&message.request, &flag, MPI_STATUS_IGNORE); });
       return flag != 0;
     });
   }
+  std::mutex pendingMutex;
   std::list<Posted> pending;
 
   void wait(MPI_Request &request, int peer, Clock::time_point deadline,
             const std::string &what) {
     while (true) {
       int flag = 0;
-      if (MPI_Test(&request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      if (locked([&] {
+            return MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+          }) != MPI_SUCCESS)
         throw CommTimeout("rank " + std::to_string(me) + ": MPI failed in " +
                           what + " with rank " + std::to_string(peer));
       if (flag)

@@ -4,14 +4,15 @@
 // receive from another) at a time. Every receive has a deadline; when it
 // passes, CommTimeout names the peer that did not answer, so that a dead or
 // stuck rank ends the run with a message instead of a hang. The ring
-// collectives (Collectives.h) run the same on every transport: threads of
-// one process (`local`), processes under mpirun or srun (`mpi`); NCCL will
-// implement the same interface for GPUs.
+// collectives (RingCollectives.h) run the same on every transport: threads
+// of one process (`local`), processes under mpirun or srun (`mpi`). A
+// rank's two streams use its transport at once, with tags of their own.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_COMM_TRANSPORT_H
 #define STRATA_RUNTIME_COMM_TRANSPORT_H
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -57,8 +58,8 @@ public:
   /// Waits until every posted message has left (before shutting down).
   virtual void flush(Clock::time_point deadline) = 0;
 
-  /// Bytes this rank has sent.
-  uint64_t bytesSent = 0;
+  /// Bytes this rank has sent (from either of its streams).
+  std::atomic<uint64_t> bytesSent{0};
 };
 
 /// The transports of `ranks` threads of this process, one per rank.

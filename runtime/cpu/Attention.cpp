@@ -3,12 +3,13 @@
 // q [b, s, H, d], k and v [b, t, K, d]; query head h reads kv head
 // h / (H/K). With S = q·kᵀ/sqrt(d) (masked above the diagonal when causal)
 // and P = softmax(S) by rows:
-//   forward   O = P·v
-//   backward  D_i = dO_i·O_i;  dS = P ⊙ (dO·vᵀ − D);
+//   forward   O = P·v;  lse_i = log Σ_j exp(S_ij), kept [b, H, s]
+//   backward  P = exp(S − lse);  D_i = dO_i·O_i;  dS = P ⊙ (dO·vᵀ − D);
 //             dq = dS·k/sqrt(d);  dk = dSᵀ·q/sqrt(d);  dv = Pᵀ·dO
 // Each head is three or five OpenBLAS gemms with strided operands; P is
-// recomputed in the backward pass, never stored. A kv head's gradient sums
-// over the query heads that read it, in head order.
+// recomputed in the backward pass from the row log-sum-exp (the
+// flash-attention contract), never stored. A kv head's gradient sums over
+// the query heads that read it, in head order.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
@@ -25,20 +26,21 @@ struct Dims {
   bool causal;
   float scale;
 
+  /// Forward and backward keep q, k, v and the attributes at the same
+  /// positions (KernelCatalog.cpp checks it).
   explicit Dims(const KernelArgs &args) {
-    const auto &q = args.inShape(0), &k = args.inShape(1);
+    using namespace kernels::AttentionFwd;
+    const auto &q = args.shape(op::q), &k = args.shape(op::k);
     batch = q[0];
     seq = q[1];
     heads = q[2];
     dim = q[3];
     keys = k[1];
     kvHeads = k[2];
-    causal = args.flag("causal");
+    causal = args.flag(attr::causal);
     scale = static_cast<float>(1.0 / std::sqrt(double(dim)));
-    const AttrValue *group = args.instruction.attr("group_size");
-    const AttrValue *offset = args.instruction.attr("query_head_offset");
-    groupSize = group ? group->i : heads / kvHeads;
-    firstHead = offset ? offset->i : 0;
+    groupSize = args.i(attr::group_size);
+    firstHead = args.i(attr::query_head_offset);
   }
   /// The kv head query head h reads: with the query's heads split across
   /// ranks and the kv heads whole, h is the rank's local index.
@@ -53,12 +55,21 @@ struct Dims {
     return (b * keys * kvHeads + g) * dim;
   }
   int64_t kvStride() const { return kvHeads * dim; }
+  /// Head h's row log-sum-exps in lse [b, H, s].
+  int64_t lseOffset(int64_t b, int64_t h) const {
+    return (b * heads + h) * seq;
+  }
 };
 
-/// P = softmax(q·kᵀ·scale) for one head, [seq, keys], zero where masked.
-void probabilities(const Dims &d, const float *q, const float *k, float *p) {
+/// S = q·kᵀ·scale for one head, [seq, keys].
+void scores(const Dims &d, const float *q, const float *k, float *s) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.seq, d.keys, d.dim,
-              d.scale, q, d.qStride(), k, d.kvStride(), 0.0f, p, d.keys);
+              d.scale, q, d.qStride(), k, d.kvStride(), 0.0f, s, d.keys);
+}
+
+/// P = softmax(S) in place for one head, zero where masked; each row's
+/// log-sum-exp into `lse`.
+void softmax(const Dims &d, float *p, float *lse) {
   for (int64_t i = 0; i < d.seq; ++i) {
     float *row = p + i * d.keys;
     int64_t visible = d.causal ? i + 1 : d.keys;
@@ -75,15 +86,30 @@ void probabilities(const Dims &d, const float *q, const float *k, float *p) {
       row[j] *= inverse;
     for (int64_t j = visible; j < d.keys; ++j)
       row[j] = 0.0f;
+    lse[i] = max + std::log(sum);
+  }
+}
+
+/// P = exp(S − lse) in place for one head, from the forward's row
+/// log-sum-exps; zero where masked.
+void probabilitiesFromLse(const Dims &d, float *p, const float *lse) {
+  for (int64_t i = 0; i < d.seq; ++i) {
+    float *row = p + i * d.keys;
+    int64_t visible = d.causal ? i + 1 : d.keys;
+    for (int64_t j = 0; j < visible; ++j)
+      row[j] = std::exp(row[j] - lse[i]);
+    for (int64_t j = visible; j < d.keys; ++j)
+      row[j] = 0.0f;
   }
 }
 
 } // namespace
 
-void attentionFwd(const KernelArgs &args) {
+void runAttentionFwd(const KernelArgs &args) {
+  using namespace kernels::AttentionFwd;
   Dims d(args);
-  const float *q = args.inF(0), *k = args.inF(1), *v = args.inF(2);
-  float *o = args.outF(0);
+  const float *q = args.f(op::q), *k = args.f(op::k), *v = args.f(op::v);
+  float *o = args.f(op::o), *lse = args.f(op::lse);
 #pragma omp parallel
   {
     std::vector<float> p(d.seq * d.keys);
@@ -91,7 +117,8 @@ void attentionFwd(const KernelArgs &args) {
     for (int64_t b = 0; b < d.batch; ++b)
       for (int64_t h = 0; h < d.heads; ++h) {
         int64_t g = d.kvHead(h);
-        probabilities(d, q + d.qOffset(b, h), k + d.kvOffset(b, g), p.data());
+        scores(d, q + d.qOffset(b, h), k + d.kvOffset(b, g), p.data());
+        softmax(d, p.data(), lse + d.lseOffset(b, h));
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.seq, d.dim,
                     d.keys, 1.0f, p.data(), d.keys, v + d.kvOffset(b, g),
                     d.kvStride(), 0.0f, o + d.qOffset(b, h), d.qStride());
@@ -99,13 +126,15 @@ void attentionFwd(const KernelArgs &args) {
   }
 }
 
-void attentionBwd(const KernelArgs &args) {
+void runAttentionBwd(const KernelArgs &args) {
+  using namespace kernels::AttentionBwd;
   Dims d(args);
-  const float *q = args.inF(0), *k = args.inF(1), *v = args.inF(2),
-              *o = args.inF(3), *dout = args.inF(4);
-  float *dq = args.outF(0), *dk = args.outF(1), *dv = args.outF(2);
-  std::memset(dk, 0, args.outCount(1) * sizeof(float));
-  std::memset(dv, 0, args.outCount(2) * sizeof(float));
+  const float *q = args.f(op::q), *k = args.f(op::k), *v = args.f(op::v),
+              *o = args.f(op::o), *lse = args.f(op::lse),
+              *dout = args.f(op::dout);
+  float *dq = args.f(op::dq), *dk = args.f(op::dk), *dv = args.f(op::dv);
+  std::memset(dk, 0, args.count(op::dk) * sizeof(float));
+  std::memset(dv, 0, args.count(op::dv) * sizeof(float));
 #pragma omp parallel
   {
     std::vector<float> p(d.seq * d.keys), ds(d.seq * d.keys);
@@ -119,13 +148,15 @@ void attentionBwd(const KernelArgs &args) {
             continue;
           const float *qh = q + d.qOffset(b, h), *oh = o + d.qOffset(b, h),
                       *doh = dout + d.qOffset(b, h);
-          probabilities(d, qh, kg, p.data());
+          scores(d, qh, kg, p.data());
+          probabilitiesFromLse(d, p.data(), lse + d.lseOffset(b, h));
           // dP = dO·vᵀ, then dS = P ⊙ (dP − D) row by row.
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.seq, d.keys,
                       d.dim, 1.0f, doh, d.qStride(), vg, d.kvStride(), 0.0f,
                       ds.data(), d.keys);
           for (int64_t i = 0; i < d.seq; ++i) {
-            const float *doi = doh + i * d.qStride(), *oi = oh + i * d.qStride();
+            const float *doi = doh + i * d.qStride(),
+                        *oi = oh + i * d.qStride();
             float D = 0;
             for (int64_t x = 0; x < d.dim; ++x)
               D += doi[x] * oi[x];

@@ -1,90 +1,25 @@
-//===- CpuBackend.cpp - run instructions on the CPU -----------------------===//
+//===- CpuBackend.cpp - a rank's device on the CPU ------------------------===//
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/exec/BFloat16.h"
 
+#include <stdexcept>
+
 #include <cblas.h>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <omp.h>
 
 namespace strata::runtime::cpu {
 
 KernelFn kernelFunction(KernelId id) {
-  switch (id) {
-  case KernelId::Fill:
-    return fill;
-  case KernelId::Copy:
-    return copy;
-  case KernelId::Gemm:
-    return gemm;
-  case KernelId::EmbeddingFwd:
-    return embeddingFwd;
-  case KernelId::EmbeddingBwd:
-    return embeddingBwd;
-  case KernelId::Add:
-    return add;
-  case KernelId::Sub:
-    return sub;
-  case KernelId::Mul:
-    return mul;
-  case KernelId::Scale:
-    return scale;
-  case KernelId::SumTo:
-    return sumTo;
-  case KernelId::GeluFwd:
-    return geluFwd;
-  case KernelId::GeluBwd:
-    return geluBwd;
-  case KernelId::SiluFwd:
-    return siluFwd;
-  case KernelId::SiluBwd:
-    return siluBwd;
-  case KernelId::LayerNormFwd:
-    return layerNormFwd;
-  case KernelId::LayerNormBwd:
-    return layerNormBwd;
-  case KernelId::RmsNormFwd:
-    return rmsNormFwd;
-  case KernelId::RmsNormBwd:
-    return rmsNormBwd;
-  case KernelId::Transpose:
-    return transpose;
-  case KernelId::Rope:
-    return rope;
-  case KernelId::AttentionFwd:
-    return attentionFwd;
-  case KernelId::AttentionBwd:
-    return attentionBwd;
-  case KernelId::CrossEntropyFwd:
-    return crossEntropyFwd;
-  case KernelId::CrossEntropyBwd:
-    return crossEntropyBwd;
-  case KernelId::Accumulate:
-    return accumulate;
-  case KernelId::SumSquares:
-    return sumSquares;
-  case KernelId::ClipCoefficient:
-    return clipCoefficient;
-  case KernelId::AdamW:
-    return adamw;
-  case KernelId::Slice:
-    return slice;
-  case KernelId::LogitsMax:
-    return logitsMax;
-  case KernelId::LogitsTarget:
-    return logitsTarget;
-  case KernelId::LogitsSumExp:
-    return logitsSumExp;
-  case KernelId::CrossEntropyFromStats:
-    return crossEntropyFromStats;
-  case KernelId::CrossEntropyGradFromStats:
-    return crossEntropyGradFromStats;
-  case KernelId::AllReduce:
-  case KernelId::AllGather:
-  case KernelId::ReduceScatter:
-  case KernelId::Count:
-    break; // collectives run in the communicator
-  }
-  return nullptr;
+  static const KernelFn table[] = {
+#define KERNEL(Name, text) run##Name,
+#include "runtime/plan/Kernels.def"
+  };
+  static_assert(sizeof(table) / sizeof(table[0]) == size_t(kKernelCount));
+  return table[static_cast<size_t>(id)];
 }
 
 void setThreads(int threads) {
@@ -94,46 +29,294 @@ void setThreads(int threads) {
     omp_set_num_threads(threads);
 }
 
+uint64_t availableHostBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:")
+      return kib * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  return 0;
+}
+
 // Kernels call OpenBLAS from inside OpenMP regions: it must not start
 // threads of its own there.
-CpuBackend::CpuBackend() { openblas_set_num_threads(1); }
+CpuBackend::CpuBackend() : thread([this] { worker(); }) {
+  openblas_set_num_threads(1);
+}
 
-void CpuBackend::run(const Instruction &instruction, RankMemory &memory,
-                     const Hyper &hyper) {
-  const std::vector<Buffer> &buffers = memory.plan().buffers;
-  KernelArgs args{instruction, {}, {}, {}, {}, hyper};
-  size_t used = 0;
-  auto widen = [&](uint32_t index) -> void * {
-    const Buffer &buffer = buffers[index];
-    void *data = memory.data(index);
-    if (buffer.dtype != DType::BF16)
-      return data;
+CpuBackend::~CpuBackend() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  changed.notify_all();
+  thread.join();
+}
+
+std::string CpuBackend::allocate(Arena which, uint64_t bytes) {
+  // Arenas start filled with 0xFF, a byte no float or id the kernels write
+  // ends in (it would be the top byte of a negative NaN, or a negative id),
+  // so that the highest byte that differs is the measured high-water mark.
+  uint64_t rounded = (bytes + 63) / 64 * 64 + 64;
+  auto *memory = static_cast<uint8_t *>(std::aligned_alloc(64, rounded));
+  if (!memory)
+    return "cannot allocate the " + std::string(arenaName(which)) +
+           " arena of " + humanBytes(bytes);
+  std::memset(memory, 0xFF, rounded);
+  arenas[int(which)].reset(memory);
+  arenaBytes[int(which)] = bytes;
+  return "";
+}
+
+int64_t CpuBackend::highWater(Arena which) const {
+  const uint8_t *base = arenas[int(which)].get();
+  uint64_t rounded = (arenaBytes[int(which)] + 63) / 64 * 64 + 64;
+  while (rounded > 0 && base[rounded - 1] == 0xFF)
+    --rounded;
+  return int64_t(rounded);
+}
+
+void CpuBackend::createEvents(uint32_t count) {
+  std::lock_guard<std::mutex> lock(mutex);
+  issued.assign(count, 0);
+  passed.assign(count, 0);
+}
+
+void CpuBackend::worker() {
+  std::unique_lock<std::mutex> lock(mutex);
+  while (true) {
+    changed.wait(lock, [&] { return stopping || !queue.empty(); });
+    if (queue.empty())
+      return;
+    Task task = std::move(queue.front());
+    queue.pop_front();
+    busy = true;
+    bool skip = failure != nullptr; // after a failure nothing more runs
+    lock.unlock();
+    auto start = std::chrono::steady_clock::now();
+    std::exception_ptr error;
+    if (!skip) {
+      try {
+        task.run();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    auto end = std::chrono::steady_clock::now();
+    lock.lock();
+    if (error && !failure)
+      failure = error;
+    commSeconds += std::chrono::duration<double>(end - start).count();
+    if (tracing) {
+      TraceEvent event;
+      event.name = task.name;
+      event.startUs =
+          std::chrono::duration<double, std::micro>(start - epoch).count();
+      event.durationUs =
+          std::chrono::duration<double, std::micro>(end - start).count();
+      commTrace.push_back(std::move(event));
+    }
+    busy = false;
+    changed.notify_all();
+  }
+}
+
+void CpuBackend::rethrow() {
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    error = failure;
+  }
+  if (error)
+    std::rethrow_exception(error);
+}
+
+void CpuBackend::submit(Stream stream, const std::string &name,
+                        std::function<void()> task) {
+  if (stream == Stream::Compute) {
+    rethrow();
+    task();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    queue.push_back({name, std::move(task)});
+  }
+  changed.notify_all();
+}
+
+void CpuBackend::record(Stream stream, uint32_t event) {
+  std::unique_lock<std::mutex> lock(mutex);
+  uint64_t target = ++issued[event];
+  if (stream == Stream::Compute) {
+    // The compute stream has done everything issued before this.
+    passed[event] = target;
+    changed.notify_all();
+    return;
+  }
+  queue.push_back({"record", [this, event, target] {
+                     std::lock_guard<std::mutex> inner(mutex);
+                     passed[event] = std::max(passed[event], target);
+                     changed.notify_all();
+                   }});
+  changed.notify_all();
+}
+
+void CpuBackend::wait(Stream stream, uint32_t event) {
+  std::unique_lock<std::mutex> lock(mutex);
+  uint64_t target = issued[event];
+  if (stream == Stream::Comm) {
+    // Records on the compute stream pass as they are issued, and the
+    // communication stream's own come before this in its queue.
+    queue.push_back({"wait", [this, event, target] {
+                       std::unique_lock<std::mutex> inner(mutex);
+                       changed.wait(inner, [&] {
+                         return passed[event] >= target || stopping;
+                       });
+                     }});
+    changed.notify_all();
+    return;
+  }
+  auto start = std::chrono::steady_clock::now();
+  changed.wait(lock, [&] { return passed[event] >= target || failure; });
+  exposed +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (failure)
+    std::rethrow_exception(failure);
+}
+
+void CpuBackend::synchronize() {
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return (queue.empty() && !busy) || failure; });
+  }
+  rethrow();
+}
+
+void CpuBackend::copyIn(Stream stream, void *device, const void *host,
+                        size_t bytes) {
+  submit(stream, "copy in", [=] { std::memcpy(device, host, bytes); });
+}
+
+void CpuBackend::copyOut(Stream stream, void *host, const void *device,
+                         size_t bytes) {
+  submit(stream, "copy out", [=] { std::memcpy(host, device, bytes); });
+}
+
+void CpuBackend::fillZero(Stream stream, void *device, size_t bytes) {
+  submit(stream, "fill", [=] { std::memset(device, 0, bytes); });
+}
+
+void CpuBackend::traceCommunication(std::chrono::steady_clock::time_point at) {
+  std::lock_guard<std::mutex> lock(mutex);
+  tracing = true;
+  epoch = at;
+}
+
+std::vector<TraceEvent> CpuBackend::takeCommunicationTrace() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return std::move(commTrace);
+}
+
+double CpuBackend::communicationSeconds() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return commSeconds;
+}
+
+double CpuBackend::exposedSeconds() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return exposed;
+}
+
+namespace {
+
+/// Widens bf16 operands into f32 scratch for the kernels, and rounds the
+/// outputs back.
+class Widened {
+public:
+  Widened(std::vector<std::vector<float>> &scratch) : scratch(scratch) {}
+
+  void *in(const Operand &operand) {
+    if (!operand.buffer || operand.buffer->dtype != DType::BF16)
+      return operand.data;
     if (scratch.size() <= used)
       scratch.emplace_back();
     std::vector<float> &wide = scratch[used++];
-    wide.resize(buffer.elements);
-    const auto *narrow = static_cast<const uint16_t *>(data);
-    for (int64_t i = 0; i < buffer.elements; ++i)
+    int64_t n = operand.buffer->elements;
+    wide.resize(n);
+    const auto *narrow = static_cast<const uint16_t *>(operand.data);
+    for (int64_t i = 0; i < n; ++i)
       wide[i] = bf16ToFloat(narrow[i]);
     return wide.data();
-  };
-  for (uint32_t index : instruction.inputs) {
-    args.in.push_back(widen(index));
-    args.inBuffer.push_back(&buffers[index]);
   }
-  for (uint32_t index : instruction.outputs) {
-    args.out.push_back(widen(index));
-    args.outBuffer.push_back(&buffers[index]);
+  /// An output: widened too (kernels may accumulate into it), and noted
+  /// to be rounded back.
+  void *out(const Operand &operand) {
+    void *wide = in(operand);
+    if (wide != operand.data)
+      outputs.push_back({operand, static_cast<float *>(wide)});
+    return wide;
   }
-  kernelFunction(static_cast<KernelId>(instruction.kernelId))(args);
-  for (size_t o = 0; o < instruction.outputs.size(); ++o) {
-    const Buffer &buffer = *args.outBuffer[o];
-    if (buffer.dtype != DType::BF16)
-      continue;
-    auto *narrow = static_cast<uint16_t *>(memory.data(instruction.outputs[o]));
-    const float *wide = static_cast<const float *>(args.out[o]);
-    for (int64_t i = 0; i < buffer.elements; ++i)
-      narrow[i] = floatToBf16(wide[i]);
+  void narrow() {
+    for (auto &[operand, wide] : outputs) {
+      auto *bits = static_cast<uint16_t *>(operand.data);
+      for (int64_t i = 0; i < operand.buffer->elements; ++i)
+        bits[i] = floatToBf16(wide[i]);
+    }
+  }
+
+private:
+  std::vector<std::vector<float>> &scratch;
+  size_t used = 0;
+  std::vector<std::pair<Operand, float *>> outputs;
+};
+
+} // namespace
+
+// Kernels run on the compute stream only (the plan checker sees to it), so
+// they run now, on the rank's thread.
+static void computeOnly(Stream stream) {
+  if (stream != Stream::Compute)
+    throw std::logic_error("a kernel was issued on the communication stream");
+}
+
+void CpuBackend::gemm(Stream stream, const GemmOp &op,
+                      const Operand operands[5]) {
+  computeOnly(stream);
+  rethrow();
+  {
+    Widened widened(scratch);
+    auto *a = static_cast<const float *>(widened.in(operands[0]));
+    auto *b = static_cast<const float *>(widened.in(operands[1]));
+    auto *d = static_cast<float *>(widened.out(operands[2]));
+    auto *bias = static_cast<float *>(op.epilogue == Epilogue::BiasGrad
+                                          ? widened.out(operands[3])
+                                          : widened.in(operands[3]));
+    auto *aux = static_cast<float *>(widened.out(operands[4]));
+    cpu::gemm(op, a, b, d, bias, aux);
+    widened.narrow();
+  }
+}
+
+void CpuBackend::launch(Stream stream, const LaunchOp &op,
+                        const std::vector<Operand> &operands) {
+  computeOnly(stream);
+  rethrow();
+  {
+    const KernelSpec &spec = kernelSpec(op.kernel);
+    KernelArgs args{op, {}, {}};
+    Widened widened(scratch);
+    for (size_t o = 0; o < operands.size(); ++o) {
+      args.data.push_back(spec.operands[o].output ? widened.out(operands[o])
+                                                  : widened.in(operands[o]));
+      args.buffer.push_back(operands[o].buffer);
+    }
+    kernelFunction(op.kernel)(args);
+    widened.narrow();
   }
 }
 

@@ -1,25 +1,107 @@
-//===- CpuBackend.h - run instructions on the CPU ---------------*- C++ -*-===//
+//===- CpuBackend.h - a rank's device on the CPU ----------------*- C++ -*-===//
+//
+// Arenas in host memory; the compute stream runs on the rank's own thread,
+// as it issues (a launch returns when the kernel is done); the
+// communication stream is a thread of its own that takes work in issue
+// order. Events count records issued and passed, so a wait holds its
+// stream until the latest record issued before it has been passed, as a
+// CUDA event does. Because the two streams really run at once, the CPU
+// parity tests (and ThreadSanitizer) check that every wait a GPU needs is
+// in the plan.
+//
+// Kernels compute in f32: a bf16 operand is widened into scratch first and
+// a bf16 result rounded back (to nearest even) after, which is how bf16
+// training is emulated on a CPU.
+//
+//===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_CPU_CPUBACKEND_H
 #define STRATA_RUNTIME_CPU_CPUBACKEND_H
 
-#include "runtime/exec/Hyper.h"
-#include "runtime/exec/RankMemory.h"
+#include "runtime/exec/Backend.h"
+#include "runtime/io/Trace.h"
 
-#include <vector>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 namespace strata::runtime::cpu {
 
-/// Runs one instruction. Kernels compute in f32: a bf16 operand is widened
-/// into scratch first, and a bf16 result rounded back (to nearest even)
-/// after, which is how bf16 training is emulated on a CPU.
-class CpuBackend {
+/// Threads the kernels use (OpenMP and OpenBLAS); 0 leaves the default.
+void setThreads(int threads);
+
+/// Bytes of memory the process can still use (MemAvailable), or 0 if it
+/// cannot tell.
+uint64_t availableHostBytes();
+
+class CpuBackend : public Backend {
 public:
   CpuBackend();
-  void run(const Instruction &instruction, RankMemory &memory,
-           const Hyper &hyper);
+  ~CpuBackend() override;
+
+  const char *name() const override { return "cpu"; }
+  std::string allocate(Arena arena, uint64_t bytes) override;
+  uint8_t *arena(Arena arena) const override {
+    return arenas[int(arena)].get();
+  }
+  void createEvents(uint32_t count) override;
+
+  void gemm(Stream stream, const GemmOp &op,
+            const Operand operands[5]) override;
+  void launch(Stream stream, const LaunchOp &op,
+              const std::vector<Operand> &operands) override;
+  void record(Stream stream, uint32_t event) override;
+  void wait(Stream stream, uint32_t event) override;
+  void copyIn(Stream stream, void *device, const void *host,
+              size_t bytes) override;
+  void copyOut(Stream stream, void *host, const void *device,
+               size_t bytes) override;
+  void fillZero(Stream stream, void *device, size_t bytes) override;
+  void synchronize() override;
+  void synchronizeCompute() override { rethrow(); }
+  int64_t highWater(Arena arena) const override;
+  double exposedSeconds() const override;
+  double communicationSeconds() const override;
+  void traceCommunication(std::chrono::steady_clock::time_point epoch) override;
+  std::vector<TraceEvent> takeCommunicationTrace() override;
+
+  /// Runs `task` on `stream`: now on the compute stream, in issue order on
+  /// the communication thread. `name` labels it in traces.
+  void submit(Stream stream, const std::string &name,
+              std::function<void()> task);
 
 private:
-  std::vector<std::vector<float>> scratch;
+  void worker();
+  /// Rethrows what failed on the communication stream, if anything did.
+  void rethrow();
+
+  struct Free {
+    void operator()(uint8_t *p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> arenas[kArenas];
+  uint64_t arenaBytes[kArenas] = {0, 0, 0};
+  std::vector<std::vector<float>> scratch; // widened bf16 operands
+
+  // The communication stream: a queue and its thread.
+  struct Task {
+    std::string name;
+    std::function<void()> run;
+  };
+  mutable std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Task> queue;
+  bool busy = false, stopping = false;
+  std::exception_ptr failure;
+  std::vector<uint64_t> issued, passed; // per event
+  bool tracing = false;
+  std::chrono::steady_clock::time_point epoch;
+  std::vector<TraceEvent> commTrace;
+  double commSeconds = 0;
+  double exposed = 0; // compute waiting on communication
+  std::thread thread;
 };
 
 } // namespace strata::runtime::cpu

@@ -18,54 +18,58 @@ namespace strata::runtime::cpu {
 // work per thread than transcendental ones to pay for it).
 constexpr int64_t kCheap = 65536, kCostly = 16384;
 
-/// y[i] = op(x[i]).
+using namespace kernels;
+
+/// y[i] = op(x[i]) for kernels whose operands are (x, y).
 template <typename Op>
 static void unary(const KernelArgs &args, int64_t threshold, Op op) {
-  const float *x = args.inF(0);
-  float *y = args.outF(0);
-  int64_t n = args.inCount(0);
+  const float *x = args.f(0);
+  float *y = args.f(1);
+  int64_t n = args.count(0);
 #pragma omp parallel for if (n > threshold)
   for (int64_t i = 0; i < n; ++i)
     y[i] = op(x[i]);
 }
 
-/// dx[i] = op(x[i], dy[i]): a backward of a pointwise op.
+/// dx[i] = op(x[i], dy[i]): a backward of a pointwise op, (x, dy, dx).
 template <typename Op>
 static void pointwiseBackward(const KernelArgs &args, Op op) {
-  const float *x = args.inF(0), *dy = args.inF(1);
-  float *dx = args.outF(0);
-  int64_t n = args.inCount(0);
+  const float *x = args.f(0), *dy = args.f(1);
+  float *dx = args.f(2);
+  int64_t n = args.count(0);
 #pragma omp parallel for if (n > kCostly)
   for (int64_t i = 0; i < n; ++i)
     dx[i] = op(x[i], dy[i]);
 }
 
-void fill(const KernelArgs &args) {
-  float value = static_cast<float>(args.instruction.floatAttr("value"));
-  float *y = args.outF(0);
-  int64_t n = args.outCount(0);
+void runFill(const KernelArgs &args) {
+  float value = static_cast<float>(args.real(Fill::attr::value));
+  float *y = args.f(Fill::op::y);
+  int64_t n = args.count(Fill::op::y);
 #pragma omp parallel for if (n > kCheap)
   for (int64_t i = 0; i < n; ++i)
     y[i] = value;
 }
 
-void copy(const KernelArgs &args) {
-  std::memcpy(args.outF(0), args.inF(0), args.inCount(0) * sizeof(float));
+void runCopy(const KernelArgs &args) {
+  std::memcpy(args.f(Copy::op::y), args.f(Copy::op::x),
+              args.count(Copy::op::x) * sizeof(float));
 }
 
-void accumulate(const KernelArgs &args) {
-  const float *x = args.inF(0);
-  float *y = args.outF(0);
-  int64_t n = args.inCount(0);
+void runAccumulate(const KernelArgs &args) {
+  const float *x = args.f(Accumulate::op::x);
+  float *y = args.f(Accumulate::op::y);
+  int64_t n = args.count(Accumulate::op::x);
 #pragma omp parallel for if (n > kCheap)
   for (int64_t i = 0; i < n; ++i)
     y[i] += x[i];
 }
 
+/// Add, Sub and Mul: (x, y, z), y broadcast over the rows of x.
 template <typename Op> static void broadcast(const KernelArgs &args, Op op) {
-  const float *a = args.inF(0), *b = args.inF(1);
-  float *c = args.outF(0);
-  int64_t n = args.inCount(0), width = args.inCount(1);
+  const float *a = args.f(Add::op::x), *b = args.f(Add::op::y);
+  float *c = args.f(Add::op::z);
+  int64_t n = args.count(Add::op::x), width = args.count(Add::op::y);
   int64_t rows = n / width;
 #pragma omp parallel for if (n > kCheap)
   for (int64_t r = 0; r < rows; ++r)
@@ -73,26 +77,27 @@ template <typename Op> static void broadcast(const KernelArgs &args, Op op) {
       c[r * width + j] = op(a[r * width + j], b[j]);
 }
 
-void add(const KernelArgs &args) {
+void runAdd(const KernelArgs &args) {
   broadcast(args, [](float a, float b) { return a + b; });
 }
-void sub(const KernelArgs &args) {
+void runSub(const KernelArgs &args) {
   broadcast(args, [](float a, float b) { return a - b; });
 }
-void mul(const KernelArgs &args) {
+void runMul(const KernelArgs &args) {
   broadcast(args, [](float a, float b) { return a * b; });
 }
 
-void scale(const KernelArgs &args) {
-  float factor = static_cast<float>(args.instruction.floatAttr("factor"));
+void runScale(const KernelArgs &args) {
+  float factor = static_cast<float>(args.real(Scale::attr::factor));
   unary(args, kCheap, [factor](float x) { return x * factor; });
 }
 
-void sumTo(const KernelArgs &args) {
-  const float *x = args.inF(0);
-  float *y = args.outF(0);
-  int64_t width = args.outCount(0), rows = args.inCount(0) / width;
-  bool add = args.flag("accumulate");
+void runSumTo(const KernelArgs &args) {
+  const float *x = args.f(SumTo::op::x);
+  float *y = args.f(SumTo::op::y);
+  int64_t width = args.count(SumTo::op::y),
+          rows = args.count(SumTo::op::x) / width;
+  bool add = args.flag(SumTo::attr::accumulate);
 #pragma omp parallel for if (rows * width > kCheap)
   for (int64_t j = 0; j < width; ++j) {
     double sum = 0;
@@ -105,13 +110,12 @@ void sumTo(const KernelArgs &args) {
 static constexpr float kInvSqrt2 = 0.70710678118654752440f;
 static constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
-void geluFwd(const KernelArgs &args) {
-  unary(args, kCostly, [](float x) {
-    return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
-  });
+void runGeluFwd(const KernelArgs &args) {
+  unary(args, kCostly,
+        [](float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); });
 }
 
-void geluBwd(const KernelArgs &args) {
+void runGeluBwd(const KernelArgs &args) {
   pointwiseBackward(args, [](float x, float dy) {
     float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
     float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
@@ -119,21 +123,20 @@ void geluBwd(const KernelArgs &args) {
   });
 }
 
-void siluFwd(const KernelArgs &args) {
+void runSiluFwd(const KernelArgs &args) {
   unary(args, kCostly, [](float x) { return x / (1.0f + std::exp(-x)); });
 }
 
-void siluBwd(const KernelArgs &args) {
+void runSiluBwd(const KernelArgs &args) {
   pointwiseBackward(args, [](float x, float dy) {
     float s = 1.0f / (1.0f + std::exp(-x));
     return dy * s * (1.0f + x * (1.0f - s));
   });
 }
 
-void transpose(const KernelArgs &args) {
-  const std::vector<int64_t> &shape = args.inShape(0);
-  const std::vector<int64_t> &perm =
-      args.instruction.attr("permutation")->ints;
+void runTranspose(const KernelArgs &args) {
+  const std::vector<int64_t> &shape = args.shape(Transpose::op::x);
+  const std::vector<int64_t> &perm = args.list(Transpose::attr::permutation);
   size_t rank = shape.size();
   std::vector<int64_t> inStride(rank, 1);
   for (size_t d = rank; d-- > 1;)
@@ -144,9 +147,9 @@ void transpose(const KernelArgs &args) {
     outShape[d] = shape[perm[d]];
     step[d] = inStride[perm[d]];
   }
-  const float *x = args.inF(0);
-  float *y = args.outF(0);
-  int64_t n = args.inCount(0);
+  const float *x = args.f(Transpose::op::x);
+  float *y = args.f(Transpose::op::y);
+  int64_t n = args.count(Transpose::op::x);
   std::vector<int64_t> index(rank, 0);
   int64_t source = 0;
   for (int64_t e = 0; e < n; ++e) {
@@ -161,20 +164,20 @@ void transpose(const KernelArgs &args) {
   }
 }
 
-void slice(const KernelArgs &args) {
+void runSlice(const KernelArgs &args) {
   // y is part `part` of `parts` equal blocks of x along `dim`.
-  const std::vector<int64_t> &shape = args.inShape(0);
-  int64_t dim = args.instruction.intAttr("dim");
-  int64_t part = args.instruction.intAttr("part");
+  const std::vector<int64_t> &shape = args.shape(Slice::op::x);
+  int64_t dim = args.i(Slice::attr::dim);
+  int64_t part = args.i(Slice::attr::part);
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d)
     outer *= shape[d];
   for (size_t d = dim + 1; d < shape.size(); ++d)
     inner *= shape[d];
-  int64_t chunk = args.outBuffer[0]->shape[dim] * inner;
+  int64_t chunk = args.shape(Slice::op::y)[dim] * inner;
   int64_t stride = shape[dim] * inner;
-  const float *x = args.inF(0);
-  float *y = args.outF(0);
+  const float *x = args.f(Slice::op::x);
+  float *y = args.f(Slice::op::y);
   for (int64_t o = 0; o < outer; ++o)
     std::memcpy(y + o * chunk, x + o * stride + part * chunk,
                 chunk * sizeof(float));

@@ -17,39 +17,36 @@
 
 namespace strata::runtime::cpu {
 
-static int64_t vocabOffset(const KernelArgs &args) {
-  const AttrValue *offset = args.instruction.attr("vocab_offset");
-  return offset ? offset->i : 0;
-}
+using namespace kernels;
 
-void embeddingFwd(const KernelArgs &args) {
-  const float *table = args.inF(0);
-  const int32_t *ids = args.ids(1);
-  float *y = args.outF(0);
-  int64_t rows = args.inShape(0)[0], hidden = args.inShape(0)[1],
-          count = args.inCount(1), offset = vocabOffset(args);
+void runEmbeddingFwd(const KernelArgs &args) {
+  using namespace EmbeddingFwd;
+  const float *table = args.f(op::table);
+  const int32_t *ids = args.ids(op::ids);
+  float *y = args.f(op::y);
+  int64_t rows = args.shape(op::table)[0], hidden = args.shape(op::table)[1],
+          count = args.count(op::ids), offset = args.i(attr::vocab_offset);
 #pragma omp parallel for if (count * hidden > 65536)
   for (int64_t i = 0; i < count; ++i) {
     int64_t row = int64_t(ids[i]) - offset;
     if (row >= 0 && row < rows)
-      std::memcpy(y + i * hidden, table + row * hidden,
-                  hidden * sizeof(float));
+      std::memcpy(y + i * hidden, table + row * hidden, hidden * sizeof(float));
     else
       std::memset(y + i * hidden, 0, hidden * sizeof(float));
   }
 }
 
-void embeddingBwd(const KernelArgs &args) {
-  const float *dy = args.inF(0);
-  const int32_t *ids = args.ids(1);
-  float *table = args.outF(0);
-  int64_t rows = args.outBuffer[0]->shape[0],
-          hidden = args.outBuffer[0]->shape[1], count = args.inCount(1),
-          offset = vocabOffset(args);
-  if (!args.flag("accumulate"))
-    std::memset(table, 0, args.outCount(0) * sizeof(float));
-  // Columns in parallel: rows with the same id never race, and each sum
-  // adds in token order whatever the thread count.
+void runEmbeddingBwd(const KernelArgs &args) {
+  using namespace EmbeddingBwd;
+  const float *dy = args.f(op::dy);
+  const int32_t *ids = args.ids(op::ids);
+  float *table = args.f(op::dtable);
+  int64_t rows = args.shape(op::dtable)[0], hidden = args.shape(op::dtable)[1],
+          count = args.count(op::ids), offset = args.i(attr::vocab_offset);
+  if (!args.flag(attr::accumulate))
+    std::memset(table, 0, args.count(op::dtable) * sizeof(float));
+    // Columns in parallel: rows with the same id never race, and each sum
+    // adds in token order whatever the thread count.
 #pragma omp parallel for if (count * hidden > 65536)
   for (int64_t j = 0; j < hidden; ++j)
     for (int64_t i = 0; i < count; ++i) {

@@ -1,89 +1,63 @@
 //===- Kernels.h - the CPU kernels ------------------------------*- C++ -*-===//
 //
-// One function per KernelId (runtime/exec/KernelTable.h), computing in f32:
-// the backend hands bf16 buffers to them converted, and rounds what they
-// write back to bf16. Each kernel file says the math it computes.
+// One function per kernel of the catalog (runtime/plan/Kernels.def), named
+// run<Kernel>, computing in f32: the backend hands bf16 operands to them
+// widened, and rounds what they write back to bf16. Operands and
+// attributes are found by their catalog positions (kernels::<Kernel>::op,
+// ::attr). Each kernel file says the math it computes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_CPU_KERNELS_H
 #define STRATA_RUNTIME_CPU_KERNELS_H
 
-#include "runtime/exec/Hyper.h"
-#include "runtime/exec/KernelTable.h"
+#include "runtime/plan/Hyper.h"
+#include "runtime/plan/Plan.h"
 
 #include <vector>
 
 namespace strata::runtime::cpu {
 
 struct KernelArgs {
-  const Instruction &instruction;
-  std::vector<void *> in, out;
-  std::vector<const Buffer *> inBuffer, outBuffer;
-  const Hyper &hyper;
+  const LaunchOp &launch;
+  std::vector<void *> data;           // per operand; f32 for float ones
+  std::vector<const Buffer *> buffer; // per operand; null when absent
 
-  float *inF(size_t i) const { return static_cast<float *>(in[i]); }
-  const int32_t *ids(size_t i) const {
-    return static_cast<const int32_t *>(in[i]);
+  bool has(unsigned operand) const { return buffer[operand] != nullptr; }
+  float *f(unsigned operand) const {
+    return static_cast<float *>(data[operand]);
   }
-  float *outF(size_t i) const { return static_cast<float *>(out[i]); }
-  int64_t inCount(size_t i) const { return inBuffer[i]->elements; }
-  int64_t outCount(size_t i) const { return outBuffer[i]->elements; }
-  const std::vector<int64_t> &inShape(size_t i) const {
-    return inBuffer[i]->shape;
+  const int32_t *ids(unsigned operand) const {
+    return static_cast<const int32_t *>(data[operand]);
   }
-  bool flag(const char *key) const { return instruction.boolAttr(key); }
+  int64_t count(unsigned operand) const { return buffer[operand]->elements; }
+  const std::vector<int64_t> &shape(unsigned operand) const {
+    return buffer[operand]->shape;
+  }
+  int64_t i(unsigned attr) const { return launch.attrs[attr].i; }
+  double real(unsigned attr) const { return launch.attrs[attr].f; }
+  bool flag(unsigned attr) const { return launch.attrs[attr].i != 0; }
+  const std::vector<int64_t> &list(unsigned attr) const {
+    return launch.attrs[attr].list;
+  }
+  /// A slot of the hyper operand (the optimizer kernels').
+  float hyper(unsigned operand, HyperSlot slot) const {
+    return f(operand)[slot];
+  }
 };
 
 using KernelFn = void (*)(const KernelArgs &);
 
-/// The implementation of a kernel id.
+/// Every kernel of the catalog: `void runFill(const KernelArgs &);` ...
+#define KERNEL(Name, text) void run##Name(const KernelArgs &);
+#include "runtime/plan/Kernels.def"
+
+/// The implementation of a kernel, from the table the catalog generates.
 KernelFn kernelFunction(KernelId id);
 
-// Gemm.cpp
-void gemm(const KernelArgs &);
-// Elementwise.cpp
-void fill(const KernelArgs &);
-void copy(const KernelArgs &);
-void add(const KernelArgs &);
-void sub(const KernelArgs &);
-void mul(const KernelArgs &);
-void scale(const KernelArgs &);
-void sumTo(const KernelArgs &);
-void accumulate(const KernelArgs &);
-void geluFwd(const KernelArgs &);
-void geluBwd(const KernelArgs &);
-void siluFwd(const KernelArgs &);
-void siluBwd(const KernelArgs &);
-void transpose(const KernelArgs &);
-void slice(const KernelArgs &);
-// Embedding.cpp
-void embeddingFwd(const KernelArgs &);
-void embeddingBwd(const KernelArgs &);
-// Norms.cpp
-void layerNormFwd(const KernelArgs &);
-void layerNormBwd(const KernelArgs &);
-void rmsNormFwd(const KernelArgs &);
-void rmsNormBwd(const KernelArgs &);
-// Rope.cpp
-void rope(const KernelArgs &);
-// Attention.cpp
-void attentionFwd(const KernelArgs &);
-void attentionBwd(const KernelArgs &);
-// Loss.cpp
-void crossEntropyFwd(const KernelArgs &);
-void crossEntropyBwd(const KernelArgs &);
-void logitsMax(const KernelArgs &);
-void logitsTarget(const KernelArgs &);
-void logitsSumExp(const KernelArgs &);
-void crossEntropyFromStats(const KernelArgs &);
-void crossEntropyGradFromStats(const KernelArgs &);
-// Optimizer.cpp
-void sumSquares(const KernelArgs &);
-void clipCoefficient(const KernelArgs &);
-void adamw(const KernelArgs &);
-
-/// Threads the kernels use (OpenMP and OpenBLAS); 0 leaves the default.
-void setThreads(int threads);
+/// D = alpha · op(A) · op(B) + beta · D, batched, then the epilogue
+/// (plan.fbs), on f32 operands (bias and aux too).
+void gemm(const GemmOp &op, const float *a, const float *b, float *d,
+          float *bias, float *aux);
 
 } // namespace strata::runtime::cpu
 

@@ -17,13 +17,12 @@
 
 namespace strata::runtime::cpu {
 
-/// The columns that are real vocabulary (not padding).
-static int64_t validColumns(const KernelArgs &args, int64_t columns,
+using namespace kernels;
+
+/// The columns from `offset` that are real vocabulary (not padding).
+static int64_t validColumns(int64_t vocab, int64_t columns,
                             int64_t offset = 0) {
-  const AttrValue *size = args.instruction.attr("vocab_size");
-  if (!size)
-    return columns;
-  return std::max<int64_t>(0, std::min(columns, size->i - offset));
+  return std::max<int64_t>(0, std::min(columns, vocab - offset));
 }
 
 static double logSumExp(const float *row, int64_t vocab) {
@@ -36,27 +35,31 @@ static double logSumExp(const float *row, int64_t vocab) {
   return max + std::log(sum);
 }
 
-void crossEntropyFwd(const KernelArgs &args) {
-  const float *logits = args.inF(0);
-  const int32_t *labels = args.ids(1);
-  int64_t vocab = args.inShape(0).back(), tokens = args.inCount(1);
-  int64_t valid = validColumns(args, vocab);
+void runCrossEntropyFwd(const KernelArgs &args) {
+  using namespace CrossEntropyFwd;
+  const float *logits = args.f(op::logits);
+  const int32_t *labels = args.ids(op::labels);
+  int64_t vocab = args.shape(op::logits).back(),
+          tokens = args.count(op::labels);
+  int64_t valid = validColumns(args.i(attr::vocab_size), vocab);
   double total = 0;
 #pragma omp parallel for reduction(+ : total) if (tokens * vocab > 65536)
   for (int64_t i = 0; i < tokens; ++i) {
     const float *row = logits + i * vocab;
     total += logSumExp(row, valid) - row[labels[i]];
   }
-  *args.outF(0) = static_cast<float>(total / double(tokens));
+  *args.f(op::loss) = static_cast<float>(total / double(tokens));
 }
 
-void crossEntropyBwd(const KernelArgs &args) {
-  const float *logits = args.inF(0);
-  const int32_t *labels = args.ids(1);
-  double scale = double(*args.inF(2));
-  float *grad = args.outF(0);
-  int64_t vocab = args.inShape(0).back(), tokens = args.inCount(1);
-  int64_t valid = validColumns(args, vocab);
+void runCrossEntropyBwd(const KernelArgs &args) {
+  using namespace CrossEntropyBwd;
+  const float *logits = args.f(op::logits);
+  const int32_t *labels = args.ids(op::labels);
+  double scale = double(*args.f(op::dloss));
+  float *grad = args.f(op::dlogits);
+  int64_t vocab = args.shape(op::logits).back(),
+          tokens = args.count(op::labels);
+  int64_t valid = validColumns(args.i(attr::vocab_size), vocab);
   double perToken = scale / double(tokens);
 #pragma omp parallel for if (tokens * vocab > 65536)
   for (int64_t i = 0; i < tokens; ++i) {
@@ -72,23 +75,25 @@ void crossEntropyBwd(const KernelArgs &args) {
 
 namespace {
 
-/// A vocabulary-parallel rank's view of its logits.
+/// A vocabulary-parallel rank's view of its logits: the logits come first
+/// and the vocabulary attributes at the same positions in each of these
+/// kernels (KernelCatalog.cpp checks it).
 struct VocabShard {
   int64_t columns, rows, offset, valid;
   explicit VocabShard(const KernelArgs &args) {
-    columns = args.inShape(0).back();
-    rows = args.inCount(0) / columns;
-    offset = args.instruction.intAttr("vocab_offset");
-    valid = validColumns(args, columns, offset);
+    columns = args.shape(LogitsMax::op::logits).back();
+    rows = args.count(LogitsMax::op::logits) / columns;
+    offset = args.i(LogitsMax::attr::vocab_offset);
+    valid = validColumns(args.i(LogitsMax::attr::vocab_size), columns, offset);
   }
 };
 
 } // namespace
 
-void logitsMax(const KernelArgs &args) {
+void runLogitsMax(const KernelArgs &args) {
   VocabShard v(args);
-  const float *logits = args.inF(0);
-  float *out = args.outF(0);
+  const float *logits = args.f(LogitsMax::op::logits);
+  float *out = args.f(LogitsMax::op::max);
 #pragma omp parallel for if (v.rows * v.columns > 65536)
   for (int64_t i = 0; i < v.rows; ++i) {
     float max = -INFINITY;
@@ -98,21 +103,22 @@ void logitsMax(const KernelArgs &args) {
   }
 }
 
-void logitsTarget(const KernelArgs &args) {
+void runLogitsTarget(const KernelArgs &args) {
   VocabShard v(args);
-  const float *logits = args.inF(0);
-  const int32_t *labels = args.ids(1);
-  float *out = args.outF(0);
+  const float *logits = args.f(LogitsTarget::op::logits);
+  const int32_t *labels = args.ids(LogitsTarget::op::labels);
+  float *out = args.f(LogitsTarget::op::target);
   for (int64_t i = 0; i < v.rows; ++i) {
     int64_t c = int64_t(labels[i]) - v.offset;
     out[i] = c >= 0 && c < v.valid ? logits[i * v.columns + c] : 0.0f;
   }
 }
 
-void logitsSumExp(const KernelArgs &args) {
+void runLogitsSumExp(const KernelArgs &args) {
   VocabShard v(args);
-  const float *logits = args.inF(0), *max = args.inF(1);
-  float *out = args.outF(0);
+  const float *logits = args.f(LogitsSumExp::op::logits),
+              *max = args.f(LogitsSumExp::op::max);
+  float *out = args.f(LogitsSumExp::op::sum);
 #pragma omp parallel for if (v.rows * v.columns > 65536)
   for (int64_t i = 0; i < v.rows; ++i) {
     double sum = 0;
@@ -122,29 +128,33 @@ void logitsSumExp(const KernelArgs &args) {
   }
 }
 
-void crossEntropyFromStats(const KernelArgs &args) {
-  const float *max = args.inF(0), *sum = args.inF(1), *target = args.inF(2);
-  int64_t rows = args.inCount(0);
+void runCrossEntropyFromStats(const KernelArgs &args) {
+  using namespace CrossEntropyFromStats;
+  const float *max = args.f(op::max), *sum = args.f(op::sum),
+              *target = args.f(op::target);
+  int64_t rows = args.count(op::max);
   double total = 0;
   for (int64_t i = 0; i < rows; ++i)
     total += std::log(double(sum[i])) + max[i] - target[i];
-  *args.outF(0) = static_cast<float>(total / double(rows));
+  *args.f(op::loss) = static_cast<float>(total / double(rows));
 }
 
-void crossEntropyGradFromStats(const KernelArgs &args) {
+void runCrossEntropyGradFromStats(const KernelArgs &args) {
+  using namespace CrossEntropyGradFromStats;
   VocabShard v(args);
-  const float *logits = args.inF(0), *max = args.inF(2), *sum = args.inF(3);
-  const int32_t *labels = args.ids(1);
-  double perToken = double(*args.inF(4)) / double(v.rows);
-  float *grad = args.outF(0);
+  const float *logits = args.f(op::logits), *max = args.f(op::max),
+              *sum = args.f(op::sum);
+  const int32_t *labels = args.ids(op::labels);
+  double perToken = double(*args.f(op::dloss)) / double(v.rows);
+  float *grad = args.f(op::dlogits);
 #pragma omp parallel for if (v.rows * v.columns > 65536)
   for (int64_t i = 0; i < v.rows; ++i) {
     int64_t target = int64_t(labels[i]) - v.offset;
     for (int64_t c = 0; c < v.columns; ++c) {
-      double p = c < v.valid
-                     ? std::exp(double(logits[i * v.columns + c]) - max[i]) /
-                           sum[i]
-                     : 0.0;
+      double p =
+          c < v.valid
+              ? std::exp(double(logits[i * v.columns + c]) - max[i]) / sum[i]
+              : 0.0;
       grad[i * v.columns + c] =
           static_cast<float>((p - (c == target ? 1.0 : 0.0)) * perToken);
     }

@@ -43,13 +43,16 @@ std::vector<RowStats> rowStats(const float *x, int64_t rows, int64_t cols,
   return stats;
 }
 
+/// x and weight lead both norms' operands; epsilon is their only attribute.
 void normFwd(const KernelArgs &args, bool layerNorm) {
-  const float *x = args.inF(0), *w = args.inF(1);
-  const float *b = layerNorm ? args.inF(2) : nullptr;
-  float *y = args.outF(0);
-  int64_t cols = args.inShape(0).back(), rows = args.inCount(0) / cols;
-  auto stats = rowStats(x, rows, cols,
-                        args.instruction.floatAttr("epsilon"), layerNorm);
+  using namespace kernels;
+  const float *x = args.f(LayerNormFwd::op::x),
+              *w = args.f(LayerNormFwd::op::weight);
+  const float *b = layerNorm ? args.f(LayerNormFwd::op::bias) : nullptr;
+  float *y = args.f(layerNorm ? unsigned(LayerNormFwd::op::y)
+                              : unsigned(RmsNormFwd::op::y));
+  int64_t cols = args.shape(0).back(), rows = args.count(0) / cols;
+  auto stats = rowStats(x, rows, cols, args.real(0), layerNorm);
 #pragma omp parallel for if (rows * cols > 65536)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
@@ -60,12 +63,18 @@ void normFwd(const KernelArgs &args, bool layerNorm) {
 }
 
 void normBwd(const KernelArgs &args, bool layerNorm) {
-  const float *x = args.inF(0), *w = args.inF(1), *dy = args.inF(2);
-  float *dx = args.outF(0), *dw = args.outF(1);
-  float *db = layerNorm ? args.outF(2) : nullptr;
-  int64_t cols = args.inShape(0).back(), rows = args.inCount(0) / cols;
-  auto stats = rowStats(x, rows, cols,
-                        args.instruction.floatAttr("epsilon"), layerNorm);
+  using namespace kernels;
+  static_assert(unsigned(LayerNormBwd::op::dweight) ==
+                    unsigned(RmsNormBwd::op::dweight) &&
+                unsigned(LayerNormBwd::op::dy) == unsigned(RmsNormBwd::op::dy));
+  const float *x = args.f(LayerNormBwd::op::x),
+              *w = args.f(LayerNormBwd::op::weight),
+              *dy = args.f(LayerNormBwd::op::dy);
+  float *dx = args.f(LayerNormBwd::op::dx),
+        *dw = args.f(LayerNormBwd::op::dweight);
+  float *db = layerNorm ? args.f(LayerNormBwd::op::dbias) : nullptr;
+  int64_t cols = args.shape(0).back(), rows = args.count(0) / cols;
+  auto stats = rowStats(x, rows, cols, args.real(0), layerNorm);
 #pragma omp parallel for if (rows * cols > 65536)
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * cols, *dyr = dy + r * cols;
@@ -101,9 +110,9 @@ void normBwd(const KernelArgs &args, bool layerNorm) {
 
 } // namespace
 
-void layerNormFwd(const KernelArgs &args) { normFwd(args, true); }
-void layerNormBwd(const KernelArgs &args) { normBwd(args, true); }
-void rmsNormFwd(const KernelArgs &args) { normFwd(args, false); }
-void rmsNormBwd(const KernelArgs &args) { normBwd(args, false); }
+void runLayerNormFwd(const KernelArgs &args) { normFwd(args, true); }
+void runLayerNormBwd(const KernelArgs &args) { normBwd(args, true); }
+void runRmsNormFwd(const KernelArgs &args) { normFwd(args, false); }
+void runRmsNormBwd(const KernelArgs &args) { normBwd(args, false); }
 
 } // namespace strata::runtime::cpu

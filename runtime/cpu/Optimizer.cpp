@@ -1,13 +1,16 @@
-//===- Optimizer.cpp - gradient norm, clipping, AdamW ---------------------===//
+//===- Optimizer.cpp - gradient norm, clipping, multi-tensor AdamW --------===//
 //
-//   sum_squares       s = Σ g²  (double)
+//   sum_squares       s = Σ g² over the segments counted (double)
 //   clip_coefficient  norm = sqrt(s); c = min(1, clip / (norm + 1e-6)),
 //                     1 without clipping (Megatron's and torch's rule)
-//   adamw             g ← g·c; p ← p·(1 − lr·wd) (decayed tensors only);
+//   adamw             per segment of the flat regions:
+//                     g ← g·c; p ← p·(1 − lr·wd) (decayed segments only);
 //                     m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²;
-//                     p ← p − (lr / (1 − β1^t)) · m / (sqrt(v)/sqrt(1 − β2^t) + ε)
+//                     p ← p − (lr / (1 − β1^t)) · m / (sqrt(v)/sqrt(1 − β2^t) +
+//                     ε)
 // in the order and precision torch.optim.AdamW computes them, on the fp32
-// master; a bf16 parameter is then the master rounded.
+// master; a bf16 parameter is then the master rounded. The step's scalars
+// come from the hyper operand, computed by the runtime (Hyper.h).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
@@ -17,54 +20,79 @@
 
 namespace strata::runtime::cpu {
 
-void sumSquares(const KernelArgs &args) {
-  const float *g = args.inF(0);
-  int64_t n = args.inCount(0);
-  double sum = 0;
-#pragma omp parallel for reduction(+ : sum) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i)
-    sum += double(g[i]) * g[i];
-  *args.outF(0) = static_cast<float>(sum);
+using namespace kernels;
+
+void runSumSquares(const KernelArgs &args) {
+  using namespace SumSquares;
+  const float *g = args.f(op::grads);
+  const std::vector<int64_t> &segments = args.list(attr::segments);
+  // Fixed blocks summed in order: the same result for any thread count.
+  constexpr int64_t kBlock = 1 << 15;
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  for (size_t s = 0; s + 1 < segments.size(); s += 2)
+    for (int64_t b = 0; b < segments[s + 1]; b += kBlock)
+      blocks.push_back(
+          {segments[s] + b, std::min(kBlock, segments[s + 1] - b)});
+  std::vector<double> sums(blocks.size());
+#pragma omp parallel for if (blocks.size() > 2)
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    double sum = 0;
+    for (int64_t i = blocks[b].first; i < blocks[b].first + blocks[b].second;
+         ++i)
+      sum += double(g[i]) * g[i];
+    sums[b] = sum;
+  }
+  double total = 0;
+  for (double sum : sums)
+    total += sum;
+  *args.f(op::sum) = static_cast<float>(total);
 }
 
-void clipCoefficient(const KernelArgs &args) {
-  double norm = std::sqrt(double(*args.inF(0)));
-  double clip = args.hyper.clipGrad;
+void runClipCoefficient(const KernelArgs &args) {
+  using namespace ClipCoefficient;
+  double norm = std::sqrt(double(*args.f(op::sum)));
+  double clip = args.hyper(op::hyper, kHyperClip);
   double coefficient = clip > 0 ? std::min(1.0, clip / (norm + 1e-6)) : 1.0;
-  *args.outF(0) = static_cast<float>(norm);
-  *args.outF(1) = static_cast<float>(coefficient);
+  *args.f(op::norm) = static_cast<float>(norm);
+  *args.f(op::coefficient) = static_cast<float>(coefficient);
 }
 
-void adamw(const KernelArgs &args) {
-  const Hyper &h = args.hyper;
-  const float *grad = args.inF(0);
-  float coefficient = *args.inF(1);
-  bool master = args.out.size() == 4;
-  float *value = args.outF(0), *m = args.outF(1), *v = args.outF(2);
-  float *p = master ? args.outF(3) : value;
-  int64_t n = args.inCount(0);
-  double wd = args.flag("weight_decay") ? h.weightDecay : 0.0;
-  float decay = static_cast<float>(1.0 - h.lr * wd);
-  float beta1 = static_cast<float>(h.beta1), beta2 = static_cast<float>(h.beta2);
-  float oneMinusBeta1 = static_cast<float>(1.0 - h.beta1);
-  float oneMinusBeta2 = static_cast<float>(1.0 - h.beta2);
-  double correction1 = 1.0 - std::pow(h.beta1, double(h.step));
-  double correction2 = 1.0 - std::pow(h.beta2, double(h.step));
-  float stepSize = static_cast<float>(h.lr / correction1);
-  float correction2Sqrt = static_cast<float>(std::sqrt(correction2));
-  float eps = static_cast<float>(h.eps);
+void runAdamW(const KernelArgs &args) {
+  using namespace AdamW;
+  const float *grad = args.f(op::grads);
+  float coefficient = *args.f(op::coefficient);
+  bool master = args.has(op::master);
+  float *value = args.f(op::params), *m = args.f(op::exp_avg),
+        *v = args.f(op::exp_avg_sq);
+  float *p = master ? args.f(op::master) : nullptr;
+  float beta1 = args.hyper(op::hyper, kHyperBeta1);
+  float beta2 = args.hyper(op::hyper, kHyperBeta2);
+  float oneMinusBeta1 = args.hyper(op::hyper, kHyperOneMinusBeta1);
+  float oneMinusBeta2 = args.hyper(op::hyper, kHyperOneMinusBeta2);
+  float stepSize = args.hyper(op::hyper, kHyperStepSize);
+  float correction2Sqrt = args.hyper(op::hyper, kHyperCorrection2);
+  float eps = args.hyper(op::hyper, kHyperEps);
   bool clipped = coefficient < 1.0f;
+  const std::vector<int64_t> &segments = args.list(attr::segments);
+  for (size_t s = 0; s + 3 < segments.size(); s += 4) {
+    int64_t begin = segments[s], n = segments[s + 1], state = segments[s + 2];
+    float decay = segments[s + 3] ? args.hyper(op::hyper, kHyperDecay) : 1.0f;
+    const float *gs = grad + begin;
+    float *vs = value + begin, *ms = m + state, *vv = v + state;
+    // The fp32 truth: the master, or the (f32) parameter itself.
+    float *ps = master ? p + state : vs;
 #pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    float g = clipped ? grad[i] * coefficient : grad[i];
-    float param = p[i] * decay;
-    m[i] = m[i] * beta1 + g * oneMinusBeta1;
-    v[i] = v[i] * beta2 + g * g * oneMinusBeta2;
-    float denom = std::sqrt(v[i]) / correction2Sqrt + eps;
-    param -= stepSize * (m[i] / denom);
-    p[i] = param;
-    if (master)
-      value[i] = param; // rounded to bf16 by the backend
+    for (int64_t i = 0; i < n; ++i) {
+      float g = clipped ? gs[i] * coefficient : gs[i];
+      float param = ps[i] * decay;
+      ms[i] = ms[i] * beta1 + g * oneMinusBeta1;
+      vv[i] = vv[i] * beta2 + g * g * oneMinusBeta2;
+      float denom = std::sqrt(vv[i]) / correction2Sqrt + eps;
+      param -= stepSize * (ms[i] / denom);
+      ps[i] = param;
+      if (master)
+        vs[i] = param; // rounded to bf16 by the backend
+    }
   }
 }
 

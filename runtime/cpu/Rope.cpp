@@ -14,12 +14,13 @@
 
 namespace strata::runtime::cpu {
 
-void rope(const KernelArgs &args) {
-  const std::vector<int64_t> &shape = args.inShape(0);
+void runRope(const KernelArgs &args) {
+  using namespace kernels::Rope;
+  const std::vector<int64_t> &shape = args.shape(op::x);
   int64_t batch = shape[0], seq = shape[1], heads = shape[2], dim = shape[3];
   int64_t half = dim / 2;
-  double base = args.instruction.floatAttr("base");
-  double sign = args.flag("inverse") ? -1.0 : 1.0;
+  double base = args.real(attr::base);
+  double sign = args.flag(attr::inverse) ? -1.0 : 1.0;
   std::vector<double> cosines(seq * half), sines(seq * half);
   for (int64_t p = 0; p < seq; ++p)
     for (int64_t i = 0; i < half; ++i) {
@@ -27,8 +28,8 @@ void rope(const KernelArgs &args) {
       cosines[p * half + i] = std::cos(theta);
       sines[p * half + i] = sign * std::sin(theta);
     }
-  const float *x = args.inF(0);
-  float *y = args.outF(0);
+  const float *x = args.f(op::x);
+  float *y = args.f(op::y);
 #pragma omp parallel for collapse(2) if (batch * seq * heads * dim > 65536)
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t p = 0; p < seq; ++p)

@@ -1,19 +1,21 @@
 //===- Checkpoint.cpp - parameters gathered from every rank ---------------===//
 #include "runtime/exec/Checkpoint.h"
+#include "runtime/exec/Parameters.h"
 
 namespace strata::runtime {
 
-std::vector<ParamPiece> piecesOf(const RankMemory &memory) {
+std::vector<ParamPiece> piecesOf(Executor &executor) {
+  const RankPlan &rank = executor.rankPlan();
   std::vector<ParamPiece> pieces;
-  for (const Param &param : memory.plan().params) {
+  for (const Param &param : rank.params) {
     ParamPiece piece;
-    piece.values = memory.parameterValues(param);
-    const Buffer &value = memory.plan().buffers[param.value];
+    piece.values = parameterValues(executor, param);
+    const Buffer &value = rank.buffers[param.value];
     if (value.dtype == DType::F32)
       piece.exact.push_back({0, value.elements});
     for (const MasterSegment &m : param.masters)
       piece.exact.push_back(
-          {m.begin, m.begin + memory.plan().buffers[m.buffer].elements});
+          {m.begin, m.begin + rank.buffers[m.buffer].elements});
     pieces.push_back(std::move(piece));
   }
   return pieces;
@@ -36,15 +38,14 @@ assemble(const Plan &plan, const std::vector<std::vector<ParamPiece>> &all) {
           tensor.values.assign(total, 0.0f);
         }
         const ParamPiece &piece = all[r][p];
-        forEachShardElement(
-            param, rank.buffers[param.value].shape,
-            [&](int64_t e, int64_t global, bool padding) {
-              bool write = pass == 0;
-              for (auto [begin, end] : piece.exact)
-                write |= pass == 1 && e >= begin && e < end;
-              if (write && !padding)
-                tensor.values[global] = piece.values[e];
-            });
+        forEachShardElement(param, rank.buffers[param.value].shape,
+                            [&](int64_t e, int64_t global, bool padding) {
+                              bool write = pass == 0;
+                              for (auto [begin, end] : piece.exact)
+                                write |= pass == 1 && e >= begin && e < end;
+                              if (write && !padding)
+                                tensor.values[global] = piece.values[e];
+                            });
       }
     }
   }

@@ -10,7 +10,7 @@
 #ifndef STRATA_RUNTIME_EXEC_CHECKPOINT_H
 #define STRATA_RUNTIME_EXEC_CHECKPOINT_H
 
-#include "runtime/exec/RankMemory.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/plan/Plan.h"
 
@@ -31,7 +31,7 @@ struct ParamPiece {
 };
 
 /// This rank's pieces, in the order of its plan's parameters.
-std::vector<ParamPiece> piecesOf(const RankMemory &memory);
+std::vector<ParamPiece> piecesOf(Executor &executor);
 
 /// Assembles global tensors from every rank's pieces (indexed by rank):
 /// first every value, then the exact parts over them.

@@ -1,9 +1,17 @@
 //===- Trainer.h - the training loop ----------------------------*- C++ -*-===//
+//
+// One rank's iterations over its Executor: the learning-rate schedule, the
+// batches, the loss averaged over data-parallel replicas and the log line
+// in Megatron's shape, and the reports. Launching ranks (threads or
+// processes) is Launch.h's.
+//
+//===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_EXEC_TRAINER_H
 #define STRATA_RUNTIME_EXEC_TRAINER_H
 
-#include "runtime/exec/Hyper.h"
-#include "runtime/plan/Plan.h"
+#include "runtime/data/Dataset.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/plan/Hyper.h"
 
 #include <cstdint>
 #include <ostream>
@@ -16,7 +24,7 @@ struct TrainOptions {
   uint64_t seed = 1234;
   double lr = 1.0e-4, minLr = 0.0;
   int64_t lrWarmupIters = 0;
-  int64_t lrDecayIters = 0; // 0: train-iters
+  int64_t lrDecayIters = 0;              // 0: train-iters
   std::string lrDecayStyle = "constant"; // constant, linear, cosine
   Hyper hyper;
   int64_t logInterval = 1;
@@ -24,10 +32,10 @@ struct TrainOptions {
   std::string saveParams;
   int threads = 0;
   bool reportMemory = false;
-  bool reportComm = false; // bytes sent per collective per iteration
-  bool profile = false; // time per kernel, printed at the end
-  std::string tracePath; // a Chrome trace of every step and instruction
-  int ranks = 0;        // local ranks as threads: 0 means the plan's
+  bool reportComm = false; // bytes sent and time exposed per iteration
+  bool profile = false;    // time per kernel, printed at the end
+  std::string tracePath;   // a Chrome trace of every step and instruction
+  int ranks = 0;           // local ranks as threads: 0 means the plan's
   double commTimeoutSeconds = 300;
   // Fault injection for tests: this rank stops (a thread) or is killed
   // (a process) at the start of this iteration.
@@ -44,10 +52,40 @@ double learningRate(const TrainOptions &options, int64_t iteration);
 /// Checks the options that need no plan; "" when they are fine.
 std::string checkTrainOptions(const TrainOptions &options);
 
-/// Trains the plan's model and writes a log line per interval to `log`.
-/// Returns the process exit status; errors go to `errors`.
-int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
-          std::ostream &errors);
+/// One rank's training loop.
+class TrainingLoop {
+public:
+  TrainingLoop(Executor &executor, const TrainOptions &options,
+               const Dataset &data);
+
+  /// Trains; writes the log if `log` (the rank that logs: the first of the
+  /// last pipeline stage, where the loss is). Returns false if this rank
+  /// stopped early (fault injection).
+  bool run(std::ostream *log);
+
+  /// --profile, --report-comm and --report-memory, as asked.
+  void printReports(std::ostream &log);
+
+  /// The rank's track name in traces: its number and coordinates.
+  std::string traceLabel() const;
+
+private:
+  void loadBatch(int64_t iteration, int64_t microbatch);
+
+  Executor &executor;
+  const TrainOptions &options;
+  const Dataset &data;
+  const Plan &plan;
+  const RankPlan &rank;
+  int64_t dpRank = 0;
+  uint32_t stage = 0;
+  std::vector<int32_t> tokens, labels; // host staging for one microbatch
+  int64_t iterationsRun = 0;
+  double iterationSeconds = 0;
+};
+
+/// The rank that logs: the first of the last pipeline stage.
+uint32_t loggingRank(const Plan &plan);
 
 } // namespace strata::runtime
 

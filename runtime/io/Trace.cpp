@@ -35,22 +35,33 @@ std::string field(const std::string &line, const std::string &key) {
 } // namespace
 
 std::string traceLines(int rank, const std::string &label,
-                       const std::vector<TraceEvent> &events) {
+                       const std::vector<TraceEvent> &compute,
+                       const std::vector<TraceEvent> &communication) {
   std::ostringstream out;
-  out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << rank
+  out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << rank
       << ",\"args\":{\"name\":\"" << label << "\"}},\n";
-  for (const TraceEvent &e : events) {
-    out << "{\"name\":\"" << e.name << "\",\"cat\":\""
-        << (e.step ? "step" : "kernel") << "\",\"ph\":\"X\",\"pid\":0,\"tid\":"
-        << rank << ",\"ts\":" << number(e.startUs)
-        << ",\"dur\":" << number(e.durationUs);
-    if (e.step)
-      out << ",\"args\":{\"phase\":\"" << e.phase << "\",\"chunk\":"
-          << e.chunk << ",\"microbatch\":" << e.microbatch
-          << ",\"iteration\":" << e.iteration
-          << ",\"wait\":" << number(e.waitUs) << "}";
-    out << "},\n";
-  }
+  out << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << rank
+      << ",\"args\":{\"sort_index\":" << rank << "}},\n";
+  for (int stream = 0; stream < 2; ++stream)
+    out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << rank
+        << ",\"tid\":" << stream << ",\"args\":{\"name\":\""
+        << (stream ? "communication" : "compute") << "\"}},\n";
+  for (int stream = 0; stream < 2; ++stream)
+    for (const TraceEvent &e : stream ? communication : compute) {
+      out << "{\"name\":\"" << e.name << "\",\"cat\":\""
+          << (e.step   ? "step"
+              : stream ? "communication"
+                       : "kernel")
+          << "\",\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << stream
+          << ",\"ts\":" << number(e.startUs)
+          << ",\"dur\":" << number(e.durationUs);
+      if (e.step)
+        out << ",\"args\":{\"phase\":\"" << e.phase
+            << "\",\"chunk\":" << e.chunk << ",\"microbatch\":" << e.microbatch
+            << ",\"iteration\":" << e.iteration
+            << ",\"wait\":" << number(e.waitUs) << "}";
+      out << "},\n";
+    }
   return out.str();
 }
 
@@ -59,9 +70,7 @@ std::string writeTrace(const std::string &path,
   std::ofstream file(path);
   if (!file)
     return "cannot write trace '" + path + "'";
-  file << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"
-       << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":"
-          "{\"name\":\"strata-run\"}},\n";
+  file << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   for (const std::string &lines : rankLines)
     file << lines;
   // A last event without a comma after it closes the list.
@@ -87,7 +96,7 @@ std::string readTraceSteps(const std::string &path,
     e.step = true;
     e.name = field(line, "name");
     e.phase = field(line, "phase");
-    int rank = std::atoi(field(line, "tid").c_str());
+    int rank = std::atoi(field(line, "pid").c_str());
     e.startUs = std::atof(field(line, "ts").c_str());
     e.durationUs = std::atof(field(line, "dur").c_str());
     e.chunk = std::atoi(field(line, "chunk").c_str());
@@ -95,15 +104,18 @@ std::string readTraceSteps(const std::string &path,
     e.iteration = std::atoll(field(line, "iteration").c_str());
     e.waitUs = std::atof(field(line, "wait").c_str());
     if (rank < 0 || rank > (1 << 20) || e.phase.empty())
-      return "trace '" + path + "' has a step event this runtime did not "
-             "write: " + line;
+      return "trace '" + path +
+             "' has a step event this runtime did not "
+             "write: " +
+             line;
     if (int(byRank.size()) <= rank)
       byRank.resize(rank + 1);
     byRank[rank].push_back(e);
     any = true;
   }
   if (!any)
-    return "trace '" + path + "' has no steps (was it written by strata-run "
+    return "trace '" + path +
+           "' has no steps (was it written by strata-run "
            "--trace?)";
   return "";
 }

@@ -1,17 +1,21 @@
 //===- Plan.h - a loaded, checked plan --------------------------*- C++ -*-===//
 //
-// The runtime's view of a plan file: plain structs, filled only after the
-// frame's checksum, the FlatBuffers verifier and the semantic checks
-// (arena bounds, indices, each kernel's operand counts, dtypes and sizes)
-// have passed. Nothing after loading needs to distrust the plan.
+// The runtime's view of a plan file: plain structs, decoded once and filled
+// only after the frame's checksum, the FlatBuffers verifier and the
+// semantic checks (PlanCheck.cpp: arena bounds, names, every instruction
+// against its kind and, for launches, the kernel catalog) have passed.
+// Nothing after loading needs to distrust the plan, and nothing looks up
+// an attribute by name while it runs.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_PLAN_PLAN_H
 #define STRATA_RUNTIME_PLAN_PLAN_H
 
+#include "runtime/plan/KernelCatalog.h"
+
 #include <cstdint>
-#include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace strata::runtime {
@@ -22,8 +26,15 @@ const char *dtypeName(DType dtype);
 
 /// 1234567 as "1,234,567", for byte counts in messages and reports.
 std::string withThousands(uint64_t value);
+/// "12.50 GiB": bytes in the largest binary unit that keeps the number >= 1.
+std::string humanBytes(uint64_t bytes);
 
 enum class Arena : uint8_t { Persistent, Workspace, Stash };
+inline constexpr int kArenas = 3;
+const char *arenaName(Arena arena);
+
+/// An absent optional operand.
+inline constexpr uint32_t kNoBuffer = 0xFFFFFFFF;
 
 struct Buffer {
   std::string name;
@@ -38,27 +49,88 @@ struct Buffer {
   bool isFloat() const { return dtype != DType::I32; }
 };
 
-struct AttrValue {
-  enum class Kind : uint8_t { Int, Float, Bool, Ints } kind = Kind::Int;
-  int64_t i = 0;
-  double f = 0;
-  std::vector<int64_t> ints;
+enum class Epilogue : uint8_t { None, Bias, GeluBias, BiasGrad };
+
+/// D = alpha · op(A) · op(B) + beta · D, then the epilogue (plan.fbs).
+struct GemmOp {
+  uint32_t a = 0, b = 0, d = 0, bias = kNoBuffer, aux = kNoBuffer;
+  int64_t m = 0, n = 0, k = 0;
+  bool transposeA = false, transposeB = false;
+  int64_t lda = 0, ldb = 0, ldd = 0;
+  int64_t batch = 1, strideA = 0, strideB = 0, strideD = 0;
+  float alpha = 1, beta = 0;
+  Epilogue epilogue = Epilogue::None;
 };
 
-struct Instruction {
-  std::string kernel;
-  int kernelId = -1; // into the kernel table, resolved at load
-  std::vector<uint32_t> inputs, outputs;
-  std::map<std::string, AttrValue> attrs;
-  std::string location;
+struct AttrValue {
+  int64_t i = 0;
+  double f = 0;
+  std::vector<int64_t> list;
+};
 
-  const AttrValue *attr(const std::string &key) const {
-    auto it = attrs.find(key);
-    return it == attrs.end() ? nullptr : &it->second;
+/// A kernel of the catalog; operands and attributes in its order.
+struct LaunchOp {
+  KernelId kernel = KernelId::Fill;
+  std::vector<uint32_t> operands;
+  std::vector<AttrValue> attrs;
+  std::vector<uint32_t> grid, block;
+  uint32_t sharedBytes = 0;
+  int32_t code = -1;
+};
+
+enum class CollectiveKind : uint8_t {
+  AllReduceSum,
+  AllReduceMax,
+  AllGather,
+  ReduceScatter
+};
+const char *collectiveName(CollectiveKind kind);
+
+struct CollectiveOp {
+  CollectiveKind kind = CollectiveKind::AllReduceSum;
+  uint32_t group = 0;
+  uint32_t input = 0, output = 0;
+  int32_t dim = 0;
+  DType dtype = DType::F32;
+};
+
+/// A pipeline send or receive with the same tp and dp coordinates on
+/// another stage.
+struct TransferOp {
+  bool send = false;
+  uint32_t buffer = 0;
+  uint32_t peerStage = 0;
+  uint32_t channel = 0;
+};
+
+struct EventOp {
+  bool record = false; // else wait
+  uint32_t event = 0;
+};
+
+enum class Stream : uint8_t { Compute, Comm };
+inline constexpr int kStreams = 2;
+const char *streamName(Stream stream);
+
+enum class Condition : uint8_t { Always, LastMicrobatch };
+
+struct Instruction {
+  std::variant<GemmOp, LaunchOp, CollectiveOp, TransferOp, EventOp> op;
+  Stream stream = Stream::Compute;
+  Condition when = Condition::Always;
+  uint32_t location = 0; // into Plan::locations
+
+  const GemmOp *gemm() const { return std::get_if<GemmOp>(&op); }
+  const LaunchOp *launch() const { return std::get_if<LaunchOp>(&op); }
+  const CollectiveOp *collective() const {
+    return std::get_if<CollectiveOp>(&op);
   }
-  int64_t intAttr(const std::string &key) const { return attr(key)->i; }
-  double floatAttr(const std::string &key) const { return attr(key)->f; }
-  bool boolAttr(const std::string &key) const { return attr(key)->i != 0; }
+  const TransferOp *transfer() const { return std::get_if<TransferOp>(&op); }
+  const EventOp *event() const { return std::get_if<EventOp>(&op); }
+  /// "gemm", a kernel's name, "all_reduce_sum", "send", "record", ...
+  std::string name() const;
+  /// The buffers it reads and writes (absent operands left out).
+  std::vector<uint32_t> buffers() const;
 };
 
 enum class Phase : uint8_t { Microbatch, Forward, Backward, Optimizer };
@@ -70,6 +142,10 @@ struct Program {
   std::vector<Instruction> instructions;
   Phase phase = Phase::Microbatch;
   int32_t chunk = -1; // forward and backward: the pipeline chunk
+  // Where the leading receives end and the trailing sends begin (the
+  // instructions an exchange point posts): [0, bodyBegin) and
+  // [bodyEnd, size).
+  size_t bodyBegin = 0, bodyEnd = 0;
 };
 
 /// An fp32 master copy of elements [begin, begin + its size) of a rank's
@@ -129,12 +205,21 @@ struct Io {
 struct Step {
   uint32_t program = 0;
   int32_t microbatch = -1;
-  int32_t slot = -1; // a pipeline chunk's stash slot
+  int32_t slot = -1;     // a pipeline chunk's stash slot
+  bool exchange = false; // an exchange point before this step
+};
+
+/// A communication group: the ranks differing from a rank only along
+/// `axes` (0 tp, 1 dp, 2 pp), on `stages` of the pipeline when given.
+struct Group {
+  std::vector<int> axes;
+  std::vector<uint32_t> stages;
 };
 
 struct RankPlan {
   uint32_t rank = 0;
   uint64_t persistentBytes = 0, workspaceBytes = 0, stashBytes = 0;
+  uint32_t events = 0;
   std::vector<Buffer> buffers;
   std::vector<Program> programs;
   std::vector<Param> params;
@@ -148,6 +233,18 @@ struct RankPlan {
         return static_cast<int>(entry.buffer);
     return -1;
   }
+  uint64_t arenaBytes(Arena arena) const {
+    return arena == Arena::Persistent  ? persistentBytes
+           : arena == Arena::Workspace ? workspaceBytes
+                                       : stashBytes;
+  }
+  uint64_t peakBytes() const {
+    return persistentBytes + workspaceBytes + stashBytes;
+  }
+};
+
+struct CodeObject {
+  std::string name, source, ptx;
 };
 
 struct Plan {
@@ -157,12 +254,25 @@ struct Plan {
   double flopsPerIteration = 0;
   uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
   std::string pipelineSchedule; // "" without pipeline chunks
+  std::vector<Group> groups;
+  std::vector<std::string> locations; // [0] is ""
+  std::vector<CodeObject> code;
   std::vector<RankPlan> ranks;
 
+  uint32_t world() const {
+    return tensorParallel * dataParallel * pipelineParallel;
+  }
   /// The pipeline stage of a rank (ranks go tp fastest, then dp, then pp).
   uint32_t stageOf(uint32_t rank) const {
     return rank / (tensorParallel * dataParallel);
   }
+  /// The rank at the same tp and dp coordinates as `rank` on `stage`.
+  uint32_t onStage(uint32_t rank, uint32_t stage) const {
+    uint32_t perStage = tensorParallel * dataParallel;
+    return rank % perStage + stage * perStage;
+  }
+  /// The world ranks of `rank`'s instance of group `group`, in mesh order.
+  std::vector<int> groupMembers(uint32_t group, uint32_t rank) const;
 };
 
 /// Reads and checks the plan at `path`. Returns "" or what is wrong.

@@ -47,8 +47,8 @@ struct Timed {
 struct SimResult {
   std::vector<std::vector<Timed>> stages; // what ran, per stage, in order
   double makespan = 0;
-  double busy = 0;       // the most any stage computes
-  std::string deadlock;  // "" unless some stage could not go on
+  double busy = 0;      // the most any stage computes
+  std::string deadlock; // "" unless some stage could not go on
   /// Idle time over compute time: the paper's t_pb / t_id.
   double bubbleFraction() const {
     return busy > 0 ? (makespan - busy) / busy : 0;
@@ -65,13 +65,26 @@ SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
 /// Runs measured start and end times instead of costs: validates the
 /// order the same way and fills the result from `times` (per stage, in
 /// order, {start, end}).
-SimResult fromMeasured(const std::vector<std::vector<Work>> &orders,
-                       const std::vector<std::vector<std::pair<double, double>>>
-                           &times);
+SimResult
+fromMeasured(const std::vector<std::vector<Work>> &orders,
+             const std::vector<std::vector<std::pair<double, double>>> &times);
 
 /// The most microbatches a stage holds activations for at once: forwards
 /// run whose backward has not.
 int inFlight(const std::vector<Work> &order);
+
+/// Checks that the orders cannot deadlock when a send waits until its
+/// receive is posted (as NCCL's do, unlike transports that copy and post).
+/// Each stage posts its transfers in groups at its exchange points
+/// (`exchange[s][i]`: one before its i-th work; the end is one too): the
+/// sends of the works since the last point and the receives of the works
+/// up to the next, all at once. A transfer completes when both ends are
+/// posted; a group ends when all of its transfers have. Transfers between
+/// chunks of one stage are copies and never wait. Returns "" or where the
+/// stages would wait for each other forever.
+std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
+                                const std::vector<std::vector<bool>> &exchange,
+                                int chunks);
 
 } // namespace strata::sim
 

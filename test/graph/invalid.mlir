@@ -198,7 +198,7 @@ func.func @rope_base(%x: tensor<2x8x4x4xf32>) {
 
 func.func @attention_rank(%q: tensor<2x8x16xf32>) {
   // expected-error @+1 {{the query must be [batch, seq, heads, head_dim], got f32[2, 8, 16]}}
-  %0 = graph.attention %q, %q, %q : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %0:2 = graph.attention %q, %q, %q : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<1xf32>)
   return
 }
 
@@ -206,7 +206,7 @@ func.func @attention_rank(%q: tensor<2x8x16xf32>) {
 
 func.func @attention_key_value(%q: tensor<2x8x4x4xf32>, %k: tensor<2x8x2x4xf32>, %v: tensor<2x8x4x4xf32>) {
   // expected-error @+1 {{the key f32[2, 8, 2, 4] and the value f32[2, 8, 4, 4] must have the same shape}}
-  %0 = graph.attention %q, %k, %v : (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %0:2 = graph.attention %q, %k, %v : (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x4x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
   return
 }
 
@@ -214,7 +214,7 @@ func.func @attention_key_value(%q: tensor<2x8x4x4xf32>, %k: tensor<2x8x2x4xf32>,
 
 func.func @attention_batch(%q: tensor<2x8x4x4xf32>, %k: tensor<1x8x4x4xf32>) {
   // expected-error @+1 {{batch differs: the query f32[2, 8, 4, 4], the key f32[1, 8, 4, 4]}}
-  %0 = graph.attention %q, %k, %k : (tensor<2x8x4x4xf32>, tensor<1x8x4x4xf32>, tensor<1x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %0:2 = graph.attention %q, %k, %k : (tensor<2x8x4x4xf32>, tensor<1x8x4x4xf32>, tensor<1x8x4x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
   return
 }
 
@@ -222,7 +222,7 @@ func.func @attention_batch(%q: tensor<2x8x4x4xf32>, %k: tensor<1x8x4x4xf32>) {
 
 func.func @attention_head_dim(%q: tensor<2x8x4x4xf32>, %k: tensor<2x8x4x8xf32>) {
   // expected-error @+1 {{head_dim differs: the query f32[2, 8, 4, 4], the key f32[2, 8, 4, 8]}}
-  %0 = graph.attention %q, %k, %k : (tensor<2x8x4x4xf32>, tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>) -> tensor<2x8x4x4xf32>
+  %0:2 = graph.attention %q, %k, %k : (tensor<2x8x4x4xf32>, tensor<2x8x4x8xf32>, tensor<2x8x4x8xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
   return
 }
 
@@ -230,7 +230,7 @@ func.func @attention_head_dim(%q: tensor<2x8x4x4xf32>, %k: tensor<2x8x4x8xf32>) 
 
 func.func @attention_groups(%q: tensor<2x8x6x4xf32>, %k: tensor<2x8x4x4xf32>) {
   // expected-error @+1 {{query heads 6 are not a multiple of key/value heads 4}}
-  %0 = graph.attention %q, %k, %k : (tensor<2x8x6x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x6x4xf32>
+  %0:2 = graph.attention %q, %k, %k : (tensor<2x8x6x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> (tensor<2x8x6x4xf32>, tensor<2x6x8xf32>)
   return
 }
 
@@ -238,7 +238,7 @@ func.func @attention_groups(%q: tensor<2x8x6x4xf32>, %k: tensor<2x8x4x4xf32>) {
 
 func.func @attention_causal_lengths(%q: tensor<2x8x4x4xf32>, %k: tensor<2x16x4x4xf32>) {
   // expected-error @+1 {{causal attention needs equal query and key lengths, got 8 and 16}}
-  %0 = graph.attention %q, %k, %k {causal} : (tensor<2x8x4x4xf32>, tensor<2x16x4x4xf32>, tensor<2x16x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %0:2 = graph.attention %q, %k, %k {causal} : (tensor<2x8x4x4xf32>, tensor<2x16x4x4xf32>, tensor<2x16x4x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
   return
 }
 
@@ -263,5 +263,13 @@ func.func @layer_boundary_empty() {
 func.func @layer_boundary_index(%x: tensor<2x8xf32>) {
   // expected-error @+1 {{index must be >= 0, got -1}}
   %0 = graph.layer_boundary -1 %x : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_lse(%q: tensor<2x8x4x4xf32>) {
+  // expected-error @+1 {{the log-sum-exp must be f32[2, 4, 8], got f32[2, 8, 4]}}
+  %0:2 = graph.attention %q, %q, %q : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x4xf32>)
   return
 }

@@ -48,8 +48,8 @@ func.func @compute(%tokens: tensor<2x16xi32>, %table: tensor<32x8xf32>,
   // CHECK: graph.rope %{{.*}} {base = 5.000000e+05 : f64} : tensor<2x16x6x4xf32>
   %qr2 = graph.rope %qr {base = 5.000000e+05 : f64} : tensor<2x16x6x4xf32>
   %kv = graph.reshape %qkv : tensor<2x16x24xf32> -> tensor<2x16x6x4xf32>
-  // CHECK: graph.attention {{.*}} {causal} : (tensor<2x16x6x4xf32>, tensor<2x16x6x4xf32>, tensor<2x16x6x4xf32>) -> tensor<2x16x6x4xf32>
-  %a = graph.attention %qr2, %kv, %kv {causal} : (tensor<2x16x6x4xf32>, tensor<2x16x6x4xf32>, tensor<2x16x6x4xf32>) -> tensor<2x16x6x4xf32>
+  // CHECK: graph.attention {{.*}} {causal} : (tensor<2x16x6x4xf32>, tensor<2x16x6x4xf32>, tensor<2x16x6x4xf32>) -> (tensor<2x16x6x4xf32>, tensor<2x6x16xf32>)
+  %a, %a_lse = graph.attention %qr2, %kv, %kv {causal} : (tensor<2x16x6x4xf32>, tensor<2x16x6x4xf32>, tensor<2x16x6x4xf32>) -> (tensor<2x16x6x4xf32>, tensor<2x6x16xf32>)
   %a2 = graph.reshape %a : tensor<2x16x6x4xf32> -> tensor<2x16x24xf32>
   %h = graph.matmul %a2, %w {transpose_b} : (tensor<2x16x24xf32>, tensor<8x24xf32>) -> tensor<2x16x8xf32>
   // CHECK: graph.layer_boundary 0 %{{.*}}, %{{.*}} : tensor<2x16x8xf32>, tensor<2x16x8xf32>
@@ -64,7 +64,7 @@ func.func @compute(%tokens: tensor<2x16xi32>, %table: tensor<32x8xf32>,
 // Grouped-query heads: 6 query heads read 2 key/value heads.
 // CHECK-LABEL: func.func @grouped_query
 func.func @grouped_query(%q: tensor<1x8x6x4xbf16>, %kv: tensor<1x8x2x4xbf16>) -> tensor<1x8x6x4xbf16> {
-  // CHECK: graph.attention {{.*}} : (tensor<1x8x6x4xbf16>, tensor<1x8x2x4xbf16>, tensor<1x8x2x4xbf16>) -> tensor<1x8x6x4xbf16>
-  %a = graph.attention %q, %kv, %kv : (tensor<1x8x6x4xbf16>, tensor<1x8x2x4xbf16>, tensor<1x8x2x4xbf16>) -> tensor<1x8x6x4xbf16>
+  // CHECK: graph.attention {{.*}} : (tensor<1x8x6x4xbf16>, tensor<1x8x2x4xbf16>, tensor<1x8x2x4xbf16>) -> (tensor<1x8x6x4xbf16>, tensor<1x6x8xf32>)
+  %a, %a_lse = graph.attention %q, %kv, %kv : (tensor<1x8x6x4xbf16>, tensor<1x8x2x4xbf16>, tensor<1x8x2x4xbf16>) -> (tensor<1x8x6x4xbf16>, tensor<1x6x8xf32>)
   return %a : tensor<1x8x6x4xbf16>
 }

@@ -52,9 +52,11 @@ func.func @model(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
 
 // Norms, reshape, transpose (by the inverse permutation), rope (by the
 // inverse rotation), grouped-query attention and layer boundaries.
+// The backward reads the forward's output and its row log-sum-exp.
 // CHECK-LABEL: func.func @microbatch
+// CHECK: %[[O:[a-z0-9_]+]], %[[LSE:[a-z0-9_]+]] = graph.attention
 // CHECK: graph.transpose %{{.*}} [0, 2, 3, 1] {{.*}}: tensor<1x4x4x2xf32> -> tensor<1x4x2x4xf32>
-// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = graph.attention_grad {{.*}} {causal, strata.layer = 0 : i64}
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = graph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[LSE]], %{{.*}} {causal, strata.layer = 0 : i64}
 // CHECK: graph.rope %{{.*}} {inverse, strata.layer = 0 : i64} : tensor<1x4x2x4xf32>
 // CHECK: %{{.*}}, %[[DW:.*]] = graph.rms_norm_grad
 // CHECK: graph.accumulate_grad "g", %[[DW]]
@@ -71,7 +73,7 @@ func.func @model(%x: tensor<1x4x8xf32>, %t: tensor<1x4xi32>) -> tensor<f32> {
   %q = graph.reshape %r : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
   %qr = graph.rope %q : tensor<1x4x2x4xf32>
   %kv = graph.reshape %r : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
-  %a = graph.attention %qr, %kv, %kv {causal} : (tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>) -> tensor<1x4x2x4xf32>
+  %a, %a_lse = graph.attention %qr, %kv, %kv {causal} : (tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>, tensor<1x4x2x4xf32>) -> (tensor<1x4x2x4xf32>, tensor<1x2x4xf32>)
   %tr = graph.transpose %a [0, 3, 1, 2] : tensor<1x4x2x4xf32> -> tensor<1x4x4x2xf32>
   %flat = graph.reshape %tr : tensor<1x4x4x2xf32> -> tensor<1x4x8xf32>
   %b1 = graph.layer_boundary 1 %flat : tensor<1x4x8xf32>

@@ -2,15 +2,19 @@
 // RUN: strata-opt %s --strata-autodiff=loss-scale=0.5 --strata-optimizer --strata-schedule=microbatches=2 --strata-lower-to-exec | FileCheck %s
 // RUN: strata-opt %s --strata-autodiff=loss-scale=0.5 --strata-optimizer --strata-schedule=microbatches=2 --strata-lower-to-exec=bf16=true | FileCheck %s --check-prefix=BF16
 
-// Parameters and gradients lie in two flat regions, each parameter a view.
+// Parameters, gradients and the optimizer's state lie in flat regions, each
+// parameter a view.
 // CHECK: exec.rank 0 {
 // CHECK-DAG: exec.buffer @params : tensor<384xf32> persistent at -1
 // CHECK-DAG: exec.buffer @grads : tensor<384xf32> persistent at -1 {zero_init}
+// CHECK-DAG: exec.buffer @exp_avg : tensor<384xf32> persistent at -1 {zero_init}
+// CHECK-DAG: exec.buffer @exp_avg_sq : tensor<384xf32> persistent at -1 {zero_init}
+// CHECK-DAG: exec.buffer @hyper : tensor<9xf32> persistent at -1
+// CHECK-DAG: exec.io "hyper" @hyper
 // CHECK-DAG: exec.buffer @"input:tokens" : tensor<2x4xi32> persistent at -1
 // CHECK-DAG: exec.io "tokens" @"input:tokens"
 // CHECK-DAG: exec.buffer @"param:w" : tensor<8x16xf32> persistent at -1 alias @params + 1024
 // CHECK-DAG: exec.buffer @"grad:w" : tensor<8x16xf32> persistent at -1 alias @grads + 1024
-// CHECK-DAG: exec.buffer @"exp_avg:w" : tensor<8x16xf32> persistent at -1 {zero_init}
 // CHECK-DAG: exec.param "w" {global_shape = array<i64: 8, 16>, grad = @"grad:w", init = "normal", master_offsets = array<i64>, masters = [], padded_shape = array<i64: 8, 16>, shard_offset = array<i64: 0, 0>, std = 2.000000e-02 : f64, value = @"param:w"}
 // CHECK-DAG: exec.io "loss" @"output:loss"
 // CHECK-DAG: exec.io "grad_norm" @"output:grad_norm"
@@ -18,16 +22,21 @@
 // CHECK-DAG: exec.buffer @[[FLAT:t[0-9]+]] : tensor<2x4x16xf32> workspace
 // CHECK-DAG: exec.buffer @{{t[0-9]+}} : tensor<8x16xf32> workspace at -1 alias @[[FLAT]]
 // CHECK: exec.program @microbatch "microbatch" {
-// CHECK: exec.kernel "gemm" ({{.*}}, @"param:w") -> ({{.*}}) {accumulate = false, k = 8 : i64, m = 8 : i64, n = 16 : i64, transpose_a = false, transpose_b = false}
-// The weight gradient goes straight into the accumulator.
-// CHECK: exec.kernel "gemm" ({{.*}}) -> (@"grad:w") {accumulate = true, k = 8 : i64, m = 8 : i64, n = 16 : i64, transpose_a = true, transpose_b = false}
-// CHECK: exec.kernel "embedding_bwd" ({{.*}}, @"input:tokens") -> (@"grad:e") {accumulate = true}
-// CHECK: exec.kernel "copy" ({{.*}}) -> (@"output:loss")
+// CHECK: exec.gemm @{{t[0-9]+}}, @"param:w" -> @{{t[0-9]+}} {k = 8 : i64, lda = 8 : i64, ldb = 16 : i64, ldd = 16 : i64, m = 8 : i64, n = 16 : i64}
+// The weight gradient goes straight into the accumulator (beta 1).
+// CHECK: exec.gemm @{{t[0-9]+}}, @{{t[0-9]+}} -> @"grad:w" {beta = 1.000000e+00 : f32, k = 8 : i64, lda = 8 : i64, ldb = 16 : i64, ldd = 16 : i64, m = 8 : i64, n = 16 : i64, transpose_a}
+// CHECK: exec.launch "embedding_bwd" (@{{t[0-9]+}}, @"input:tokens") -> (@"grad:e") args {accumulate = true, vocab_offset = 0 : i64}
+// CHECK: exec.launch "copy" (@{{t[0-9]+}}) -> (@"output:loss") args {}
+// The optimizer: one sum of squares over the segments counted, the
+// clipping coefficient, one AdamW over the segments updated (both
+// parameters decay: one segment), one fill that zeroes the accumulators.
 // CHECK: exec.program @optimizer "optimizer" {
-// CHECK: exec.kernel "clip_coefficient"
-// CHECK: exec.kernel "adamw" (@"grad:w", @{{t[0-9]+}}) -> (@"param:w", @"exp_avg:w", @"exp_avg_sq:w") {weight_decay = true}
-// The accumulators start the next iteration at zero.
-// CHECK-NEXT: exec.kernel "fill" () -> (@grads) {value = 0.000000e+00 : f64}
+// CHECK-NEXT: exec.launch "sum_squares" (@grads) -> (@sum_squares) args {segments = array<i64: 0, 384>}
+// CHECK-NEXT: exec.launch "clip_coefficient" (@sum_squares, @hyper) -> (@norm, @coefficient) args {}
+// CHECK-NEXT: exec.launch "adamw" (@grads, @coefficient, @hyper) -> (@params, @exp_avg, @exp_avg_sq) args {segments = array<i64: 0, 384, 0, 1>}
+// CHECK-NEXT: exec.launch "fill" () -> (@grads) args {value = 0.000000e+00 : f64}
+// CHECK-NEXT: exec.launch "copy" (@norm) -> (@"output:grad_norm") args {}
+// CHECK-NEXT: }
 // CHECK: exec.schedule {
 // CHECK-NEXT: exec.run @microbatch microbatch 0
 // CHECK-NEXT: exec.run @microbatch microbatch 1
@@ -35,15 +44,15 @@
 // CHECK-NEXT: }
 
 // bf16: parameters read by the model and activations are bf16; masters,
-// gradients, moments and scalars fp32; AdamW writes the master too.
+// gradients, moments and scalars fp32; AdamW writes the masters too.
 // BF16-DAG: exec.buffer @params : tensor<384xbf16> persistent
+// BF16-DAG: exec.buffer @master : tensor<384xf32> persistent
 // BF16-DAG: exec.buffer @"param:w" : tensor<8x16xbf16> persistent at -1 alias @params + 512
-// BF16-DAG: exec.buffer @"master:w" : tensor<8x16xf32> persistent
-// BF16-DAG: exec.param "w" {{.*}}master_offsets = array<i64: 0>, masters = [@"master:w"]
+// BF16-DAG: exec.buffer @"master:w@0" : tensor<128xf32> persistent at -1 alias @master + 1024
+// BF16-DAG: exec.param "w" {{.*}}master_offsets = array<i64: 0>, masters = [@"master:w@0"]
 // BF16-DAG: exec.buffer @"grad:w" : tensor<8x16xf32> persistent
-// BF16-DAG: exec.buffer @"exp_avg:w" : tensor<8x16xf32> persistent
 // BF16-DAG: exec.buffer @"output:loss" : tensor<f32> persistent
-// BF16: exec.kernel "adamw" (@"grad:w", @{{t[0-9]+}}) -> (@"param:w", @"exp_avg:w", @"exp_avg_sq:w", @"master:w")
+// BF16: exec.launch "adamw" (@grads, @coefficient, @hyper) -> (@params, @exp_avg, @exp_avg_sq, @master)
 func.func @model() -> tensor<f32> {
   %t = graph.input "tokens" : tensor<2x4xi32>
   %e = graph.param "e" normal(2.000000e-02) : tensor<32x8xf32>

@@ -1,29 +1,33 @@
 // Pipeline schedules: four chunks on two stages (v = 2), each stage's
 // order of forwards and backwards, then the optimizer.
 // RUN: strata-opt %s --strata-schedule=microbatches=4 | FileCheck %s
-// RUN: strata-opt %s --strata-schedule="microbatches=4 pipeline-schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
+// RUN: strata-opt %s --strata-schedule="microbatches=2 pipeline-schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
+// RUN: not strata-opt %s --strata-schedule="microbatches=4 pipeline-schedule=gpipe" 2>&1 | FileCheck %s --check-prefix=STUCK
 // RUN: strata-opt %s --strata-schedule=microbatches=3 --verify-diagnostics
 
 // Interleaved 1F1B by default with several chunks per stage: stage 0
-// warms up with 2(p-1) + (v-1)p = 4 forwards, stage 1 with 2.
+// warms up with 2(p-1) + (v-1)p = 4 forwards, stage 1 with 2. Transfers
+// are posted at exchange points as Megatron posts them: before each
+// warm-up forward, each steady-state forward-backward pair, each
+// cool-down backward, and the optimizer.
 // CHECK: dist.schedule stage 0 microbatches 4 attributes {kind = "interleaved"} {
-// CHECK-NEXT: dist.step @forward_0 microbatch 0
-// CHECK-NEXT: dist.step @forward_0 microbatch 1
-// CHECK-NEXT: dist.step @forward_2 microbatch 0
-// CHECK-NEXT: dist.step @forward_2 microbatch 1
-// CHECK-NEXT: dist.step @forward_0 microbatch 2
-// CHECK-NEXT: dist.step @backward_2 microbatch 0
-// CHECK-NEXT: dist.step @forward_0 microbatch 3
-// CHECK-NEXT: dist.step @backward_2 microbatch 1
-// CHECK-NEXT: dist.step @forward_2 microbatch 2
-// CHECK-NEXT: dist.step @backward_0 microbatch 0
-// CHECK-NEXT: dist.step @forward_2 microbatch 3
-// CHECK-NEXT: dist.step @backward_0 microbatch 1
-// CHECK-NEXT: dist.step @backward_2 microbatch 2
-// CHECK-NEXT: dist.step @backward_2 microbatch 3
-// CHECK-NEXT: dist.step @backward_0 microbatch 2
-// CHECK-NEXT: dist.step @backward_0 microbatch 3
-// CHECK-NEXT: dist.step @optimizer
+// CHECK-NEXT: dist.step @forward_0 microbatch 0 {exchange}
+// CHECK-NEXT: dist.step @forward_0 microbatch 1 {exchange}
+// CHECK-NEXT: dist.step @forward_2 microbatch 0 {exchange}
+// CHECK-NEXT: dist.step @forward_2 microbatch 1 {exchange}
+// CHECK-NEXT: dist.step @forward_0 microbatch 2 {exchange}
+// CHECK-NEXT: dist.step @backward_2 microbatch 0{{$}}
+// CHECK-NEXT: dist.step @forward_0 microbatch 3 {exchange}
+// CHECK-NEXT: dist.step @backward_2 microbatch 1{{$}}
+// CHECK-NEXT: dist.step @forward_2 microbatch 2 {exchange}
+// CHECK-NEXT: dist.step @backward_0 microbatch 0{{$}}
+// CHECK-NEXT: dist.step @forward_2 microbatch 3 {exchange}
+// CHECK-NEXT: dist.step @backward_0 microbatch 1{{$}}
+// CHECK-NEXT: dist.step @backward_2 microbatch 2 {exchange}
+// CHECK-NEXT: dist.step @backward_2 microbatch 3 {exchange}
+// CHECK-NEXT: dist.step @backward_0 microbatch 2 {exchange}
+// CHECK-NEXT: dist.step @backward_0 microbatch 3 {exchange}
+// CHECK-NEXT: dist.step @optimizer {exchange}
 // CHECK-NEXT: }
 // CHECK: dist.schedule stage 1 microbatches 4 attributes {kind = "interleaved"} {
 // CHECK-NEXT: dist.step @forward_1 microbatch 0
@@ -42,18 +46,22 @@
 // CHECK-NEXT: dist.step @backward_3 microbatch 3
 // CHECK-NEXT: dist.step @backward_1 microbatch 2
 // CHECK-NEXT: dist.step @backward_1 microbatch 3
-// CHECK-NEXT: dist.step @optimizer
+// CHECK-NEXT: dist.step @optimizer {exchange}
 // CHECK-NEXT: }
 
-// GPIPE: dist.schedule stage 1 microbatches 4 attributes {kind = "gpipe"} {
+// GPIPE: dist.schedule stage 1 microbatches 2 attributes {kind = "gpipe"} {
 // GPIPE-NEXT: dist.step @forward_1 microbatch 0
 // GPIPE-NEXT: dist.step @forward_1 microbatch 1
-// GPIPE-NEXT: dist.step @forward_1 microbatch 2
-// GPIPE-NEXT: dist.step @forward_1 microbatch 3
 // GPIPE-NEXT: dist.step @forward_3 microbatch 0
-// GPIPE: dist.step @backward_3 microbatch 0
-// GPIPE: dist.step @backward_1 microbatch 3
+// GPIPE-NEXT: dist.step @forward_3 microbatch 1
+// GPIPE-NEXT: dist.step @backward_3 microbatch 0
+// GPIPE: dist.step @backward_1 microbatch 1
 // GPIPE-NEXT: dist.step @optimizer
+
+// GPipe with virtual stages holds a chunk's outputs back until the next
+// chunk's turn: with more microbatches than stages, sends that wait to be
+// received (NCCL's) would wait forever, so the schedule is refused.
+// STUCK: error: the gpipe schedule would deadlock where sends wait to be received (NCCL): stage 0 waits sending F2.0's output before F3.0; stage 1 waits sending F0.1's output before F1.1; with virtual stages use the interleaved schedule
 
 // expected-error @below {{the interleaved schedule needs the number of microbatches (3) to be a multiple of the pipeline-parallel size (2)}}
 module {

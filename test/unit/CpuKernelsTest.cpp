@@ -1,24 +1,29 @@
 //===- CpuKernelsTest.cpp - every CPU kernel against float64 --------------===//
 //
-// Each kernel runs through the real path (a plan's buffers in a RankMemory,
-// the instruction checked by the kernel table, the CPU backend) on fresh
-// random inputs, and is compared with a float64 reference written here.
-// Backward kernels are compared with the vector-Jacobian product of the
-// float64 forward reference taken by central differences, so a reference
-// shares no derivation with the kernel it checks.
+// Each kernel runs through the real path (a plan's buffers in a CPU
+// backend's arena, the instruction checked against the kernel catalog as a
+// plan load checks it, the backend's launch) on fresh random inputs, and is
+// compared with a float64 reference written here. Backward kernels are compared
+// with the vector-Jacobian product of the float64 forward reference taken by
+// central differences, so a reference shares no derivation with the kernel it
+// checks.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/exec/BFloat16.h"
-#include "runtime/exec/KernelTable.h"
-#include "runtime/exec/RankMemory.h"
+#include "runtime/plan/PlanCheck.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <thread>
 
 using namespace strata::runtime;
 using Vec = std::vector<double>;
@@ -53,7 +58,19 @@ int64_t count(const std::vector<int64_t> &shape) {
   return n;
 }
 
-/// A one-instruction plan: buffers end to end in the persistent arena.
+/// A kernel argument given by name; the kernel's others default to zero.
+struct Arg {
+  int64_t i = 0;
+  double f = 0;
+  std::vector<int64_t> list;
+};
+Arg intArg(int64_t v) { return {v, 0, {}}; }
+Arg boolArg(bool v) { return {v ? 1 : 0, 0, {}}; }
+Arg floatArg(double v) { return {0, v, {}}; }
+Arg listArg(std::vector<int64_t> v) { return {0, 0, std::move(v)}; }
+
+/// A one-instruction plan: buffers end to end in the persistent arena of a
+/// CPU backend.
 class Harness {
 public:
   uint32_t add(const std::vector<int64_t> &shape, DType dtype = DType::F32) {
@@ -81,28 +98,45 @@ public:
     pendingIds.push_back({index, values});
     return index;
   }
+  /// The hyper buffer for `hyper` (the optimizer kernels read it).
+  uint32_t hyper(const Hyper &hyper) {
+    float values[kHyperSlots];
+    hyperValues(hyper, values);
+    return input({kHyperSlots}, Vec(values, values + kHyperSlots));
+  }
 
-  /// Checks the instruction as a plan load would, then runs it.
+  /// Checks the launch as a plan load would, then runs it.
   void run(const std::string &kernel, std::vector<uint32_t> ins,
-           std::vector<uint32_t> outs,
-           std::map<std::string, AttrValue> attrs = {},
-           const Hyper &hyper = Hyper()) {
+           std::vector<uint32_t> outs, std::map<std::string, Arg> args = {}) {
+    int id = findKernel(kernel);
+    ASSERT_GE(id, 0) << kernel;
+    LaunchOp launch;
+    launch.kernel = KernelId(id);
+    const KernelSpec &spec = kernelSpec(launch.kernel);
+    launch.operands = ins;
+    launch.operands.insert(launch.operands.end(), outs.begin(), outs.end());
+    while (launch.operands.size() < spec.operands.size())
+      launch.operands.push_back(kNoBuffer);
+    for (const AttrSpec &attr : spec.attrs) {
+      Arg arg = args.count(attr.name) ? args[attr.name] : Arg();
+      launch.attrs.push_back({arg.i, arg.f, arg.list});
+    }
+    ASSERT_EQ(checkLaunch(launch, rank.buffers, CheckContext()), "");
+    prepare();
+    std::vector<Operand> operands;
+    for (uint32_t index : launch.operands)
+      operands.push_back(operand(index));
+    backend.launch(Stream::Compute, launch, operands);
+  }
+
+  void runGemm(const GemmOp &gemm) {
     Instruction instruction;
-    instruction.kernel = kernel;
-    instruction.kernelId = findKernel(kernel);
-    ASSERT_GE(instruction.kernelId, 0) << kernel;
-    instruction.inputs = std::move(ins);
-    instruction.outputs = std::move(outs);
-    instruction.attrs = std::move(attrs);
-    ASSERT_EQ(checkInstruction(instruction, rank.buffers), "");
-    memory = std::make_unique<RankMemory>(rank);
-    for (auto &[index, values] : pending)
-      write(index, values);
-    for (auto &[index, values] : pendingIds)
-      std::memcpy(memory->data(index), values.data(), values.size() * 4);
-    for (auto &[index, values] : preset)
-      write(index, values);
-    backend.run(instruction, *memory, hyper);
+    instruction.op = gemm;
+    ASSERT_EQ(checkInstruction(instruction, rank.buffers, CheckContext()), "");
+    prepare();
+    Operand operands[5] = {operand(gemm.a), operand(gemm.b), operand(gemm.d),
+                           operand(gemm.bias), operand(gemm.aux)};
+    backend.gemm(Stream::Compute, gemm, operands);
   }
 
   /// Values an output starts with (for kernels that accumulate into it).
@@ -113,28 +147,47 @@ public:
   Vec read(uint32_t index) const {
     const Buffer &b = rank.buffers[index];
     Vec out(b.elements);
+    const void *data = address(index);
     if (b.dtype == DType::BF16) {
-      auto *p = static_cast<const uint16_t *>(memory->data(index));
+      auto *p = static_cast<const uint16_t *>(data);
       for (int64_t i = 0; i < b.elements; ++i)
         out[i] = bf16ToFloat(p[i]);
     } else {
-      const float *p = memory->f32(index);
+      const float *p = static_cast<const float *>(data);
       for (int64_t i = 0; i < b.elements; ++i)
         out[i] = p[i];
     }
     return out;
   }
+  const std::vector<Buffer> &buffers() const { return rank.buffers; }
 
 private:
+  void *address(uint32_t index) const {
+    return backend.arena(Arena::Persistent) + rank.buffers[index].offset;
+  }
+  Operand operand(uint32_t index) const {
+    if (index == kNoBuffer)
+      return {};
+    return {address(index), &rank.buffers[index]};
+  }
+  void prepare() {
+    ASSERT_EQ(backend.allocate(Arena::Persistent, rank.persistentBytes), "");
+    for (auto &[index, values] : pending)
+      write(index, values);
+    for (auto &[index, values] : pendingIds)
+      std::memcpy(address(index), values.data(), values.size() * 4);
+    for (auto &[index, values] : preset)
+      write(index, values);
+  }
   void write(uint32_t index, const Vec &values) {
     const Buffer &b = rank.buffers[index];
     ASSERT_EQ(int64_t(values.size()), b.elements);
     if (b.dtype == DType::BF16) {
-      auto *p = static_cast<uint16_t *>(memory->data(index));
+      auto *p = static_cast<uint16_t *>(address(index));
       for (int64_t i = 0; i < b.elements; ++i)
         p[i] = floatToBf16(float(values[i]));
     } else {
-      float *p = memory->f32(index);
+      float *p = static_cast<float *>(address(index));
       for (int64_t i = 0; i < b.elements; ++i)
         p[i] = float(values[i]);
     }
@@ -143,33 +196,26 @@ private:
   RankPlan rank;
   std::vector<std::pair<uint32_t, Vec>> pending, preset;
   std::vector<std::pair<uint32_t, std::vector<int32_t>>> pendingIds;
-  std::unique_ptr<RankMemory> memory;
   cpu::CpuBackend backend;
 };
 
-AttrValue intAttr(int64_t v) {
-  AttrValue a;
-  a.kind = AttrValue::Kind::Int;
-  a.i = v;
-  return a;
-}
-AttrValue boolAttr(bool v) {
-  AttrValue a;
-  a.kind = AttrValue::Kind::Bool;
-  a.i = v;
-  return a;
-}
-AttrValue floatAttr(double v) {
-  AttrValue a;
-  a.kind = AttrValue::Kind::Float;
-  a.f = v;
-  return a;
-}
-AttrValue intsAttr(std::vector<int64_t> v) {
-  AttrValue a;
-  a.kind = AttrValue::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
+/// A contiguous row-major gemm's descriptor.
+GemmOp plainGemm(uint32_t a, uint32_t b, uint32_t d, int64_t m, int64_t n,
+                 int64_t k, bool ta, bool tb, float beta = 0) {
+  GemmOp g;
+  g.a = a;
+  g.b = b;
+  g.d = d;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.transposeA = ta;
+  g.transposeB = tb;
+  g.lda = ta ? m : k;
+  g.ldb = tb ? k : n;
+  g.ldd = n;
+  g.beta = beta;
+  return g;
 }
 
 /// max |actual − expected| ≤ tolerance · max(1, max |expected|).
@@ -285,6 +331,33 @@ Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k, const Vec &v) {
   return o;
 }
 
+/// Each query row's log-sum-exp of its scaled scores, [b, heads, s].
+Vec refAttentionLse(const AttnDims &a, const Vec &q, const Vec &k) {
+  Vec lse(a.b * a.h * a.s);
+  for (int64_t bi = 0; bi < a.b; ++bi)
+    for (int64_t h = 0; h < a.h; ++h) {
+      int64_t g = h / (a.h / a.kv);
+      for (int64_t i = 0; i < a.s; ++i) {
+        int64_t n = a.causal ? i + 1 : a.s;
+        double max = -INFINITY;
+        Vec score(n);
+        for (int64_t j = 0; j < n; ++j) {
+          double dot = 0;
+          for (int64_t x = 0; x < a.d; ++x)
+            dot += q[((bi * a.s + i) * a.h + h) * a.d + x] *
+                   k[((bi * a.s + j) * a.kv + g) * a.d + x];
+          score[j] = dot / std::sqrt(double(a.d));
+          max = std::max(max, score[j]);
+        }
+        double sum = 0;
+        for (double sc : score)
+          sum += std::exp(sc - max);
+        lse[(bi * a.h + h) * a.s + i] = max + std::log(sum);
+      }
+    }
+  return lse;
+}
+
 Vec refRope(const Vec &x, int64_t b, int64_t s, int64_t h, int64_t d,
             double base, bool inverse) {
   Vec y(x.size());
@@ -329,28 +402,140 @@ TEST(CpuKernels, GemmAllTransposesAndAccumulate) {
       for (bool accumulate : {false, true}) {
         Harness h;
         Vec a = randomVec(m * k), b = randomVec(k * n), c0 = randomVec(m * n);
-        uint32_t ia = h.input(ta ? std::vector<int64_t>{k, m}
-                                 : std::vector<int64_t>{m, k},
-                              a);
-        uint32_t ib = h.input(tb ? std::vector<int64_t>{n, k}
-                                 : std::vector<int64_t>{k, n},
-                              b);
+        uint32_t ia = h.input(
+            ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, a);
+        uint32_t ib = h.input(
+            tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, b);
         uint32_t ic = h.add({m, n});
         if (accumulate)
           h.presetOutput(ic, c0);
-        h.run("gemm", {ia, ib}, {ic},
-              {{"m", intAttr(m)},
-               {"n", intAttr(n)},
-               {"k", intAttr(k)},
-               {"transpose_a", boolAttr(ta)},
-               {"transpose_b", boolAttr(tb)},
-               {"accumulate", boolAttr(accumulate)}});
+        h.runGemm(plainGemm(ia, ib, ic, m, n, k, ta, tb, accumulate ? 1 : 0));
         Vec expected = refGemm(a, b, m, n, k, ta, tb);
         if (accumulate)
           for (size_t i = 0; i < expected.size(); ++i)
             expected[i] += c0[i];
         expectClose(h.read(ic), expected, kTol, "gemm");
       }
+}
+
+TEST(CpuKernels, GemmBatchedStridedWithAlphaBeta) {
+  // Two [m, k] x [k, n] products read from padded rows (lda > k) and
+  // written into padded rows (ldd > n): D = alpha·A·B + beta·D.
+  const int64_t m = 5, n = 6, k = 4, lda = 7, ldb = 9, ldd = 8, batch = 2;
+  const float alpha = 0.5f, beta = -2.0f;
+  Harness h;
+  Vec a = randomVec(batch * m * lda), b = randomVec(batch * k * ldb),
+      d0 = randomVec(batch * m * ldd);
+  uint32_t ia = h.input({batch * m * lda}, a),
+           ib = h.input({batch * k * ldb}, b);
+  uint32_t id = h.add({batch * m * ldd});
+  h.presetOutput(id, d0);
+  GemmOp g = plainGemm(ia, ib, id, m, n, k, false, false, beta);
+  g.alpha = alpha;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldd = ldd;
+  g.batch = batch;
+  g.strideA = m * lda;
+  g.strideB = k * ldb;
+  g.strideD = m * ldd;
+  h.runGemm(g);
+  Vec expected = d0;
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += a[t * m * lda + i * lda + p] * b[t * k * ldb + p * ldb + j];
+        double &out = expected[t * m * ldd + i * ldd + j];
+        out = alpha * sum + beta * out;
+      }
+  expectClose(h.read(id), expected, kTol, "batched gemm");
+}
+
+TEST(CpuKernels, GemmEpilogues) {
+  const int64_t m = 11, n = 6, k = 9;
+  Vec a = randomVec(m * k), b = randomVec(k * n), bias = randomVec(n);
+  Vec product = refGemm(a, b, m, n, k, false, false);
+  // bias: D = A·B + bias.
+  {
+    Harness h;
+    uint32_t ia = h.input({m, k}, a), ib = h.input({k, n}, b),
+             ibias = h.input({n}, bias), id = h.add({m, n});
+    GemmOp g = plainGemm(ia, ib, id, m, n, k, false, false);
+    g.epilogue = Epilogue::Bias;
+    g.bias = ibias;
+    h.runGemm(g);
+    Vec expected = product;
+    for (int64_t i = 0; i < m * n; ++i)
+      expected[i] += bias[i % n];
+    expectClose(h.read(id), expected, kTol, "bias epilogue");
+  }
+  // gelu_bias: aux = A·B + bias, D = GELU(aux).
+  {
+    Harness h;
+    uint32_t ia = h.input({m, k}, a), ib = h.input({k, n}, b),
+             ibias = h.input({n}, bias), id = h.add({m, n}),
+             iaux = h.add({m, n});
+    GemmOp g = plainGemm(ia, ib, id, m, n, k, false, false);
+    g.epilogue = Epilogue::GeluBias;
+    g.bias = ibias;
+    g.aux = iaux;
+    h.runGemm(g);
+    Vec pre = product, expected(m * n);
+    for (int64_t i = 0; i < m * n; ++i) {
+      pre[i] += bias[i % n];
+      expected[i] = gelu(pre[i]);
+    }
+    expectClose(h.read(iaux), pre, kTol, "gelu_bias pre-activation");
+    expectClose(h.read(id), expected, kTol, "gelu_bias");
+  }
+  // bias_grad beside a weight gradient dW = xᵀ·dy: bias = beta·bias +
+  // the column sums of dy.
+  for (float beta : {0.0f, 1.0f}) {
+    Harness h;
+    Vec x = randomVec(k * m), dy = randomVec(k * n), w0 = randomVec(m * n),
+        db0 = randomVec(n);
+    uint32_t ix = h.input({k, m}, x), idy = h.input({k, n}, dy),
+             iw = h.add({m, n}), idb = h.add({n});
+    h.presetOutput(iw, w0);
+    h.presetOutput(idb, db0);
+    GemmOp g = plainGemm(ix, idy, iw, m, n, k, true, false, beta);
+    g.epilogue = Epilogue::BiasGrad;
+    g.bias = idb;
+    h.runGemm(g);
+    Vec expectedW = refGemm(x, dy, m, n, k, true, false);
+    Vec expectedB(n, 0.0);
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        expectedB[j] += dy[r * n + j];
+    for (int64_t i = 0; i < m * n; ++i)
+      expectedW[i] += beta * w0[i];
+    for (int64_t j = 0; j < n; ++j)
+      expectedB[j] += beta * db0[j];
+    expectClose(h.read(iw), expectedW, kTol, "weight gradient");
+    expectClose(h.read(idb), expectedB, kTol, "bias_grad");
+  }
+}
+
+TEST(CpuKernels, GemmChecksItsOperands) {
+  Harness h;
+  uint32_t ia = h.add({4, 3}), ib = h.add({3, 5}), id = h.add({4, 5});
+  Instruction instruction;
+  // k = 4 reads past A's 12 elements.
+  instruction.op = plainGemm(ia, ib, id, 4, 5, 4, false, false);
+  EXPECT_NE(checkInstruction(instruction, h.buffers(), CheckContext()), "");
+  // A bias epilogue without its bias.
+  GemmOp g = plainGemm(ia, ib, id, 4, 5, 3, false, false);
+  g.epilogue = Epilogue::Bias;
+  instruction.op = g;
+  EXPECT_NE(checkInstruction(instruction, h.buffers(), CheckContext()), "");
+  // A batch whose stride walks off D.
+  g = plainGemm(ia, ib, id, 4, 5, 3, false, false);
+  g.batch = 2;
+  g.strideD = 20;
+  instruction.op = g;
+  EXPECT_NE(checkInstruction(instruction, h.buffers(), CheckContext()), "");
 }
 
 TEST(CpuKernels, EmbeddingForwardAndBackward) {
@@ -375,7 +560,7 @@ TEST(CpuKernels, EmbeddingForwardAndBackward) {
     if (accumulate)
       g.presetOutput(grad, start);
     g.run("embedding_bwd", {idy, iid}, {grad},
-          {{"accumulate", boolAttr(accumulate)}});
+          {{"accumulate", boolArg(accumulate)}});
     auto forward = [&](const Vec &t) {
       Vec y(tokens * hidden);
       for (int64_t i = 0; i < tokens; ++i)
@@ -398,16 +583,16 @@ TEST(CpuKernels, BroadcastArithmetic) {
       Harness h;
       Vec a = randomVec(rows * width), b = randomVec(rhsWidth);
       uint32_t ia = h.input({rows, width}, a);
-      uint32_t ib = h.input(rhsWidth == width
-                                ? std::vector<int64_t>{width}
-                                : std::vector<int64_t>{rows, width},
-                            b);
+      uint32_t ib =
+          h.input(rhsWidth == width ? std::vector<int64_t>{width}
+                                    : std::vector<int64_t>{rows, width},
+                  b);
       uint32_t out = h.add({rows, width});
       h.run(kernel, {ia, ib}, {out});
       Vec expected(a.size());
       for (size_t i = 0; i < a.size(); ++i) {
         double y = b[i % rhsWidth];
-        expected[i] = kernel[0] == 'a' ? a[i] + y
+        expected[i] = kernel[0] == 'a'   ? a[i] + y
                       : kernel[0] == 's' ? a[i] - y
                                          : a[i] * y;
       }
@@ -420,7 +605,7 @@ TEST(CpuKernels, ScaleFillCopyAccumulate) {
   Vec x = randomVec(37), y0 = randomVec(37);
   Harness h;
   uint32_t ix = h.input({37}, x), out = h.add({37});
-  h.run("scale", {ix}, {out}, {{"factor", floatAttr(-0.75)}});
+  h.run("scale", {ix}, {out}, {{"factor", floatArg(-0.75)}});
   Vec expected(37);
   for (int i = 0; i < 37; ++i)
     expected[i] = -0.75 * x[i];
@@ -428,7 +613,7 @@ TEST(CpuKernels, ScaleFillCopyAccumulate) {
 
   Harness f;
   uint32_t filled = f.add({9});
-  f.run("fill", {}, {filled}, {{"value", floatAttr(0.25)}});
+  f.run("fill", {}, {filled}, {{"value", floatArg(0.25)}});
   expectClose(f.read(filled), Vec(9, 0.25), 0, "fill");
 
   Harness c;
@@ -453,7 +638,7 @@ TEST(CpuKernels, SumToRowsAndAccumulate) {
     uint32_t ix = h.input({rows, width}, x), out = h.add({width});
     if (accumulate)
       h.presetOutput(out, start);
-    h.run("sum_to", {ix}, {out}, {{"accumulate", boolAttr(accumulate)}});
+    h.run("sum_to", {ix}, {out}, {{"accumulate", boolArg(accumulate)}});
     Vec expected(width, 0.0);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < width; ++j)
@@ -466,9 +651,8 @@ TEST(CpuKernels, SumToRowsAndAccumulate) {
 }
 
 TEST(CpuKernels, ActivationsAndTheirGradients) {
-  for (auto [fwd, bwd, fn] :
-       {std::tuple{"gelu_fwd", "gelu_bwd", &gelu},
-        std::tuple{"silu_fwd", "silu_bwd", &silu}}) {
+  for (auto [fwd, bwd, fn] : {std::tuple{"gelu_fwd", "gelu_bwd", &gelu},
+                              std::tuple{"silu_fwd", "silu_bwd", &silu}}) {
     Vec x = randomVec(64, 2.0), dy = randomVec(64);
     Harness h;
     uint32_t ix = h.input({64}, x), out = h.add({64});
@@ -504,7 +688,7 @@ TEST(CpuKernels, NormsAndTheirGradients) {
       ins.push_back(h.input({cols}, b));
     uint32_t out = h.add({rows, cols});
     h.run(layerNorm ? "layer_norm_fwd" : "rms_norm_fwd", ins, {out},
-          {{"epsilon", floatAttr(eps)}});
+          {{"epsilon", floatArg(eps)}});
     expectClose(h.read(out), refNorm(x, w, layerNorm ? &b : nullptr, cols, eps),
                 kTol, layerNorm ? "layer_norm_fwd" : "rms_norm_fwd");
 
@@ -516,16 +700,18 @@ TEST(CpuKernels, NormsAndTheirGradients) {
     if (layerNorm)
       outs.push_back(g.add({cols}));
     g.run(layerNorm ? "layer_norm_bwd" : "rms_norm_bwd", {gx, gw, gdy}, outs,
-          {{"epsilon", floatAttr(eps)}});
+          {{"epsilon", floatArg(eps)}});
     const Vec *bias = layerNorm ? &b : nullptr;
-    expectClose(g.read(dx),
-                vjp([&](const Vec &v) { return refNorm(v, w, bias, cols, eps); },
-                    x, dy),
-                kTol, "input gradient");
-    expectClose(g.read(dw),
-                vjp([&](const Vec &v) { return refNorm(x, v, bias, cols, eps); },
-                    w, dy),
-                kTol, "weight gradient");
+    expectClose(
+        g.read(dx),
+        vjp([&](const Vec &v) { return refNorm(v, w, bias, cols, eps); }, x,
+            dy),
+        kTol, "input gradient");
+    expectClose(
+        g.read(dw),
+        vjp([&](const Vec &v) { return refNorm(x, v, bias, cols, eps); }, w,
+            dy),
+        kTol, "weight gradient");
     if (layerNorm)
       expectClose(
           g.read(outs[2]),
@@ -540,7 +726,7 @@ TEST(CpuKernels, TransposeFourDimensions) {
   Vec x = randomVec(count(shape));
   Harness h;
   uint32_t ix = h.input(shape, x), out = h.add({2, 4, 5, 3});
-  h.run("transpose", {ix}, {out}, {{"permutation", intsAttr(perm)}});
+  h.run("transpose", {ix}, {out}, {{"permutation", listArg(perm)}});
   Vec expected(x.size());
   int64_t e = 0;
   for (int64_t a = 0; a < 2; ++a)
@@ -558,15 +744,16 @@ TEST(CpuKernels, RopeAndItsInverse) {
     Harness h;
     uint32_t ix = h.input({b, s, heads, d}, x), out = h.add({b, s, heads, d});
     h.run("rope", {ix}, {out},
-          {{"base", floatAttr(10000.0)}, {"inverse", boolAttr(inverse)}});
+          {{"base", floatArg(10000.0)}, {"inverse", boolArg(inverse)}});
     expectClose(h.read(out), refRope(x, b, s, heads, d, 10000.0, inverse), kTol,
                 "rope");
     // The inverse rotation is the forward rotation's gradient.
     if (inverse)
       expectClose(h.read(out),
-                  vjp([&](const Vec &v) {
-                    return refRope(v, b, s, heads, d, 10000.0, false);
-                  },
+                  vjp(
+                      [&](const Vec &v) {
+                        return refRope(v, b, s, heads, d, 10000.0, false);
+                      },
                       Vec(x.size(), 0.0), x),
                   kTol, "rope gradient");
   }
@@ -575,39 +762,46 @@ TEST(CpuKernels, RopeAndItsInverse) {
 TEST(CpuKernels, AttentionGroupedQueryCausalAndNot) {
   for (bool causal : {true, false}) {
     AttnDims a{2, 6, 4, 2, 4, causal};
-    Vec q = randomVec(a.b * a.s * a.h * a.d), k = randomVec(a.b * a.s * a.kv * a.d),
+    Vec q = randomVec(a.b * a.s * a.h * a.d),
+        k = randomVec(a.b * a.s * a.kv * a.d),
         v = randomVec(a.b * a.s * a.kv * a.d), dout = randomVec(q.size());
+    std::map<std::string, Arg> args = {{"causal", boolArg(causal)},
+                                       {"group_size", intArg(a.h / a.kv)}};
     Harness h;
     uint32_t iq = h.input({a.b, a.s, a.h, a.d}, q),
              ik = h.input({a.b, a.s, a.kv, a.d}, k),
              iv = h.input({a.b, a.s, a.kv, a.d}, v),
-             out = h.add({a.b, a.s, a.h, a.d});
-    h.run("attention_fwd", {iq, ik, iv}, {out}, {{"causal", boolAttr(causal)}});
+             out = h.add({a.b, a.s, a.h, a.d}), lse = h.add({a.b, a.h, a.s});
+    h.run("attention_fwd", {iq, ik, iv}, {out, lse}, args);
     Vec o = refAttention(a, q, k, v);
     expectClose(h.read(out), o, kTol, "attention_fwd");
+    expectClose(h.read(lse), refAttentionLse(a, q, k), kTol,
+                "attention_fwd log-sum-exp");
 
+    // The backward takes the forward's log-sum-exp.
     Harness g;
     uint32_t gq = g.input({a.b, a.s, a.h, a.d}, q),
              gk = g.input({a.b, a.s, a.kv, a.d}, k),
              gv = g.input({a.b, a.s, a.kv, a.d}, v),
              go = g.input({a.b, a.s, a.h, a.d}, o),
+             glse = g.input({a.b, a.h, a.s}, h.read(lse)),
              gdo = g.input({a.b, a.s, a.h, a.d}, dout);
-    uint32_t dq = g.add({a.b, a.s, a.h, a.d}), dk = g.add({a.b, a.s, a.kv, a.d}),
+    uint32_t dq = g.add({a.b, a.s, a.h, a.d}),
+             dk = g.add({a.b, a.s, a.kv, a.d}),
              dv = g.add({a.b, a.s, a.kv, a.d});
-    g.run("attention_bwd", {gq, gk, gv, go, gdo}, {dq, dk, dv},
-          {{"causal", boolAttr(causal)}});
-    expectClose(g.read(dq),
-                vjp([&](const Vec &x) { return refAttention(a, x, k, v); }, q,
-                    dout),
-                kTol, "query gradient");
-    expectClose(g.read(dk),
-                vjp([&](const Vec &x) { return refAttention(a, q, x, v); }, k,
-                    dout),
-                kTol, "key gradient");
-    expectClose(g.read(dv),
-                vjp([&](const Vec &x) { return refAttention(a, q, k, x); }, v,
-                    dout),
-                kTol, "value gradient");
+    g.run("attention_bwd", {gq, gk, gv, go, glse, gdo}, {dq, dk, dv}, args);
+    expectClose(
+        g.read(dq),
+        vjp([&](const Vec &x) { return refAttention(a, x, k, v); }, q, dout),
+        kTol, "query gradient");
+    expectClose(
+        g.read(dk),
+        vjp([&](const Vec &x) { return refAttention(a, q, x, v); }, k, dout),
+        kTol, "key gradient");
+    expectClose(
+        g.read(dv),
+        vjp([&](const Vec &x) { return refAttention(a, q, k, x); }, v, dout),
+        kTol, "value gradient");
   }
 }
 
@@ -618,7 +812,7 @@ TEST(CpuKernels, CrossEntropyAndItsGradient) {
   Harness h;
   uint32_t il = h.input({tokens, vocab}, logits), ii = h.ids({tokens}, labels);
   uint32_t loss = h.add({});
-  h.run("cross_entropy_fwd", {il, ii}, {loss});
+  h.run("cross_entropy_fwd", {il, ii}, {loss}, {{"vocab_size", intArg(vocab)}});
   expectClose(h.read(loss), {refCrossEntropy(logits, labels, vocab)}, kTol,
               "cross_entropy_fwd");
 
@@ -626,87 +820,105 @@ TEST(CpuKernels, CrossEntropyAndItsGradient) {
   double seed = 0.25;
   uint32_t gl = g.input({tokens, vocab}, logits), gi = g.ids({tokens}, labels),
            gs = g.input({}, {seed}), grad = g.add({tokens, vocab});
-  g.run("cross_entropy_bwd", {gl, gi, gs}, {grad});
-  expectClose(g.read(grad),
-              vjp([&](const Vec &x) {
-                return Vec{refCrossEntropy(x, labels, vocab)};
-              },
-                  logits, {seed}),
-              kTol, "cross_entropy_bwd");
+  g.run("cross_entropy_bwd", {gl, gi, gs}, {grad},
+        {{"vocab_size", intArg(vocab)}});
+  expectClose(
+      g.read(grad),
+      vjp([&](const Vec &x) { return Vec{refCrossEntropy(x, labels, vocab)}; },
+          logits, {seed}),
+      kTol, "cross_entropy_bwd");
 }
 
-TEST(CpuKernels, GradientNormAndClipping) {
+TEST(CpuKernels, GradientNormOverSegmentsAndClipping) {
+  // Only the segments are counted: what this rank holds once.
   Vec g = randomVec(1000);
   Harness h;
   uint32_t ig = h.input({1000}, g), sum = h.add({});
-  h.run("sum_squares", {ig}, {sum});
+  h.run("sum_squares", {ig}, {sum},
+        {{"segments", listArg({0, 300, 400, 600})}});
   double expected = 0;
-  for (double x : g)
-    expected += x * x;
+  for (int i = 0; i < 1000; ++i)
+    if (i < 300 || i >= 400)
+      expected += g[i] * g[i];
   expectClose(h.read(sum), {expected}, 1e-6, "sum_squares");
 
   for (double clip : {0.0, 1.0, 1e6}) {
     Hyper hyper;
     hyper.clipGrad = clip;
     Harness c;
-    uint32_t is = c.input({}, {expected}), norm = c.add({}), coef = c.add({});
-    c.run("clip_coefficient", {is}, {norm, coef}, {}, hyper);
+    uint32_t is = c.input({}, {expected}), ih = c.hyper(hyper),
+             norm = c.add({}), coef = c.add({});
+    c.run("clip_coefficient", {is, ih}, {norm, coef});
     double n = std::sqrt(expected);
     expectClose(c.read(norm), {n}, 1e-6, "norm");
-    expectClose(c.read(coef), {clip > 0 ? std::min(1.0, clip / (n + 1e-6)) : 1.0},
-                1e-6, "coefficient");
+    expectClose(c.read(coef),
+                {clip > 0 ? std::min(1.0, clip / (n + 1e-6)) : 1.0}, 1e-6,
+                "coefficient");
   }
 }
 
-TEST(CpuKernels, AdamWAgainstTheFormula) {
+TEST(CpuKernels, MultiTensorAdamWAgainstTheFormula) {
+  // Two segments of one flat region: [0, 20) decayed, [30, 50) not, the
+  // state of the second at 20 (a distributed optimizer's layout); elements
+  // outside the segments stay as they were.
   const int64_t n = 50;
   for (bool master : {false, true}) {
-    for (bool decay : {false, true}) {
-      Hyper hyper;
-      hyper.lr = 3e-3;
-      hyper.weightDecay = 0.1;
-      hyper.step = 3;
-      Vec grad = randomVec(n), param = randomVec(n), m = randomVec(n, 0.1),
-          v = randomVec(n, 0.1);
-      for (double &x : v)
-        x = std::fabs(x);
-      double coefficient = 0.5;
-      Harness h;
-      uint32_t ig = h.input({n}, grad), ic = h.input({}, {coefficient});
-      uint32_t value = h.add({n}, master ? DType::BF16 : DType::F32);
-      uint32_t im = h.add({n}), iv = h.add({n});
-      std::vector<uint32_t> outs = {value, im, iv};
-      h.presetOutput(im, m);
-      h.presetOutput(iv, v);
-      if (master) {
-        uint32_t ip = h.add({n});
-        h.presetOutput(ip, param);
-        outs.push_back(ip);
-      } else {
-        h.presetOutput(value, param);
-      }
-      h.run("adamw", {ig, ic}, outs, {{"weight_decay", boolAttr(decay)}}, hyper);
-      Vec expected(n), expectedM(n), expectedV(n);
-      for (int64_t i = 0; i < n; ++i) {
+    Hyper hyper;
+    hyper.lr = 3e-3;
+    hyper.weightDecay = 0.1;
+    hyper.step = 3;
+    Vec grad = randomVec(n), param = randomVec(n), m = randomVec(40, 0.1),
+        v = randomVec(40, 0.1), p0 = randomVec(40);
+    for (double &x : v)
+      x = std::fabs(x);
+    double coefficient = 0.5;
+    Harness h;
+    uint32_t ig = h.input({n}, grad), ic = h.input({}, {coefficient}),
+             ih = h.hyper(hyper);
+    uint32_t value = h.add({n}, master ? DType::BF16 : DType::F32);
+    uint32_t im = h.add({40}), iv = h.add({40});
+    std::vector<uint32_t> outs = {value, im, iv};
+    h.presetOutput(im, m);
+    h.presetOutput(iv, v);
+    h.presetOutput(value, param);
+    Vec truth = param; // the fp32 values the update starts from
+    if (master) {
+      uint32_t ip = h.add({40});
+      h.presetOutput(ip, p0);
+      outs.push_back(ip);
+    }
+    h.run("adamw", {ig, ic, ih}, outs,
+          {{"segments", listArg({0, 20, 0, 1, 30, 20, 20, 0})}});
+    Vec expected(n), expectedM = m, expectedV = v, expectedMaster = p0;
+    for (int64_t i = 0; i < n; ++i)
+      expected[i] = master ? roundToBf16(float(param[i])) : param[i];
+    for (auto [begin, state, decay] :
+         {std::tuple{0, 0, true}, std::tuple{30, 20, false}})
+      for (int64_t e = 0; e < 20; ++e) {
+        int64_t i = begin + e, s = state + e;
         double g = grad[i] * coefficient;
-        double p = param[i] * (1 - hyper.lr * (decay ? hyper.weightDecay : 0));
-        expectedM[i] = 0.9 * m[i] + 0.1 * g;
-        expectedV[i] = 0.999 * v[i] + 0.001 * g * g;
-        double mhat = expectedM[i] / (1 - std::pow(0.9, 3));
-        double vhat = expectedV[i] / (1 - std::pow(0.999, 3));
-        expected[i] = p - hyper.lr * mhat / (std::sqrt(vhat) + hyper.eps);
+        double start = master ? p0[s] : truth[i];
+        double p = start * (1 - hyper.lr * (decay ? hyper.weightDecay : 0));
+        expectedM[s] = 0.9 * m[s] + 0.1 * g;
+        expectedV[s] = 0.999 * v[s] + 0.001 * g * g;
+        double mhat = expectedM[s] / (1 - std::pow(0.9, 3));
+        double vhat = expectedV[s] / (1 - std::pow(0.999, 3));
+        double updated = p - hyper.lr * mhat / (std::sqrt(vhat) + hyper.eps);
+        if (master) {
+          expectedMaster[s] = updated;
+          expected[i] = roundToBf16(float(updated));
+        } else {
+          expected[i] = updated;
+        }
       }
-      expectClose(h.read(im), expectedM, 1e-6, "exp_avg");
-      expectClose(h.read(iv), expectedV, 1e-6, "exp_avg_sq");
-      if (master) {
-        expectClose(h.read(outs[3]), expected, 1e-6, "master");
-        Vec rounded(n);
-        for (int64_t i = 0; i < n; ++i)
-          rounded[i] = roundToBf16(float(h.read(outs[3])[i]));
-        expectClose(h.read(value), rounded, 0, "bf16 value");
-      } else {
-        expectClose(h.read(value), expected, 1e-6, "param");
-      }
+    expectClose(h.read(im), expectedM, 1e-6, "exp_avg");
+    expectClose(h.read(iv), expectedV, 1e-6, "exp_avg_sq");
+    if (master) {
+      expectClose(h.read(outs[3]), expectedMaster, 1e-6, "master");
+      // The bf16 values: the masters rounded, elsewhere untouched.
+      expectClose(h.read(value), expected, 1.0 / 128, "bf16 value");
+    } else {
+      expectClose(h.read(value), expected, 1e-6, "param");
     }
   }
 }
@@ -717,14 +929,9 @@ TEST(CpuKernels, Bf16OperandsRoundThroughF32) {
   Vec a = randomVec(m * k), b = randomVec(k * n);
   Harness h;
   uint32_t ia = h.input({m, k}, a, DType::BF16),
-           ib = h.input({k, n}, b, DType::BF16), ic = h.add({m, n}, DType::BF16);
-  h.run("gemm", {ia, ib}, {ic},
-        {{"m", intAttr(m)},
-         {"n", intAttr(n)},
-         {"k", intAttr(k)},
-         {"transpose_a", boolAttr(false)},
-         {"transpose_b", boolAttr(false)},
-         {"accumulate", boolAttr(false)}});
+           ib = h.input({k, n}, b, DType::BF16),
+           ic = h.add({m, n}, DType::BF16);
+  h.runGemm(plainGemm(ia, ib, ic, m, n, k, false, false));
   Vec ra(a.size()), rb(b.size());
   for (size_t i = 0; i < a.size(); ++i)
     ra[i] = roundToBf16(float(a[i]));
@@ -733,6 +940,84 @@ TEST(CpuKernels, Bf16OperandsRoundThroughF32) {
   Vec expected = refGemm(ra, rb, m, n, k, false, false);
   // One bf16 rounding of the result: relative 2^-8.
   expectClose(h.read(ic), expected, 1.0 / 256, "bf16 gemm");
+}
+
+TEST(CpuKernels, CatalogChecksDtypesCountsAndArguments) {
+  Harness h;
+  uint32_t ids = h.ids({4}, {0, 1, 2, 3}), x = h.add({4}), y = h.add({4});
+  auto check = [&](const std::string &kernel, std::vector<uint32_t> operands,
+                   std::vector<AttrValue> attrs) {
+    LaunchOp launch;
+    launch.kernel = KernelId(findKernel(kernel));
+    launch.operands = std::move(operands);
+    launch.attrs = std::move(attrs);
+    return checkLaunch(launch, h.buffers(), CheckContext());
+  };
+  EXPECT_EQ(check("gelu_fwd", {x, y}, {}), "");
+  EXPECT_NE(check("gelu_fwd", {ids, y}, {}).find("must be a float buffer"),
+            std::string::npos);
+  EXPECT_NE(check("gelu_fwd", {x}, {}).find("takes 2 operands"),
+            std::string::npos);
+  EXPECT_NE(check("gelu_fwd", {x, 99}, {}).find("names buffer 99"),
+            std::string::npos);
+  EXPECT_NE(check("scale", {x, y}, {}).find("takes 1 attributes"),
+            std::string::npos);
+  AttrValue notBool;
+  notBool.i = 7;
+  EXPECT_NE(check("sum_to", {x, y}, {notBool}).find("'accumulate'"),
+            std::string::npos);
+}
+
+/// The CPU backend's streams: the communication stream runs in its own
+/// thread, in issue order; a wait holds a stream until the record it
+/// follows has passed.
+TEST(CpuStreams, EventsOrderTheTwoStreams) {
+  cpu::CpuBackend backend;
+  backend.createEvents(2);
+  std::atomic<int> value{0};
+  std::vector<int> seen;
+  std::mutex mutex;
+  // The communication stream waits for event 0, which the compute stream
+  // records only after it has set the value.
+  backend.wait(Stream::Comm, 0); // never recorded yet: passes
+  backend.submit(Stream::Comm, "first", [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back(value.load());
+  });
+  value = 1;
+  backend.record(Stream::Compute, 0);
+  backend.wait(Stream::Comm, 0);
+  backend.submit(Stream::Comm, "second", [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back(value.load());
+  });
+  // And the compute stream waits for the communication stream's record.
+  backend.submit(Stream::Comm, "slow", [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    value = 2;
+  });
+  backend.record(Stream::Comm, 1);
+  backend.wait(Stream::Compute, 1);
+  EXPECT_EQ(value.load(), 2);
+  backend.synchronize();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1], 1);
+  EXPECT_GT(backend.exposedSeconds(), 0.0);
+}
+
+TEST(CpuStreams, AFailureOnTheCommunicationStreamReachesTheHost) {
+  cpu::CpuBackend backend;
+  backend.createEvents(1);
+  backend.submit(Stream::Comm, "failing",
+                 [] { throw std::runtime_error("peer 3 never answered"); });
+  backend.record(Stream::Comm, 0);
+  try {
+    backend.wait(Stream::Compute, 0);
+    backend.synchronize();
+    FAIL() << "the failure was lost";
+  } catch (const std::runtime_error &error) {
+    EXPECT_STREQ(error.what(), "peer 3 never answered");
+  }
 }
 
 TEST(BFloat16, RoundsToNearestEven) {

@@ -10,12 +10,13 @@
 #include "compiler/plan/PlanWriter.h"
 #include "dialects/exec/ExecDialect.h"
 #include "frontend/Frontend.h"
+#include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanFile.h"
 
 #include "mlir/IR/AsmState.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
@@ -44,25 +45,25 @@ cl::opt<std::string>
 cl::opt<Emit> emit(
     "emit",
     cl::desc("What to write (default: the plan with -o, else the summary)"),
-    cl::values(
-        clEnumValN(Emit::Summary, "summary",
-                   "parameters, FLOPs and per-rank memory"),
-        clEnumValN(Emit::Graph, "graph",
-                   "the model's graph IR: single-device meaning, global "
-                   "shapes, locations into the model file"),
-        clEnumValN(Emit::Step, "step",
-                   "the training step in graph IR: forward, backward "
-                   "(autodiff) and the AdamW update"),
-        clEnumValN(Emit::Dist, "dist",
-                   "the step with its parallel layout and schedule"),
-        clEnumValN(Emit::Exec, "exec",
-                   "per-rank buffers, kernels, programs and schedule"),
-        clEnumValN(Emit::Plan, "plan", "the binary plan strata-run executes")),
+    cl::values(clEnumValN(Emit::Summary, "summary",
+                          "parameters, FLOPs and per-rank memory"),
+               clEnumValN(Emit::Graph, "graph",
+                          "the model's graph IR: single-device meaning, global "
+                          "shapes, locations into the model file"),
+               clEnumValN(Emit::Step, "step",
+                          "the training step in graph IR: forward, backward "
+                          "(autodiff) and the AdamW update"),
+               clEnumValN(Emit::Dist, "dist",
+                          "the step with its parallel layout and schedule"),
+               clEnumValN(Emit::Exec, "exec",
+                          "per-rank buffers, kernels, programs and schedule"),
+               clEnumValN(Emit::Plan, "plan",
+                          "the binary plan strata-run executes")),
     cl::cat(category));
 
-cl::list<std::string>
-    sets("set", cl::desc("Override a constant the model declares"),
-         cl::value_desc("NAME=VALUE"), cl::cat(category));
+cl::list<std::string> sets("set",
+                           cl::desc("Override a constant the model declares"),
+                           cl::value_desc("NAME=VALUE"), cl::cat(category));
 
 cl::opt<int64_t> microBatchSize(
     "micro-batch-size",
@@ -143,6 +144,26 @@ cl::opt<std::string> recomputeGranularity(
              "attention core)"),
     cl::init("none"), cl::cat(category));
 
+cl::opt<int64_t> bucketSize(
+    "ddp-bucket-size",
+    cl::desc("Gradient elements per data-parallel reduction bucket (default "
+             "40,000,000)"),
+    cl::init(40000000), cl::cat(category));
+
+cl::opt<bool> noOverlapGradReduce(
+    "no-overlap-grad-reduce",
+    cl::desc("Reduce gradients after the backward instead of overlapping "
+             "each bucket's reduction with the rest of it (Megatron's "
+             "--overlap-grad-reduce, on by default)"),
+    cl::cat(category));
+
+cl::opt<bool> noOverlapParamGather(
+    "no-overlap-param-gather",
+    cl::desc("Gather the distributed optimizer's parameters at the end of "
+             "the optimizer instead of during the next forward (Megatron's "
+             "--overlap-param-gather, on by default)"),
+    cl::cat(category));
+
 cl::opt<bool> bf16("bf16",
                    cl::desc("bf16 parameters and activations, fp32 master "
                             "weights, gradients and optimizer state"),
@@ -194,18 +215,17 @@ std::string describeMemory(mlir::ModuleOp module) {
     std::string kept =
         m.stash ? formatv(" (kept for backward {0})", megabytes(m.stash)).str()
                 : "";
-    text += formatv("rank {0} memory: parameters {1}, gradients {2}, "
-                    "optimizer state {3}, activations {4}{5}; peak {6} "
-                    "({7} bytes)\n",
-                    rank.getRank(), megabytes(m.parameters),
-                    megabytes(m.gradients), megabytes(m.optimizer),
-                    megabytes(m.workspace + m.stash), kept,
-                    megabytes(m.peak()), withThousands(m.peak()))
-                .str();
+    text +=
+        formatv("rank {0} memory: parameters {1}, gradients {2}, "
+                "optimizer state {3}, activations {4}{5}; peak {6} "
+                "({7} bytes)\n",
+                rank.getRank(), megabytes(m.parameters), megabytes(m.gradients),
+                megabytes(m.optimizer), megabytes(m.workspace + m.stash), kept,
+                megabytes(m.peak()), withThousands(m.peak()))
+            .str();
   }
   return text;
 }
-
 
 /// Reads the input: a model file through the frontend, or IR (.mlir) at any
 /// level as strata-compile itself prints it.
@@ -229,8 +249,9 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
     }
     overrides.push_back(override);
   }
-  auto module = frontend::buildModel(context, sourceMgr, overrides,
-                                     [](const Twine &message) { fail(message); });
+  auto module =
+      frontend::buildModel(context, sourceMgr, overrides,
+                           [](const Twine &message) { fail(message); });
   if (!module)
     return nullptr;
   stats = computeModelStats(*module);
@@ -291,6 +312,9 @@ int main(int argc, char **argv) {
   options.lastStageLayers = lastStageLayers;
   options.pipelineSchedule = pipelineSchedule;
   options.recompute = recomputeGranularity;
+  options.bucketElements = bucketSize;
+  options.overlapGradReduce = !noOverlapGradReduce;
+  options.overlapParamGather = !noOverlapParamGather;
   if (std::string error = checkOptions(options); !error.empty())
     return fail(error);
 
@@ -352,6 +376,14 @@ int main(int argc, char **argv) {
     std::vector<uint8_t> bytes;
     if (failed(writePlan(*module, bytes)))
       return 1;
+    // The runtime's own checks, so that a plan strata-run would refuse is
+    // an error here, never a file.
+    runtime::Plan loaded;
+    if (std::string error = runtime::loadPlanFromBytes(bytes, loaded);
+        !error.empty())
+      return fail("the plan fails the runtime's checks, so it is not "
+                  "written: " +
+                  error);
     if (std::string error = plan::writeFileAtomically(outputFile, bytes);
         !error.empty())
       return fail(error);

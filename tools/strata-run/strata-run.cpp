@@ -6,7 +6,7 @@
 // Flags take Megatron-LM's names. Links the runtime only.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/exec/Trainer.h"
+#include "runtime/exec/Launch.h"
 #include "runtime/plan/Plan.h"
 
 #include <cerrno>
@@ -34,7 +34,8 @@ const char *kUsage =
     "  --clip-grad X             global gradient-norm clip, 0 = off (1.0)\n"
     "  --data-path FILE          train on a file's bytes (default: synthetic\n"
     "                            tokens from the seed)\n"
-    "  --save-params FILE        write the parameters (safetensors) at the end\n"
+    "  --save-params FILE        write the parameters (safetensors) at the "
+    "end\n"
     "  --log-interval N          iterations per log line (1)\n"
     "  --threads N               CPU threads per rank (default: the cores\n"
     "                            shared among local ranks)\n"
@@ -85,7 +86,8 @@ int main(int argc, char **argv) {
 
   using Setter = std::function<bool(const std::string &)>;
   auto integer = [](int64_t &target) {
-    return Setter([&target](const std::string &v) { return parseInt(v, target); });
+    return Setter(
+        [&target](const std::string &v) { return parseInt(v, target); });
   };
   auto real = [](double &target) {
     return Setter(

@@ -1,0 +1,621 @@
+//===- LowerOptimizer.cpp - flat regions, buckets, the optimizer ----------===//
+//
+// The part of --strata-lower-to-exec that sees a rank's parameters whole.
+// Every gradient, parameter and optimizer state lives in flat regions, laid
+// out in buckets: Megatron's, formed in reverse parameter order within each
+// pipeline chunk (the order the backward produces gradients), each reduced
+// over the data-parallel ranks as one collective. Gradients that need more
+// than the data-parallel sum (partial sums over tensor-parallel ranks under
+// sequence parallelism, a tied embedding's two stages) go last, in one
+// bucket the optimizer reduces itself.
+//
+// The optimizer is then a fixed handful of instructions whatever the
+// parameter count: one sum of squares over the segments this rank counts,
+// the norm's all-reduce, the clipping coefficient, one multi-tensor AdamW
+// over the segments it updates, one fill that zeroes the gradients. The
+// graph-level @optimizer (per parameter, as autodiff and the parallel
+// passes wrote it) is read for what it says of each parameter: decay, a
+// partial gradient, counted once over tensor-parallel ranks, tied.
+//
+// Overlap (Megatron's --overlap-grad-reduce, --overlap-param-gather, both
+// on by default): a bucket's reduction is issued on the communication
+// stream right after the last microbatch's backward writes its last
+// gradient, and the optimizer waits for it; the distributed optimizer's
+// parameter all-gathers run on the communication stream after the update,
+// and each program waits for a bucket's gather before it first reads one
+// of its parameters.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/passes/LowerToExec.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+namespace strata::lower_to_exec {
+
+LogicalResult Lowering::readOptimizer(func::FuncOp optimizer) {
+  // The parameter whose gradient a value derives from in the norm's chain:
+  // graph.grad, or the in-place all-reduce of one.
+  auto gradName = [](Value v) -> std::optional<StringRef> {
+    if (auto reduce = v.getDefiningOp<shard::AllReduceOp>())
+      v = reduce.getInput();
+    if (auto grad = v.getDefiningOp<graph::GradOp>())
+      return grad.getName();
+    return std::nullopt;
+  };
+  auto axesOf = [](DenseI16ArrayAttr attr) {
+    SmallVector<int64_t> out;
+    for (int16_t axis : attr.asArrayRef())
+      out.push_back(axis);
+    return out;
+  };
+  WalkResult result = optimizer.walk([&](Operation *op) -> WalkResult {
+    if (auto adam = dyn_cast<graph::AdamWOp>(op)) {
+      facts[adam.getName()].decay = adam.getWeightDecay();
+    } else if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
+      auto grad = reduce.getInput().getDefiningOp<graph::GradOp>();
+      if (grad) {
+        if (axesOf(reduce.getGridAxesAttr()) != SmallVector<int64_t>{0})
+          return reduce.emitOpError()
+                 << "reduces a gradient over axes other than tp: the flat "
+                    "optimizer does not know it";
+        facts[grad.getName()].partialOverTp = true;
+      } else {
+        normAxes = axesOf(reduce.getGridAxesAttr()); // the norm's
+      }
+    } else if (auto keep = dyn_cast<dist::KeepOnFirstOp>(op)) {
+      auto squares = keep.getInput().getDefiningOp<graph::SumSquaresOp>();
+      std::optional<StringRef> name =
+          squares ? gradName(squares.getInput()) : std::nullopt;
+      if (!name)
+        return keep.emitOpError() << "keeps on its first rank something "
+                                     "other than a gradient's squares";
+      facts[*name].countOnFirstTp = true;
+    } else if (auto tie = dyn_cast<dist::TieGradientsOp>(op)) {
+      facts[tie.getName()].tiedStages =
+          SmallVector<int64_t>(tie.getStages().begin(), tie.getStages().end());
+    } else if (auto reduce = dyn_cast<dist::ReduceGradientsOp>(op)) {
+      reducesOverData = true;
+      distributedOptimizer = reduce.getDistributedOptimizer();
+      bucketElements = int64_t(reduce.getBucketElements());
+    } else if (auto squares = dyn_cast<graph::SumSquaresOp>(op)) {
+      if (!gradName(squares.getInput()))
+        return squares.emitOpError()
+               << "sums the squares of something other than a gradient";
+    } else if (!isa<graph::GradOp, graph::AddOp, graph::ClipCoefficientOp,
+                    func::ReturnOp, func::FuncOp>(op)) {
+      return op->emitOpError() << "in @optimizer is not something the flat "
+                                  "optimizer knows";
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}
+
+void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
+  // Parameters in first-use order, with the chunk that first uses them.
+  SmallVector<graph::ParamOp> ops;
+  for (func::FuncOp function : functions) {
+    int64_t chunk = 0;
+    if (auto attr = function->getAttrOfType<IntegerAttr>("dist.chunk"))
+      chunk = attr.getInt() / coords.ppSize;
+    function.walk([&](graph::ParamOp param) {
+      auto [it, fresh] = params.try_emplace(param.getName());
+      if (!fresh)
+        return;
+      it->second.chunk = chunk;
+      it->second.elements = param.getType().getNumElements();
+      ops.push_back(param);
+    });
+  }
+  // Special gradients are reduced by the optimizer, in one last bucket.
+  auto special = [&](StringRef name) {
+    const ParamFacts &f = facts[name];
+    return f.partialOverTp || !f.tiedStages.empty();
+  };
+  // Buckets: per chunk, in reverse order, whole parameters up to about
+  // bucketElements each; laid out in forward order.
+  SmallVector<SmallVector<graph::ParamOp>> members;
+  int64_t chunks = 0;
+  for (graph::ParamOp param : ops)
+    chunks = std::max(chunks, params[param.getName()].chunk + 1);
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    SmallVector<SmallVector<graph::ParamOp>> chunkBuckets;
+    int64_t size = 0;
+    for (graph::ParamOp param : llvm::reverse(ops)) {
+      ParamBuffers &p = params[param.getName()];
+      if (p.chunk != chunk || special(param.getName()))
+        continue;
+      if (chunkBuckets.empty() || size >= bucketElements) {
+        chunkBuckets.emplace_back();
+        size = 0;
+      }
+      chunkBuckets.back().insert(chunkBuckets.back().begin(), param);
+      size += p.elements;
+    }
+    for (auto &bucket : llvm::reverse(chunkBuckets)) {
+      members.push_back(bucket);
+      buckets.emplace_back().chunk = chunk;
+    }
+  }
+  SmallVector<graph::ParamOp> last;
+  // Partial gradients together (one all-reduce over tp), then tied ones.
+  for (graph::ParamOp param : ops)
+    if (facts[param.getName()].partialOverTp &&
+        facts[param.getName()].tiedStages.empty())
+      last.push_back(param);
+  int64_t partialElements = 0;
+  for (graph::ParamOp param : last)
+    partialElements += params[param.getName()].elements;
+  for (graph::ParamOp param : ops)
+    if (!facts[param.getName()].tiedStages.empty())
+      last.push_back(param);
+  if (!last.empty()) {
+    members.push_back(last);
+    buckets.emplace_back().chunk = -1;
+  }
+
+  // Offsets: each bucket padded to a multiple of dp, so that every rank
+  // owns an equal part of it.
+  int64_t dp = coords.dpSize;
+  for (auto [bucket, list] : llvm::zip(buckets, members)) {
+    bucket.begin = flatElements;
+    int64_t size = 0;
+    for (graph::ParamOp param : list) {
+      ParamBuffers &p = params[param.getName()];
+      p.flatOffset = flatElements + size;
+      p.bucket = &bucket - buckets.data();
+      size += p.elements;
+      paramOrder.push_back(param.getName().str());
+    }
+    bucket.size = (size + dp - 1) / dp * dp;
+    bucket.overlapped = bucket.chunk >= 0 && overlapGradReduce;
+    bucket.ownBegin = bucket.begin + coords.dp * (bucket.size / dp);
+    bucket.stateBegin = stateElements;
+    stateElements += distributedOptimizer ? bucket.size / dp : bucket.size;
+    flatElements += bucket.size;
+  }
+
+  Type valueType = bf16 ? Type(BFloat16Type::get(ctx())) : b.getF32Type();
+  int64_t flat = std::max<int64_t>(flatElements, 1);
+  paramRegion =
+      persistent("params", RankedTensorType::get({flat}, valueType), false);
+  gradRegion =
+      persistent("grads", RankedTensorType::get({flat}, b.getF32Type()), true);
+  auto stateType = RankedTensorType::get({std::max<int64_t>(stateElements, 1)},
+                                         b.getF32Type());
+  expAvgRegion = persistent("exp_avg", stateType, true);
+  expAvgSqRegion = persistent("exp_avg_sq", stateType, true);
+  if (bf16)
+    masterRegion = persistent("master", stateType, false);
+  hyperBuffer = persistent(
+      "hyper", RankedTensorType::get({runtime::kHyperSlots}, b.getF32Type()),
+      false);
+  exec::IoOp::create(declarations, module.getLoc(), b.getStringAttr("hyper"),
+                     FlatSymbolRefAttr::get(hyperBuffer.getSymNameAttr()));
+  for (Bucket &bucket : buckets) {
+    std::string index = std::to_string(&bucket - buckets.data());
+    bucket.grads =
+        regionView("bucket:" + index, gradRegion, bucket.begin, bucket.size);
+    if (distributedOptimizer && dp > 1) {
+      bucket.params = regionView("bucket-params:" + index, paramRegion,
+                                 bucket.begin, bucket.size);
+      bucket.ownGrads = regionView("own:" + index, gradRegion, bucket.ownBegin,
+                                   bucket.size / dp);
+      bucket.ownParams = regionView("own-params:" + index, paramRegion,
+                                    bucket.ownBegin, bucket.size / dp);
+      if (overlapParamGather)
+        bucket.gathered = event("gathered:" + index);
+    }
+  }
+
+  for (graph::ParamOp param : ops) {
+    ParamBuffers &p = params[param.getName()];
+    std::string name = param.getName().str();
+    RankedTensorType local = param.getType();
+    RankedTensorType stored = storageType(local);
+    p.value = makeBuffer("param:" + name, stored, exec::Arena::Persistent,
+                         paramRegion, p.flatOffset * elementBytes(stored));
+    p.grad = makeBuffer("grad:" + name, asF32(local), exec::Arena::Persistent,
+                        gradRegion, p.flatOffset * 4);
+    // The fp32 masters this rank keeps: all of the parameter, or with the
+    // distributed optimizer its part of its bucket.
+    SmallVector<Attribute> masters;
+    SmallVector<int64_t> masterOffsets;
+    if (masterRegion) {
+      const Bucket &bucket = buckets[p.bucket];
+      int64_t begin = p.flatOffset, end = p.flatOffset + p.elements;
+      int64_t state = bucket.stateBegin + (begin - bucket.begin);
+      if (distributedOptimizer) {
+        begin = std::max(begin, bucket.ownBegin);
+        end = std::min(end, bucket.ownBegin + bucket.size / dp);
+        state = bucket.stateBegin + (begin - bucket.ownBegin);
+      }
+      if (begin < end) {
+        exec::BufferOp master = regionView(
+            "master:" + name + "@" + std::to_string(begin - p.flatOffset),
+            masterRegion, state, end - begin);
+        masters.push_back(FlatSymbolRefAttr::get(master.getSymNameAttr()));
+        masterOffsets.push_back(begin - p.flatOffset);
+      }
+    }
+    // Where this rank's part sits in the global tensor.
+    SmallVector<int64_t> global(local.getShape());
+    SmallVector<int64_t> offset(local.getRank(), 0);
+    if (auto dim = param->getAttrOfType<IntegerAttr>("dist.split_dim"))
+      offset[dim.getInt()] = tpOffset(local.getDimSize(dim.getInt()));
+    if (auto shape =
+            param->getAttrOfType<DenseI64ArrayAttr>("dist.global_shape"))
+      global.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
+    SmallVector<int64_t> padded = global;
+    if (auto real = param->getAttrOfType<DenseI64ArrayAttr>("dist.real_shape"))
+      global.assign(real.asArrayRef().begin(), real.asArrayRef().end());
+    double std = param.getStd() ? param.getStd()->convertToDouble() : 0.0;
+    exec::ParamOp::create(
+        declarations, param.getLoc(), param.getNameAttr(),
+        FlatSymbolRefAttr::get(p.value.getSymNameAttr()),
+        FlatSymbolRefAttr::get(p.grad.getSymNameAttr()),
+        b.getArrayAttr(masters), b.getDenseI64ArrayAttr(masterOffsets),
+        b.getDenseI64ArrayAttr(global), b.getDenseI64ArrayAttr(padded),
+        b.getDenseI64ArrayAttr(offset),
+        b.getStringAttr(graph::stringifyInitKind(param.getInit())),
+        b.getF64FloatAttr(std));
+  }
+  (void)partialElements;
+}
+
+/// Appends (begin, length) to `segments`, merging with the last if they
+/// touch.
+static void appendRange(SmallVectorImpl<int64_t> &segments, int64_t begin,
+                        int64_t length) {
+  if (length <= 0)
+    return;
+  size_t n = segments.size();
+  if (n >= 2 && segments[n - 2] + segments[n - 1] == begin) {
+    segments[n - 1] += length;
+    return;
+  }
+  segments.append({begin, length});
+}
+
+SmallVector<int64_t> Lowering::normSegments() {
+  SmallVector<int64_t> segments;
+  for (const std::string &name : paramOrder) {
+    const ParamBuffers &p = params[name];
+    const ParamFacts &f = facts[name];
+    // Counted once across the ranks that hold it: a replicated parameter
+    // on the first tensor-parallel rank, a tied one on its first stage.
+    if (f.countOnFirstTp && coords.tp != 0)
+      continue;
+    if (!f.tiedStages.empty() && f.tiedStages.front() != coords.pp)
+      continue;
+    int64_t begin = p.flatOffset, end = p.flatOffset + p.elements;
+    if (distributedOptimizer && coords.dpSize > 1) {
+      // Only this rank's part of the reduced gradient is valid.
+      const Bucket &bucket = buckets[p.bucket];
+      begin = std::max(begin, bucket.ownBegin);
+      end = std::min(end, bucket.ownBegin + bucket.size / coords.dpSize);
+    }
+    appendRange(segments, begin, end - begin);
+  }
+  return segments;
+}
+
+SmallVector<int64_t> Lowering::adamSegments() {
+  SmallVector<int64_t> segments;
+  for (const std::string &name : paramOrder) {
+    const ParamBuffers &p = params[name];
+    const Bucket &bucket = buckets[p.bucket];
+    int64_t begin = p.flatOffset, end = p.flatOffset + p.elements;
+    int64_t state = bucket.stateBegin + (begin - bucket.begin);
+    if (distributedOptimizer) {
+      begin = std::max(begin, bucket.ownBegin);
+      end = std::min(end, bucket.ownBegin + bucket.size / coords.dpSize);
+      state = bucket.stateBegin + (begin - bucket.ownBegin);
+    }
+    if (begin >= end)
+      continue;
+    int64_t decay = facts[name].decay ? 1 : 0;
+    size_t n = segments.size();
+    if (n >= 4 && segments[n - 4] + segments[n - 3] == begin &&
+        segments[n - 2] + segments[n - 3] == state &&
+        segments[n - 1] == decay) {
+      segments[n - 3] += end - begin;
+      continue;
+    }
+    segments.append({begin, end - begin, state, decay});
+  }
+  return segments;
+}
+
+void Lowering::reduceBucket(Location loc, Bucket &bucket, exec::Stream stream,
+                            bool lastMicrobatchOnly) {
+  if (!reducesOverData || coords.dpSize == 1)
+    return;
+  SmallVector<int64_t> dp = {kDataAxis};
+  exec::CollectiveOp op =
+      distributedOptimizer
+          ? collective(loc, exec::CollectiveKind::ReduceScatter, bucket.grads,
+                       bucket.ownGrads, dp)
+          : collective(loc, exec::CollectiveKind::AllReduceSum, bucket.grads,
+                       bucket.grads, dp);
+  setStream(op, stream);
+  if (lastMicrobatchOnly)
+    setLastMicrobatch(op);
+}
+
+void Lowering::lowerOptimizer(func::FuncOp optimizer) {
+  Location loc = optimizer.getLoc();
+  auto program =
+      exec::ProgramOp::create(programs, loc, optimizer.getSymNameAttr(),
+                              b.getStringAttr("optimizer"), IntegerAttr());
+  programByName[optimizer.getSymName()] = program;
+  body.setInsertionPointToEnd(&program.getBody().emplaceBlock());
+  // Waits for the reductions overlapped with the backward are placed here
+  // by placeReductions(), which knows which programs issue them.
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  auto f32 = [&](StringRef name) {
+    return makeBuffer(name, scalar, exec::Arena::Workspace);
+  };
+
+  // The gradients that need more than the data-parallel sum.
+  for (Bucket &bucket : buckets) {
+    if (bucket.chunk >= 0)
+      continue;
+    int64_t partialBegin = -1, partialEnd = -1;
+    for (const std::string &name : paramOrder) {
+      const ParamBuffers &p = params[name];
+      if (&buckets[p.bucket] != &bucket || !facts[name].partialOverTp ||
+          !facts[name].tiedStages.empty())
+        continue;
+      if (partialBegin < 0)
+        partialBegin = p.flatOffset;
+      partialEnd = p.flatOffset + p.elements;
+    }
+    if (partialBegin >= 0 && coords.tpSize > 1) {
+      // Partial sums over tp (norm weights under sequence parallelism),
+      // laid out together: one all-reduce.
+      exec::BufferOp partial = regionView("partial", gradRegion, partialBegin,
+                                          partialEnd - partialBegin);
+      collective(loc, exec::CollectiveKind::AllReduceSum, partial, partial,
+                 {kTensorAxis});
+    }
+    for (const std::string &name : paramOrder) {
+      const ParamFacts &f = facts[name];
+      if (f.tiedStages.empty() || &buckets[params[name].bucket] != &bucket)
+        continue;
+      // A tied parameter's accumulators summed over the stages that hold
+      // it, before the data-parallel sum (so that the distributed
+      // optimizer's parts need no second reduction).
+      exec::BufferOp grad = params[name].grad;
+      if (f.partialOverTp && coords.tpSize > 1)
+        collective(loc, exec::CollectiveKind::AllReduceSum, grad, grad,
+                   {kTensorAxis});
+      collective(loc, exec::CollectiveKind::AllReduceSum, grad, grad,
+                 {kPipelineAxis}, 0, f.tiedStages);
+    }
+  }
+  for (Bucket &bucket : buckets)
+    if (!bucket.overlapped)
+      reduceBucket(loc, bucket, exec::Stream::Compute, false);
+
+  // The norm over every gradient, the clipping coefficient, the update.
+  exec::BufferOp sum = f32("sum_squares");
+  launch(loc, kernel::SumSquares{
+                  .grads = gradRegion, .sum = sum, .segments = normSegments()});
+  if (!normAxes.empty()) {
+    exec::BufferOp total = f32("sum_squares_total");
+    collective(loc, exec::CollectiveKind::AllReduceSum, sum, total, normAxes);
+    sum = total;
+  }
+  exec::BufferOp norm = f32("norm"), coefficient = f32("coefficient");
+  launch(loc, kernel::ClipCoefficient{.sum = sum,
+                                      .hyper = hyperBuffer,
+                                      .norm = norm,
+                                      .coefficient = coefficient});
+  launch(loc, kernel::AdamW{.grads = gradRegion,
+                            .coefficient = coefficient,
+                            .hyper = hyperBuffer,
+                            .params = paramRegion,
+                            .exp_avg = expAvgRegion,
+                            .exp_avg_sq = expAvgSqRegion,
+                            .master = masterRegion,
+                            .segments = adamSegments()});
+  // The accumulators start the next iteration at zero.
+  launch(loc, kernel::Fill{.y = gradRegion, .value = 0});
+
+  if (distributedOptimizer && coords.dpSize > 1) {
+    // The updated parts go to every data-parallel rank: on the
+    // communication stream, each bucket's gather waited on before its
+    // parameters are read again.
+    SmallVector<int64_t> dp = {kDataAxis};
+    exec::EventOp updated;
+    if (overlapParamGather) {
+      updated = event("updated");
+      exec::RecordOp::create(body, loc,
+                             FlatSymbolRefAttr::get(updated.getSymNameAttr()),
+                             exec::StreamAttr(), exec::ConditionAttr());
+      auto wait = exec::WaitOp::create(
+          body, loc, FlatSymbolRefAttr::get(updated.getSymNameAttr()),
+          exec::StreamAttr(), exec::ConditionAttr());
+      setStream(wait, exec::Stream::Comm);
+    }
+    for (Bucket &bucket : buckets) {
+      auto gather = collective(loc, exec::CollectiveKind::AllGather,
+                               bucket.ownParams, bucket.params, dp);
+      if (!overlapParamGather)
+        continue;
+      setStream(gather, exec::Stream::Comm);
+      auto record = exec::RecordOp::create(
+          body, loc, FlatSymbolRefAttr::get(bucket.gathered.getSymNameAttr()),
+          exec::StreamAttr(), exec::ConditionAttr());
+      setStream(record, exec::Stream::Comm);
+    }
+  }
+  exec::BufferOp output =
+      makeBuffer("output:grad_norm", scalar, exec::Arena::Persistent);
+  launch(loc, kernel::Copy{.x = norm, .y = output});
+  exec::IoOp::create(declarations, loc, b.getStringAttr("grad_norm"),
+                     FlatSymbolRefAttr::get(output.getSymNameAttr()));
+}
+
+/// The flat-region element range [begin, end) a buffer covers, if it is
+/// a view of `region` (or `region` itself).
+static std::optional<std::pair<int64_t, int64_t>>
+rangeIn(exec::BufferOp buffer, exec::BufferOp region) {
+  if (!buffer)
+    return std::nullopt;
+  bool root = buffer == region;
+  if (!root &&
+      (!buffer.getAlias() || *buffer.getAlias() != region.getSymName()))
+    return std::nullopt;
+  int64_t element = region.getTensorType().getElementType().isBF16() ? 2 : 4;
+  int64_t begin =
+      root ? 0 : int64_t(buffer.getViewOffset().value_or(0)) / element;
+  return std::pair{begin, begin + buffer.getTensorType().getNumElements()};
+}
+
+void Lowering::placeReductions(dist::ScheduleOp schedule) {
+  auto rank = programs.getBlock()->getParentOp();
+  llvm::StringMap<exec::BufferOp> byName;
+  for (auto buffer :
+       cast<exec::RankOp>(rank).getBody().front().getOps<exec::BufferOp>())
+    byName[buffer.getSymName()] = buffer;
+  auto lookup = [&](Attribute ref) {
+    return byName.lookup(cast<FlatSymbolRefAttr>(ref).getValue());
+  };
+  // The buffers an instruction writes.
+  auto writes = [&](Operation &op) {
+    SmallVector<exec::BufferOp> out;
+    if (auto gemm = dyn_cast<exec::GemmOp>(op)) {
+      out.push_back(lookup(gemm.getDAttr()));
+      if (gemm.getEpilogue() == exec::Epilogue::BiasGrad)
+        out.push_back(lookup(gemm.getBiasAttr()));
+    } else if (auto launch = dyn_cast<exec::LaunchOp>(op)) {
+      for (Attribute ref : launch.getOutputs())
+        out.push_back(lookup(ref));
+    } else if (auto collective = dyn_cast<exec::CollectiveOp>(op)) {
+      out.push_back(lookup(collective.getOutputAttr()));
+    }
+    return out;
+  };
+  auto reads = [&](Operation &op) {
+    SmallVector<exec::BufferOp> in;
+    if (auto gemm = dyn_cast<exec::GemmOp>(op)) {
+      in.append({lookup(gemm.getAAttr()), lookup(gemm.getBAttr())});
+      if (auto bias = gemm.getBiasAttr())
+        in.push_back(lookup(bias));
+    } else if (auto launch = dyn_cast<exec::LaunchOp>(op)) {
+      for (Attribute ref : launch.getInputs())
+        in.push_back(lookup(ref));
+    } else if (auto collective = dyn_cast<exec::CollectiveOp>(op)) {
+      in.push_back(lookup(collective.getInputAttr()));
+    }
+    return in;
+  };
+  auto overlaps = [](std::pair<int64_t, int64_t> a, const Bucket &bucket) {
+    return a.first < bucket.begin + bucket.size && bucket.begin < a.second;
+  };
+
+  // The last microbatch's steps in schedule order: a bucket is reduced in
+  // the program that writes its gradients last.
+  int64_t lastMicrobatch = int64_t(schedule.getMicrobatches()) - 1;
+  SmallVector<exec::ProgramOp> order;
+  for (auto step : schedule.getBody().front().getOps<dist::StepOp>())
+    if (step.getMicrobatch() &&
+        int64_t(*step.getMicrobatch()) == lastMicrobatch)
+      if (exec::ProgramOp program = programByName.lookup(step.getFunction()))
+        order.push_back(program);
+  Location loc = schedule.getLoc();
+  llvm::DenseMap<Operation *, SmallVector<Bucket *>> issuedIn;
+  SmallVector<std::pair<Operation *, Bucket *>> lastWriters;
+  for (Bucket &bucket : buckets) {
+    if (!bucket.overlapped || !reducesOverData || coords.dpSize == 1)
+      continue;
+    Operation *lastWriter = nullptr;
+    for (exec::ProgramOp program : order)
+      for (Operation &op : program.getBody().front())
+        for (exec::BufferOp out : writes(op))
+          if (auto range = rangeIn(out, gradRegion);
+              range && overlaps(*range, bucket))
+            lastWriter = &op;
+    if (!lastWriter)
+      continue; // nothing on this stage writes it (cannot happen)
+    lastWriters.push_back({lastWriter, &bucket});
+  }
+  // After each bucket's last writer: record on compute, wait on comm,
+  // reduce on comm — only for the last microbatch.
+  for (auto [writer, bucket] : lastWriters) {
+    auto program = writer->getParentOfType<exec::ProgramOp>();
+    body.setInsertionPointAfter(writer);
+    std::string index = std::to_string(bucket - buckets.data());
+    exec::EventOp written = event("written:" + index);
+    auto record = exec::RecordOp::create(
+        body, loc, FlatSymbolRefAttr::get(written.getSymNameAttr()),
+        exec::StreamAttr(), exec::ConditionAttr());
+    setLastMicrobatch(record);
+    auto wait = exec::WaitOp::create(
+        body, loc, FlatSymbolRefAttr::get(written.getSymNameAttr()),
+        exec::StreamAttr(), exec::ConditionAttr());
+    setStream(wait, exec::Stream::Comm);
+    setLastMicrobatch(wait);
+    reduceBucket(loc, *bucket, exec::Stream::Comm, true);
+    issuedIn[program].push_back(bucket);
+  }
+  // Each program that issued reductions records when the last is done; the
+  // optimizer waits for all of them before it reads a gradient.
+  exec::ProgramOp optimizer = programByName.lookup("optimizer");
+  OpBuilder waits(ctx());
+  waits.setInsertionPointToStart(&optimizer.getBody().front());
+  for (exec::ProgramOp program : order) {
+    auto it = issuedIn.find(program);
+    if (it == issuedIn.end())
+      continue;
+    // The program's last reduction: after every instruction it holds.
+    Operation *lastReduce = nullptr;
+    for (Operation &op : program.getBody().front())
+      if (auto collective = dyn_cast<exec::CollectiveOp>(op);
+          collective && collective.getStreamOrCompute() == exec::Stream::Comm &&
+          collective.getWhen() == exec::Condition::LastMicrobatch)
+        lastReduce = &op;
+    body.setInsertionPointAfter(lastReduce);
+    exec::EventOp reduced = event(("reduced:" + program.getSymName()).str());
+    auto record = exec::RecordOp::create(
+        body, loc, FlatSymbolRefAttr::get(reduced.getSymNameAttr()),
+        exec::StreamAttr(), exec::ConditionAttr());
+    setStream(record, exec::Stream::Comm);
+    setLastMicrobatch(record);
+    exec::WaitOp::create(waits, loc,
+                         FlatSymbolRefAttr::get(reduced.getSymNameAttr()),
+                         exec::StreamAttr(), exec::ConditionAttr());
+  }
+
+  // The parameters' gathers: each program waits for a bucket's gather
+  // before it first reads one of its parameters.
+  if (!overlapParamGather || !distributedOptimizer || coords.dpSize == 1)
+    return;
+  for (auto program :
+       cast<exec::RankOp>(rank).getBody().front().getOps<exec::ProgramOp>()) {
+    if (program == optimizer)
+      continue;
+    llvm::DenseSet<Bucket *> waited;
+    for (Operation &op :
+         llvm::make_early_inc_range(program.getBody().front())) {
+      for (exec::BufferOp in : reads(op)) {
+        auto range = rangeIn(in, paramRegion);
+        if (!range)
+          continue;
+        for (Bucket &bucket : buckets) {
+          if (!overlaps(*range, bucket) || !waited.insert(&bucket).second)
+            continue;
+          OpBuilder before(&op);
+          exec::WaitOp::create(
+              before, loc,
+              FlatSymbolRefAttr::get(bucket.gathered.getSymNameAttr()),
+              exec::StreamAttr(), exec::ConditionAttr());
+        }
+      }
+    }
+  }
+}
+
+} // namespace strata::lower_to_exec

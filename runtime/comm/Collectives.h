@@ -1,0 +1,66 @@
+//===- Collectives.h - a rank's communication, on streams -------*- C++ -*-===//
+//
+// What the executor needs to communicate: the plan's collectives over its
+// groups, and pipeline transfers posted in exchange groups (a step's sends
+// with the next segment's receives, as Megatron's batched isend/irecv, so
+// that sends which block until matched, as NCCL's do, cannot deadlock).
+// Both run on a stream of the rank's backend. Groups are set up once, when
+// the plan loads. The ring implementation over point-to-point transports
+// (RingCollectives.h) runs for CPU ranks, as threads or MPI processes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_COMM_COLLECTIVES_H
+#define STRATA_RUNTIME_COMM_COLLECTIVES_H
+
+#include "runtime/exec/Backend.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+
+/// One pipeline transfer of an exchange group.
+struct Transfer {
+  Operand buffer;
+  int peer = 0;      // world rank
+  int tag = 0;       // channel and microbatch
+  std::string where; // for a timeout's message
+};
+
+class Collectives {
+public:
+  virtual ~Collectives() = default;
+
+  /// Sets up the plan's communication groups for this rank; "" or why not.
+  virtual std::string createGroups(const Plan &plan, uint32_t rank) = 0;
+
+  /// A collective of the plan, on `stream`; `where` names the instruction
+  /// for a timeout's message.
+  virtual void collective(Stream stream, const CollectiveOp &op, Operand in,
+                          Operand out, const std::string &where) = 0;
+
+  /// Posts `sends` and `receives` together on `stream`; the group ends when
+  /// every one has completed.
+  virtual void exchange(Stream stream, std::vector<Transfer> sends,
+                        std::vector<Transfer> receives) = 0;
+
+  /// Sums `count` floats over the world ranks `group`, from the host, now
+  /// (the loss averaged over data-parallel replicas).
+  virtual void hostAllReduce(const std::vector<int> &group, float *values,
+                             size_t count, const std::string &what) = 0;
+
+  /// Waits until posted sends have left (before the rank ends).
+  virtual void flush() = 0;
+
+  /// Bytes sent, by kind ("all_reduce_sum over dp").
+  virtual std::map<std::string, uint64_t> bytesByKind() const = 0;
+};
+
+/// A pipeline transfer's tag: its channel and microbatch (mod 64), so that
+/// a receive can only match the transfer it waits for.
+int transferTag(uint32_t channel, int64_t microbatch);
+
+} // namespace strata::runtime
+
+#endif

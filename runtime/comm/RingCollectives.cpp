@@ -1,0 +1,247 @@
+//===- RingCollectives.cpp - collectives over point-to-point --------------===//
+#include "runtime/comm/RingCollectives.h"
+#include "runtime/exec/BFloat16.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace strata::runtime {
+
+// Tags 1..4 are the streams' collectives, 5 the host's; 7 and 8 gather
+// checkpoints and traces (Launch.cpp); pipeline transfers start at 16.
+namespace {
+constexpr int kTagHost = 5;
+constexpr int kTagTransfer = 16;
+
+const char *axisName(int axis) {
+  return axis == 0 ? "tp" : axis == 1 ? "dp" : "pp";
+}
+
+/// Chunk c of n over count elements: [begin[c], begin[c + 1]).
+std::vector<size_t> chunks(size_t count, size_t n) {
+  std::vector<size_t> begin(n + 1);
+  for (size_t c = 0; c <= n; ++c)
+    begin[c] = count * c / n;
+  return begin;
+}
+
+int indexIn(const std::vector<int> &group, int rank) {
+  return int(std::find(group.begin(), group.end(), rank) - group.begin());
+}
+
+} // namespace
+
+int transferTag(uint32_t channel, int64_t microbatch) {
+  return kTagTransfer + int(channel * 64 + (microbatch & 63));
+}
+
+std::string RingCollectives::createGroups(const Plan &plan, uint32_t rank) {
+  members.clear();
+  groupNames.clear();
+  for (uint32_t g = 0; g < plan.groups.size(); ++g) {
+    members.push_back(plan.groupMembers(g, rank));
+    std::string name;
+    for (int axis : plan.groups[g].axes)
+      name += (name.empty() ? "" : "+") + std::string(axisName(axis));
+    if (!plan.groups[g].stages.empty()) {
+      name += " (stages";
+      for (size_t s = 0; s < plan.groups[g].stages.size(); ++s)
+        name += (s ? ", " : " ") + std::to_string(plan.groups[g].stages[s]);
+      name += ")";
+    }
+    groupNames.push_back(name);
+  }
+  return "";
+}
+
+void RingCollectives::count(const std::string &kind, uint64_t sent) {
+  std::lock_guard<std::mutex> lock(countMutex);
+  bytes[kind] += sent;
+}
+
+std::map<std::string, uint64_t> RingCollectives::bytesByKind() const {
+  std::lock_guard<std::mutex> lock(countMutex);
+  return bytes;
+}
+
+uint64_t RingCollectives::ringReduceScatter(const std::vector<int> &group,
+                                            float *data,
+                                            const std::vector<size_t> &begin,
+                                            bool max, int tag,
+                                            const std::string &what) {
+  int n = int(group.size()), i = indexIn(group, transport.rank());
+  int right = group[(i + 1) % n], left = group[(i + n - 1) % n];
+  size_t largest = 0;
+  for (int c = 0; c < n; ++c)
+    largest = std::max(largest, begin[c + 1] - begin[c]);
+  std::vector<float> incoming(largest);
+  uint64_t sent = 0;
+  for (int s = 0; s < n - 1; ++s) {
+    int send = ((i - s - 1) % n + n) % n, recv = ((i - s - 2) % n + n) % n;
+    size_t sendCount = begin[send + 1] - begin[send];
+    size_t recvCount = begin[recv + 1] - begin[recv];
+    transport.exchange(right, data + begin[send], sendCount * 4, left,
+                       incoming.data(), recvCount * 4, tag, deadline(), what);
+    sent += sendCount * 4;
+    float *mine = data + begin[recv];
+    if (max)
+      for (size_t e = 0; e < recvCount; ++e)
+        mine[e] = std::max(mine[e], incoming[e]);
+    else
+      for (size_t e = 0; e < recvCount; ++e)
+        mine[e] += incoming[e];
+  }
+  return sent;
+}
+
+uint64_t RingCollectives::ringAllGather(const std::vector<int> &group,
+                                        uint8_t *data,
+                                        const std::vector<size_t> &begin,
+                                        int tag, const std::string &what) {
+  int n = int(group.size()), i = indexIn(group, transport.rank());
+  int right = group[(i + 1) % n], left = group[(i + n - 1) % n];
+  uint64_t sent = 0;
+  for (int s = 0; s < n - 1; ++s) {
+    int send = ((i - s) % n + n) % n, recv = ((i - s - 1) % n + n) % n;
+    transport.exchange(right, data + begin[send], begin[send + 1] - begin[send],
+                       left, data + begin[recv], begin[recv + 1] - begin[recv],
+                       tag, deadline(), what);
+    sent += begin[send + 1] - begin[send];
+  }
+  return sent;
+}
+
+uint64_t RingCollectives::allReduce(const std::vector<int> &group, float *data,
+                                    size_t count, bool max, Tags tags,
+                                    const std::string &what) {
+  size_t n = group.size();
+  if (n == 1)
+    return 0;
+  std::vector<size_t> begin = chunks(count, n);
+  uint64_t sent = ringReduceScatter(group, data, begin, max, tags.reduce, what);
+  std::vector<size_t> byteBegin(begin);
+  for (size_t &b : byteBegin)
+    b *= 4;
+  return sent + ringAllGather(group, reinterpret_cast<uint8_t *>(data),
+                              byteBegin, tags.gather, what);
+}
+
+void RingCollectives::hostAllReduce(const std::vector<int> &group,
+                                    float *values, size_t count,
+                                    const std::string &what) {
+  allReduce(group, values, count, false, {kTagHost, kTagHost}, what);
+}
+
+uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
+                              Tags tags, const std::string &what) {
+  const std::vector<int> &group = members[op.group];
+  size_t n = group.size();
+  // Reductions work in f32: bf16 operands are widened, the result rounded.
+  auto widen = [](Operand operand) {
+    const Buffer &b = *operand.buffer;
+    std::vector<float> values(b.elements);
+    if (b.dtype == DType::BF16) {
+      auto *bits = static_cast<const uint16_t *>(operand.data);
+      for (int64_t e = 0; e < b.elements; ++e)
+        values[e] = bf16ToFloat(bits[e]);
+    } else {
+      std::memcpy(values.data(), operand.data, b.bytes);
+    }
+    return values;
+  };
+  auto store = [](Operand operand, const float *values) {
+    const Buffer &b = *operand.buffer;
+    if (b.dtype == DType::BF16) {
+      auto *bits = static_cast<uint16_t *>(operand.data);
+      for (int64_t e = 0; e < b.elements; ++e)
+        bits[e] = floatToBf16(values[e]);
+    } else {
+      std::memmove(operand.data, values, b.bytes);
+    }
+  };
+
+  if (op.kind == CollectiveKind::AllReduceSum ||
+      op.kind == CollectiveKind::AllReduceMax) {
+    std::vector<float> values = widen(in);
+    uint64_t sent =
+        allReduce(group, values.data(), values.size(),
+                  op.kind == CollectiveKind::AllReduceMax, tags, what);
+    store(out, values.data());
+    return sent;
+  }
+  // Gather and scatter along `dim`: blocks of the whole tensor are
+  // [outer][n][inner] and each rank holds [outer][inner].
+  bool gather = op.kind == CollectiveKind::AllGather;
+  const Buffer &part = gather ? *in.buffer : *out.buffer;
+  int64_t outer = 1;
+  for (int64_t d = 0; d < op.dim; ++d)
+    outer *= part.shape[d];
+  size_t partBytes = part.bytes, innerBytes = partBytes / outer;
+  int i = indexIn(group, transport.rank());
+  if (gather) {
+    std::vector<uint8_t> blocks(partBytes * n);
+    std::memcpy(blocks.data() + i * partBytes, in.data, partBytes);
+    std::vector<size_t> begin(n + 1);
+    for (size_t c = 0; c <= n; ++c)
+      begin[c] = c * partBytes;
+    uint64_t sent =
+        ringAllGather(group, blocks.data(), begin, tags.gather, what);
+    auto *target = static_cast<uint8_t *>(out.data);
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t r = 0; r < n; ++r)
+        std::memcpy(target + (o * n + r) * innerBytes,
+                    blocks.data() + r * partBytes + o * innerBytes, innerBytes);
+    return sent;
+  }
+  std::vector<float> whole = widen(in);
+  size_t inner = innerBytes / dtypeBytes(part.dtype);
+  std::vector<float> blocks(whole.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t r = 0; r < n; ++r)
+      std::memcpy(blocks.data() + (r * outer + o) * inner,
+                  whole.data() + (o * n + r) * inner, inner * 4);
+  std::vector<size_t> begin(n + 1);
+  for (size_t c = 0; c <= n; ++c)
+    begin[c] = c * part.elements;
+  uint64_t sent =
+      ringReduceScatter(group, blocks.data(), begin, false, tags.reduce, what);
+  store(out, blocks.data() + i * part.elements);
+  return sent;
+}
+
+void RingCollectives::collective(Stream stream, const CollectiveOp &op,
+                                 Operand in, Operand out,
+                                 const std::string &where) {
+  std::string kind =
+      std::string(collectiveName(op.kind)) + " over " + groupNames[op.group];
+  Tags tags = tagsOf(stream);
+  backend.submit(
+      stream, kind,
+      [this, op, in, out, tags, kind, what = kind + " (" + where + ")"] {
+        count(kind, run(op, in, out, tags, what));
+      });
+}
+
+void RingCollectives::exchange(Stream stream, std::vector<Transfer> sends,
+                               std::vector<Transfer> receives) {
+  if (sends.empty() && receives.empty())
+    return;
+  uint64_t sent = 0;
+  for (const Transfer &t : sends)
+    sent += t.buffer.buffer->bytes;
+  backend.submit(
+      stream, "exchange",
+      [this, sends = std::move(sends), receives = std::move(receives), sent] {
+        // Sends are posted (copied) first, so that receives that wait can
+        // never hold up the sends a peer is waiting for.
+        for (const Transfer &t : sends)
+          transport.post(t.peer, t.buffer.data, t.buffer.buffer->bytes, t.tag);
+        for (const Transfer &t : receives)
+          transport.recv(t.peer, t.buffer.data, t.buffer.buffer->bytes, t.tag,
+                         deadline(), t.where);
+        if (sent)
+          count("send over pp", sent);
+      });
+}
+
+} // namespace strata::runtime

@@ -1,0 +1,74 @@
+//===- RingCollectives.h - collectives over point-to-point ------*- C++ -*-===//
+//
+// The CPU ranks' Collectives: ring all-reduce, all-gather and reduce-scatter
+// over a Transport among the ranks of a plan's group, and pipeline exchange
+// groups, each run on a stream of the rank's CPU backend (the
+// communication stream is its thread). A ring sends each rank (n−1)/n of
+// the data per phase; the bytes a rank sends are counted per collective
+// and group. An all-reduce computes each chunk's sum on one rank and copies
+// it to the others, so every rank holds bitwise the same result. Each
+// stream (and the host) uses tags of its own, so that two collectives in
+// flight at once on one rank never take each other's messages.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_COMM_RINGCOLLECTIVES_H
+#define STRATA_RUNTIME_COMM_RINGCOLLECTIVES_H
+
+#include "runtime/comm/Collectives.h"
+#include "runtime/comm/Transport.h"
+#include "runtime/cpu/CpuBackend.h"
+
+#include <mutex>
+
+namespace strata::runtime {
+
+class RingCollectives : public Collectives {
+public:
+  RingCollectives(Transport &transport, cpu::CpuBackend &backend,
+                  std::chrono::milliseconds timeout)
+      : transport(transport), backend(backend), timeout(timeout) {}
+
+  std::string createGroups(const Plan &plan, uint32_t rank) override;
+  void collective(Stream stream, const CollectiveOp &op, Operand in,
+                  Operand out, const std::string &where) override;
+  void exchange(Stream stream, std::vector<Transfer> sends,
+                std::vector<Transfer> receives) override;
+  void hostAllReduce(const std::vector<int> &group, float *values, size_t count,
+                     const std::string &what) override;
+  void flush() override { transport.flush(deadline()); }
+  std::map<std::string, uint64_t> bytesByKind() const override;
+
+private:
+  /// The tags of one stream's (or the host's) collectives.
+  struct Tags {
+    int reduce, gather;
+  };
+  static Tags tagsOf(Stream stream) {
+    return stream == Stream::Compute ? Tags{1, 2} : Tags{3, 4};
+  }
+  Clock::time_point deadline() const { return Clock::now() + timeout; }
+  // Each returns the bytes this rank sent.
+  uint64_t allReduce(const std::vector<int> &group, float *data, size_t count,
+                     bool max, Tags tags, const std::string &what);
+  uint64_t ringReduceScatter(const std::vector<int> &group, float *data,
+                             const std::vector<size_t> &begin, bool max,
+                             int tag, const std::string &what);
+  uint64_t ringAllGather(const std::vector<int> &group, uint8_t *data,
+                         const std::vector<size_t> &begin, int tag,
+                         const std::string &what);
+  uint64_t run(const CollectiveOp &op, Operand in, Operand out, Tags tags,
+               const std::string &what);
+  void count(const std::string &kind, uint64_t bytes);
+
+  Transport &transport;
+  cpu::CpuBackend &backend;
+  std::chrono::milliseconds timeout;
+  std::vector<std::vector<int>> members; // per plan group
+  std::vector<std::string> groupNames;   // "tp", "dp+pp", "pp (stages 0, 3)"
+  mutable std::mutex countMutex;
+  std::map<std::string, uint64_t> bytes;
+};
+
+} // namespace strata::runtime
+
+#endif

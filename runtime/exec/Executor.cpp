@@ -1,0 +1,334 @@
+//===- Executor.cpp - one rank's plan on a backend ------------------------===//
+#include "runtime/exec/Executor.h"
+#include "runtime/sim/PipelineSim.h"
+
+#include <cstring>
+
+namespace strata::runtime {
+
+Executor::Executor(const Plan &plan, uint32_t rankIndex, Backend &backend,
+                   Collectives &collectives)
+    : whole(plan), rank(plan.ranks[rankIndex]), backend(backend),
+      collectives(collectives) {}
+
+namespace {
+
+/// The buffers an instruction writes.
+std::vector<uint32_t> outputsOf(const Instruction &instruction) {
+  if (const GemmOp *g = instruction.gemm()) {
+    std::vector<uint32_t> out = {g->d};
+    if (g->epilogue == Epilogue::BiasGrad)
+      out.push_back(g->bias);
+    if (g->aux != kNoBuffer)
+      out.push_back(g->aux);
+    return out;
+  }
+  if (const LaunchOp *l = instruction.launch()) {
+    std::vector<uint32_t> out;
+    const KernelSpec &spec = kernelSpec(l->kernel);
+    for (size_t o = 0; o < l->operands.size(); ++o)
+      if (spec.operands[o].output && l->operands[o] != kNoBuffer)
+        out.push_back(l->operands[o]);
+    return out;
+  }
+  if (const CollectiveOp *c = instruction.collective())
+    return {c->output};
+  if (const TransferOp *t = instruction.transfer())
+    return t->send ? std::vector<uint32_t>{} : std::vector<uint32_t>{t->buffer};
+  return {};
+}
+
+} // namespace
+
+std::string Executor::load() {
+  // What the runtime reads and writes: the batch, the loss (on the last
+  // stage), the gradient norm and the hyperparameters.
+  bool lastStage = whole.stageOf(rank.rank) + 1 == whole.pipelineParallel;
+  tokens = rank.ioBuffer("tokens");
+  labels = rank.ioBuffer("labels");
+  loss = rank.ioBuffer("loss");
+  gradNormBuffer = rank.ioBuffer("grad_norm");
+  hyper = rank.ioBuffer("hyper");
+  for (auto [name, index] : {std::pair{"tokens", tokens}, {"labels", labels}}) {
+    if (index < 0 && whole.pipelineSchedule.empty())
+      return std::string("the plan has no '") + name + "' input";
+    if (index < 0)
+      continue; // a pipeline stage reads the inputs its chunks use
+    const Buffer &b = rank.buffers[index];
+    if (b.dtype != DType::I32 ||
+        b.elements != int64_t(whole.microBatchSize) * whole.seqLength)
+      return std::string("the '") + name + "' input is not " +
+             std::to_string(whole.microBatchSize) + " x " +
+             std::to_string(whole.seqLength) + " ids";
+  }
+  auto scalar = [&](int index) {
+    return index >= 0 && rank.buffers[index].dtype == DType::F32 &&
+           rank.buffers[index].elements == 1;
+  };
+  if (lastStage && !scalar(loss))
+    return "the plan has no f32 'loss' output on the last pipeline stage";
+  if (!scalar(gradNormBuffer))
+    return "the plan has no f32 'grad_norm' output";
+  if (hyper < 0 || rank.buffers[hyper].dtype != DType::F32 ||
+      rank.buffers[hyper].elements != kHyperSlots)
+    return "the plan has no 'hyper' buffer of " + std::to_string(kHyperSlots) +
+           " f32 values";
+  for (Arena arena : {Arena::Persistent, Arena::Workspace, Arena::Stash})
+    if (std::string error = backend.allocate(arena, rank.arenaBytes(arena));
+        !error.empty())
+      return error;
+  backend.createEvents(rank.events);
+  if (std::string error = collectives.createGroups(whole, rank.rank);
+      !error.empty())
+    return error;
+
+  for (const Program &program : rank.programs) {
+    ProgramInfo &info = programs.emplace_back();
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const Instruction &instruction = program.instructions[i];
+      for (uint32_t in : instruction.buffers())
+        info.readsBatch |= int(in) == tokens || int(in) == labels;
+      for (uint32_t out : outputsOf(instruction))
+        info.writesLoss |= loss >= 0 && out == uint32_t(loss);
+      bool talks = instruction.collective() || instruction.transfer();
+      const std::string &location = whole.locations[instruction.location];
+      info.where.push_back(talks ? "program " + program.name +
+                                       ", instruction " + std::to_string(i) +
+                                       (location.empty() ? "" : ", " + location)
+                                 : "");
+    }
+  }
+  exchangePoint.assign(rank.schedule.size() + 1, false);
+  for (size_t i = 0; i < rank.schedule.size(); ++i)
+    exchangePoint[i] = i == 0 || rank.schedule[i].exchange;
+  exchangePoint.back() = true;
+  return "";
+}
+
+Operand Executor::operand(uint32_t index, int32_t slot) const {
+  if (index == kNoBuffer)
+    return {};
+  return {address(index, slot), &rank.buffers[index]};
+}
+
+void *Executor::address(uint32_t index, int32_t slot) const {
+  const Buffer &buffer = rank.buffers[index];
+  uint64_t at = buffer.offset;
+  // The plan's checks keep every slot a step names inside the arena.
+  if (buffer.arena == Arena::Stash && slot > 0)
+    at += buffer.slotStride * uint64_t(slot);
+  return backend.arena(buffer.arena) + at;
+}
+
+void *Executor::io(const std::string &name) const {
+  int index = rank.ioBuffer(name);
+  return index < 0 ? nullptr : address(uint32_t(index));
+}
+
+double Executor::now() const {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now() - epoch)
+      .count();
+}
+
+void Executor::runInstruction(const Instruction &instruction, const Step &step,
+                              const std::string &where) {
+  Stream stream = instruction.stream;
+  int32_t slot = step.slot;
+  if (const GemmOp *g = instruction.gemm()) {
+    Operand operands[5] = {operand(g->a, slot), operand(g->b, slot),
+                           operand(g->d, slot), operand(g->bias, slot),
+                           operand(g->aux, slot)};
+    backend.gemm(stream, *g, operands);
+  } else if (const LaunchOp *l = instruction.launch()) {
+    scratch.clear();
+    for (uint32_t index : l->operands)
+      scratch.push_back(operand(index, slot));
+    backend.launch(stream, *l, scratch);
+  } else if (const CollectiveOp *c = instruction.collective()) {
+    auto start = std::chrono::steady_clock::now();
+    collectives.collective(stream, *c, operand(c->input, slot),
+                           operand(c->output, slot), where);
+    if (stream == Stream::Compute)
+      computeCollectiveSeconds += std::chrono::duration<double>(
+                                      std::chrono::steady_clock::now() - start)
+                                      .count();
+  } else if (const EventOp *e = instruction.event()) {
+    if (e->record) {
+      backend.record(stream, e->event);
+    } else {
+      auto start = std::chrono::steady_clock::now();
+      backend.wait(stream, e->event);
+      if (stream == Stream::Compute)
+        stepWaitSeconds += std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+    }
+  }
+  // Transfers are posted at exchange points (exchangeAt), never here.
+}
+
+void Executor::runBody(const Step &step, TraceEvent *stepEvent) {
+  const Program &program = rank.programs[step.program];
+  const ProgramInfo &info = programs[step.program];
+  bool last = step.microbatch == int32_t(whole.numMicrobatches) - 1;
+  for (size_t i = program.bodyBegin; i < program.bodyEnd; ++i) {
+    const Instruction &instruction = program.instructions[i];
+    if (instruction.when == Condition::LastMicrobatch && !last)
+      continue;
+    bool timed =
+        (tracing || profiling) && instruction.stream == Stream::Compute;
+    double start = timed ? now() : 0;
+    runInstruction(instruction, step, info.where[i]);
+    if (!timed)
+      continue;
+    double duration = now() - start;
+    std::string name = instruction.name();
+    if (profiling) {
+      auto &[seconds, calls] = kernelTime[name];
+      seconds += duration * 1e-6;
+      ++calls;
+    }
+    if (tracing && stepEvent) {
+      TraceEvent event;
+      event.name = std::move(name);
+      event.startUs = start;
+      event.durationUs = duration;
+      trace.push_back(std::move(event));
+    }
+  }
+}
+
+void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
+  std::vector<Transfer> sends, receives;
+  uint32_t me = rank.rank;
+  auto transfer = [&](const Instruction &instruction, const Step &step,
+                      const std::string &where) {
+    const TransferOp &t = *instruction.transfer();
+    Transfer out;
+    out.buffer = operand(t.buffer, step.slot);
+    out.peer = int(whole.onStage(me, t.peerStage));
+    out.tag = transferTag(t.channel, step.microbatch);
+    out.where = std::string(t.send ? "send" : "recv") + " of channel " +
+                std::to_string(t.channel) + " for microbatch " +
+                std::to_string(step.microbatch) + " (" + where + ")";
+    return out;
+  };
+  // The sections' events go around the group on the communication
+  // stream: their waits before it, their records after it.
+  std::vector<uint32_t> records;
+  auto section = [&](size_t s, size_t begin, size_t end, bool sending) {
+    const Step &step = rank.schedule[s];
+    const Program &program = rank.programs[step.program];
+    for (size_t i = begin; i < end; ++i) {
+      const Instruction &instruction = program.instructions[i];
+      if (instruction.transfer())
+        (sending ? sends : receives)
+            .push_back(
+                transfer(instruction, step, programs[step.program].where[i]));
+      else if (instruction.event()->record)
+        records.push_back(instruction.event()->event);
+      else
+        backend.wait(Stream::Comm, instruction.event()->event);
+    }
+  };
+  // The trailing sections of the steps since the last point, then the
+  // leading sections of the steps up to the next.
+  for (size_t s : pending) {
+    const Program &program = rank.programs[rank.schedule[s].program];
+    section(s, program.bodyEnd, program.instructions.size(), true);
+  }
+  pending.clear();
+  for (size_t s = at; s < rank.schedule.size(); ++s) {
+    if (s > at && exchangePoint[s])
+      break;
+    section(s, 0, rank.programs[rank.schedule[s].program].bodyBegin, false);
+  }
+  collectives.exchange(Stream::Comm, std::move(sends), std::move(receives));
+  for (uint32_t event : records)
+    backend.record(Stream::Comm, event);
+}
+
+float Executor::runIteration(int64_t iteration, const Hyper &h,
+                             const LoadBatch &loadBatch) {
+  hyperValues(h, hyperHost);
+  backend.copyIn(Stream::Compute, address(uint32_t(hyper)), hyperHost,
+                 sizeof hyperHost);
+  lossHost.clear();
+  lossHost.reserve(rank.schedule.size());
+  std::vector<size_t> pending; // steps whose sends are not yet posted
+  for (size_t s = 0; s < rank.schedule.size(); ++s) {
+    const Step &step = rank.schedule[s];
+    const Program &program = rank.programs[step.program];
+    const ProgramInfo &info = programs[step.program];
+    if (exchangePoint[s])
+      exchangeAt(s, pending);
+    if (step.microbatch >= 0 && info.readsBatch)
+      loadBatch(step.microbatch);
+    double start = tracing ? now() : 0;
+    size_t first = trace.size();
+    stepWaitSeconds = 0;
+    TraceEvent event;
+    runBody(step, &event);
+    if (program.bodyEnd < program.instructions.size())
+      pending.push_back(s);
+    if (info.writesLoss) {
+      lossHost.push_back(0);
+      backend.copyOut(Stream::Compute, &lossHost.back(),
+                      address(uint32_t(loss)), 4);
+    }
+    if (tracing) {
+      // A step's name as the schedule simulator writes it (F3.1:
+      // microbatch 3 on chunk 1), M3 a whole microbatch, then optimizer.
+      event.step = true;
+      switch (program.phase) {
+      case Phase::Forward:
+      case Phase::Backward:
+        event.name = sim::describe({program.phase == Phase::Forward
+                                        ? sim::Phase::Forward
+                                        : sim::Phase::Backward,
+                                    program.chunk, int(step.microbatch)});
+        break;
+      case Phase::Microbatch:
+        event.name = "M" + std::to_string(step.microbatch);
+        break;
+      case Phase::Optimizer:
+        event.name = "optimizer";
+        break;
+      }
+      event.phase = phaseName(program.phase);
+      event.chunk = program.chunk;
+      event.microbatch = step.microbatch;
+      event.iteration = iteration;
+      event.startUs = start;
+      event.durationUs = now() - start;
+      event.waitUs = stepWaitSeconds * 1e6;
+      // Before its instructions, as trace viewers like them.
+      trace.insert(trace.begin() + first, std::move(event));
+    }
+  }
+  exchangeAt(rank.schedule.size(), pending);
+  backend.copyOut(Stream::Compute, &gradNormHost,
+                  address(uint32_t(gradNormBuffer)), 4);
+  backend.synchronizeCompute();
+  float sum = 0;
+  for (float value : lossHost)
+    sum += value;
+  return sum;
+}
+
+float Executor::gradNorm() { return gradNormHost; }
+
+void Executor::enableTrace(std::chrono::steady_clock::time_point at) {
+  tracing = true;
+  epoch = at;
+  backend.traceCommunication(at);
+}
+
+std::vector<TraceEvent> Executor::takeTrace() { return std::move(trace); }
+
+double Executor::exposedCommunicationSeconds() const {
+  return computeCollectiveSeconds + backend.exposedSeconds();
+}
+
+} // namespace strata::runtime

@@ -1,0 +1,109 @@
+//===- Executor.h - one rank's plan on a backend ----------------*- C++ -*-===//
+//
+// Runs a rank's schedule: each step's program, instruction by instruction,
+// on the stream the plan gives it, through the Backend and Collectives
+// interfaces. Instructions were decoded once when the plan loaded; here
+// each operand is only resolved to an address (arena base + offset, + the
+// step's stash slot). Pipeline transfers are posted at the schedule's
+// exchange points: the sends that trail the steps since the last point and
+// the receives that lead the steps up to the next go as one group, as
+// Megatron's batched isend/irecv (the schedule simulator checked that such
+// groups cannot deadlock when sends wait to be matched).
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_EXEC_EXECUTOR_H
+#define STRATA_RUNTIME_EXEC_EXECUTOR_H
+
+#include "runtime/comm/Collectives.h"
+#include "runtime/exec/Backend.h"
+#include "runtime/io/Trace.h"
+#include "runtime/plan/Hyper.h"
+
+#include <chrono>
+#include <functional>
+#include <map>
+
+namespace strata::runtime {
+
+class Executor {
+public:
+  Executor(const Plan &plan, uint32_t rank, Backend &backend,
+           Collectives &collectives);
+
+  /// Allocates the arenas, creates events and groups, checks the rank's
+  /// inputs and outputs; "" or what is wrong.
+  std::string load();
+
+  const Plan &plan() const { return whole; }
+  const RankPlan &rankPlan() const { return rank; }
+  Backend &device() { return backend; }
+  Collectives &communication() { return collectives; }
+
+  /// A buffer's device address (in stash slot `slot` for a stash buffer).
+  void *address(uint32_t buffer, int32_t slot = 0) const;
+  /// The device address of an io entry's buffer, or null.
+  void *io(const std::string &name) const;
+
+  /// Called before each step that reads the batch, with the microbatch:
+  /// writes the tokens and labels (on the compute stream).
+  using LoadBatch = std::function<void(int64_t microbatch)>;
+
+  /// Runs one iteration's schedule; returns the sum of the losses of the
+  /// microbatches this rank computed the loss of (0 if none).
+  float runIteration(int64_t iteration, const Hyper &hyper,
+                     const LoadBatch &loadBatch);
+
+  /// The gradient norm the last optimizer program computed.
+  float gradNorm();
+
+  // Measurement.
+  void enableTrace(std::chrono::steady_clock::time_point epoch);
+  std::vector<TraceEvent> takeTrace();
+  void enableProfile() { profiling = true; }
+  /// Seconds and calls per instruction name, compute stream only.
+  std::map<std::string, std::pair<double, int64_t>> profile() const {
+    return kernelTime;
+  }
+  /// Seconds the compute stream spent in communication it could not hide:
+  /// its own collectives and its waits for the communication stream.
+  double exposedCommunicationSeconds() const;
+
+private:
+  struct ProgramInfo {
+    bool readsBatch = false, writesLoss = false;
+    std::vector<std::string> where; // per instruction, for messages
+  };
+
+  void runBody(const Step &step, TraceEvent *event);
+  void runInstruction(const Instruction &instruction, const Step &step,
+                      const std::string &where);
+  /// Posts the exchange group at schedule position `at`: the trailing
+  /// sends of `pending` steps and the leading receives of the steps up to
+  /// the next exchange point.
+  void exchangeAt(size_t at, std::vector<size_t> &pending);
+  Operand operand(uint32_t buffer, int32_t slot) const;
+  double now() const;
+
+  const Plan &whole;
+  const RankPlan &rank;
+  Backend &backend;
+  Collectives &collectives;
+  std::vector<ProgramInfo> programs;
+  std::vector<bool> exchangePoint; // per schedule position
+  int tokens = -1, labels = -1, loss = -1, gradNormBuffer = -1, hyper = -1;
+  float hyperHost[kHyperSlots] = {};
+  std::vector<float> lossHost; // one per step that writes the loss
+  float gradNormHost = 0;
+  std::vector<Operand> scratch; // a launch's operands
+  // Measurement.
+  bool tracing = false, profiling = false;
+  std::chrono::steady_clock::time_point epoch;
+  std::vector<TraceEvent> trace;
+  std::map<std::string, std::pair<double, int64_t>> kernelTime;
+  double computeCollectiveSeconds = 0;
+  double stepWaitSeconds = 0; // compute-stream waits, in the current step
+};
+
+} // namespace strata::runtime
+
+#endif

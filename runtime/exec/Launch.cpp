@@ -1,0 +1,284 @@
+//===- Launch.cpp - a plan's ranks, as threads or processes ---------------===//
+//
+// A collective that waits past --comm-timeout ends the run with a message
+// naming the rank, the instruction and the peer it waited for.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Launch.h"
+#include "runtime/comm/RingCollectives.h"
+#include "runtime/comm/Transport.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/exec/Checkpoint.h"
+#include "runtime/exec/Parameters.h"
+#include "runtime/io/Safetensors.h"
+#include "runtime/io/Trace.h"
+
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+namespace strata::runtime {
+namespace {
+
+std::mutex failureMutex;
+
+/// Reports an error that ends the run: every rank thread of this process,
+/// or (under MPI) every process of the job, which the launcher would
+/// otherwise leave waiting.
+[[noreturn]] void die(std::ostream &errors, const std::string &message,
+                      bool mpi = false) {
+  std::lock_guard<std::mutex> lock(failureMutex);
+  errors << "strata-run: error: " << message << std::endl;
+  std::fflush(nullptr);
+  if (mpi)
+    abortMpi();
+  std::_Exit(1);
+}
+
+/// One rank and what it runs on: a CPU backend (its arenas and
+/// communication thread), ring collectives over its transport, the
+/// executor and the training loop.
+struct LocalRank {
+  LocalRank(const Plan &plan, uint32_t rank, Transport &transport,
+            const TrainOptions &options, const Dataset &data)
+      : collectives(transport, backend,
+                    std::chrono::milliseconds(
+                        int64_t(options.commTimeoutSeconds * 1000))),
+        executor(plan, rank, backend, collectives),
+        loop(executor, options, data) {}
+
+  cpu::CpuBackend backend;
+  RingCollectives collectives;
+  Executor executor;
+  TrainingLoop loop;
+};
+
+/// The memory the ranks of this process need, against what there is: a
+/// plan too large for the machine is an error before anything is
+/// allocated.
+std::string checkMemory(const Plan &plan, uint32_t first, uint32_t count) {
+  uint64_t needed = 0;
+  for (uint32_t r = first; r < first + count; ++r)
+    needed += plan.ranks[r].peakBytes();
+  uint64_t available = cpu::availableHostBytes();
+  if (available == 0 || needed <= available)
+    return "";
+  return std::string(count > 1 ? "the " + std::to_string(count) +
+                                     " ranks of this process need "
+                               : "rank " + std::to_string(first) + " needs ") +
+         humanBytes(needed) + " (" + withThousands(needed) +
+         " bytes: persistent, workspace and stash arenas); " +
+         humanBytes(available) + " of memory are available";
+}
+
+std::string traceOf(LocalRank &rank) {
+  return traceLines(int(rank.executor.rankPlan().rank), rank.loop.traceLabel(),
+                    rank.executor.takeTrace(),
+                    rank.backend.takeCommunicationTrace());
+}
+
+/// Under MPI: gathers every rank's trace lines (and the parameters) to
+/// rank 0 over the transport.
+void gatherTrace(Transport &transport, LocalRank &rank,
+                 const TrainOptions &options, std::ostream &errors) {
+  int me = transport.rank(), world = transport.size();
+  auto deadline =
+      Clock::now() +
+      std::chrono::milliseconds(int64_t(options.commTimeoutSeconds * 1000));
+  std::string mine = traceOf(rank);
+  if (me != 0) {
+    uint64_t size = mine.size();
+    transport.send(0, &size, 8, 8, deadline, "gathering the trace");
+    transport.send(0, mine.data(), size, 8, deadline, "gathering the trace");
+    return;
+  }
+  std::vector<std::string> all = {mine};
+  for (int r = 1; r < world; ++r) {
+    uint64_t size = 0;
+    transport.recv(r, &size, 8, 8, deadline, "gathering the trace");
+    std::string lines(size, '\0');
+    transport.recv(r, lines.data(), size, 8, deadline, "gathering the trace");
+    all.push_back(std::move(lines));
+  }
+  if (std::string error = writeTrace(options.tracePath, all); !error.empty())
+    die(errors, error, /*mpi=*/true);
+}
+
+void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
+                  const TrainOptions &options, std::ostream &errors) {
+  int me = transport.rank(), world = transport.size();
+  auto deadline =
+      Clock::now() +
+      std::chrono::milliseconds(int64_t(options.commTimeoutSeconds * 1000));
+  std::vector<ParamPiece> mine = piecesOf(rank.executor);
+  if (me != 0) {
+    for (const ParamPiece &piece : mine) {
+      uint64_t count = piece.exact.size();
+      transport.send(0, piece.values.data(), piece.values.size() * 4, 7,
+                     deadline, "gathering parameters");
+      transport.send(0, &count, 8, 7, deadline, "gathering parameters");
+      transport.send(0, piece.exact.data(), count * 16, 7, deadline,
+                     "gathering parameters");
+    }
+    return;
+  }
+  std::vector<std::vector<ParamPiece>> all(world);
+  all[0] = std::move(mine);
+  for (int r = 1; r < world; ++r) {
+    for (const Param &param : plan.ranks[r].params) {
+      ParamPiece piece;
+      piece.values.resize(plan.ranks[r].buffers[param.value].elements);
+      transport.recv(r, piece.values.data(), piece.values.size() * 4, 7,
+                     deadline, "gathering parameters");
+      uint64_t count = 0;
+      transport.recv(r, &count, 8, 7, deadline, "gathering parameters");
+      piece.exact.resize(count);
+      transport.recv(r, piece.exact.data(), count * 16, 7, deadline,
+                     "gathering parameters");
+      all[r].push_back(std::move(piece));
+    }
+  }
+  if (std::string error =
+          writeSafetensors(options.saveParams, assemble(plan, all));
+      !error.empty())
+    die(errors, error, /*mpi=*/true);
+}
+
+/// One process, one rank, under an MPI launcher.
+int trainAsProcess(const Plan &plan, const TrainOptions &options,
+                   const Dataset &data, std::ostream &log,
+                   std::ostream &errors) {
+  int world = int(plan.ranks.size());
+  int launched = launcherWorldSize();
+  if (launched != world) {
+    errors << "strata-run: error: the plan is for " << world
+           << " ranks; the launcher started " << launched << "\n";
+    return 1;
+  }
+  std::unique_ptr<Transport> transport = makeMpiTransport();
+  uint32_t me = uint32_t(transport->rank());
+  if (std::string error = checkMemory(plan, me, 1); !error.empty())
+    die(errors, error, /*mpi=*/true);
+  cpu::setThreads(options.threads);
+  LocalRank rank(plan, me, *transport, options, data);
+  if (std::string error = rank.executor.load(); !error.empty())
+    die(errors, "rank " + std::to_string(me) + ": " + error, /*mpi=*/true);
+  auto epoch = Clock::now();
+  if (!options.tracePath.empty())
+    rank.executor.enableTrace(epoch);
+  if (options.profile)
+    rank.executor.enableProfile();
+  try {
+    initializeParameters(rank.executor, options.seed);
+    rank.loop.run(me == loggingRank(plan) ? &log : nullptr);
+    rank.collectives.flush();
+    rank.loop.printReports(log);
+    if (!options.tracePath.empty())
+      gatherTrace(*transport, rank, options, errors);
+    if (!options.saveParams.empty())
+      gatherParams(*transport, rank, plan, options, errors);
+  } catch (const CommTimeout &timeout) {
+    die(errors, timeout.what(), /*mpi=*/true);
+  }
+  finishMpi();
+  return 0;
+}
+
+/// Every rank a thread of this process.
+int trainAsThreads(const Plan &plan, const TrainOptions &options,
+                   const Dataset &data, std::ostream &log,
+                   std::ostream &errors) {
+  int world = int(plan.ranks.size());
+  if (options.ranks != 0 && options.ranks != world) {
+    errors << "strata-run: error: the plan is for " << world
+           << " ranks, --ranks " << options.ranks << " asks for "
+           << options.ranks << "\n";
+    return 1;
+  }
+  if (std::string error = checkMemory(plan, 0, uint32_t(world));
+      !error.empty()) {
+    errors << "strata-run: error: " << error << "\n";
+    return 1;
+  }
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  int threadsPerRank =
+      options.threads > 0 ? options.threads : std::max(1, cores / world);
+  auto hub = makeLocalHub(world);
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<std::unique_ptr<LocalRank>> ranks;
+  auto epoch = Clock::now();
+  for (int r = 0; r < world; ++r) {
+    transports.push_back(makeLocalTransport(hub, r));
+    ranks.push_back(std::make_unique<LocalRank>(
+        plan, uint32_t(r), *transports.back(), options, data));
+    if (std::string error = ranks.back()->executor.load(); !error.empty()) {
+      errors << "strata-run: error: rank " << r << ": " << error << "\n";
+      return 1;
+    }
+    if (!options.tracePath.empty())
+      ranks.back()->executor.enableTrace(epoch);
+    if (options.profile)
+      ranks.back()->executor.enableProfile();
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      cpu::setThreads(threadsPerRank);
+      LocalRank &rank = *ranks[r];
+      try {
+        initializeParameters(rank.executor, options.seed);
+        rank.loop.run(uint32_t(r) == loggingRank(plan) ? &log : nullptr);
+      } catch (const CommTimeout &timeout) {
+        die(errors, timeout.what());
+      }
+    });
+  }
+  for (std::thread &thread : threads)
+    thread.join();
+  for (auto &rank : ranks)
+    rank->loop.printReports(log);
+  if (!options.tracePath.empty()) {
+    std::vector<std::string> all;
+    for (auto &rank : ranks)
+      all.push_back(traceOf(*rank));
+    if (std::string error = writeTrace(options.tracePath, all);
+        !error.empty()) {
+      errors << "strata-run: error: " << error << "\n";
+      return 1;
+    }
+  }
+  if (!options.saveParams.empty()) {
+    std::vector<std::vector<ParamPiece>> all;
+    for (auto &rank : ranks)
+      all.push_back(piecesOf(rank->executor));
+    if (std::string error =
+            writeSafetensors(options.saveParams, assemble(plan, all));
+        !error.empty()) {
+      errors << "strata-run: error: " << error << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
+          std::ostream &errors) {
+  std::unique_ptr<Dataset> data;
+  if (!options.dataPath.empty()) {
+    if (std::string error = makeTextDataset(options.dataPath, plan.vocabSize,
+                                            plan.seqLength, data);
+        !error.empty()) {
+      errors << "strata-run: error: " << error << "\n";
+      return 1;
+    }
+  } else {
+    data = makeSyntheticDataset(options.seed, plan.vocabSize, plan.seqLength);
+  }
+  if (launcherWorldSize() > 0)
+    return trainAsProcess(plan, options, *data, log, errors);
+  return trainAsThreads(plan, options, *data, log, errors);
+}
+
+} // namespace strata::runtime

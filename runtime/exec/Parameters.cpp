@@ -1,0 +1,84 @@
+//===- Parameters.cpp - a rank's parameters, from the host ----------------===//
+#include "runtime/exec/Parameters.h"
+#include "runtime/exec/BFloat16.h"
+#include "runtime/exec/Philox.h"
+
+#include <cstring>
+
+namespace strata::runtime {
+
+void initializeParameters(Executor &executor, uint64_t seed) {
+  const RankPlan &rank = executor.rankPlan();
+  Backend &device = executor.device();
+  for (size_t i = 0; i < rank.buffers.size(); ++i)
+    if (rank.buffers[i].zeroInit)
+      device.fillZero(Stream::Compute, executor.address(uint32_t(i)),
+                      rank.buffers[i].bytes);
+  for (const Param &param : rank.params) {
+    const Buffer &value = rank.buffers[param.value];
+    std::vector<float> values(value.elements);
+    uint64_t key = philoxKey(seed, param.name);
+    forEachShardElement(
+        param, value.shape, [&](int64_t e, int64_t global, bool padding) {
+          if (padding || param.init == "zeros")
+            values[e] = 0.0f;
+          else if (param.init == "ones")
+            values[e] = 1.0f;
+          else
+            values[e] =
+                static_cast<float>(param.std * philoxNormal(key, global));
+        });
+    setParameterValues(executor, param, values.data());
+  }
+  device.synchronizeCompute();
+}
+
+std::vector<float> parameterValues(Executor &executor, const Param &param) {
+  const RankPlan &rank = executor.rankPlan();
+  Backend &device = executor.device();
+  const Buffer &value = rank.buffers[param.value];
+  std::vector<float> out(value.elements);
+  device.synchronize();
+  if (value.dtype == DType::BF16) {
+    std::vector<uint16_t> bits(value.elements);
+    device.copyOut(Stream::Compute, bits.data(), executor.address(param.value),
+                   value.bytes);
+    device.synchronizeCompute();
+    for (int64_t e = 0; e < value.elements; ++e)
+      out[e] = bf16ToFloat(bits[e]);
+  } else {
+    device.copyOut(Stream::Compute, out.data(), executor.address(param.value),
+                   value.bytes);
+  }
+  // Masters hold the fp32 truth where they exist.
+  for (const MasterSegment &segment : param.masters)
+    device.copyOut(Stream::Compute, out.data() + segment.begin,
+                   executor.address(segment.buffer),
+                   rank.buffers[segment.buffer].bytes);
+  device.synchronizeCompute();
+  return out;
+}
+
+void setParameterValues(Executor &executor, const Param &param,
+                        const float *values) {
+  const RankPlan &rank = executor.rankPlan();
+  Backend &device = executor.device();
+  const Buffer &value = rank.buffers[param.value];
+  for (const MasterSegment &segment : param.masters)
+    device.copyIn(Stream::Compute, executor.address(segment.buffer),
+                  values + segment.begin, rank.buffers[segment.buffer].bytes);
+  if (value.dtype == DType::BF16) {
+    std::vector<uint16_t> bits(value.elements);
+    for (int64_t e = 0; e < value.elements; ++e)
+      bits[e] = floatToBf16(values[e]);
+    device.copyIn(Stream::Compute, executor.address(param.value), bits.data(),
+                  value.bytes);
+    device.synchronizeCompute(); // before `bits` goes
+  } else {
+    device.copyIn(Stream::Compute, executor.address(param.value), values,
+                  value.bytes);
+  }
+  device.synchronizeCompute();
+}
+
+} // namespace strata::runtime

@@ -1,0 +1,533 @@
+//===- KernelCatalog.cpp - each kernel's contract, checked ----------------===//
+//
+// The generic half of the check comes from Kernels.def (operand counts and
+// dtypes, attribute kinds); each kernel's shape rules are one function
+// below. A rule may assume the generic half passed.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/plan/PlanCheck.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace strata::runtime {
+
+int KernelSpec::inputs() const {
+  int n = 0;
+  for (const OperandSpec &operand : operands)
+    n += !operand.output;
+  return n;
+}
+
+namespace {
+
+std::vector<KernelSpec> buildSpecs() {
+  std::vector<KernelSpec> specs;
+#define KERNEL(Name, text) specs.push_back({text, {}, {}});
+#define IN(operand, dtypes)                                                    \
+  specs.back().operands.push_back({#operand, DTypes::dtypes, false, false});
+#define OUT(operand, dtypes)                                                   \
+  specs.back().operands.push_back({#operand, DTypes::dtypes, true, false});
+#define OPT_OUT(operand, dtypes)                                               \
+  specs.back().operands.push_back({#operand, DTypes::dtypes, true, true});
+#define INT(a) specs.back().attrs.push_back({#a, AttrKind::Int});
+#define FLOAT(a) specs.back().attrs.push_back({#a, AttrKind::Float});
+#define BOOL(a) specs.back().attrs.push_back({#a, AttrKind::Bool});
+#define INTS(a) specs.back().attrs.push_back({#a, AttrKind::Ints});
+#include "runtime/plan/Kernels.def"
+  return specs;
+}
+
+const std::vector<KernelSpec> &specs() {
+  static const std::vector<KernelSpec> all = buildSpecs();
+  return all;
+}
+
+} // namespace
+
+const KernelSpec &kernelSpec(KernelId id) {
+  return specs()[static_cast<size_t>(id)];
+}
+
+int findKernel(const std::string &name) {
+  for (int i = 0; i < kKernelCount; ++i)
+    if (name == specs()[i].name)
+      return i;
+  return -1;
+}
+
+std::string shapeText(const Buffer &b) {
+  std::ostringstream os;
+  os << dtypeName(b.dtype) << "[";
+  for (size_t i = 0; i < b.shape.size(); ++i)
+    os << (i ? ", " : "") << b.shape[i];
+  os << "]";
+  return os.str();
+}
+
+namespace {
+
+/// One launch's operands and attributes, and the first rule it breaks.
+class Rules {
+public:
+  Rules(const LaunchOp &launch, const std::vector<Buffer> &buffers,
+        const CheckContext &context)
+      : launch(launch), buffers(buffers), context(context) {}
+
+  bool has(unsigned operand) const {
+    return launch.operands[operand] != kNoBuffer;
+  }
+  const Buffer &at(unsigned operand) const {
+    return buffers[launch.operands[operand]];
+  }
+  int64_t i(unsigned attr) const { return launch.attrs[attr].i; }
+  const std::vector<int64_t> &list(unsigned attr) const {
+    return launch.attrs[attr].list;
+  }
+
+  void require(bool ok, const std::string &message) {
+    if (!ok && error.empty())
+      error = message;
+  }
+  void sameCount(unsigned a, unsigned b) {
+    require(at(a).elements == at(b).elements,
+            "'" + at(a).name + "' " + shapeText(at(a)) + " and '" + at(b).name +
+                "' " + shapeText(at(b)) + " must have as many elements");
+  }
+  void scalar(unsigned operand) {
+    require(at(operand).elements == 1, "'" + at(operand).name +
+                                           "' must be a scalar, is " +
+                                           shapeText(at(operand)));
+  }
+  int64_t lastDim(unsigned operand) {
+    const Buffer &b = at(operand);
+    require(!b.shape.empty(), "'" + b.name + "' needs a rank >= 1");
+    return b.shape.empty() ? 1 : b.shape.back();
+  }
+  int64_t rowsOf(unsigned operand) {
+    int64_t last = lastDim(operand);
+    return last > 0 ? at(operand).elements / last : 0;
+  }
+  /// `operand` holds one value per row of `of`.
+  void perRow(unsigned operand, unsigned of) {
+    require(at(operand).elements == rowsOf(of),
+            "'" + at(operand).name + "' must be one value per row of '" +
+                at(of).name + "' " + shapeText(at(of)) + ", is " +
+                shapeText(at(operand)));
+  }
+  /// The right operand broadcasts over the rows of the left.
+  void broadcasts(unsigned x, unsigned y) {
+    require(at(y).elements > 0 && at(x).elements % at(y).elements == 0,
+            "'" + at(y).name + "' " + shapeText(at(y)) +
+                " does not broadcast over '" + at(x).name + "' " +
+                shapeText(at(x)));
+  }
+  /// A vocabulary of `size` with this rank's columns from `offset` (past
+  /// the vocabulary, a shard of padding only).
+  void vocabulary(int64_t size, int64_t offset, int64_t columns) {
+    require(size >= 1 && offset >= 0 && columns > 0 && offset % columns == 0,
+            "vocab_size " + std::to_string(size) + " and vocab_offset " +
+                std::to_string(offset) + " do not describe a shard of " +
+                std::to_string(columns) + " columns");
+    // Labels are tokens of the plan's vocabulary: every one must be a
+    // column of the loss, or one rank's read would run past its row.
+    require(context.vocabSize == 0 || uint64_t(size) >= context.vocabSize,
+            "the loss's vocabulary (" + std::to_string(size) +
+                ") is smaller than the plan's (" +
+                std::to_string(context.vocabSize) + ")");
+  }
+  /// (begin, length[, ...]) tuples of `width` within `bound` elements.
+  void segments(const std::vector<int64_t> &values, size_t width, int64_t bound,
+                const std::string &what) {
+    bool ok = values.size() % width == 0;
+    for (size_t s = 0; ok && s < values.size(); s += width)
+      ok = values[s] >= 0 && values[s + 1] >= 0 &&
+           values[s] <= bound - values[s + 1];
+    require(ok, "segments must be (begin, length" +
+                    std::string(width > 2 ? ", ..." : "") + ") within " + what +
+                    " of " + std::to_string(bound) + " elements");
+  }
+
+  const LaunchOp &launch;
+  const std::vector<Buffer> &buffers;
+  const CheckContext &context;
+  std::string error;
+};
+
+// One rule per kernel, named after it: declared from the catalog, so that
+// a kernel without its rule does not build.
+#define KERNEL(Name, text) void check##Name(Rules &r);
+#include "runtime/plan/Kernels.def"
+
+using namespace kernels;
+
+void checkFill(Rules &) {}
+
+void checkCopy(Rules &r) { r.sameCount(Copy::op::x, Copy::op::y); }
+
+void checkEmbeddingFwd(Rules &r) {
+  using namespace EmbeddingFwd;
+  const Buffer &table = r.at(op::table);
+  r.require(table.shape.size() == 2, "the table must be [vocab, hidden]");
+  if (table.shape.size() == 2)
+    r.require(r.at(op::y).elements == r.at(op::ids).elements * table.shape[1],
+              "the embedding output must be ids x hidden");
+}
+
+void checkEmbeddingBwd(Rules &r) {
+  using namespace EmbeddingBwd;
+  const Buffer &table = r.at(op::dtable);
+  r.require(table.shape.size() == 2, "the table must be [vocab, hidden]");
+  if (table.shape.size() == 2)
+    r.require(r.at(op::dy).elements == r.at(op::ids).elements * table.shape[1],
+              "the gradient must be ids x hidden");
+}
+
+void checkBinary(Rules &r) {
+  // Add, Sub and Mul share their operand positions.
+  r.sameCount(Add::op::x, Add::op::z);
+  r.broadcasts(Add::op::x, Add::op::y);
+}
+void checkAdd(Rules &r) { checkBinary(r); }
+void checkSub(Rules &r) { checkBinary(r); }
+void checkMul(Rules &r) { checkBinary(r); }
+
+void checkScale(Rules &r) { r.sameCount(Scale::op::x, Scale::op::y); }
+
+void checkSumTo(Rules &r) {
+  r.require(r.at(SumTo::op::y).elements > 0 &&
+                r.at(SumTo::op::x).elements % r.at(SumTo::op::y).elements == 0,
+            "sum_to needs a whole number of rows");
+}
+
+void checkAccumulate(Rules &r) {
+  r.sameCount(Accumulate::op::x, Accumulate::op::y);
+}
+
+void checkGeluFwd(Rules &r) { r.sameCount(GeluFwd::op::x, GeluFwd::op::y); }
+void checkSiluFwd(Rules &r) { r.sameCount(SiluFwd::op::x, SiluFwd::op::y); }
+void checkGeluBwd(Rules &r) {
+  r.sameCount(GeluBwd::op::x, GeluBwd::op::dy);
+  r.sameCount(GeluBwd::op::x, GeluBwd::op::dx);
+}
+void checkSiluBwd(Rules &r) {
+  r.sameCount(SiluBwd::op::x, SiluBwd::op::dy);
+  r.sameCount(SiluBwd::op::x, SiluBwd::op::dx);
+}
+
+void checkNormWeights(Rules &r, unsigned x, std::vector<unsigned> vectors) {
+  int64_t cols = r.lastDim(x);
+  for (unsigned v : vectors)
+    r.require(r.at(v).elements == cols,
+              "'" + r.at(v).name + "' " + shapeText(r.at(v)) +
+                  " must match the last dimension of '" + r.at(x).name + "' " +
+                  shapeText(r.at(x)));
+}
+void checkLayerNormFwd(Rules &r) {
+  using namespace LayerNormFwd;
+  checkNormWeights(r, op::x, {op::weight, op::bias});
+  r.sameCount(op::x, op::y);
+}
+void checkLayerNormBwd(Rules &r) {
+  using namespace LayerNormBwd;
+  checkNormWeights(r, op::x, {op::weight, op::dweight, op::dbias});
+  r.sameCount(op::x, op::dy);
+  r.sameCount(op::x, op::dx);
+}
+void checkRmsNormFwd(Rules &r) {
+  using namespace RmsNormFwd;
+  checkNormWeights(r, op::x, {op::weight});
+  r.sameCount(op::x, op::y);
+}
+void checkRmsNormBwd(Rules &r) {
+  using namespace RmsNormBwd;
+  checkNormWeights(r, op::x, {op::weight, op::dweight});
+  r.sameCount(op::x, op::dy);
+  r.sameCount(op::x, op::dx);
+}
+
+void checkTranspose(Rules &r) {
+  using namespace Transpose;
+  const std::vector<int64_t> &perm = r.list(attr::permutation);
+  const Buffer &x = r.at(op::x);
+  bool valid = perm.size() == x.shape.size();
+  std::vector<int64_t> shape;
+  std::vector<bool> seen(x.shape.size(), false);
+  for (int64_t p : perm) {
+    if (!valid || p < 0 || p >= int64_t(x.shape.size()) || seen[p]) {
+      valid = false;
+      break;
+    }
+    seen[p] = true;
+    shape.push_back(x.shape[p]);
+  }
+  r.require(valid && shape == r.at(op::y).shape,
+            "transpose permutation does not map " + shapeText(x) + " to " +
+                shapeText(r.at(op::y)));
+}
+
+void checkRope(Rules &r) {
+  const Buffer &x = r.at(Rope::op::x);
+  r.require(x.shape.size() == 4 && x.shape[3] % 2 == 0,
+            "rope needs [batch, seq, heads, even head_dim], got " +
+                shapeText(x));
+  r.sameCount(Rope::op::x, Rope::op::y);
+  r.require(std::isfinite(r.launch.attrs[Rope::attr::base].f) &&
+                r.launch.attrs[Rope::attr::base].f > 0,
+            "rope's base must be positive");
+}
+
+/// Attention forward and backward share q, k, v and the attributes at the
+/// same positions.
+void checkAttention(Rules &r, unsigned lse) {
+  using namespace AttentionFwd;
+  const Buffer &q = r.at(op::q), &k = r.at(op::k), &v = r.at(op::v);
+  bool ranks =
+      q.shape.size() == 4 && k.shape.size() == 4 && v.shape.size() == 4;
+  r.require(ranks, "attention operands must be [batch, seq, heads, dim]");
+  if (!ranks)
+    return;
+  // Query heads [offset, offset + H) read kv heads (offset + i) / group.
+  int64_t group = r.i(attr::group_size), offset = r.i(attr::query_head_offset);
+  bool grouped = group > 0 && offset >= 0 && k.shape[2] > 0 &&
+                 (offset + q.shape[2] - 1) / group < k.shape[2];
+  r.require(k.shape == v.shape && q.shape[0] == k.shape[0] &&
+                q.shape[3] == k.shape[3] && grouped,
+            "attention shapes disagree: q " + shapeText(q) + ", k " +
+                shapeText(k) + ", v " + shapeText(v) + " (group size " +
+                std::to_string(group) + ", first query head " +
+                std::to_string(offset) + ")");
+  if (r.i(attr::causal))
+    r.require(q.shape[1] == k.shape[1],
+              "causal attention needs equal query and key lengths");
+  r.require(r.at(lse).elements == q.shape[0] * q.shape[1] * q.shape[2],
+            "the log-sum-exp '" + r.at(lse).name +
+                "' must be one f32 per query row ([batch, heads, seq]), is " +
+                shapeText(r.at(lse)));
+}
+void checkAttentionFwd(Rules &r) {
+  checkAttention(r, AttentionFwd::op::lse);
+  r.sameCount(AttentionFwd::op::q, AttentionFwd::op::o);
+}
+void checkAttentionBwd(Rules &r) {
+  using namespace AttentionBwd;
+  static_assert(unsigned(op::q) == unsigned(AttentionFwd::op::q) &&
+                unsigned(attr::causal) == unsigned(AttentionFwd::attr::causal));
+  checkAttention(r, op::lse);
+  for (unsigned same : {op::o, op::dout, op::dq})
+    r.sameCount(op::q, same);
+  r.sameCount(op::k, op::dk);
+  r.sameCount(op::v, op::dv);
+}
+
+void checkCrossEntropy(Rules &r, unsigned logits, unsigned labels,
+                       int64_t vocab) {
+  int64_t columns = r.lastDim(logits);
+  r.require(r.at(labels).elements * columns == r.at(logits).elements,
+            "the labels must be the logits without the vocabulary");
+  r.vocabulary(vocab, 0, columns);
+  r.require(vocab <= columns, "vocab_size " + std::to_string(vocab) +
+                                  " is larger than the logits' " +
+                                  std::to_string(columns) + " columns");
+}
+void checkCrossEntropyFwd(Rules &r) {
+  using namespace CrossEntropyFwd;
+  checkCrossEntropy(r, op::logits, op::labels, r.i(attr::vocab_size));
+  r.scalar(op::loss);
+}
+void checkCrossEntropyBwd(Rules &r) {
+  using namespace CrossEntropyBwd;
+  checkCrossEntropy(r, op::logits, op::labels, r.i(attr::vocab_size));
+  r.scalar(op::dloss);
+  r.sameCount(op::logits, op::dlogits);
+}
+
+void checkSlice(Rules &r) {
+  using namespace Slice;
+  int64_t dim = r.i(attr::dim), part = r.i(attr::part),
+          parts = r.i(attr::parts);
+  const Buffer &x = r.at(op::x), &y = r.at(op::y);
+  bool ok = dim >= 0 && dim < int64_t(x.shape.size()) && parts > 0 &&
+            part >= 0 && part < parts && x.shape.size() == y.shape.size();
+  for (size_t d = 0; ok && d < x.shape.size(); ++d)
+    ok = int64_t(d) == dim ? x.shape[d] == y.shape[d] * parts
+                           : x.shape[d] == y.shape[d];
+  r.require(ok, "slice of " + shapeText(x) + " into " + shapeText(y) +
+                    " does not fit its part");
+}
+
+/// The vocabulary-parallel kernels keep logits first and the two
+/// vocabulary attributes at the same positions.
+void checkLogits(Rules &r) {
+  using namespace LogitsMax;
+  r.vocabulary(r.i(attr::vocab_size), r.i(attr::vocab_offset),
+               r.lastDim(op::logits));
+}
+void checkLogitsMax(Rules &r) {
+  checkLogits(r);
+  r.perRow(LogitsMax::op::max, LogitsMax::op::logits);
+}
+void checkLogitsTarget(Rules &r) {
+  using namespace LogitsTarget;
+  static_assert(
+      unsigned(attr::vocab_size) == unsigned(LogitsMax::attr::vocab_size) &&
+      unsigned(attr::vocab_offset) == unsigned(LogitsMax::attr::vocab_offset));
+  checkLogits(r);
+  r.perRow(op::labels, op::logits);
+  r.perRow(op::target, op::logits);
+}
+void checkLogitsSumExp(Rules &r) {
+  using namespace LogitsSumExp;
+  static_assert(
+      unsigned(attr::vocab_size) == unsigned(LogitsMax::attr::vocab_size) &&
+      unsigned(attr::vocab_offset) == unsigned(LogitsMax::attr::vocab_offset));
+  checkLogits(r);
+  r.perRow(op::max, op::logits);
+  r.perRow(op::sum, op::logits);
+}
+void checkCrossEntropyFromStats(Rules &r) {
+  using namespace CrossEntropyFromStats;
+  r.sameCount(op::max, op::sum);
+  r.sameCount(op::max, op::target);
+  r.scalar(op::loss);
+}
+void checkCrossEntropyGradFromStats(Rules &r) {
+  using namespace CrossEntropyGradFromStats;
+  static_assert(
+      unsigned(attr::vocab_size) == unsigned(LogitsMax::attr::vocab_size) &&
+      unsigned(attr::vocab_offset) == unsigned(LogitsMax::attr::vocab_offset));
+  checkLogits(r);
+  for (unsigned row : {op::labels, op::max, op::sum})
+    r.perRow(row, op::logits);
+  r.scalar(op::dloss);
+  r.sameCount(op::logits, op::dlogits);
+}
+
+void checkSumSquares(Rules &r) {
+  using namespace SumSquares;
+  r.scalar(op::sum);
+  r.segments(r.list(attr::segments), 2, r.at(op::grads).elements,
+             "'" + r.at(op::grads).name + "'");
+}
+
+void checkClipCoefficient(Rules &r) {
+  using namespace ClipCoefficient;
+  for (unsigned s : {op::sum, op::norm, op::coefficient})
+    r.scalar(s);
+  r.require(r.at(op::hyper).elements == kHyperSlots,
+            "'" + r.at(op::hyper).name + "' must hold the " +
+                std::to_string(kHyperSlots) + " hyperparameters");
+}
+
+void checkAdamW(Rules &r) {
+  using namespace AdamW;
+  r.scalar(op::coefficient);
+  r.require(r.at(op::hyper).elements == kHyperSlots,
+            "'" + r.at(op::hyper).name + "' must hold the " +
+                std::to_string(kHyperSlots) + " hyperparameters");
+  r.sameCount(op::grads, op::params);
+  r.sameCount(op::exp_avg, op::exp_avg_sq);
+  if (r.has(op::master))
+    r.sameCount(op::exp_avg, op::master);
+  else
+    r.require(r.at(op::params).dtype == DType::F32,
+              "bf16 parameters need an f32 master");
+  const std::vector<int64_t> &segments = r.list(attr::segments);
+  r.segments(segments, 4, r.at(op::grads).elements,
+             "'" + r.at(op::grads).name + "'");
+  bool states = true;
+  for (size_t s = 0; states && s + 3 < segments.size(); s += 4)
+    states = segments[s + 2] >= 0 &&
+             segments[s + 2] <= r.at(op::exp_avg).elements - segments[s + 1] &&
+             (segments[s + 3] == 0 || segments[s + 3] == 1);
+  r.require(states, "adamw segments must place their state within '" +
+                        r.at(op::exp_avg).name + "' (" +
+                        std::to_string(r.at(op::exp_avg).elements) +
+                        " elements) and decay 0 or 1");
+}
+
+bool dtypeFits(DTypes allowed, DType dtype) {
+  switch (allowed) {
+  case DTypes::Float:
+    return dtype == DType::F32 || dtype == DType::BF16;
+  case DTypes::F32:
+    return dtype == DType::F32;
+  case DTypes::I32:
+    return dtype == DType::I32;
+  }
+  return false;
+}
+
+const char *dtypesName(DTypes allowed) {
+  switch (allowed) {
+  case DTypes::Float:
+    return "a float buffer";
+  case DTypes::F32:
+    return "f32";
+  case DTypes::I32:
+    return "i32 ids";
+  }
+  return "?";
+}
+
+} // namespace
+
+std::string checkLaunch(const LaunchOp &launch,
+                        const std::vector<Buffer> &buffers,
+                        const CheckContext &context) {
+  const KernelSpec &spec = kernelSpec(launch.kernel);
+  std::string name = spec.name;
+  if (launch.operands.size() != spec.operands.size())
+    return name + " takes " + std::to_string(spec.operands.size()) +
+           " operands, the plan gives " +
+           std::to_string(launch.operands.size());
+  for (size_t o = 0; o < spec.operands.size(); ++o) {
+    const OperandSpec &operand = spec.operands[o];
+    uint32_t index = launch.operands[o];
+    if (index == kNoBuffer) {
+      if (!operand.optional)
+        return name + ": operand '" + operand.name + "' is missing";
+      continue;
+    }
+    if (index >= buffers.size())
+      return name + ": operand '" + operand.name + "' names buffer " +
+             std::to_string(index) + " of " + std::to_string(buffers.size());
+    const Buffer &b = buffers[index];
+    if (!dtypeFits(operand.dtypes, b.dtype))
+      return name + ": '" + b.name + "' (" + operand.name + ") must be " +
+             dtypesName(operand.dtypes) + ", is " + shapeText(b);
+  }
+  if (launch.attrs.size() != spec.attrs.size())
+    return name + " takes " + std::to_string(spec.attrs.size()) +
+           " attributes, the plan gives " + std::to_string(launch.attrs.size());
+  for (size_t a = 0; a < spec.attrs.size(); ++a) {
+    const AttrValue &value = launch.attrs[a];
+    bool ok = true;
+    switch (spec.attrs[a].kind) {
+    case AttrKind::Bool:
+      ok = value.i == 0 || value.i == 1;
+      break;
+    case AttrKind::Float:
+      ok = std::isfinite(value.f);
+      break;
+    case AttrKind::Int:
+    case AttrKind::Ints:
+      break;
+    }
+    if (!ok)
+      return name + ": attribute '" + spec.attrs[a].name + "' has a bad value";
+  }
+  Rules rules(launch, buffers, context);
+  switch (launch.kernel) {
+#define KERNEL(Name, text)                                                     \
+  case KernelId::Name:                                                         \
+    check##Name(rules);                                                        \
+    break;
+#include "runtime/plan/Kernels.def"
+  case KernelId::Count:
+    break;
+  }
+  return rules.error.empty() ? "" : name + ": " + rules.error;
+}
+
+} // namespace strata::runtime

@@ -1,0 +1,147 @@
+"""Crafted plans: a good plan decoded to JSON (flatc), one value changed,
+encoded back and framed with a valid checksum, so that only the loader's
+value checks stand between it and the runtime. strata-run must refuse each
+with one error line and exit status 1: never a crash, a hang or a write
+outside its memory.
+
+  craft_plans.py SCHEMA PIPELINE.plan TENSOR.plan
+
+PIPELINE.plan is a two-stage plan of one rank per stage (it has a stash);
+TENSOR.plan a two-rank tensor-parallel plan (its ranks share parameters).
+Prints, per case, the case's name and strata-run's error line.
+"""
+import copy
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+schema, pipeline_path, tensor_path = sys.argv[1:4]
+work = tempfile.mkdtemp(prefix="strata-craft-")
+
+
+def decode(path):
+    data = open(path, "rb").read()
+    header, payload = data[:16], data[16:]
+    binary = os.path.join(work, "plan.bin")
+    open(binary, "wb").write(payload)
+    subprocess.run(["flatc", "--json", "--strict-json", "--defaults-json", "--raw-binary",
+                    "-o", work, schema, "--", binary], check=True)
+    return header, json.load(open(os.path.join(work, "plan.json")))
+
+
+def encode(header, plan, path):
+    source = os.path.join(work, "crafted.json")
+    json.dump(plan, open(source, "w"))
+    subprocess.run(["flatc", "-b", "-o", work, schema, source], check=True)
+    payload = open(os.path.join(work, "crafted.bin"), "rb").read()
+    frame = header[:12] + struct.pack("<I", zlib.crc32(payload) & 0xFFFFFFFF)
+    open(path, "wb").write(frame + payload)
+
+
+def refused(name, path):
+    result = subprocess.run(["strata-run", path, "--train-iters", "1"],
+                            capture_output=True, text=True, timeout=120)
+    lines = result.stderr.strip().splitlines()
+    if not (result.returncode == 1 and len(lines) == 1 and
+            lines[0].startswith("strata-run: error: ")):
+        print(f"NOT REFUSED CLEANLY: {name}: exit {result.returncode}\n"
+              f"{result.stdout}\n{result.stderr}")
+        sys.exit(1)
+    print(f"{name}: {lines[0]}")
+
+
+pipeline = decode(pipeline_path)
+tensor = decode(tensor_path)
+
+
+def first(items, predicate):
+    return next(i for i, item in enumerate(items) if predicate(item))
+
+
+def case(name, source, mutate):
+    header, plan = source
+    crafted = copy.deepcopy(plan)
+    mutate(crafted)
+    path = os.path.join(work, name + ".plan")
+    encode(header, crafted, path)
+    refused(name, path)
+
+
+rank0 = lambda p: p["ranks"][0]
+
+
+def stash_buffer(p):
+    buffers = rank0(p)["buffers"]
+    return buffers[first(buffers, lambda b: b["arena"] == "Stash")]
+
+
+def first_launch(p, kernel):
+    k = p["kernels"].index(kernel)
+    for program in rank0(p)["programs"]:
+        for instruction in program["instructions"]:
+            if instruction["op_type"] == "Launch" and instruction["op"]["kernel"] == k:
+                return instruction["op"]
+    raise KeyError(kernel)
+
+
+# Memory: arenas larger than the machine holds.
+case("arena-larger-than-memory", pipeline,
+     lambda p: rank0(p).update(persistent_bytes=1 << 45))
+# Shapes: element counts that overflow, dimensions that are not positive.
+case("shape-overflows", pipeline,
+     lambda p: rank0(p)["buffers"][0].update(shape=[1 << 31, 1 << 31, 1 << 31]))
+case("shape-negative", pipeline,
+     lambda p: rank0(p)["buffers"][0].update(shape=[-4, 8]))
+# Offsets: a buffer past its arena, offset + size wrapping around.
+case("buffer-outside-arena", pipeline,
+     lambda p: rank0(p)["buffers"][0].update(offset=rank0(p)["persistent_bytes"]))
+case("offset-wraps", pipeline,
+     lambda p: rank0(p)["buffers"][0].update(offset=(1 << 64) - 64))
+# The stash: a slot stride that wraps, a schedule slot past the arena.
+case("slot-stride-wraps", pipeline,
+     lambda p: stash_buffer(p).update(slot_stride=(1 << 63) + 64))
+case("slot-past-stash", pipeline,
+     lambda p: [s.update(slot=1 << 30) for s in rank0(p)["schedule"]
+                if s["slot"] >= 0][:1])
+# Names: buffers, parameters, programs, io twice.
+case("duplicate-buffer", pipeline,
+     lambda p: rank0(p)["buffers"][1].update(name=rank0(p)["buffers"][0]["name"]))
+case("duplicate-parameter", pipeline,
+     lambda p: rank0(p)["params"][1].update(name=rank0(p)["params"][0]["name"]))
+case("duplicate-program", pipeline,
+     lambda p: rank0(p)["programs"][1].update(name=rank0(p)["programs"][0]["name"]))
+case("duplicate-io", pipeline,
+     lambda p: rank0(p)["io"][1].update(name=rank0(p)["io"][0]["name"]))
+# Ranks that disagree about a parameter they share.
+case("ranks-disagree", tensor,
+     lambda p: p["ranks"][1]["params"][0]["global_shape"].__setitem__(0, 7))
+# A vocabulary larger than the loss's logits: labels past its columns.
+case("vocabulary-larger-than-logits", tensor, lambda p: p.update(vocab_size=4096))
+# Indices: a launch's operand, kernel, group, event, location, program.
+case("operand-out-of-range", pipeline,
+     lambda p: first_launch(p, "gelu_fwd")["operands"].__setitem__(0, 1 << 30))
+case("kernel-out-of-range", pipeline,
+     lambda p: first_launch(p, "gelu_fwd").update(kernel=len(p["kernels"])))
+case("unknown-kernel", pipeline,
+     lambda p: p["kernels"].__setitem__(p["kernels"].index("gelu_fwd"), "gelu_fast"))
+case("operand-wrong-dtype", pipeline,
+     lambda p: first_launch(p, "gelu_fwd")["operands"].__setitem__(
+         0, first(rank0(p)["buffers"], lambda b: b["dtype"] == "I32")))
+case("argument-missing", pipeline,
+     lambda p: first_launch(p, "layer_norm_fwd").update(attrs=[]))
+case("group-out-of-range", tensor,
+     lambda p: [i["op"].update(group=99) for prog in rank0(p)["programs"]
+                for i in prog["instructions"] if i["op_type"] == "Collective"][:1])
+case("group-bad-axes", tensor, lambda p: p["groups"][0].update(axes=[1, 0]))
+case("event-out-of-range", pipeline, lambda p: rank0(p).update(events=0))
+case("location-out-of-range", pipeline,
+     lambda p: rank0(p)["programs"][0]["instructions"][0].update(location=1 << 20))
+case("schedule-program-out-of-range", pipeline,
+     lambda p: rank0(p)["schedule"][0].update(program=99))
+case("microbatch-out-of-range", pipeline,
+     lambda p: rank0(p)["schedule"][0].update(microbatch=99))
+print("refused every crafted plan cleanly")
