@@ -292,7 +292,11 @@ private:
   int64_t counter = 0;
   llvm::DenseMap<Value, exec::BufferOp> buffers;
   llvm::StringMap<exec::BufferOp> inputs;
-  llvm::DenseSet<Operation *> fused; // accumulate_grads done by a producer
+  // Ops an instruction of an op before them did: accumulate_grads, a bias
+  // add or GELU in a gemm's epilogue.
+  llvm::DenseSet<Operation *> fused;
+  // Bias gradients summed in the epilogue of the weight gradient beside.
+  llvm::DenseMap<Operation *, graph::SumToOp> biasBeside;
   // Pipeline chunks: the values @forward_c returns live in the stash, in
   // group `stashGroup` (the chunk's index on its stage); @backward_c's
   // arguments are the same buffers.

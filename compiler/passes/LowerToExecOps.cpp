@@ -18,12 +18,74 @@ static int64_t rowsOf(RankedTensorType type) {
   return type.getNumElements() / type.getShape().back();
 }
 
+/// The bias added to a matmul's product (its only use), when a gemm's
+/// epilogue can add it: a vector of the product's last dimension.
+static graph::AddOp biasAddOf(graph::MatmulOp matmul) {
+  if (!matmul.getResult().hasOneUse())
+    return {};
+  auto add = dyn_cast<graph::AddOp>(*matmul.getResult().getUsers().begin());
+  if (!add || add.getLhs() != matmul.getResult())
+    return {};
+  auto bias = cast<RankedTensorType>(add.getRhs().getType());
+  return bias.getRank() == 1 &&
+                 bias.getDimSize(0) == matmul.getType().getShape().back()
+             ? add
+             : graph::AddOp();
+}
+
+/// A GELU of a biased product, which a gemm's epilogue applies too (the
+/// sum, which the backward reads, is kept as well).
+static graph::GeluOp geluOf(graph::AddOp add) {
+  for (Operation *user : add.getResult().getUsers())
+    if (auto gelu = dyn_cast<graph::GeluOp>(user))
+      return gelu;
+  return {};
+}
+
+/// Whether `grad`'s only use accumulates into a parameter of `params`.
+template <typename Map>
+static bool accumulatesOnly(Value grad, const Map &params) {
+  if (!grad.hasOneUse())
+    return false;
+  auto sink = dyn_cast<graph::AccumulateGradOp>(*grad.getUsers().begin());
+  return sink && params.count(sink.getName());
+}
+
+/// The weight gradient beside a bias gradient: a linear layer's, from the
+/// same output gradient, later in the function, both accumulating. Its gemm
+/// sums the bias gradient in its epilogue (the columns of op(B) = dy).
+template <typename Map>
+static graph::MatmulWeightGradOp weightGradBeside(graph::SumToOp sum,
+                                                  const Map &params) {
+  auto type = sum.getType();
+  if (type.getRank() != 1 || !accumulatesOnly(sum.getResult(), params))
+    return {};
+  for (Operation *user : sum.getInput().getUsers()) {
+    auto wgrad = dyn_cast<graph::MatmulWeightGradOp>(user);
+    if (wgrad && wgrad.getGrad() == sum.getInput() &&
+        !wgrad.getTransposeResult() && wgrad->getBlock() == sum->getBlock() &&
+        sum->isBeforeInBlock(wgrad) &&
+        accumulatesOnly(wgrad.getResult(), params) &&
+        wgrad.getGrad().getType().getShape().back() == type.getDimSize(0))
+      return wgrad;
+  }
+  return {};
+}
+
 LogicalResult Lowering::lowerOp(Operation *op) {
   Location loc = op->getLoc();
   auto out = [&](Value value) {
     return temporary(value, exec::Arena::Workspace);
   };
-  auto in = [&](Value value) { return bufferOf(value); };
+  auto in = [&](Value value) {
+    // A parameter another op reads first (an epilogue's bias) may not have
+    // been reached yet.
+    if (auto param = value.getDefiningOp<graph::ParamOp>())
+      return params[param.getName()].value;
+    return bufferOf(value);
+  };
+  if (fused.contains(op))
+    return success(); // done by the instruction of an op before it
 
   if (auto param = dyn_cast<graph::ParamOp>(op)) {
     buffers[param] = params[param.getName()].value;
@@ -73,8 +135,25 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     bool tb = matmul.getTransposeB();
     int64_t k = matmul.getLhs().getType().getShape().back();
     int64_t n = rhs.getDimSize(tb ? 0 : 1);
-    gemm(loc, in(matmul.getLhs()), in(matmul.getRhs()), out(matmul),
-         rowsOf(matmul.getLhs().getType()), n, k, false, tb, false);
+    // A linear layer's bias, and a GELU after it, go into the gemm's
+    // epilogue (cuBLASLt's bias and GELU_AUX_BIAS).
+    graph::AddOp biasAdd = biasAddOf(matmul);
+    graph::GeluOp gelu = biasAdd ? geluOf(biasAdd) : graph::GeluOp();
+    exec::BufferOp pre = biasAdd ? out(biasAdd) : out(matmul);
+    exec::GemmOp g = gemm(
+        loc, in(matmul.getLhs()), in(matmul.getRhs()), gelu ? out(gelu) : pre,
+        rowsOf(matmul.getLhs().getType()), n, k, false, tb, false);
+    if (biasAdd) {
+      fused.insert(biasAdd);
+      g.setBiasAttr(
+          FlatSymbolRefAttr::get(in(biasAdd.getRhs()).getSymNameAttr()));
+      g.setEpilogue(exec::Epilogue::Bias);
+    }
+    if (gelu) {
+      fused.insert(gelu);
+      g.setAuxAttr(FlatSymbolRefAttr::get(pre.getSymNameAttr()));
+      g.setEpilogue(exec::Epilogue::GeluBias);
+    }
     return success();
   }
   if (auto wgrad = dyn_cast<graph::MatmulWeightGradOp>(op)) {
@@ -83,12 +162,20 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     int64_t rows = rowsOf(lhs), k = lhs.getShape().back();
     int64_t n = wgrad.getGrad().getType().getShape().back();
     auto [target, accumulate] = gradientTarget(wgrad);
-    if (wgrad.getTransposeResult())
+    if (wgrad.getTransposeResult()) {
       gemm(loc, in(wgrad.getGrad()), in(wgrad.getLhs()), target, n, k, rows,
            true, false, accumulate);
-    else
-      gemm(loc, in(wgrad.getLhs()), in(wgrad.getGrad()), target, k, n, rows,
-           true, false, accumulate);
+      return success();
+    }
+    exec::GemmOp g = gemm(loc, in(wgrad.getLhs()), in(wgrad.getGrad()), target,
+                          k, n, rows, true, false, accumulate);
+    if (graph::SumToOp sum = biasBeside.lookup(wgrad)) {
+      // The bias gradient beside it: the column sums of op(B) = dy, into
+      // its accumulator (beta 1, like the weight's).
+      exec::BufferOp bias = gradientTarget(sum).buffer;
+      g.setBiasAttr(FlatSymbolRefAttr::get(bias.getSymNameAttr()));
+      g.setEpilogue(exec::Epilogue::BiasGrad);
+    }
     return success();
   }
   if (isa<graph::AddOp, graph::SubOp, graph::MulOp>(op)) {
@@ -109,6 +196,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto sum = dyn_cast<graph::SumToOp>(op)) {
+    if (auto wgrad = weightGradBeside(sum, params)) {
+      // Summed in the weight gradient's epilogue, straight into the
+      // accumulator: its accumulate_grad (before the weight gradient) is
+      // done there too.
+      biasBeside[wgrad] = sum;
+      fused.insert(*sum.getResult().getUsers().begin());
+      return success();
+    }
     auto [target, accumulate] = gradientTarget(sum);
     launch(loc, kernel::SumTo{.x = in(sum.getInput()),
                               .y = target,
@@ -355,8 +450,6 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto sink = dyn_cast<graph::AccumulateGradOp>(op)) {
-    if (fused.contains(op))
-      return success();
     auto it = params.find(sink.getName());
     if (it == params.end())
       return op->emitOpError() << "accumulates into '" << sink.getName()

@@ -200,7 +200,9 @@ def Exec_GemmOp : Exec_Instruction<"gemm"> {
     of op(B) (a linear layer's bias gradient beside its weight gradient).
 
     ```mlir
-    exec.gemm @x, @w -> @y {k = 64, lda = 64, ldb = 256, ldd = 256, m = 64, n = 256}
+    exec.gemm @x, @w -> @y epilogue gelu_bias bias @b aux @pre {k = 64 : i64,
+        lda = 64 : i64, ldb = 256 : i64, ldd = 256 : i64, m = 64 : i64,
+        n = 256 : i64}
     ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$a, FlatSymbolRefAttr:$b,
@@ -220,8 +222,8 @@ def Exec_GemmOp : Exec_Instruction<"gemm"> {
                    OptionalAttr<Exec_Stream>:$stream,
                    OptionalAttr<Exec_Condition>:$when);
   let assemblyFormat = [{
-    $a `,` $b `->` $d (`bias` $bias^)? (`aux` $aux^)? (`on` $stream^)?
-    (`if` $when^)? attr-dict
+    $a `,` $b `->` $d (`epilogue` $epilogue^)? (`bias` $bias^)?
+    (`aux` $aux^)? (`on` $stream^)? (`if` $when^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = instructionClass;

@@ -6,7 +6,8 @@
 // that sends which block until matched, as NCCL's do, cannot deadlock).
 // Both run on a stream of the rank's backend. Groups are set up once, when
 // the plan loads. The ring implementation over point-to-point transports
-// (RingCollectives.h) runs for CPU ranks, as threads or MPI processes.
+// (runtime/cpu/RingCollectives.h) runs for CPU ranks, as threads or MPI
+// processes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_COMM_COLLECTIVES_H
@@ -58,8 +59,11 @@ public:
 };
 
 /// A pipeline transfer's tag: its channel and microbatch (mod 64), so that
-/// a receive can only match the transfer it waits for.
-int transferTag(uint32_t channel, int64_t microbatch);
+/// a receive can only match the transfer it waits for. Tags below 16 are
+/// the collectives' own.
+inline int transferTag(uint32_t channel, int64_t microbatch) {
+  return 16 + int(channel * 64 + (microbatch & 63));
+}
 
 } // namespace strata::runtime
 

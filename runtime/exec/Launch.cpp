@@ -5,9 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Launch.h"
-#include "runtime/comm/RingCollectives.h"
 #include "runtime/comm/Transport.h"
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/RingCollectives.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/Parameters.h"
 #include "runtime/io/Safetensors.h"

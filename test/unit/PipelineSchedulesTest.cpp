@@ -93,8 +93,8 @@ TEST(PipelineSchedules, InFlightMicrobatches) {
   // 1F1B: p - rank, the schedule's point (GPipe holds all m).
   for (int p : {2, 4, 8})
     for (int r = 0; r < p; ++r) {
-      EXPECT_EQ(sim::inFlight(pipeline::stageOrder(ScheduleKind::OneFOneB, p,
-                                                   1, 2 * p, r)),
+      EXPECT_EQ(sim::inFlight(pipeline::stageOrder(ScheduleKind::OneFOneB, p, 1,
+                                                   2 * p, r)),
                 p - r)
           << "p=" << p << " stage " << r;
       EXPECT_EQ(sim::inFlight(
@@ -113,8 +113,8 @@ TEST(PipelineSchedules, InFlightMicrobatches) {
 }
 
 double bubble(ScheduleKind kind, int p, int v, int m) {
-  sim::SimResult run = sim::simulate(
-      pipeline::scheduleOrders(kind, p, v, m), p * v, m, sim::Costs());
+  sim::SimResult run = sim::simulate(pipeline::scheduleOrders(kind, p, v, m),
+                                     p * v, m, sim::Costs());
   EXPECT_EQ(run.deadlock, "");
   return run.bubbleFraction();
 }
@@ -150,20 +150,85 @@ TEST(PipelineSchedules, EveryScheduleRunsWithoutDeadlock) {
             continue;
           sim::SimResult run = sim::simulate(
               pipeline::scheduleOrders(kind, p, v, m), p * v, m, sim::Costs());
-          EXPECT_EQ(run.deadlock, "")
+          EXPECT_EQ(run.deadlock, "") << pipeline::scheduleName(kind)
+                                      << " p=" << p << " v=" << v << " m=" << m;
+        }
+}
+
+std::vector<std::vector<bool>> exchangePoints(ScheduleKind kind, int p, int v,
+                                              int m) {
+  std::vector<std::vector<bool>> points;
+  for (int s = 0; s < p; ++s)
+    points.push_back(pipeline::exchangePoints(kind, p, v, m, s));
+  return points;
+}
+
+TEST(PipelineSchedules, ExchangePointsAreMegatrons) {
+  // 1F1B, p=4, stage 0: three warm-up forwards each alone, the steady
+  // state's forward-backward pairs, the cool-down backwards each alone.
+  std::vector<bool> points =
+      pipeline::exchangePoints(ScheduleKind::OneFOneB, 4, 1, 8, 0);
+  std::vector<bool> expected = {true, true, true};
+  for (int k = 0; k < 5; ++k)
+    expected.insert(expected.end(), {true, false});
+  expected.insert(expected.end(), {true, true, true});
+  EXPECT_EQ(points, expected);
+  // GPipe: one before every work.
+  EXPECT_EQ(pipeline::exchangePoints(ScheduleKind::GPipe, 2, 1, 3, 1),
+            std::vector<bool>(6, true));
+}
+
+TEST(PipelineSchedules, TransfersCannotDeadlockWhereSendsWaitToBeReceived) {
+  // Every 1F1B and interleaved schedule, its transfers posted in Megatron's
+  // groups, runs to the end with sends that wait for their receive.
+  int checked = 0;
+  for (int p : {1, 2, 3, 4, 8})
+    for (int v : {1, 2, 3})
+      for (int m : {1, 2, 3, 4, 8, 16})
+        for (ScheduleKind kind :
+             {ScheduleKind::OneFOneB, ScheduleKind::Interleaved}) {
+          if (!pipeline::checkSchedule(kind, p, v, m).empty())
+            continue;
+          EXPECT_EQ(
+              sim::checkTransferGroups(pipeline::scheduleOrders(kind, p, v, m),
+                                       exchangePoints(kind, p, v, m), p * v),
+              "")
               << pipeline::scheduleName(kind) << " p=" << p << " v=" << v
               << " m=" << m;
+          ++checked;
         }
+  EXPECT_GT(checked, 50);
+}
+
+TEST(PipelineSchedules, BlockingSendsDeadlockWhereCopiedOnesDoNot) {
+  // GPipe with two chunks per stage holds chunk 1's outputs back until
+  // chunk 2's turn: with sends that are copied and posted it runs (the
+  // data-dependency simulation), with sends that wait for their receive it
+  // cannot (the transfer groups), and the check says where it stops.
+  auto orders = pipeline::scheduleOrders(ScheduleKind::GPipe, 2, 2, 4);
+  EXPECT_EQ(sim::simulate(orders, 4, 4, sim::Costs()).deadlock, "");
+  std::string stuck = sim::checkTransferGroups(
+      orders, exchangePoints(ScheduleKind::GPipe, 2, 2, 4), 4);
+  EXPECT_EQ(stuck, "stage 0 waits sending F2.0's output before F3.0; "
+                   "stage 1 waits sending F0.1's output before F1.1");
+  // With as many microbatches as stages it fits.
+  EXPECT_EQ(sim::checkTransferGroups(
+                pipeline::scheduleOrders(ScheduleKind::GPipe, 2, 2, 2),
+                exchangePoints(ScheduleKind::GPipe, 2, 2, 2), 4),
+            "");
 }
 
 TEST(PipelineSchedules, TheSimulatorFindsADeadlock) {
   // Stage 0 waits in B0.0 for B0.1; stage 1 waits in F1.1 for F1.0, which
   // stage 0 runs only after B0.0.
-  std::vector<std::vector<sim::Work>> orders = {
-      {{sim::Phase::Forward, 0, 0}, {sim::Phase::Backward, 0, 0},
-       {sim::Phase::Forward, 0, 1}, {sim::Phase::Backward, 0, 1}},
-      {{sim::Phase::Forward, 1, 0}, {sim::Phase::Forward, 1, 1},
-       {sim::Phase::Backward, 1, 0}, {sim::Phase::Backward, 1, 1}}};
+  std::vector<std::vector<sim::Work>> orders = {{{sim::Phase::Forward, 0, 0},
+                                                 {sim::Phase::Backward, 0, 0},
+                                                 {sim::Phase::Forward, 0, 1},
+                                                 {sim::Phase::Backward, 0, 1}},
+                                                {{sim::Phase::Forward, 1, 0},
+                                                 {sim::Phase::Forward, 1, 1},
+                                                 {sim::Phase::Backward, 1, 0},
+                                                 {sim::Phase::Backward, 1, 1}}};
   sim::SimResult run = sim::simulate(orders, 2, 2, sim::Costs());
   EXPECT_EQ(run.deadlock,
             "stage 0 waits in B0.0 for B0.1, which never runs first; stage 1 "
@@ -171,8 +236,8 @@ TEST(PipelineSchedules, TheSimulatorFindsADeadlock) {
 }
 
 TEST(PipelineSchedules, TheSimulatorChecksEveryWorkRunsOnceOnItsStage) {
-  std::vector<std::vector<sim::Work>> orders = {
-      {{sim::Phase::Forward, 1, 0}}, {}};
+  std::vector<std::vector<sim::Work>> orders = {{{sim::Phase::Forward, 1, 0}},
+                                                {}};
   EXPECT_EQ(sim::simulate(orders, 2, 1, sim::Costs()).deadlock,
             "stage 0 runs F0.1, but chunk 1 lives on stage 1");
   orders = {{{sim::Phase::Forward, 0, 0}, {sim::Phase::Backward, 0, 0}}};

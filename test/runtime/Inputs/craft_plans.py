@@ -123,13 +123,13 @@ case("ranks-disagree", tensor,
 case("vocabulary-larger-than-logits", tensor, lambda p: p.update(vocab_size=4096))
 # Indices: a launch's operand, kernel, group, event, location, program.
 case("operand-out-of-range", pipeline,
-     lambda p: first_launch(p, "gelu_fwd")["operands"].__setitem__(0, 1 << 30))
+     lambda p: first_launch(p, "layer_norm_fwd")["operands"].__setitem__(0, 1 << 30))
 case("kernel-out-of-range", pipeline,
-     lambda p: first_launch(p, "gelu_fwd").update(kernel=len(p["kernels"])))
+     lambda p: first_launch(p, "layer_norm_fwd").update(kernel=len(p["kernels"])))
 case("unknown-kernel", pipeline,
-     lambda p: p["kernels"].__setitem__(p["kernels"].index("gelu_fwd"), "gelu_fast"))
+     lambda p: p["kernels"].__setitem__(p["kernels"].index("layer_norm_fwd"), "layer_norm_fast"))
 case("operand-wrong-dtype", pipeline,
-     lambda p: first_launch(p, "gelu_fwd")["operands"].__setitem__(
+     lambda p: first_launch(p, "layer_norm_fwd")["operands"].__setitem__(
          0, first(rank0(p)["buffers"], lambda b: b["dtype"] == "I32")))
 case("argument-missing", pipeline,
      lambda p: first_launch(p, "layer_norm_fwd").update(attrs=[]))

@@ -1,5 +1,5 @@
 //===- RingCollectives.cpp - collectives over point-to-point --------------===//
-#include "runtime/comm/RingCollectives.h"
+#include "runtime/cpu/RingCollectives.h"
 #include "runtime/exec/BFloat16.h"
 
 #include <algorithm>
@@ -8,10 +8,10 @@
 namespace strata::runtime {
 
 // Tags 1..4 are the streams' collectives, 5 the host's; 7 and 8 gather
-// checkpoints and traces (Launch.cpp); pipeline transfers start at 16.
+// checkpoints and traces (Launch.cpp); pipeline transfers start at 16
+// (transferTag).
 namespace {
 constexpr int kTagHost = 5;
-constexpr int kTagTransfer = 16;
 
 const char *axisName(int axis) {
   return axis == 0 ? "tp" : axis == 1 ? "dp" : "pp";
@@ -30,10 +30,6 @@ int indexIn(const std::vector<int> &group, int rank) {
 }
 
 } // namespace
-
-int transferTag(uint32_t channel, int64_t microbatch) {
-  return kTagTransfer + int(channel * 64 + (microbatch & 63));
-}
 
 std::string RingCollectives::createGroups(const Plan &plan, uint32_t rank) {
   members.clear();

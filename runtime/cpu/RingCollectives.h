@@ -1,9 +1,10 @@
 //===- RingCollectives.h - collectives over point-to-point ------*- C++ -*-===//
 //
-// The CPU ranks' Collectives: ring all-reduce, all-gather and reduce-scatter
-// over a Transport among the ranks of a plan's group, and pipeline exchange
-// groups, each run on a stream of the rank's CPU backend (the
-// communication stream is its thread). A ring sends each rank (n−1)/n of
+// The CPU backend's Collectives: ring all-reduce, all-gather and
+// reduce-scatter over a Transport (runtime/comm/: threads or MPI processes)
+// among the ranks of a plan's group, and pipeline exchange groups, each run
+// on a stream of the rank's CPU backend (the communication stream is its
+// thread) over buffers in host memory. A ring sends each rank (n−1)/n of
 // the data per phase; the bytes a rank sends are counted per collective
 // and group. An all-reduce computes each chunk's sum on one rank and copies
 // it to the others, so every rank holds bitwise the same result. Each
@@ -11,8 +12,8 @@
 // flight at once on one rank never take each other's messages.
 //
 //===----------------------------------------------------------------------===//
-#ifndef STRATA_RUNTIME_COMM_RINGCOLLECTIVES_H
-#define STRATA_RUNTIME_COMM_RINGCOLLECTIVES_H
+#ifndef STRATA_RUNTIME_CPU_RINGCOLLECTIVES_H
+#define STRATA_RUNTIME_CPU_RINGCOLLECTIVES_H
 
 #include "runtime/comm/Collectives.h"
 #include "runtime/comm/Transport.h"
