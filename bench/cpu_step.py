@@ -8,6 +8,9 @@ Models: gpt-tiny (examples/gpt-tiny.model) and a ~10M-parameter GPT of the
 same shape (6 layers, hidden 384, 6 heads, sequence 256). PyTorch runs the
 same model (test/e2e/torch_models.py) eagerly with torch.optim.AdamW and
 clip_grad_norm_. Times are medians over K steps after 2 warm-up steps.
+Debian's torch calls OpenBLAS, whose own thread pool ignores
+torch.set_num_threads: OPENBLAS_NUM_THREADS is set to the thread count
+before torch loads, so that both sides use the same number of cores.
 """
 import argparse
 import os
@@ -18,11 +21,8 @@ import sys
 import tempfile
 import time
 
-import torch
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "e2e"))
-from torch_models import GPT  # noqa: E402
 
 CONFIGS = [
     # name, --set overrides, micro batch, global batch
@@ -47,6 +47,8 @@ def strata_ms(bin_dir, name, sets, micro, global_batch, threads, iters, work):
 
 
 def torch_ms(sets, micro, global_batch, threads, iters):
+    import torch
+    from torch_models import GPT
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = GPT(layers=sets["layers"], hidden=sets["hidden"], heads=sets["heads"],
@@ -74,6 +76,8 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--iters", type=int, default=10)
     args = p.parse_args()
+    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)  # before torch loads
+    import torch
     work = tempfile.mkdtemp(prefix="strata-bench-")
     print(f"threads {args.threads}, torch {torch.__version__}, {os.cpu_count()} cores")
     print(f"{'model':10} {'params':>12} {'batch':>9} {'strata ms':>10} {'torch ms':>10} {'torch/strata':>13}")
