@@ -103,7 +103,10 @@ std::vector<Work> stageOrder(ScheduleKind kind, int p, int v, int m,
 std::vector<bool> exchangePoints(ScheduleKind kind, int p, int v, int m,
                                  int stage) {
   int total = v * m;
-  if (kind == ScheduleKind::GPipe)
+  // GPipe, and 1F1B: one before every work (1F1B's steady state posts
+  // send_forward_recv_backward between a forward and its backward, and
+  // send_backward_recv_forward after it).
+  if (kind != ScheduleKind::Interleaved)
     return std::vector<bool>(2 * total, true);
   int warmup = warmupCount(kind, p, v, m, stage);
   std::vector<bool> points;

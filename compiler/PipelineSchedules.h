@@ -46,10 +46,11 @@ std::vector<std::vector<sim::Work>> scheduleOrders(ScheduleKind kind,
 
 /// Where a stage posts its pipeline transfers, as Megatron's schedules do:
 /// one flag per work of stageOrder(), true where an exchange point comes
-/// before it. Warm-up forwards and cool-down backwards each have one; the
-/// steady state's forward-backward pairs share one (Megatron's
-/// send_forward_recv_backward and its interleaved batched exchange); GPipe
-/// has one before every work.
+/// before it. GPipe and 1F1B have one before every work (1F1B's steady
+/// state: send_forward_recv_backward between a forward and its backward,
+/// send_backward_recv_forward after); the interleaved schedule's
+/// steady-state forward-backward pairs share one (its batched four-way
+/// exchange), its warm-up forwards and cool-down backwards each have one.
 std::vector<bool> exchangePoints(ScheduleKind kind, int stages,
                                  int chunksPerStage, int microbatches,
                                  int stage);

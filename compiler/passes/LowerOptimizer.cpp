@@ -379,10 +379,16 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
       collective(loc, exec::CollectiveKind::AllReduceSum, partial, partial,
                  {kTensorAxis});
     }
-    for (const std::string &name : paramOrder) {
+    // Tied parameters by name: the stages that share them issue their
+    // reductions in the same order, whatever order each first uses them in.
+    SmallVector<std::string> tied;
+    for (const std::string &name : paramOrder)
+      if (!facts[name].tiedStages.empty() &&
+          &buckets[params[name].bucket] == &bucket)
+        tied.push_back(name);
+    llvm::sort(tied);
+    for (const std::string &name : tied) {
       const ParamFacts &f = facts[name];
-      if (f.tiedStages.empty() || &buckets[params[name].bucket] != &bucket)
-        continue;
       // A tied parameter's accumulators summed over the stages that hold
       // it, before the data-parallel sum (so that the distributed
       // optimizer's parts need no second reduction).
@@ -474,7 +480,7 @@ rangeIn(exec::BufferOp buffer, exec::BufferOp region) {
   return std::pair{begin, begin + buffer.getTensorType().getNumElements()};
 }
 
-void Lowering::placeReductions(dist::ScheduleOp schedule) {
+LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
   auto rank = programs.getBlock()->getParentOp();
   llvm::StringMap<exec::BufferOp> byName;
   for (auto buffer :
@@ -539,7 +545,10 @@ void Lowering::placeReductions(dist::ScheduleOp schedule) {
               range && overlaps(*range, bucket))
             lastWriter = &op;
     if (!lastWriter)
-      continue; // nothing on this stage writes it (cannot happen)
+      return mlir::emitError(schedule.getLoc())
+             << "gradient bucket " << (&bucket - buckets.data()) << " of stage "
+             << coords.pp
+             << " is written by no backward: nothing would reduce it";
     lastWriters.push_back({lastWriter, &bucket});
   }
   // After each bucket's last writer: record on compute, wait on comm,
@@ -592,7 +601,7 @@ void Lowering::placeReductions(dist::ScheduleOp schedule) {
   // The parameters' gathers: each program waits for a bucket's gather
   // before it first reads one of its parameters.
   if (!overlapParamGather || !distributedOptimizer || coords.dpSize == 1)
-    return;
+    return success();
   for (auto program :
        cast<exec::RankOp>(rank).getBody().front().getOps<exec::ProgramOp>()) {
     if (program == optimizer)
@@ -616,6 +625,7 @@ void Lowering::placeReductions(dist::ScheduleOp schedule) {
       }
     }
   }
+  return success();
 }
 
 } // namespace strata::lower_to_exec

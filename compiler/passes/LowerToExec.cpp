@@ -368,7 +368,8 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
       lowering.lowerOptimizer(optimizer);
       if (failed(lowering.lowerSchedule(schedules[coords.pp])))
         return signalPassFailure();
-      lowering.placeReductions(schedules[coords.pp]);
+      if (failed(lowering.placeReductions(schedules[coords.pp])))
+        return signalPassFailure();
       // Declarations (buffers, events, params, io) read first, then the
       // programs.
       Block &block = op.getBody().front();

@@ -140,7 +140,7 @@ public:
   LogicalResult lowerSchedule(dist::ScheduleOp schedule);
   /// Places each bucket's reduction after its last gradient is written,
   /// and the waits for gathered parameters before their first read.
-  void placeReductions(dist::ScheduleOp schedule);
+  LogicalResult placeReductions(dist::ScheduleOp schedule);
 
 private:
   MLIRContext *ctx() { return module.getContext(); }

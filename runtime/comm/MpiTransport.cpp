@@ -111,7 +111,16 @@ public:
       return MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, from, tag,
                        MPI_COMM_WORLD, &request);
     });
-    wait(request, from, deadline, what);
+    MPI_Status status;
+    wait(request, from, deadline, what, &status);
+    int count = 0;
+    locked([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
+    if (size_t(count) != bytes)
+      throw CommTimeout("rank " + std::to_string(me) + ": in " + what +
+                        ", rank " + std::to_string(from) + " sent " +
+                        std::to_string(count) + " bytes where " +
+                        std::to_string(bytes) +
+                        " were expected (the ranks' programs disagree)");
     reap();
   }
 
@@ -158,12 +167,11 @@ private:
   std::list<Posted> pending;
 
   void wait(MPI_Request &request, int peer, Clock::time_point deadline,
-            const std::string &what) {
+            const std::string &what, MPI_Status *status = MPI_STATUS_IGNORE) {
     while (true) {
       int flag = 0;
-      if (locked([&] {
-            return MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
-          }) != MPI_SUCCESS)
+      if (locked([&] { return MPI_Test(&request, &flag, status); }) !=
+          MPI_SUCCESS)
         throw CommTimeout("rank " + std::to_string(me) + ": MPI failed in " +
                           what + " with rank " + std::to_string(peer));
       if (flag)

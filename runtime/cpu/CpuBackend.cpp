@@ -3,6 +3,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/exec/BFloat16.h"
 
+#include <array>
 #include <stdexcept>
 
 #include <cblas.h>
@@ -43,8 +44,13 @@ uint64_t availableHostBytes() {
 
 // Kernels call OpenBLAS from inside OpenMP regions: it must not start
 // threads of its own there.
-CpuBackend::CpuBackend() : thread([this] { worker(); }) {
+CpuBackend::CpuBackend(bool asyncCompute, int threads)
+    : asyncCompute(asyncCompute) {
   openblas_set_num_threads(1);
+  for (Stream stream : {Stream::Compute, Stream::Comm})
+    if (threaded(stream))
+      queues[int(stream)].thread =
+          std::thread([this, stream, threads] { worker(stream, threads); });
 }
 
 CpuBackend::~CpuBackend() {
@@ -53,7 +59,11 @@ CpuBackend::~CpuBackend() {
     stopping = true;
   }
   changed.notify_all();
-  thread.join();
+  // Work still queued is dropped: a run that ends normally synchronized
+  // first, and one that ends in an error no longer needs it.
+  for (Queue &queue : queues)
+    if (queue.thread.joinable())
+      queue.thread.join();
 }
 
 std::string CpuBackend::allocate(Arena which, uint64_t bytes) {
@@ -85,15 +95,18 @@ void CpuBackend::createEvents(uint32_t count) {
   passed.assign(count, 0);
 }
 
-void CpuBackend::worker() {
+void CpuBackend::worker(Stream stream, int threads) {
+  if (stream == Stream::Compute)
+    setThreads(threads); // the kernels' OpenMP team is this thread's
+  Queue &queue = queues[int(stream)];
   std::unique_lock<std::mutex> lock(mutex);
   while (true) {
-    changed.wait(lock, [&] { return stopping || !queue.empty(); });
-    if (queue.empty())
+    changed.wait(lock, [&] { return stopping || !queue.tasks.empty(); });
+    if (stopping)
       return;
-    Task task = std::move(queue.front());
-    queue.pop_front();
-    busy = true;
+    Task task = std::move(queue.tasks.front());
+    queue.tasks.pop_front();
+    queue.busy = true;
     bool skip = failure != nullptr; // after a failure nothing more runs
     lock.unlock();
     auto start = std::chrono::steady_clock::now();
@@ -109,17 +122,19 @@ void CpuBackend::worker() {
     lock.lock();
     if (error && !failure)
       failure = error;
-    commSeconds += std::chrono::duration<double>(end - start).count();
-    if (tracing) {
-      TraceEvent event;
-      event.name = task.name;
-      event.startUs =
-          std::chrono::duration<double, std::micro>(start - epoch).count();
-      event.durationUs =
-          std::chrono::duration<double, std::micro>(end - start).count();
-      commTrace.push_back(std::move(event));
+    if (stream == Stream::Comm) {
+      commSeconds += std::chrono::duration<double>(end - start).count();
+      if (tracing) {
+        TraceEvent event;
+        event.name = task.name;
+        event.startUs =
+            std::chrono::duration<double, std::micro>(start - epoch).count();
+        event.durationUs =
+            std::chrono::duration<double, std::micro>(end - start).count();
+        commTrace.push_back(std::move(event));
+      }
     }
-    busy = false;
+    queue.busy = false;
     changed.notify_all();
   }
 }
@@ -134,72 +149,102 @@ void CpuBackend::rethrow() {
     std::rethrow_exception(error);
 }
 
+void CpuBackend::enqueue(Stream stream, Task task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    queues[int(stream)].tasks.push_back(std::move(task));
+  }
+  changed.notify_all();
+}
+
 void CpuBackend::submit(Stream stream, const std::string &name,
                         std::function<void()> task) {
-  if (stream == Stream::Compute) {
+  if (!threaded(stream)) {
     rethrow();
     task();
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    queue.push_back({name, std::move(task)});
-  }
-  changed.notify_all();
+  enqueue(stream, {name, std::move(task)});
+}
+
+void CpuBackend::block(std::unique_lock<std::mutex> &lock, uint32_t event,
+                       uint64_t target, bool compute) {
+  auto start = std::chrono::steady_clock::now();
+  changed.wait(lock,
+               [&] { return passed[event] >= target || failure || stopping; });
+  if (compute)
+    exposed +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
 }
 
 void CpuBackend::record(Stream stream, uint32_t event) {
   std::unique_lock<std::mutex> lock(mutex);
   uint64_t target = ++issued[event];
-  if (stream == Stream::Compute) {
+  if (!threaded(stream)) {
     // The compute stream has done everything issued before this.
     passed[event] = target;
     changed.notify_all();
     return;
   }
-  queue.push_back({"record", [this, event, target] {
+  lock.unlock();
+  enqueue(stream, {"record", [this, event, target] {
                      std::lock_guard<std::mutex> inner(mutex);
                      passed[event] = std::max(passed[event], target);
                      changed.notify_all();
                    }});
-  changed.notify_all();
 }
 
 void CpuBackend::wait(Stream stream, uint32_t event) {
   std::unique_lock<std::mutex> lock(mutex);
   uint64_t target = issued[event];
-  if (stream == Stream::Comm) {
-    // Records on the compute stream pass as they are issued, and the
-    // communication stream's own come before this in its queue.
-    queue.push_back({"wait", [this, event, target] {
-                       std::unique_lock<std::mutex> inner(mutex);
-                       changed.wait(inner, [&] {
-                         return passed[event] >= target || stopping;
-                       });
-                     }});
-    changed.notify_all();
+  bool compute = stream == Stream::Compute;
+  if (!threaded(stream)) {
+    block(lock, event, target, compute);
+    if (failure)
+      std::rethrow_exception(failure);
     return;
   }
-  auto start = std::chrono::steady_clock::now();
-  changed.wait(lock, [&] { return passed[event] >= target || failure; });
-  exposed +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  if (failure)
-    std::rethrow_exception(failure);
+  lock.unlock();
+  enqueue(stream, {compute ? "wait for communication" : "wait for compute",
+                   [this, event, target, compute] {
+                     std::unique_lock<std::mutex> inner(mutex);
+                     block(inner, event, target, compute);
+                   }});
+}
+
+void CpuBackend::drain(Stream stream) {
+  std::unique_lock<std::mutex> lock(mutex);
+  const Queue &queue = queues[int(stream)];
+  changed.wait(lock,
+               [&] { return (queue.tasks.empty() && !queue.busy) || failure; });
 }
 
 void CpuBackend::synchronize() {
-  {
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, [&] { return (queue.empty() && !busy) || failure; });
-  }
+  drain(Stream::Compute);
+  drain(Stream::Comm);
+  rethrow();
+}
+
+void CpuBackend::synchronizeCompute() {
+  drain(Stream::Compute);
   rethrow();
 }
 
 void CpuBackend::copyIn(Stream stream, void *device, const void *host,
                         size_t bytes) {
-  submit(stream, "copy in", [=] { std::memcpy(device, host, bytes); });
+  if (!threaded(stream)) {
+    rethrow();
+    std::memcpy(device, host, bytes);
+    return;
+  }
+  // The caller may reuse its bytes at once: they travel with the task.
+  auto staged = std::make_shared<std::vector<uint8_t>>(
+      static_cast<const uint8_t *>(host),
+      static_cast<const uint8_t *>(host) + bytes);
+  enqueue(stream, {"copy in", [device, staged] {
+                     std::memcpy(device, staged->data(), staged->size());
+                   }});
 }
 
 void CpuBackend::copyOut(Stream stream, void *host, const void *device,
@@ -277,17 +322,21 @@ private:
 
 } // namespace
 
-// Kernels run on the compute stream only (the plan checker sees to it), so
-// they run now, on the rank's thread.
-static void computeOnly(Stream stream) {
-  if (stream != Stream::Compute)
-    throw std::logic_error("a kernel was issued on the communication stream");
-}
-
 void CpuBackend::gemm(Stream stream, const GemmOp &op,
                       const Operand operands[5]) {
-  computeOnly(stream);
-  rethrow();
+  if (stream != Stream::Compute)
+    throw std::logic_error("a gemm was issued on the communication stream");
+  if (!threaded(stream)) {
+    rethrow();
+    runGemm(op, operands);
+    return;
+  }
+  std::array<Operand, 5> copy = {operands[0], operands[1], operands[2],
+                                 operands[3], operands[4]};
+  enqueue(stream, {"gemm", [this, &op, copy] { runGemm(op, copy.data()); }});
+}
+
+void CpuBackend::runGemm(const GemmOp &op, const Operand operands[5]) {
   {
     Widened widened(scratch);
     auto *a = static_cast<const float *>(widened.in(operands[0]));
@@ -304,8 +353,20 @@ void CpuBackend::gemm(Stream stream, const GemmOp &op,
 
 void CpuBackend::launch(Stream stream, const LaunchOp &op,
                         const std::vector<Operand> &operands) {
-  computeOnly(stream);
-  rethrow();
+  if (stream != Stream::Compute)
+    throw std::logic_error("a kernel was issued on the communication stream");
+  if (!threaded(stream)) {
+    rethrow();
+    runLaunch(op, operands);
+    return;
+  }
+  // The plan owns `op`; the operands travel with the task.
+  enqueue(stream, {kernelName(op.kernel),
+                   [this, &op, operands] { runLaunch(op, operands); }});
+}
+
+void CpuBackend::runLaunch(const LaunchOp &op,
+                           const std::vector<Operand> &operands) {
   {
     const KernelSpec &spec = kernelSpec(op.kernel);
     KernelArgs args{op, {}, {}};

@@ -1,13 +1,16 @@
 //===- CpuBackend.h - a rank's device on the CPU ----------------*- C++ -*-===//
 //
-// Arenas in host memory; the compute stream runs on the rank's own thread,
-// as it issues (a launch returns when the kernel is done); the
-// communication stream is a thread of its own that takes work in issue
-// order. Events count records issued and passed, so a wait holds its
-// stream until the latest record issued before it has been passed, as a
-// CUDA event does. Because the two streams really run at once, the CPU
-// parity tests (and ThreadSanitizer) check that every wait a GPU needs is
-// in the plan.
+// Arenas in host memory and two streams. The communication stream is a
+// thread of its own that takes work in issue order. The compute stream
+// runs on the rank's own thread as it issues (a launch returns when the
+// kernel is done: traces and profiles time it exactly), or, with
+// `asyncCompute`, on a thread of its own too, as a GPU runs ahead of its
+// host. Events count records issued and passed, so a wait holds its stream
+// until the latest record issued before it has been passed, as a CUDA
+// event does. Because the streams really run at once, a wait missing from
+// a plan is a data race: the CPU parity tests under ThreadSanitizer find
+// the waits of the compute stream on communication, and with asyncCompute
+// those of communication on compute as well.
 //
 // Kernels compute in f32: a bf16 operand is widened into scratch first and
 // a bf16 result rounded back (to nearest even) after, which is how bf16
@@ -39,7 +42,9 @@ uint64_t availableHostBytes();
 
 class CpuBackend : public Backend {
 public:
-  CpuBackend();
+  /// `asyncCompute`: the compute stream on a thread of its own, with
+  /// `threads` kernel threads (0: the default).
+  explicit CpuBackend(bool asyncCompute = false, int threads = 0);
   ~CpuBackend() override;
 
   const char *name() const override { return "cpu"; }
@@ -61,39 +66,59 @@ public:
                size_t bytes) override;
   void fillZero(Stream stream, void *device, size_t bytes) override;
   void synchronize() override;
-  void synchronizeCompute() override { rethrow(); }
+  void synchronizeCompute() override;
   int64_t highWater(Arena arena) const override;
   double exposedSeconds() const override;
   double communicationSeconds() const override;
   void traceCommunication(std::chrono::steady_clock::time_point epoch) override;
   std::vector<TraceEvent> takeCommunicationTrace() override;
 
-  /// Runs `task` on `stream`: now on the compute stream, in issue order on
-  /// the communication thread. `name` labels it in traces.
+  /// Runs `task` on `stream`: in issue order on the stream's thread, or now
+  /// for the compute stream when it runs as issued. `name` labels it in
+  /// traces.
   void submit(Stream stream, const std::string &name,
               std::function<void()> task);
 
 private:
-  void worker();
-  /// Rethrows what failed on the communication stream, if anything did.
+  struct Task {
+    std::string name;
+    std::function<void()> run;
+  };
+  /// A stream with a thread of its own: its queue and whether it is busy.
+  struct Queue {
+    std::deque<Task> tasks;
+    bool busy = false;
+    std::thread thread;
+  };
+  bool threaded(Stream stream) const {
+    return stream == Stream::Comm || asyncCompute;
+  }
+  void worker(Stream stream, int threads);
+  void enqueue(Stream stream, Task task);
+  /// Blocks until `stream`'s queue is done (or something failed).
+  void drain(Stream stream);
+  /// Blocks until event `event` has passed `target` (or something failed,
+  /// or the backend stops), counting the time as exposed on the compute
+  /// stream.
+  void block(std::unique_lock<std::mutex> &lock, uint32_t event,
+             uint64_t target, bool compute);
+  /// Rethrows what failed on a stream's thread, if anything did.
   void rethrow();
+  void runGemm(const GemmOp &op, const Operand operands[5]);
+  void runLaunch(const LaunchOp &op, const std::vector<Operand> &operands);
 
   struct Free {
     void operator()(uint8_t *p) const { std::free(p); }
   };
   std::unique_ptr<uint8_t, Free> arenas[kArenas];
   uint64_t arenaBytes[kArenas] = {0, 0, 0};
+  bool asyncCompute;
   std::vector<std::vector<float>> scratch; // widened bf16 operands
 
-  // The communication stream: a queue and its thread.
-  struct Task {
-    std::string name;
-    std::function<void()> run;
-  };
   mutable std::mutex mutex;
   std::condition_variable changed;
-  std::deque<Task> queue;
-  bool busy = false, stopping = false;
+  Queue queues[kStreams];
+  bool stopping = false;
   std::exception_ptr failure;
   std::vector<uint64_t> issued, passed; // per event
   bool tracing = false;
@@ -101,7 +126,6 @@ private:
   std::vector<TraceEvent> commTrace;
   double commSeconds = 0;
   double exposed = 0; // compute waiting on communication
-  std::thread thread;
 };
 
 } // namespace strata::runtime::cpu

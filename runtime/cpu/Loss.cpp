@@ -46,7 +46,11 @@ void runCrossEntropyFwd(const KernelArgs &args) {
 #pragma omp parallel for reduction(+ : total) if (tokens * vocab > 65536)
   for (int64_t i = 0; i < tokens; ++i) {
     const float *row = logits + i * vocab;
-    total += logSumExp(row, valid) - row[labels[i]];
+    // A label is a token of the plan's vocabulary (the loader checks the
+    // loss covers it); one outside the row reads nothing.
+    int64_t label = labels[i];
+    float target = label >= 0 && label < vocab ? row[label] : 0.0f;
+    total += logSumExp(row, valid) - target;
   }
   *args.f(op::loss) = static_cast<float>(total / double(tokens));
 }

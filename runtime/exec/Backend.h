@@ -54,8 +54,11 @@ public:
   /// passed it (no-op for an event never recorded).
   virtual void wait(Stream stream, uint32_t event) = 0;
 
+  /// The host bytes may be reused as soon as copyIn returns.
   virtual void copyIn(Stream stream, void *device, const void *host,
                       size_t bytes) = 0;
+  /// The host bytes are written when the stream gets there: synchronize
+  /// before reading them.
   virtual void copyOut(Stream stream, void *host, const void *device,
                        size_t bytes) = 0;
   virtual void fillZero(Stream stream, void *device, size_t bytes) = 0;

@@ -65,7 +65,7 @@ std::string Executor::load() {
     return index >= 0 && rank.buffers[index].dtype == DType::F32 &&
            rank.buffers[index].elements == 1;
   };
-  if (lastStage && !scalar(loss))
+  if ((lastStage || loss >= 0) && !scalar(loss))
     return "the plan has no f32 'loss' output on the last pipeline stage";
   if (!scalar(gradNormBuffer))
     return "the plan has no f32 'grad_norm' output";

@@ -36,18 +36,22 @@ std::mutex failureMutex;
 }
 
 /// One rank and what it runs on: a CPU backend (its arenas and
-/// communication thread), ring collectives over its transport, the
-/// executor and the training loop.
+/// streams), ring collectives over its transport, the executor and the
+/// training loop. The backend goes first: its threads stop before the
+/// collectives its queued work refers to go.
 struct LocalRank {
   LocalRank(const Plan &plan, uint32_t rank, Transport &transport,
-            const TrainOptions &options, const Dataset &data)
-      : collectives(transport, backend,
+            const TrainOptions &options, const Dataset &data, int threads)
+      : backend(
+            std::make_unique<cpu::CpuBackend>(options.asyncCompute, threads)),
+        collectives(transport, *backend,
                     std::chrono::milliseconds(
                         int64_t(options.commTimeoutSeconds * 1000))),
-        executor(plan, rank, backend, collectives),
+        executor(plan, rank, *backend, collectives),
         loop(executor, options, data) {}
+  ~LocalRank() { backend.reset(); }
 
-  cpu::CpuBackend backend;
+  std::unique_ptr<cpu::CpuBackend> backend;
   RingCollectives collectives;
   Executor executor;
   TrainingLoop loop;
@@ -74,7 +78,7 @@ std::string checkMemory(const Plan &plan, uint32_t first, uint32_t count) {
 std::string traceOf(LocalRank &rank) {
   return traceLines(int(rank.executor.rankPlan().rank), rank.loop.traceLabel(),
                     rank.executor.takeTrace(),
-                    rank.backend.takeCommunicationTrace());
+                    rank.backend->takeCommunicationTrace());
 }
 
 /// Under MPI: gathers every rank's trace lines (and the parameters) to
@@ -160,7 +164,7 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
   if (std::string error = checkMemory(plan, me, 1); !error.empty())
     die(errors, error, /*mpi=*/true);
   cpu::setThreads(options.threads);
-  LocalRank rank(plan, me, *transport, options, data);
+  LocalRank rank(plan, me, *transport, options, data, options.threads);
   if (std::string error = rank.executor.load(); !error.empty())
     die(errors, "rank " + std::to_string(me) + ": " + error, /*mpi=*/true);
   auto epoch = Clock::now();
@@ -177,8 +181,8 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
       gatherTrace(*transport, rank, options, errors);
     if (!options.saveParams.empty())
       gatherParams(*transport, rank, plan, options, errors);
-  } catch (const CommTimeout &timeout) {
-    die(errors, timeout.what(), /*mpi=*/true);
+  } catch (const std::exception &error) {
+    die(errors, error.what(), /*mpi=*/true);
   }
   finishMpi();
   return 0;
@@ -210,7 +214,7 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
   for (int r = 0; r < world; ++r) {
     transports.push_back(makeLocalTransport(hub, r));
     ranks.push_back(std::make_unique<LocalRank>(
-        plan, uint32_t(r), *transports.back(), options, data));
+        plan, uint32_t(r), *transports.back(), options, data, threadsPerRank));
     if (std::string error = ranks.back()->executor.load(); !error.empty()) {
       errors << "strata-run: error: rank " << r << ": " << error << "\n";
       return 1;
@@ -228,8 +232,8 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
       try {
         initializeParameters(rank.executor, options.seed);
         rank.loop.run(uint32_t(r) == loggingRank(plan) ? &log : nullptr);
-      } catch (const CommTimeout &timeout) {
-        die(errors, timeout.what());
+      } catch (const std::exception &error) {
+        die(errors, error.what());
       }
     });
   }

@@ -36,6 +36,10 @@ struct TrainOptions {
   bool profile = false;    // time per kernel, printed at the end
   std::string tracePath;   // a Chrome trace of every step and instruction
   int ranks = 0;           // local ranks as threads: 0 means the plan's
+  // The CPU backend's compute stream on a thread of its own, so that a
+  // wait the communication stream needs and a plan lacks is a data race
+  // (for ThreadSanitizer runs; traces then time issue, not execution).
+  bool asyncCompute = false;
   double commTimeoutSeconds = 300;
   // Fault injection for tests: this rank stops (a thread) or is killed
   // (a process) at the start of this iteration.

@@ -164,14 +164,19 @@ std::vector<std::vector<bool>> exchangePoints(ScheduleKind kind, int p, int v,
 }
 
 TEST(PipelineSchedules, ExchangePointsAreMegatrons) {
-  // 1F1B, p=4, stage 0: three warm-up forwards each alone, the steady
-  // state's forward-backward pairs, the cool-down backwards each alone.
+  // 1F1B: one before every work (send_forward_recv_backward between a
+  // forward and its backward, send_backward_recv_forward after).
+  EXPECT_EQ(pipeline::exchangePoints(ScheduleKind::OneFOneB, 4, 1, 8, 0),
+            std::vector<bool>(16, true));
+  // Interleaved, p=2, v=2, m=4, stage 0: four warm-up forwards each
+  // alone, the steady state's forward-backward pairs sharing one (the
+  // batched four-way exchange), the cool-down backwards each alone.
   std::vector<bool> points =
-      pipeline::exchangePoints(ScheduleKind::OneFOneB, 4, 1, 8, 0);
-  std::vector<bool> expected = {true, true, true};
-  for (int k = 0; k < 5; ++k)
+      pipeline::exchangePoints(ScheduleKind::Interleaved, 2, 2, 4, 0);
+  std::vector<bool> expected = {true, true, true, true};
+  for (int k = 0; k < 4; ++k)
     expected.insert(expected.end(), {true, false});
-  expected.insert(expected.end(), {true, true, true});
+  expected.insert(expected.end(), {true, true, true, true});
   EXPECT_EQ(points, expected);
   // GPipe: one before every work.
   EXPECT_EQ(pipeline::exchangePoints(ScheduleKind::GPipe, 2, 1, 3, 1),

@@ -49,6 +49,12 @@ const char *kUsage =
     "  --profile                 print the time spent in each kernel\n"
     "  --trace FILE              write when every step and instruction ran,\n"
     "                            per rank, as a Chrome/Perfetto trace\n"
+    "  --async-compute           (testing) run each rank's compute stream on "
+    "a\n"
+    "                            thread of its own, as a GPU runs ahead of "
+    "its\n"
+    "                            host: with ThreadSanitizer, a wait a plan\n"
+    "                            lacks becomes a reported data race\n"
     "  --fail-rank R --fail-at-iteration I\n"
     "                            (testing) rank R stops at iteration I\n";
 
@@ -141,6 +147,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--report-comm") {
       options.reportComm = true;
+      continue;
+    }
+    if (arg == "--async-compute") {
+      options.asyncCompute = true;
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
