@@ -174,18 +174,6 @@ int fail(const Twine &message) {
   return 1;
 }
 
-/// Bytes in the largest binary unit that keeps the number >= 1.
-std::string megabytes(int64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = double(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 5) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return formatv("{0:f2} {1}", value, units[unit]).str();
-}
-
 std::string describeStats(const ModelStats &stats, const CompileOptions &opts,
                           const char *prefix) {
   int64_t m = opts.microbatches();
@@ -213,15 +201,15 @@ std::string describeMemory(mlir::ModuleOp module) {
     // Activations: the workspace, plus what a pipeline stage keeps for
     // the backward of the microbatches in flight.
     std::string kept =
-        m.stash ? formatv(" (kept for backward {0})", megabytes(m.stash)).str()
+        m.stash ? formatv(" (kept for backward {0})", humanBytes(m.stash)).str()
                 : "";
     text +=
         formatv("rank {0} memory: parameters {1}, gradients {2}, "
                 "optimizer state {3}, activations {4}{5}; peak {6} "
                 "({7} bytes)\n",
-                rank.getRank(), megabytes(m.parameters), megabytes(m.gradients),
-                megabytes(m.optimizer), megabytes(m.workspace + m.stash), kept,
-                megabytes(m.peak()), withThousands(m.peak()))
+                rank.getRank(), humanBytes(m.parameters), humanBytes(m.gradients),
+                humanBytes(m.optimizer), humanBytes(m.workspace + m.stash), kept,
+                humanBytes(m.peak()), withThousands(m.peak()))
             .str();
   }
   return text;
