@@ -200,17 +200,19 @@ std::string describeMemory(mlir::ModuleOp module) {
     MemoryReport m = reportMemory(rank);
     // Activations: the workspace, plus what a pipeline stage keeps for
     // the backward of the microbatches in flight.
-    std::string kept =
-        m.stash ? formatv(" (kept for backward {0})", humanBytes(m.stash)).str()
-                : "";
-    text +=
-        formatv("rank {0} memory: parameters {1}, gradients {2}, "
-                "optimizer state {3}, activations {4}{5}; peak {6} "
-                "({7} bytes)\n",
-                rank.getRank(), humanBytes(m.parameters), humanBytes(m.gradients),
-                humanBytes(m.optimizer), humanBytes(m.workspace + m.stash), kept,
-                humanBytes(m.peak()), withThousands(m.peak()))
-            .str();
+    std::string kept = m.stash ? formatv(" (kept for backward {0})",
+                                         runtime::humanBytes(m.stash))
+                                     .str()
+                               : "";
+    text += formatv("rank {0} memory: parameters {1}, gradients {2}, "
+                    "optimizer state {3}, activations {4}{5}; peak {6} "
+                    "({7} bytes)\n",
+                    rank.getRank(), runtime::humanBytes(m.parameters),
+                    runtime::humanBytes(m.gradients),
+                    runtime::humanBytes(m.optimizer),
+                    runtime::humanBytes(m.workspace + m.stash), kept,
+                    runtime::humanBytes(m.peak()), withThousands(m.peak()))
+                .str();
   }
   return text;
 }
