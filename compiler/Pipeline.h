@@ -1,5 +1,4 @@
-//===- Pipeline.h - the passes strata-compile runs, in one place -*- C++
-//-*-===//
+//===- Pipeline.h - the passes strata-compile runs --------------*- C++ -*-===//
 #ifndef STRATA_COMPILER_PIPELINE_H
 #define STRATA_COMPILER_PIPELINE_H
 

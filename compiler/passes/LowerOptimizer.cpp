@@ -42,25 +42,19 @@ LogicalResult Lowering::readOptimizer(func::FuncOp optimizer) {
       return grad.getName();
     return std::nullopt;
   };
-  auto axesOf = [](DenseI16ArrayAttr attr) {
-    SmallVector<int64_t> out;
-    for (int16_t axis : attr.asArrayRef())
-      out.push_back(axis);
-    return out;
-  };
   WalkResult result = optimizer.walk([&](Operation *op) -> WalkResult {
     if (auto adam = dyn_cast<graph::AdamWOp>(op)) {
       facts[adam.getName()].decay = adam.getWeightDecay();
     } else if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
       auto grad = reduce.getInput().getDefiningOp<graph::GradOp>();
       if (grad) {
-        if (axesOf(reduce.getGridAxesAttr()) != SmallVector<int64_t>{0})
+        if (meshAxes(reduce.getGridAxesAttr()) != SmallVector<int64_t>{0})
           return reduce.emitOpError()
                  << "reduces a gradient over axes other than tp: the flat "
                     "optimizer does not know it";
         facts[grad.getName()].partialOverTp = true;
       } else {
-        normAxes = axesOf(reduce.getGridAxesAttr()); // the norm's
+        normAxes = meshAxes(reduce.getGridAxesAttr()); // the norm's
       }
     } else if (auto keep = dyn_cast<dist::KeepOnFirstOp>(op)) {
       auto squares = keep.getInput().getDefiningOp<graph::SumSquaresOp>();
@@ -143,9 +137,6 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
     if (facts[param.getName()].partialOverTp &&
         facts[param.getName()].tiedStages.empty())
       last.push_back(param);
-  int64_t partialElements = 0;
-  for (graph::ParamOp param : last)
-    partialElements += params[param.getName()].elements;
   for (graph::ParamOp param : ops)
     if (!facts[param.getName()].tiedStages.empty())
       last.push_back(param);
@@ -213,30 +204,21 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
     std::string name = param.getName().str();
     RankedTensorType local = param.getType();
     RankedTensorType stored = storageType(local);
-    p.value = makeBuffer("param:" + name, stored, exec::Arena::Persistent,
-                         paramRegion, p.flatOffset * elementBytes(stored));
+    p.value = makeBuffer(
+        "param:" + name, stored, exec::Arena::Persistent, paramRegion,
+        p.flatOffset * exec::elementBytes(stored.getElementType()));
     p.grad = makeBuffer("grad:" + name, asF32(local), exec::Arena::Persistent,
                         gradRegion, p.flatOffset * 4);
     // The fp32 masters this rank keeps: all of the parameter, or with the
     // distributed optimizer its part of its bucket.
     SmallVector<Attribute> masters;
     SmallVector<int64_t> masterOffsets;
-    if (masterRegion) {
-      const Bucket &bucket = buckets[p.bucket];
-      int64_t begin = p.flatOffset, end = p.flatOffset + p.elements;
-      int64_t state = bucket.stateBegin + (begin - bucket.begin);
-      if (distributedOptimizer) {
-        begin = std::max(begin, bucket.ownBegin);
-        end = std::min(end, bucket.ownBegin + bucket.size / dp);
-        state = bucket.stateBegin + (begin - bucket.ownBegin);
-      }
-      if (begin < end) {
-        exec::BufferOp master = regionView(
-            "master:" + name + "@" + std::to_string(begin - p.flatOffset),
-            masterRegion, state, end - begin);
-        masters.push_back(FlatSymbolRefAttr::get(master.getSymNameAttr()));
-        masterOffsets.push_back(begin - p.flatOffset);
-      }
+    if (OwnedPart own = ownedPart(p); masterRegion && own.begin < own.end) {
+      exec::BufferOp master = regionView(
+          "master:" + name + "@" + std::to_string(own.begin - p.flatOffset),
+          masterRegion, own.state, own.end - own.begin);
+      masters.push_back(FlatSymbolRefAttr::get(master.getSymNameAttr()));
+      masterOffsets.push_back(own.begin - p.flatOffset);
     }
     // Where this rank's part sits in the global tensor.
     SmallVector<int64_t> global(local.getShape());
@@ -260,7 +242,18 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
         b.getStringAttr(graph::stringifyInitKind(param.getInit())),
         b.getF64FloatAttr(std));
   }
-  (void)partialElements;
+}
+
+Lowering::OwnedPart Lowering::ownedPart(const ParamBuffers &p) const {
+  const Bucket &bucket = buckets[p.bucket];
+  OwnedPart own{p.flatOffset, p.flatOffset + p.elements,
+                bucket.stateBegin + (p.flatOffset - bucket.begin)};
+  if (distributedOptimizer) {
+    own.begin = std::max(own.begin, bucket.ownBegin);
+    own.end = std::min(own.end, bucket.ownBegin + bucket.size / coords.dpSize);
+    own.state = bucket.stateBegin + (own.begin - bucket.ownBegin);
+  }
+  return own;
 }
 
 /// Appends (begin, length) to `segments`, merging with the last if they
@@ -288,14 +281,10 @@ SmallVector<int64_t> Lowering::normSegments() {
       continue;
     if (!f.tiedStages.empty() && f.tiedStages.front() != coords.pp)
       continue;
-    int64_t begin = p.flatOffset, end = p.flatOffset + p.elements;
-    if (distributedOptimizer && coords.dpSize > 1) {
-      // Only this rank's part of the reduced gradient is valid.
-      const Bucket &bucket = buckets[p.bucket];
-      begin = std::max(begin, bucket.ownBegin);
-      end = std::min(end, bucket.ownBegin + bucket.size / coords.dpSize);
-    }
-    appendRange(segments, begin, end - begin);
+    // With the distributed optimizer only this rank's part of the reduced
+    // gradient is valid.
+    OwnedPart own = ownedPart(p);
+    appendRange(segments, own.begin, own.end - own.begin);
   }
   return segments;
 }
@@ -303,15 +292,7 @@ SmallVector<int64_t> Lowering::normSegments() {
 SmallVector<int64_t> Lowering::adamSegments() {
   SmallVector<int64_t> segments;
   for (const std::string &name : paramOrder) {
-    const ParamBuffers &p = params[name];
-    const Bucket &bucket = buckets[p.bucket];
-    int64_t begin = p.flatOffset, end = p.flatOffset + p.elements;
-    int64_t state = bucket.stateBegin + (begin - bucket.begin);
-    if (distributedOptimizer) {
-      begin = std::max(begin, bucket.ownBegin);
-      end = std::min(end, bucket.ownBegin + bucket.size / coords.dpSize);
-      state = bucket.stateBegin + (begin - bucket.ownBegin);
-    }
+    auto [begin, end, state] = ownedPart(params[name]);
     if (begin >= end)
       continue;
     int64_t decay = facts[name].decay ? 1 : 0;
@@ -434,16 +415,10 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
     // communication stream, each bucket's gather waited on before its
     // parameters are read again.
     SmallVector<int64_t> dp = {kDataAxis};
-    exec::EventOp updated;
     if (overlapParamGather) {
-      updated = event("updated");
-      exec::RecordOp::create(body, loc,
-                             FlatSymbolRefAttr::get(updated.getSymNameAttr()),
-                             exec::StreamAttr(), exec::ConditionAttr());
-      auto wait = exec::WaitOp::create(
-          body, loc, FlatSymbolRefAttr::get(updated.getSymNameAttr()),
-          exec::StreamAttr(), exec::ConditionAttr());
-      setStream(wait, exec::Stream::Comm);
+      exec::EventOp updated = event("updated");
+      record(body, loc, updated, exec::Stream::Compute);
+      wait(body, loc, updated, exec::Stream::Comm);
     }
     for (Bucket &bucket : buckets) {
       auto gather = collective(loc, exec::CollectiveKind::AllGather,
@@ -451,17 +426,10 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
       if (!overlapParamGather)
         continue;
       setStream(gather, exec::Stream::Comm);
-      auto record = exec::RecordOp::create(
-          body, loc, FlatSymbolRefAttr::get(bucket.gathered.getSymNameAttr()),
-          exec::StreamAttr(), exec::ConditionAttr());
-      setStream(record, exec::Stream::Comm);
+      record(body, loc, bucket.gathered, exec::Stream::Comm);
     }
   }
-  exec::BufferOp output =
-      makeBuffer("output:grad_norm", scalar, exec::Arena::Persistent);
-  launch(loc, kernel::Copy{.x = norm, .y = output});
-  exec::IoOp::create(declarations, loc, b.getStringAttr("grad_norm"),
-                     FlatSymbolRefAttr::get(output.getSymNameAttr()));
+  output(loc, "grad_norm", norm);
 }
 
 /// The flat-region element range [begin, end) a buffer covers, if it is
@@ -474,49 +442,26 @@ rangeIn(exec::BufferOp buffer, exec::BufferOp region) {
   if (!root &&
       (!buffer.getAlias() || *buffer.getAlias() != region.getSymName()))
     return std::nullopt;
-  int64_t element = region.getTensorType().getElementType().isBF16() ? 2 : 4;
+  int64_t element = exec::elementBytes(region.getTensorType().getElementType());
   int64_t begin =
       root ? 0 : int64_t(buffer.getViewOffset().value_or(0)) / element;
   return std::pair{begin, begin + buffer.getTensorType().getNumElements()};
 }
 
 LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
-  auto rank = programs.getBlock()->getParentOp();
+  auto rank = cast<exec::RankOp>(programs.getBlock()->getParentOp());
   llvm::StringMap<exec::BufferOp> byName;
-  for (auto buffer :
-       cast<exec::RankOp>(rank).getBody().front().getOps<exec::BufferOp>())
+  for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>())
     byName[buffer.getSymName()] = buffer;
-  auto lookup = [&](Attribute ref) {
-    return byName.lookup(cast<FlatSymbolRefAttr>(ref).getValue());
-  };
-  // The buffers an instruction writes.
-  auto writes = [&](Operation &op) {
-    SmallVector<exec::BufferOp> out;
-    if (auto gemm = dyn_cast<exec::GemmOp>(op)) {
-      out.push_back(lookup(gemm.getDAttr()));
-      if (gemm.getEpilogue() == exec::Epilogue::BiasGrad)
-        out.push_back(lookup(gemm.getBiasAttr()));
-    } else if (auto launch = dyn_cast<exec::LaunchOp>(op)) {
-      for (Attribute ref : launch.getOutputs())
-        out.push_back(lookup(ref));
-    } else if (auto collective = dyn_cast<exec::CollectiveOp>(op)) {
-      out.push_back(lookup(collective.getOutputAttr()));
-    }
-    return out;
-  };
-  auto reads = [&](Operation &op) {
-    SmallVector<exec::BufferOp> in;
-    if (auto gemm = dyn_cast<exec::GemmOp>(op)) {
-      in.append({lookup(gemm.getAAttr()), lookup(gemm.getBAttr())});
-      if (auto bias = gemm.getBiasAttr())
-        in.push_back(lookup(bias));
-    } else if (auto launch = dyn_cast<exec::LaunchOp>(op)) {
-      for (Attribute ref : launch.getInputs())
-        in.push_back(lookup(ref));
-    } else if (auto collective = dyn_cast<exec::CollectiveOp>(op)) {
-      in.push_back(lookup(collective.getInputAttr()));
-    }
-    return in;
+  // The ranges of `region` that an instruction reads or writes.
+  auto touches = [&](Operation &op, exec::BufferOp region, bool writing) {
+    SmallVector<FlatSymbolRefAttr> reads, writes;
+    exec::instructionBuffers(&op, reads, writes);
+    SmallVector<std::pair<int64_t, int64_t>> ranges;
+    for (FlatSymbolRefAttr ref : writing ? writes : reads)
+      if (auto range = rangeIn(byName.lookup(ref.getValue()), region))
+        ranges.push_back(*range);
+    return ranges;
   };
   auto overlaps = [](std::pair<int64_t, int64_t> a, const Bucket &bucket) {
     return a.first < bucket.begin + bucket.size && bucket.begin < a.second;
@@ -532,7 +477,6 @@ LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
       if (exec::ProgramOp program = programByName.lookup(step.getFunction()))
         order.push_back(program);
   Location loc = schedule.getLoc();
-  llvm::DenseMap<Operation *, SmallVector<Bucket *>> issuedIn;
   SmallVector<std::pair<Operation *, Bucket *>> lastWriters;
   for (Bucket &bucket : buckets) {
     if (!bucket.overlapped || !reducesOverData || coords.dpSize == 1)
@@ -540,9 +484,8 @@ LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
     Operation *lastWriter = nullptr;
     for (exec::ProgramOp program : order)
       for (Operation &op : program.getBody().front())
-        for (exec::BufferOp out : writes(op))
-          if (auto range = rangeIn(out, gradRegion);
-              range && overlaps(*range, bucket))
+        for (auto range : touches(op, gradRegion, /*writing=*/true))
+          if (overlaps(range, bucket))
             lastWriter = &op;
     if (!lastWriter)
       return mlir::emitError(schedule.getLoc())
@@ -553,22 +496,15 @@ LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
   }
   // After each bucket's last writer: record on compute, wait on comm,
   // reduce on comm — only for the last microbatch.
+  llvm::DenseSet<Operation *> issuing; // programs that issue reductions
   for (auto [writer, bucket] : lastWriters) {
-    auto program = writer->getParentOfType<exec::ProgramOp>();
     body.setInsertionPointAfter(writer);
-    std::string index = std::to_string(bucket - buckets.data());
-    exec::EventOp written = event("written:" + index);
-    auto record = exec::RecordOp::create(
-        body, loc, FlatSymbolRefAttr::get(written.getSymNameAttr()),
-        exec::StreamAttr(), exec::ConditionAttr());
-    setLastMicrobatch(record);
-    auto wait = exec::WaitOp::create(
-        body, loc, FlatSymbolRefAttr::get(written.getSymNameAttr()),
-        exec::StreamAttr(), exec::ConditionAttr());
-    setStream(wait, exec::Stream::Comm);
-    setLastMicrobatch(wait);
+    exec::EventOp written =
+        event("written:" + std::to_string(bucket - buckets.data()));
+    record(body, loc, written, exec::Stream::Compute, /*lastMicrobatch=*/true);
+    wait(body, loc, written, exec::Stream::Comm, /*lastMicrobatch=*/true);
     reduceBucket(loc, *bucket, exec::Stream::Comm, true);
-    issuedIn[program].push_back(bucket);
+    issuing.insert(writer->getParentOfType<exec::ProgramOp>());
   }
   // Each program that issued reductions records when the last is done; the
   // optimizer waits for all of them before it reads a gradient.
@@ -576,8 +512,7 @@ LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
   OpBuilder waits(ctx());
   waits.setInsertionPointToStart(&optimizer.getBody().front());
   for (exec::ProgramOp program : order) {
-    auto it = issuedIn.find(program);
-    if (it == issuedIn.end())
+    if (!issuing.contains(program))
       continue;
     // The program's last reduction: after every instruction it holds.
     Operation *lastReduce = nullptr;
@@ -588,39 +523,26 @@ LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
         lastReduce = &op;
     body.setInsertionPointAfter(lastReduce);
     exec::EventOp reduced = event(("reduced:" + program.getSymName()).str());
-    auto record = exec::RecordOp::create(
-        body, loc, FlatSymbolRefAttr::get(reduced.getSymNameAttr()),
-        exec::StreamAttr(), exec::ConditionAttr());
-    setStream(record, exec::Stream::Comm);
-    setLastMicrobatch(record);
-    exec::WaitOp::create(waits, loc,
-                         FlatSymbolRefAttr::get(reduced.getSymNameAttr()),
-                         exec::StreamAttr(), exec::ConditionAttr());
+    record(body, loc, reduced, exec::Stream::Comm, /*lastMicrobatch=*/true);
+    wait(waits, loc, reduced, exec::Stream::Compute);
   }
 
   // The parameters' gathers: each program waits for a bucket's gather
   // before it first reads one of its parameters.
   if (!overlapParamGather || !distributedOptimizer || coords.dpSize == 1)
     return success();
-  for (auto program :
-       cast<exec::RankOp>(rank).getBody().front().getOps<exec::ProgramOp>()) {
+  for (auto program : rank.getBody().front().getOps<exec::ProgramOp>()) {
     if (program == optimizer)
       continue;
     llvm::DenseSet<Bucket *> waited;
     for (Operation &op :
          llvm::make_early_inc_range(program.getBody().front())) {
-      for (exec::BufferOp in : reads(op)) {
-        auto range = rangeIn(in, paramRegion);
-        if (!range)
-          continue;
+      for (auto range : touches(op, paramRegion, /*writing=*/false)) {
         for (Bucket &bucket : buckets) {
-          if (!overlaps(*range, bucket) || !waited.insert(&bucket).second)
+          if (!overlaps(range, bucket) || !waited.insert(&bucket).second)
             continue;
           OpBuilder before(&op);
-          exec::WaitOp::create(
-              before, loc,
-              FlatSymbolRefAttr::get(bucket.gathered.getSymNameAttr()),
-              exec::StreamAttr(), exec::ConditionAttr());
+          wait(before, loc, bucket.gathered, exec::Stream::Compute);
         }
       }
     }

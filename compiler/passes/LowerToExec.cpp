@@ -105,6 +105,34 @@ void Lowering::setLastMicrobatch(Operation *op) {
               exec::ConditionAttr::get(ctx(), exec::Condition::LastMicrobatch));
 }
 
+void Lowering::record(OpBuilder &at, Location loc, exec::EventOp event,
+                      exec::Stream stream, bool lastMicrobatch) {
+  auto op = exec::RecordOp::create(
+      at, loc, FlatSymbolRefAttr::get(event.getSymNameAttr()),
+      exec::StreamAttr(), exec::ConditionAttr());
+  setStream(op, stream);
+  if (lastMicrobatch)
+    setLastMicrobatch(op);
+}
+
+void Lowering::wait(OpBuilder &at, Location loc, exec::EventOp event,
+                    exec::Stream stream, bool lastMicrobatch) {
+  auto op = exec::WaitOp::create(at, loc,
+                                 FlatSymbolRefAttr::get(event.getSymNameAttr()),
+                                 exec::StreamAttr(), exec::ConditionAttr());
+  setStream(op, stream);
+  if (lastMicrobatch)
+    setLastMicrobatch(op);
+}
+
+void Lowering::output(Location loc, StringRef name, exec::BufferOp from) {
+  exec::BufferOp buffer = makeBuffer(
+      ("output:" + name).str(), from.getTensorType(), exec::Arena::Persistent);
+  launch(loc, kernel::Copy{.x = from, .y = buffer});
+  exec::IoOp::create(declarations, loc, b.getStringAttr(name),
+                     FlatSymbolRefAttr::get(buffer.getSymNameAttr()));
+}
+
 Lowering::GradientTarget Lowering::gradientTarget(Value grad) {
   auto sink = grad.hasOneUse()
                   ? dyn_cast<graph::AccumulateGradOp>(*grad.getUsers().begin())
@@ -165,22 +193,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         buffers[argument] = buffer;
   }
   Location loc = func.getLoc();
-  auto onEvent = [&](bool record, exec::EventOp event, exec::Stream stream) {
-    auto symbol = FlatSymbolRefAttr::get(event.getSymNameAttr());
-    Operation *op =
-        record ? exec::RecordOp::create(body, loc, symbol, exec::StreamAttr(),
-                                        exec::ConditionAttr())
-                     .getOperation()
-               : exec::WaitOp::create(body, loc, symbol, exec::StreamAttr(),
-                                      exec::ConditionAttr())
-                     .getOperation();
-    setStream(op, stream);
-  };
   exec::EventOp computed, sent;
   if (!recvs.empty() || !sends.empty())
     computed = event(("computed:" + func.getSymName()).str());
   if (!recvs.empty()) {
-    onEvent(false, computed, exec::Stream::Comm);
+    wait(body, loc, computed, exec::Stream::Comm);
     SmallVector<exec::BufferOp> targets;
     for (dist::RecvOp recv : recvs)
       targets.push_back(temporary(recv, exec::Arena::Workspace));
@@ -189,19 +206,19 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         })) {
       exec::EventOp &freed = slotFreed[chunk];
       freed = event("freed:chunk" + std::to_string(chunk));
-      onEvent(false, freed, exec::Stream::Comm);
+      wait(body, loc, freed, exec::Stream::Comm);
     }
     for (auto [recv, target] : llvm::zip(recvs, targets))
       exec::RecvOp::create(body, recv.getLoc(), ref(target),
                            peerStage(recv.getChunk()),
                            b.getI64IntegerAttr(int64_t(recv.getChannel())));
     exec::EventOp received = event(("received:" + func.getSymName()).str());
-    onEvent(true, received, exec::Stream::Comm);
-    onEvent(false, received, exec::Stream::Compute);
+    record(body, loc, received, exec::Stream::Comm);
+    wait(body, loc, received, exec::Stream::Compute);
   }
   if (!sends.empty()) {
     sent = event(("sent:" + func.getSymName()).str());
-    onEvent(false, sent, exec::Stream::Compute);
+    wait(body, loc, sent, exec::Stream::Compute);
   }
   for (Operation &op : block.without_terminator())
     if (!isa<dist::RecvOp, dist::SendOp>(op) && failed(lowerOp(&op)))
@@ -218,24 +235,16 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     }
   }
   stashValues.clear();
-  if (!chunkAttr) {
-    // The returned loss is copied to a persistent buffer the runtime reads
-    // after the program.
-    Value result = ret.getOperand(0);
-    exec::BufferOp buffer = makeBuffer(
-        "output:loss", storageType(result.getType()), exec::Arena::Persistent);
-    launch(ret.getLoc(), kernel::Copy{.x = bufferOf(result), .y = buffer});
-    exec::IoOp::create(declarations, ret.getLoc(), b.getStringAttr("loss"),
-                       FlatSymbolRefAttr::get(buffer.getSymNameAttr()));
-  }
+  if (!chunkAttr) // the returned loss, which the runtime reads after it
+    output(ret.getLoc(), "loss", bufferOf(ret.getOperand(0)));
 
   if (computed)
-    onEvent(true, computed, exec::Stream::Compute);
+    record(body, loc, computed, exec::Stream::Compute);
   if (chunkAttr && !forward)
     if (exec::EventOp freed = slotFreed.lookup(chunk))
-      onEvent(true, freed, exec::Stream::Compute);
+      record(body, loc, freed, exec::Stream::Compute);
   if (!sends.empty()) {
-    onEvent(false, computed, exec::Stream::Comm);
+    wait(body, loc, computed, exec::Stream::Comm);
     for (dist::SendOp send : sends) {
       exec::BufferOp value = bufferOf(send.getValue());
       if (!value)
@@ -244,7 +253,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
                            peerStage(send.getChunk()),
                            b.getI64IntegerAttr(int64_t(send.getChannel())));
     }
-    onEvent(true, sent, exec::Stream::Comm);
+    record(body, loc, sent, exec::Stream::Comm);
   }
   return success();
 }

@@ -29,7 +29,6 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <optional>
@@ -80,6 +79,12 @@ struct Collected {
 #define END_KERNEL() }
 #include "runtime/plan/Kernels.def"
 } // namespace kernel
+
+/// A shard op's grid axes as the exec dialect's collectives name them.
+inline SmallVector<int64_t> meshAxes(DenseI16ArrayAttr axes) {
+  return SmallVector<int64_t>(axes.asArrayRef().begin(),
+                              axes.asArrayRef().end());
+}
 
 /// Where this rank sits in the mesh.
 struct RankCoords {
@@ -180,16 +185,13 @@ private:
         b.getI64IntegerAttr(-1), alias, viewOffset,
         zeroInit ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr());
   }
-  static int64_t elementBytes(RankedTensorType type) {
-    return type.getElementType().isBF16() ? 2 : 4;
-  }
   /// A 1-D view of `elements` elements of a flat region.
   exec::BufferOp regionView(StringRef name, exec::BufferOp region,
                             int64_t begin, int64_t elements) {
-    RankedTensorType type = region.getTensorType();
-    return makeBuffer(
-        name, RankedTensorType::get({elements}, type.getElementType()),
-        exec::Arena::Persistent, region, begin * elementBytes(type));
+    Type element = region.getTensorType().getElementType();
+    return makeBuffer(name, RankedTensorType::get({elements}, element),
+                      exec::Arena::Persistent, region,
+                      begin * exec::elementBytes(element));
   }
   exec::BufferOp persistent(StringRef name, RankedTensorType type,
                             bool zeroInit) {
@@ -246,6 +248,15 @@ private:
                                 ArrayRef<int64_t> stages = {});
   void setStream(Operation *op, exec::Stream stream);
   void setLastMicrobatch(Operation *op);
+  /// exec.record and exec.wait of `event` on `stream`, at `at`'s insertion
+  /// point; `lastMicrobatch`: only in the last microbatch's run.
+  void record(OpBuilder &at, Location loc, exec::EventOp event,
+              exec::Stream stream, bool lastMicrobatch = false);
+  void wait(OpBuilder &at, Location loc, exec::EventOp event,
+            exec::Stream stream, bool lastMicrobatch = false);
+  /// Copies `from` into a persistent buffer the runtime reads as output
+  /// `name` ("loss", "grad_norm").
+  void output(Location loc, StringRef name, exec::BufferOp from);
 
   /// Where a gradient kernel writes: straight into the parameter's
   /// accumulator (adding, `accumulate` true) when its only use is
@@ -261,6 +272,13 @@ private:
   /// norm and updates (LowerOptimizer.cpp).
   SmallVector<int64_t> normSegments();
   SmallVector<int64_t> adamSegments();
+  /// The elements [begin, end) of a parameter's flat range this rank
+  /// updates (all of it, or with the distributed optimizer its part of
+  /// its bucket), and where `begin` lies in the state regions.
+  struct OwnedPart {
+    int64_t begin, end, state;
+  };
+  OwnedPart ownedPart(const ParamBuffers &p) const;
   /// A bucket's data-parallel reduction on `stream`.
   void reduceBucket(Location loc, Bucket &bucket, exec::Stream stream,
                     bool lastMicrobatchOnly);
@@ -286,8 +304,6 @@ private:
   SmallVector<std::string> paramOrder; // as laid out
   llvm::StringMap<ParamBuffers> params;
   SmallVector<Bucket> buckets;
-  // Per program: the events its overlapped reductions record.
-  llvm::MapVector<Operation *, exec::EventOp> reducedEvents;
 
   int64_t counter = 0;
   llvm::DenseMap<Value, exec::BufferOp> buffers;

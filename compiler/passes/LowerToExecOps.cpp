@@ -96,12 +96,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto loss = dyn_cast<dist::LossOp>(op)) {
-    exec::BufferOp buffer =
-        makeBuffer("output:loss", storageType(loss.getValue().getType()),
-                   exec::Arena::Persistent);
-    launch(loc, kernel::Copy{.x = in(loss.getValue()), .y = buffer});
-    exec::IoOp::create(declarations, loc, b.getStringAttr("loss"),
-                       FlatSymbolRefAttr::get(buffer.getSymNameAttr()));
+    output(loc, "loss", in(loss.getValue()));
     return success();
   }
   if (isa<graph::ReshapeOp>(op)) {
@@ -326,7 +321,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                                      .query_head_offset = first});
     return success();
   }
-  if (isa<graph::CrossEntropyOp, graph::CrossEntropyGradOp>(op)) {
+  if (isa<graph::CrossEntropyOp, graph::CrossEntropyGradOp, graph::LogitsMaxOp,
+          graph::LogitsTargetOp, graph::LogitsSumExpOp,
+          graph::CrossEntropyFromStatsOp, graph::CrossEntropyGradFromStatsOp>(
+          op)) {
+    // Logits lead every loss op but the one from statistics (which ignores
+    // these); `vocab_size` leaves padding columns out.
     int64_t columns =
         cast<RankedTensorType>(op->getOperand(0).getType()).getShape().back();
     auto vocabAttr = op->getAttrOfType<IntegerAttr>("vocab_size");
@@ -338,24 +338,18 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                                           .vocab_size = vocab});
       return success();
     }
-    launch(loc, kernel::CrossEntropyBwd{.logits = in(op->getOperand(0)),
-                                        .labels = in(op->getOperand(1)),
-                                        .dloss = in(op->getOperand(2)),
-                                        .dlogits = out(op->getResult(0)),
-                                        .vocab_size = vocab});
-    return success();
-  }
-  if (isa<graph::LogitsMaxOp, graph::LogitsTargetOp, graph::LogitsSumExpOp,
-          graph::CrossEntropyFromStatsOp, graph::CrossEntropyGradFromStatsOp>(
-          op)) {
+    if (isa<graph::CrossEntropyGradOp>(op)) {
+      launch(loc, kernel::CrossEntropyBwd{.logits = in(op->getOperand(0)),
+                                          .labels = in(op->getOperand(1)),
+                                          .dloss = in(op->getOperand(2)),
+                                          .dlogits = out(op->getResult(0)),
+                                          .vocab_size = vocab});
+      return success();
+    }
     // The vocabulary-parallel loss: this rank's columns start at its
     // share of the (padded) vocabulary. The row statistics stay f32 in
     // bf16 mode, as Megatron's vocabulary-parallel cross-entropy computes
     // them in fp32.
-    int64_t columns =
-        cast<RankedTensorType>(op->getOperand(0).getType()).getShape().back();
-    auto vocabAttr = op->getAttrOfType<IntegerAttr>("vocab_size");
-    int64_t vocab = vocabAttr ? vocabAttr.getInt() : columns;
     int64_t offset = op->hasAttr("dist.vocab_parallel") ? tpOffset(columns) : 0;
     auto statistic = [&] {
       return temporary(op->getResult(0), exec::Arena::Workspace, true);
@@ -395,10 +389,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op)) {
-    SmallVector<int64_t> axes;
-    for (int16_t axis :
-         op->getAttrOfType<DenseI16ArrayAttr>("grid_axes").asArrayRef())
-      axes.push_back(axis);
+    SmallVector<int64_t> axes =
+        meshAxes(op->getAttrOfType<DenseI16ArrayAttr>("grid_axes"));
     exec::BufferOp input = in(op->getOperand(0));
     // A collective keeps its operand's dtype (f32 statistics stay f32).
     bool f32 = input.getTensorType().getElementType().isF32();

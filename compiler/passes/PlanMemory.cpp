@@ -47,37 +47,10 @@ struct Life {
 /// The buffers an instruction names, and whether it runs on the
 /// communication stream.
 bool operandsOf(Operation &op, SmallVectorImpl<FlatSymbolRefAttr> &out) {
-  auto add = [&](FlatSymbolRefAttr ref) {
-    if (ref)
-      out.push_back(ref);
-  };
-  if (auto gemm = dyn_cast<exec::GemmOp>(op)) {
-    for (FlatSymbolRefAttr ref :
-         {gemm.getAAttr(), gemm.getBAttr(), gemm.getDAttr(), gemm.getBiasAttr(),
-          gemm.getAuxAttr()})
-      add(ref);
-    return false;
-  }
-  if (auto launch = dyn_cast<exec::LaunchOp>(op)) {
-    for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
-      for (Attribute ref : list)
-        add(cast<FlatSymbolRefAttr>(ref));
-    return false;
-  }
-  if (auto collective = dyn_cast<exec::CollectiveOp>(op)) {
-    add(collective.getInputAttr());
-    add(collective.getOutputAttr());
+  exec::instructionBuffers(&op, out, out);
+  if (auto collective = dyn_cast<exec::CollectiveOp>(op))
     return collective.getStreamOrCompute() == exec::Stream::Comm;
-  }
-  if (auto send = dyn_cast<exec::SendOp>(op)) {
-    add(send.getBufferAttr());
-    return true;
-  }
-  if (auto recv = dyn_cast<exec::RecvOp>(op)) {
-    add(recv.getBufferAttr());
-    return true;
-  }
-  return false;
+  return isa<exec::SendOp, exec::RecvOp>(op);
 }
 
 struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {

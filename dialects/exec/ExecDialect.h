@@ -15,4 +15,17 @@
 #define GET_OP_CLASSES
 #include "dialects/exec/ExecOps.h.inc"
 
+namespace strata::exec {
+
+/// Bytes per element of a buffer: 2 for bf16, else 4 (f32, i32).
+int64_t elementBytes(mlir::Type elementType);
+
+/// The buffers an instruction reads and those it writes (a gemm that
+/// accumulates reads its D too); none for an event or a non-instruction.
+void instructionBuffers(mlir::Operation *op,
+                        llvm::SmallVectorImpl<mlir::FlatSymbolRefAttr> &reads,
+                        llvm::SmallVectorImpl<mlir::FlatSymbolRefAttr> &writes);
+
+} // namespace strata::exec
+
 #endif

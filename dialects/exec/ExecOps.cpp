@@ -1,14 +1,15 @@
 //===- ExecOps.cpp - the exec dialect -------------------------------------===//
 //
 // Verifiers check what an op can see on its own: a launch against the kernel
-// catalog's counts and attribute kinds (read from Kernels.def, the one
-// definition of each kernel), a gemm's sizes and epilogue, a collective's
-// axes, every symbol against the rank's buffers, events and programs.
-// Dtypes and shapes of the buffers are checked when the plan is written,
-// by the runtime's own checker (runtime/plan/PlanCheck.cpp).
+// catalog's counts and attribute kinds (the runtime's catalog, generated
+// from Kernels.def, the one definition of each kernel), a gemm's sizes and
+// epilogue, a collective's axes, every symbol against the rank's buffers,
+// events and programs. Dtypes and shapes of the buffers are checked when the
+// plan is written, by the runtime's own checker (runtime/plan/PlanCheck.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/exec/ExecDialect.h"
+#include "runtime/plan/KernelCatalog.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -55,40 +56,48 @@ static void printSymbolList(OpAsmPrinter &printer, Operation *,
 #define GET_OP_CLASSES
 #include "dialects/exec/ExecOps.cpp.inc"
 
-namespace {
-
-/// What the verifier knows of a kernel, from the catalog.
-struct CatalogEntry {
-  enum Kind { Int, Float, Bool, Ints };
-  const char *name;
-  int inputs = 0, outputs = 0, optionalOutputs = 0;
-  SmallVector<std::pair<const char *, Kind>> attrs;
-};
-
-const llvm::StringMap<CatalogEntry> &catalog() {
-  static const llvm::StringMap<CatalogEntry> entries = [] {
-    llvm::StringMap<CatalogEntry> out;
-    CatalogEntry *entry = nullptr;
-#define KERNEL(Name, text) entry = &out[text], entry->name = text;
-#define IN(operand, dtypes) ++entry->inputs;
-#define OUT(operand, dtypes) ++entry->outputs;
-#define OPT_OUT(operand, dtypes) ++entry->outputs, ++entry->optionalOutputs;
-#define INT(a) entry->attrs.push_back({#a, CatalogEntry::Int});
-#define FLOAT(a) entry->attrs.push_back({#a, CatalogEntry::Float});
-#define BOOL(a) entry->attrs.push_back({#a, CatalogEntry::Bool});
-#define INTS(a) entry->attrs.push_back({#a, CatalogEntry::Ints});
-#include "runtime/plan/Kernels.def"
-    return out;
-  }();
-  return entries;
+int64_t strata::exec::elementBytes(Type elementType) {
+  return elementType.isBF16() ? 2 : 4;
 }
 
-} // namespace
+void strata::exec::instructionBuffers(
+    Operation *op, SmallVectorImpl<FlatSymbolRefAttr> &reads,
+    SmallVectorImpl<FlatSymbolRefAttr> &writes) {
+  auto add = [](SmallVectorImpl<FlatSymbolRefAttr> &to, Attribute ref) {
+    if (auto symbol = dyn_cast_or_null<FlatSymbolRefAttr>(ref))
+      to.push_back(symbol);
+  };
+  if (auto gemm = dyn_cast<GemmOp>(op)) {
+    bool biasGrad = gemm.getEpilogue() == Epilogue::BiasGrad;
+    bool accumulates = !gemm.getBeta().isZero();
+    add(reads, gemm.getAAttr());
+    add(reads, gemm.getBAttr());
+    if (accumulates)
+      add(reads, gemm.getDAttr());
+    if (!biasGrad || accumulates)
+      add(reads, gemm.getBiasAttr());
+    add(writes, gemm.getDAttr());
+    add(writes, gemm.getAuxAttr());
+    if (biasGrad)
+      add(writes, gemm.getBiasAttr());
+  } else if (auto launch = dyn_cast<LaunchOp>(op)) {
+    for (Attribute ref : launch.getInputs())
+      add(reads, ref);
+    for (Attribute ref : launch.getOutputs())
+      add(writes, ref);
+  } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
+    add(reads, collective.getInputAttr());
+    add(writes, collective.getOutputAttr());
+  } else if (auto send = dyn_cast<SendOp>(op)) {
+    add(reads, send.getBufferAttr());
+  } else if (auto recv = dyn_cast<RecvOp>(op)) {
+    add(writes, recv.getBufferAttr());
+  }
+}
 
 int64_t BufferOp::getBytes() {
   RankedTensorType type = getTensorType();
-  int64_t element = type.getElementType().isBF16() ? 2 : 4;
-  return type.getNumElements() * element;
+  return type.getNumElements() * elementBytes(type.getElementType());
 }
 
 LogicalResult BufferOp::verify() {
@@ -135,49 +144,53 @@ LogicalResult GemmOp::verify() {
 }
 
 LogicalResult LaunchOp::verify() {
-  auto it = catalog().find(getKernel());
-  if (it == catalog().end())
+  int id = runtime::findKernel(getKernel().str());
+  if (id < 0)
     return emitOpError() << "'" << getKernel()
                          << "' is not a kernel of the catalog";
-  const CatalogEntry &entry = it->second;
-  int outputs = int(getOutputs().size());
-  if (int(getInputs().size()) != entry.inputs || outputs > entry.outputs ||
-      outputs < entry.outputs - entry.optionalOutputs)
-    return emitOpError() << "'" << getKernel() << "' takes " << entry.inputs
-                         << " inputs and " << entry.outputs << " outputs, got "
-                         << getInputs().size() << " and " << outputs;
+  const runtime::KernelSpec &spec = runtime::kernelSpec(runtime::KernelId(id));
+  int inputs = spec.inputs(), outputs = int(spec.operands.size()) - inputs;
+  int optional = 0;
+  for (const runtime::OperandSpec &operand : spec.operands)
+    optional += operand.optional;
+  int given = int(getOutputs().size());
+  if (int(getInputs().size()) != inputs || given > outputs ||
+      given < outputs - optional)
+    return emitOpError() << "'" << getKernel() << "' takes " << inputs
+                         << " inputs and " << outputs << " outputs, got "
+                         << getInputs().size() << " and " << given;
   if (getStreamOrCompute() != Stream::Compute)
     return emitOpError() << "runs on the compute stream";
   DictionaryAttr args = getArgs();
-  for (auto [name, kind] : entry.attrs) {
-    Attribute value = args.get(name);
+  for (const runtime::AttrSpec &attr : spec.attrs) {
+    Attribute value = args.get(attr.name);
     bool ok = false;
-    switch (kind) {
-    case CatalogEntry::Int:
+    const char *kind = "";
+    switch (attr.kind) {
+    case runtime::AttrKind::Int:
       ok = isa_and_nonnull<IntegerAttr>(value) && !isa<BoolAttr>(value);
+      kind = "an integer";
       break;
-    case CatalogEntry::Float:
+    case runtime::AttrKind::Float:
       ok = isa_and_nonnull<FloatAttr>(value);
+      kind = "a float";
       break;
-    case CatalogEntry::Bool:
+    case runtime::AttrKind::Bool:
       ok = isa_and_nonnull<BoolAttr>(value);
+      kind = "a bool";
       break;
-    case CatalogEntry::Ints:
+    case runtime::AttrKind::Ints:
       ok = isa_and_nonnull<DenseI64ArrayAttr>(value);
+      kind = "integers";
       break;
     }
     if (!ok)
-      return emitOpError() << "'" << getKernel() << "' needs argument '" << name
-                           << "' ("
-                           << (kind == CatalogEntry::Int     ? "an integer"
-                               : kind == CatalogEntry::Float ? "a float"
-                               : kind == CatalogEntry::Bool  ? "a bool"
-                                                             : "integers")
-                           << ")";
+      return emitOpError() << "'" << getKernel() << "' needs argument '"
+                           << attr.name << "' (" << kind << ")";
   }
-  if (args.size() != entry.attrs.size())
+  if (args.size() != spec.attrs.size())
     return emitOpError() << "'" << getKernel() << "' takes "
-                         << entry.attrs.size() << " arguments, got "
+                         << spec.attrs.size() << " arguments, got "
                          << args.size();
   return success();
 }
@@ -229,12 +242,6 @@ LogicalResult RankOp::verifyRegions() {
         return failure();
     return success();
   };
-  auto list = [](ArrayAttr refs) {
-    SmallVector<FlatSymbolRefAttr> out;
-    for (Attribute ref : refs)
-      out.push_back(cast<FlatSymbolRefAttr>(ref));
-    return out;
-  };
   WalkResult result = walk([&](Operation *op) -> WalkResult {
     LogicalResult ok = success();
     if (auto buffer = dyn_cast<BufferOp>(op); buffer && buffer.getAlias()) {
@@ -251,20 +258,10 @@ LogicalResult RankOp::verifyRegions() {
              << "views bytes " << start << ".." << start + buffer.getBytes()
              << " of " << buffer.getAliasAttr() << " (" << root.getBytes()
              << " bytes) or another arena";
-    } else if (auto gemm = dyn_cast<GemmOp>(op)) {
-      ok = buffers(op, {gemm.getAAttr(), gemm.getBAttr(), gemm.getDAttr(),
-                        gemm.getBiasAttr(), gemm.getAuxAttr()});
-    } else if (auto launch = dyn_cast<LaunchOp>(op)) {
-      if (succeeded(buffers(op, list(launch.getInputs()))))
-        ok = buffers(op, list(launch.getOutputs()));
-      else
-        ok = failure();
-    } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
-      ok = buffers(op, {collective.getInputAttr(), collective.getOutputAttr()});
-    } else if (auto send = dyn_cast<SendOp>(op)) {
-      ok = buffers(op, {send.getBufferAttr()});
-    } else if (auto recv = dyn_cast<RecvOp>(op)) {
-      ok = buffers(op, {recv.getBufferAttr()});
+    } else if (isa<GemmOp, LaunchOp, CollectiveOp, SendOp, RecvOp>(op)) {
+      SmallVector<FlatSymbolRefAttr> refs;
+      instructionBuffers(op, refs, refs);
+      ok = buffers(op, refs);
     } else if (auto record = dyn_cast<RecordOp>(op)) {
       ok = expect(op, record.getEventAttr(), Want::Event);
     } else if (auto wait = dyn_cast<WaitOp>(op)) {

@@ -337,18 +337,16 @@ void CpuBackend::gemm(Stream stream, const GemmOp &op,
 }
 
 void CpuBackend::runGemm(const GemmOp &op, const Operand operands[5]) {
-  {
-    Widened widened(scratch);
-    auto *a = static_cast<const float *>(widened.in(operands[0]));
-    auto *b = static_cast<const float *>(widened.in(operands[1]));
-    auto *d = static_cast<float *>(widened.out(operands[2]));
-    auto *bias = static_cast<float *>(op.epilogue == Epilogue::BiasGrad
-                                          ? widened.out(operands[3])
-                                          : widened.in(operands[3]));
-    auto *aux = static_cast<float *>(widened.out(operands[4]));
-    cpu::gemm(op, a, b, d, bias, aux);
-    widened.narrow();
-  }
+  Widened widened(scratch);
+  auto *a = static_cast<const float *>(widened.in(operands[0]));
+  auto *b = static_cast<const float *>(widened.in(operands[1]));
+  auto *d = static_cast<float *>(widened.out(operands[2]));
+  auto *bias = static_cast<float *>(op.epilogue == Epilogue::BiasGrad
+                                        ? widened.out(operands[3])
+                                        : widened.in(operands[3]));
+  auto *aux = static_cast<float *>(widened.out(operands[4]));
+  cpu::gemm(op, a, b, d, bias, aux);
+  widened.narrow();
 }
 
 void CpuBackend::launch(Stream stream, const LaunchOp &op,
@@ -367,18 +365,16 @@ void CpuBackend::launch(Stream stream, const LaunchOp &op,
 
 void CpuBackend::runLaunch(const LaunchOp &op,
                            const std::vector<Operand> &operands) {
-  {
-    const KernelSpec &spec = kernelSpec(op.kernel);
-    KernelArgs args{op, {}, {}};
-    Widened widened(scratch);
-    for (size_t o = 0; o < operands.size(); ++o) {
-      args.data.push_back(spec.operands[o].output ? widened.out(operands[o])
-                                                  : widened.in(operands[o]));
-      args.buffer.push_back(operands[o].buffer);
-    }
-    kernelFunction(op.kernel)(args);
-    widened.narrow();
+  const KernelSpec &spec = kernelSpec(op.kernel);
+  KernelArgs args{op, {}, {}};
+  Widened widened(scratch);
+  for (size_t o = 0; o < operands.size(); ++o) {
+    args.data.push_back(spec.operands[o].output ? widened.out(operands[o])
+                                                : widened.in(operands[o]));
+    args.buffer.push_back(operands[o].buffer);
   }
+  kernelFunction(op.kernel)(args);
+  widened.narrow();
 }
 
 } // namespace strata::runtime::cpu

@@ -14,10 +14,6 @@
 
 namespace strata::runtime::cpu {
 
-// Pointwise loops, parallel past `threshold` elements (cheap ops need more
-// work per thread than transcendental ones to pay for it).
-constexpr int64_t kCheap = 65536, kCostly = 16384;
-
 using namespace kernels;
 
 /// y[i] = op(x[i]) for kernels whose operands are (x, y).
@@ -111,8 +107,7 @@ static constexpr float kInvSqrt2 = 0.70710678118654752440f;
 static constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 
 void runGeluFwd(const KernelArgs &args) {
-  unary(args, kCostly,
-        [](float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); });
+  unary(args, kCostly, [](float x) { return gelu(x); });
 }
 
 void runGeluBwd(const KernelArgs &args) {

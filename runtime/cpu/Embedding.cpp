@@ -26,7 +26,7 @@ void runEmbeddingFwd(const KernelArgs &args) {
   float *y = args.f(op::y);
   int64_t rows = args.shape(op::table)[0], hidden = args.shape(op::table)[1],
           count = args.count(op::ids), offset = args.i(attr::vocab_offset);
-#pragma omp parallel for if (count * hidden > 65536)
+#pragma omp parallel for if (count * hidden > kCheap)
   for (int64_t i = 0; i < count; ++i) {
     int64_t row = int64_t(ids[i]) - offset;
     if (row >= 0 && row < rows)
@@ -47,7 +47,7 @@ void runEmbeddingBwd(const KernelArgs &args) {
     std::memset(table, 0, args.count(op::dtable) * sizeof(float));
     // Columns in parallel: rows with the same id never race, and each sum
     // adds in token order whatever the thread count.
-#pragma omp parallel for if (count * hidden > 65536)
+#pragma omp parallel for if (count * hidden > kCheap)
   for (int64_t j = 0; j < hidden; ++j)
     for (int64_t i = 0; i < count; ++i) {
       int64_t row = int64_t(ids[i]) - offset;

@@ -1,5 +1,4 @@
-//===- Gemm.cpp - matrix multiply with epilogues
-//---------------------------===//
+//===- Gemm.cpp - matrix multiply with epilogues --------------------------===//
 //
 // D = alpha · op(A) · op(B) + beta · D for each of `batch` matrices, row-major
 // with leading dimensions, where op(A) is A [m, k] or, transposed, A stored
@@ -49,25 +48,24 @@ void gemm(const GemmOp &op, const float *a, const float *b, float *d,
   case Epilogue::None:
     return;
   case Epilogue::Bias:
-#pragma omp parallel for if (m * n > 65536)
+#pragma omp parallel for if (m * n > kCheap)
     for (int64_t r = 0; r < m; ++r)
       for (int64_t c = 0; c < n; ++c)
         d[r * op.ldd + c] += bias[c];
     return;
   case Epilogue::GeluBias:
-#pragma omp parallel for if (m * n > 16384)
+#pragma omp parallel for if (m * n > kCostly)
     for (int64_t r = 0; r < m; ++r)
       for (int64_t c = 0; c < n; ++c) {
         float x = d[r * op.ldd + c] + bias[c];
         aux[r * op.ldd + c] = x;
-        d[r * op.ldd + c] =
-            0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f));
+        d[r * op.ldd + c] = gelu(x);
       }
     return;
   case Epilogue::BiasGrad: {
     // Column sums of op(B) [k, n], in order over k, per column.
     int64_t k = op.k;
-#pragma omp parallel for if (k * n > 65536)
+#pragma omp parallel for if (k * n > kCheap)
     for (int64_t c = 0; c < n; ++c) {
       double sum = 0;
       for (int64_t r = 0; r < k; ++r)

@@ -13,9 +13,20 @@
 #include "runtime/plan/Hyper.h"
 #include "runtime/plan/Plan.h"
 
+#include <cmath>
 #include <vector>
 
 namespace strata::runtime::cpu {
+
+/// Loops go parallel past these element counts: cheap arithmetic needs
+/// more work per thread than transcendental functions to pay for it.
+inline constexpr int64_t kCheap = 65536, kCostly = 16384;
+
+/// The exact (erf) GELU, x·Φ(x): the gelu kernels' and the gemm
+/// epilogue's.
+inline float gelu(float x) {
+  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f));
+}
 
 struct KernelArgs {
   const LaunchOp &launch;

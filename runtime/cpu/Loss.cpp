@@ -43,7 +43,7 @@ void runCrossEntropyFwd(const KernelArgs &args) {
           tokens = args.count(op::labels);
   int64_t valid = validColumns(args.i(attr::vocab_size), vocab);
   double total = 0;
-#pragma omp parallel for reduction(+ : total) if (tokens * vocab > 65536)
+#pragma omp parallel for reduction(+ : total) if (tokens * vocab > kCheap)
   for (int64_t i = 0; i < tokens; ++i) {
     const float *row = logits + i * vocab;
     // A label is a token of the plan's vocabulary (the loader checks the
@@ -65,7 +65,7 @@ void runCrossEntropyBwd(const KernelArgs &args) {
           tokens = args.count(op::labels);
   int64_t valid = validColumns(args.i(attr::vocab_size), vocab);
   double perToken = scale / double(tokens);
-#pragma omp parallel for if (tokens * vocab > 65536)
+#pragma omp parallel for if (tokens * vocab > kCheap)
   for (int64_t i = 0; i < tokens; ++i) {
     const float *row = logits + i * vocab;
     double lse = logSumExp(row, valid);
@@ -98,7 +98,7 @@ void runLogitsMax(const KernelArgs &args) {
   VocabShard v(args);
   const float *logits = args.f(LogitsMax::op::logits);
   float *out = args.f(LogitsMax::op::max);
-#pragma omp parallel for if (v.rows * v.columns > 65536)
+#pragma omp parallel for if (v.rows * v.columns > kCheap)
   for (int64_t i = 0; i < v.rows; ++i) {
     float max = -INFINITY;
     for (int64_t c = 0; c < v.valid; ++c)
@@ -123,7 +123,7 @@ void runLogitsSumExp(const KernelArgs &args) {
   const float *logits = args.f(LogitsSumExp::op::logits),
               *max = args.f(LogitsSumExp::op::max);
   float *out = args.f(LogitsSumExp::op::sum);
-#pragma omp parallel for if (v.rows * v.columns > 65536)
+#pragma omp parallel for if (v.rows * v.columns > kCheap)
   for (int64_t i = 0; i < v.rows; ++i) {
     double sum = 0;
     for (int64_t c = 0; c < v.valid; ++c)
@@ -151,7 +151,7 @@ void runCrossEntropyGradFromStats(const KernelArgs &args) {
   const int32_t *labels = args.ids(op::labels);
   double perToken = double(*args.f(op::dloss)) / double(v.rows);
   float *grad = args.f(op::dlogits);
-#pragma omp parallel for if (v.rows * v.columns > 65536)
+#pragma omp parallel for if (v.rows * v.columns > kCheap)
   for (int64_t i = 0; i < v.rows; ++i) {
     int64_t target = int64_t(labels[i]) - v.offset;
     for (int64_t c = 0; c < v.columns; ++c) {

@@ -25,7 +25,7 @@ struct RowStats {
 std::vector<RowStats> rowStats(const float *x, int64_t rows, int64_t cols,
                                double eps, bool center) {
   std::vector<RowStats> stats(rows);
-#pragma omp parallel for if (rows * cols > 65536)
+#pragma omp parallel for if (rows * cols > kCheap)
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = x + r * cols;
     double mean = 0;
@@ -43,7 +43,21 @@ std::vector<RowStats> rowStats(const float *x, int64_t rows, int64_t cols,
   return stats;
 }
 
-/// x and weight lead both norms' operands; epsilon is their only attribute.
+/// Both norms' kernels lead with x and weight, their backward continues
+/// dy, dx, dweight alike, and epsilon is the one attribute of each: only
+/// LayerNorm's bias, dbias and the forward's y differ.
+static_assert(unsigned(kernels::LayerNormFwd::op::weight) ==
+                  unsigned(kernels::RmsNormFwd::op::weight) &&
+              unsigned(kernels::LayerNormBwd::op::dy) ==
+                  unsigned(kernels::RmsNormBwd::op::dy) &&
+              unsigned(kernels::LayerNormBwd::op::dx) ==
+                  unsigned(kernels::RmsNormBwd::op::dx) &&
+              unsigned(kernels::LayerNormBwd::op::dweight) ==
+                  unsigned(kernels::RmsNormBwd::op::dweight) &&
+              unsigned(kernels::LayerNormFwd::attr::epsilon) ==
+                  unsigned(kernels::RmsNormFwd::attr::epsilon) &&
+              unsigned(kernels::LayerNormBwd::attr::epsilon) ==
+                  unsigned(kernels::RmsNormBwd::attr::epsilon));
 void normFwd(const KernelArgs &args, bool layerNorm) {
   using namespace kernels;
   const float *x = args.f(LayerNormFwd::op::x),
@@ -51,9 +65,11 @@ void normFwd(const KernelArgs &args, bool layerNorm) {
   const float *b = layerNorm ? args.f(LayerNormFwd::op::bias) : nullptr;
   float *y = args.f(layerNorm ? unsigned(LayerNormFwd::op::y)
                               : unsigned(RmsNormFwd::op::y));
-  int64_t cols = args.shape(0).back(), rows = args.count(0) / cols;
-  auto stats = rowStats(x, rows, cols, args.real(0), layerNorm);
-#pragma omp parallel for if (rows * cols > 65536)
+  int64_t cols = args.shape(LayerNormFwd::op::x).back(),
+          rows = args.count(LayerNormFwd::op::x) / cols;
+  auto stats = rowStats(x, rows, cols, args.real(LayerNormFwd::attr::epsilon),
+                        layerNorm);
+#pragma omp parallel for if (rows * cols > kCheap)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
       double xhat = (x[r * cols + c] - stats[r].mean) * stats[r].rstd;
@@ -64,18 +80,17 @@ void normFwd(const KernelArgs &args, bool layerNorm) {
 
 void normBwd(const KernelArgs &args, bool layerNorm) {
   using namespace kernels;
-  static_assert(unsigned(LayerNormBwd::op::dweight) ==
-                    unsigned(RmsNormBwd::op::dweight) &&
-                unsigned(LayerNormBwd::op::dy) == unsigned(RmsNormBwd::op::dy));
   const float *x = args.f(LayerNormBwd::op::x),
               *w = args.f(LayerNormBwd::op::weight),
               *dy = args.f(LayerNormBwd::op::dy);
   float *dx = args.f(LayerNormBwd::op::dx),
         *dw = args.f(LayerNormBwd::op::dweight);
   float *db = layerNorm ? args.f(LayerNormBwd::op::dbias) : nullptr;
-  int64_t cols = args.shape(0).back(), rows = args.count(0) / cols;
-  auto stats = rowStats(x, rows, cols, args.real(0), layerNorm);
-#pragma omp parallel for if (rows * cols > 65536)
+  int64_t cols = args.shape(LayerNormBwd::op::x).back(),
+          rows = args.count(LayerNormBwd::op::x) / cols;
+  auto stats = rowStats(x, rows, cols, args.real(LayerNormBwd::attr::epsilon),
+                        layerNorm);
+#pragma omp parallel for if (rows * cols > kCheap)
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * cols, *dyr = dy + r * cols;
     double meanG = 0, meanGX = 0;
@@ -94,7 +109,7 @@ void normBwd(const KernelArgs &args, bool layerNorm) {
           stats[r].rstd * (g - (layerNorm ? meanG : 0.0) - xhat * meanGX));
     }
   }
-#pragma omp parallel for if (rows * cols > 65536)
+#pragma omp parallel for if (rows * cols > kCheap)
   for (int64_t c = 0; c < cols; ++c) {
     double sumW = 0, sumB = 0;
     for (int64_t r = 0; r < rows; ++r) {

@@ -6,8 +6,8 @@
 //   adamw             per segment of the flat regions:
 //                     g ← g·c; p ← p·(1 − lr·wd) (decayed segments only);
 //                     m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²;
-//                     p ← p − (lr / (1 − β1^t)) · m / (sqrt(v)/sqrt(1 − β2^t) +
-//                     ε)
+//                     p ← p − (lr / (1 − β1^t)) · m /
+//                             (sqrt(v) / sqrt(1 − β2^t) + ε)
 // in the order and precision torch.optim.AdamW computes them, on the fp32
 // master; a bf16 parameter is then the master rounded. The step's scalars
 // come from the hyper operand, computed by the runtime (Hyper.h).
@@ -81,7 +81,7 @@ void runAdamW(const KernelArgs &args) {
     float *vs = value + begin, *ms = m + state, *vv = v + state;
     // The fp32 truth: the master, or the (f32) parameter itself.
     float *ps = master ? p + state : vs;
-#pragma omp parallel for if (n > 65536)
+#pragma omp parallel for if (n > kCheap)
     for (int64_t i = 0; i < n; ++i) {
       float g = clipped ? gs[i] * coefficient : gs[i];
       float param = ps[i] * decay;

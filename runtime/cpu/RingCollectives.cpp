@@ -158,10 +158,18 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
 
   if (op.kind == CollectiveKind::AllReduceSum ||
       op.kind == CollectiveKind::AllReduceMax) {
+    bool max = op.kind == CollectiveKind::AllReduceMax;
+    if (in.buffer->dtype == DType::F32) {
+      // In place in the output (a gradient bucket's all-reduce is in place
+      // already): no copy of the whole tensor.
+      if (out.data != in.data)
+        std::memmove(out.data, in.data, in.buffer->bytes);
+      return allReduce(group, static_cast<float *>(out.data),
+                       size_t(out.buffer->elements), max, tags, what);
+    }
     std::vector<float> values = widen(in);
     uint64_t sent =
-        allReduce(group, values.data(), values.size(),
-                  op.kind == CollectiveKind::AllReduceMax, tags, what);
+        allReduce(group, values.data(), values.size(), max, tags, what);
     store(out, values.data());
     return sent;
   }
@@ -189,13 +197,18 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
                     blocks.data() + r * partBytes + o * innerBytes, innerBytes);
     return sent;
   }
-  std::vector<float> whole = widen(in);
-  size_t inner = innerBytes / dtypeBytes(part.dtype);
-  std::vector<float> blocks(whole.size());
-  for (int64_t o = 0; o < outer; ++o)
-    for (size_t r = 0; r < n; ++r)
-      std::memcpy(blocks.data() + (r * outer + o) * inner,
-                  whole.data() + (o * n + r) * inner, inner * 4);
+  // Each rank's block made contiguous ([n][outer][inner]); along the
+  // first dimension it is already.
+  std::vector<float> blocks = widen(in);
+  if (outer > 1) {
+    std::vector<float> whole = std::move(blocks);
+    size_t inner = innerBytes / dtypeBytes(part.dtype);
+    blocks.resize(whole.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t r = 0; r < n; ++r)
+        std::memcpy(blocks.data() + (r * outer + o) * inner,
+                    whole.data() + (o * n + r) * inner, inner * 4);
+  }
   std::vector<size_t> begin(n + 1);
   for (size_t c = 0; c <= n; ++c)
     begin[c] = c * part.elements;

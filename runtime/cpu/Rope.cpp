@@ -30,7 +30,7 @@ void runRope(const KernelArgs &args) {
     }
   const float *x = args.f(op::x);
   float *y = args.f(op::y);
-#pragma omp parallel for collapse(2) if (batch * seq * heads * dim > 65536)
+#pragma omp parallel for collapse(2) if (batch * seq * heads * dim > kCheap)
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t p = 0; p < seq; ++p)
       for (int64_t h = 0; h < heads; ++h) {

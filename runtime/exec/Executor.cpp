@@ -11,35 +11,6 @@ Executor::Executor(const Plan &plan, uint32_t rankIndex, Backend &backend,
     : whole(plan), rank(plan.ranks[rankIndex]), backend(backend),
       collectives(collectives) {}
 
-namespace {
-
-/// The buffers an instruction writes.
-std::vector<uint32_t> outputsOf(const Instruction &instruction) {
-  if (const GemmOp *g = instruction.gemm()) {
-    std::vector<uint32_t> out = {g->d};
-    if (g->epilogue == Epilogue::BiasGrad)
-      out.push_back(g->bias);
-    if (g->aux != kNoBuffer)
-      out.push_back(g->aux);
-    return out;
-  }
-  if (const LaunchOp *l = instruction.launch()) {
-    std::vector<uint32_t> out;
-    const KernelSpec &spec = kernelSpec(l->kernel);
-    for (size_t o = 0; o < l->operands.size(); ++o)
-      if (spec.operands[o].output && l->operands[o] != kNoBuffer)
-        out.push_back(l->operands[o]);
-    return out;
-  }
-  if (const CollectiveOp *c = instruction.collective())
-    return {c->output};
-  if (const TransferOp *t = instruction.transfer())
-    return t->send ? std::vector<uint32_t>{} : std::vector<uint32_t>{t->buffer};
-  return {};
-}
-
-} // namespace
-
 std::string Executor::load() {
   // What the runtime reads and writes: the batch, the loss (on the last
   // stage), the gradient norm and the hyperparameters.
@@ -88,7 +59,7 @@ std::string Executor::load() {
       const Instruction &instruction = program.instructions[i];
       for (uint32_t in : instruction.buffers())
         info.readsBatch |= int(in) == tokens || int(in) == labels;
-      for (uint32_t out : outputsOf(instruction))
+      for (uint32_t out : instruction.outputs())
         info.writesLoss |= loss >= 0 && out == uint32_t(loss);
       bool talks = instruction.collective() || instruction.transfer();
       const std::string &location = whole.locations[instruction.location];
@@ -168,7 +139,7 @@ void Executor::runInstruction(const Instruction &instruction, const Step &step,
   // Transfers are posted at exchange points (exchangeAt), never here.
 }
 
-void Executor::runBody(const Step &step, TraceEvent *stepEvent) {
+void Executor::runBody(const Step &step) {
   const Program &program = rank.programs[step.program];
   const ProgramInfo &info = programs[step.program];
   bool last = step.microbatch == int32_t(whole.numMicrobatches) - 1;
@@ -189,7 +160,7 @@ void Executor::runBody(const Step &step, TraceEvent *stepEvent) {
       seconds += duration * 1e-6;
       ++calls;
     }
-    if (tracing && stepEvent) {
+    if (tracing) {
       TraceEvent event;
       event.name = std::move(name);
       event.startUs = start;
@@ -268,8 +239,7 @@ float Executor::runIteration(int64_t iteration, const Hyper &h,
     double start = tracing ? now() : 0;
     size_t first = trace.size();
     stepWaitSeconds = 0;
-    TraceEvent event;
-    runBody(step, &event);
+    runBody(step);
     if (program.bodyEnd < program.instructions.size())
       pending.push_back(s);
     if (info.writesLoss) {
@@ -280,6 +250,7 @@ float Executor::runIteration(int64_t iteration, const Hyper &h,
     if (tracing) {
       // A step's name as the schedule simulator writes it (F3.1:
       // microbatch 3 on chunk 1), M3 a whole microbatch, then optimizer.
+      TraceEvent event;
       event.step = true;
       switch (program.phase) {
       case Phase::Forward:

@@ -74,7 +74,7 @@ private:
     std::vector<std::string> where; // per instruction, for messages
   };
 
-  void runBody(const Step &step, TraceEvent *event);
+  void runBody(const Step &step);
   void runInstruction(const Instruction &instruction, const Step &step,
                       const std::string &where);
   /// Posts the exchange group at schedule position `at`: the trailing

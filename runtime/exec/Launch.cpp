@@ -35,6 +35,16 @@ std::mutex failureMutex;
   std::_Exit(1);
 }
 
+/// Reports an error that ends the run before any rank has started.
+int refuse(std::ostream &errors, const std::string &message) {
+  errors << "strata-run: error: " << message << "\n";
+  return 1;
+}
+
+std::chrono::milliseconds commTimeout(const TrainOptions &options) {
+  return std::chrono::milliseconds(int64_t(options.commTimeoutSeconds * 1000));
+}
+
 /// One rank and what it runs on: a CPU backend (its arenas and
 /// streams), ring collectives over its transport, the executor and the
 /// training loop. The backend goes first: its threads stop before the
@@ -44,9 +54,7 @@ struct LocalRank {
             const TrainOptions &options, const Dataset &data, int threads)
       : backend(
             std::make_unique<cpu::CpuBackend>(options.asyncCompute, threads)),
-        collectives(transport, *backend,
-                    std::chrono::milliseconds(
-                        int64_t(options.commTimeoutSeconds * 1000))),
+        collectives(transport, *backend, commTimeout(options)),
         executor(plan, rank, *backend, collectives),
         loop(executor, options, data) {}
   ~LocalRank() { backend.reset(); }
@@ -86,9 +94,7 @@ std::string traceOf(LocalRank &rank) {
 void gatherTrace(Transport &transport, LocalRank &rank,
                  const TrainOptions &options, std::ostream &errors) {
   int me = transport.rank(), world = transport.size();
-  auto deadline =
-      Clock::now() +
-      std::chrono::milliseconds(int64_t(options.commTimeoutSeconds * 1000));
+  auto deadline = Clock::now() + commTimeout(options);
   std::string mine = traceOf(rank);
   if (me != 0) {
     uint64_t size = mine.size();
@@ -111,9 +117,7 @@ void gatherTrace(Transport &transport, LocalRank &rank,
 void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
                   const TrainOptions &options, std::ostream &errors) {
   int me = transport.rank(), world = transport.size();
-  auto deadline =
-      Clock::now() +
-      std::chrono::milliseconds(int64_t(options.commTimeoutSeconds * 1000));
+  auto deadline = Clock::now() + commTimeout(options);
   std::vector<ParamPiece> mine = piecesOf(rank.executor);
   if (me != 0) {
     for (const ParamPiece &piece : mine) {
@@ -154,11 +158,10 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
                    std::ostream &errors) {
   int world = int(plan.ranks.size());
   int launched = launcherWorldSize();
-  if (launched != world) {
-    errors << "strata-run: error: the plan is for " << world
-           << " ranks; the launcher started " << launched << "\n";
-    return 1;
-  }
+  if (launched != world)
+    return refuse(errors, "the plan is for " + std::to_string(world) +
+                              " ranks; the launcher started " +
+                              std::to_string(launched));
   std::unique_ptr<Transport> transport = makeMpiTransport();
   uint32_t me = uint32_t(transport->rank());
   if (std::string error = checkMemory(plan, me, 1); !error.empty())
@@ -193,17 +196,13 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
                    const Dataset &data, std::ostream &log,
                    std::ostream &errors) {
   int world = int(plan.ranks.size());
-  if (options.ranks != 0 && options.ranks != world) {
-    errors << "strata-run: error: the plan is for " << world
-           << " ranks, --ranks " << options.ranks << " asks for "
-           << options.ranks << "\n";
-    return 1;
-  }
-  if (std::string error = checkMemory(plan, 0, uint32_t(world));
-      !error.empty()) {
-    errors << "strata-run: error: " << error << "\n";
-    return 1;
-  }
+  if (options.ranks != 0 && options.ranks != world)
+    return refuse(errors, "the plan is for " + std::to_string(world) +
+                              " ranks, --ranks " +
+                              std::to_string(options.ranks) + " asks for " +
+                              std::to_string(options.ranks));
+  if (std::string error = checkMemory(plan, 0, uint32_t(world)); !error.empty())
+    return refuse(errors, error);
   int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   int threadsPerRank =
       options.threads > 0 ? options.threads : std::max(1, cores / world);
@@ -215,10 +214,8 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
     transports.push_back(makeLocalTransport(hub, r));
     ranks.push_back(std::make_unique<LocalRank>(
         plan, uint32_t(r), *transports.back(), options, data, threadsPerRank));
-    if (std::string error = ranks.back()->executor.load(); !error.empty()) {
-      errors << "strata-run: error: rank " << r << ": " << error << "\n";
-      return 1;
-    }
+    if (std::string error = ranks.back()->executor.load(); !error.empty())
+      return refuse(errors, "rank " + std::to_string(r) + ": " + error);
     if (!options.tracePath.empty())
       ranks.back()->executor.enableTrace(epoch);
     if (options.profile)
@@ -245,11 +242,8 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
     std::vector<std::string> all;
     for (auto &rank : ranks)
       all.push_back(traceOf(*rank));
-    if (std::string error = writeTrace(options.tracePath, all);
-        !error.empty()) {
-      errors << "strata-run: error: " << error << "\n";
-      return 1;
-    }
+    if (std::string error = writeTrace(options.tracePath, all); !error.empty())
+      return refuse(errors, error);
   }
   if (!options.saveParams.empty()) {
     std::vector<std::vector<ParamPiece>> all;
@@ -257,10 +251,8 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
       all.push_back(piecesOf(rank->executor));
     if (std::string error =
             writeSafetensors(options.saveParams, assemble(plan, all));
-        !error.empty()) {
-      errors << "strata-run: error: " << error << "\n";
-      return 1;
-    }
+        !error.empty())
+      return refuse(errors, error);
   }
   return 0;
 }
@@ -273,10 +265,8 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
   if (!options.dataPath.empty()) {
     if (std::string error = makeTextDataset(options.dataPath, plan.vocabSize,
                                             plan.seqLength, data);
-        !error.empty()) {
-      errors << "strata-run: error: " << error << "\n";
-      return 1;
-    }
+        !error.empty())
+      return refuse(errors, error);
   } else {
     data = makeSyntheticDataset(options.seed, plan.vocabSize, plan.seqLength);
   }

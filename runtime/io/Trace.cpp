@@ -105,9 +105,7 @@ std::string readTraceSteps(const std::string &path,
     e.waitUs = std::atof(field(line, "wait").c_str());
     if (rank < 0 || rank > (1 << 20) || e.phase.empty())
       return "trace '" + path +
-             "' has a step event this runtime did not "
-             "write: " +
-             line;
+             "' has a step event this runtime did not write: " + line;
     if (int(byRank.size()) <= rank)
       byRank.resize(rank + 1);
     byRank[rank].push_back(e);
@@ -115,8 +113,7 @@ std::string readTraceSteps(const std::string &path,
   }
   if (!any)
     return "trace '" + path +
-           "' has no steps (was it written by strata-run "
-           "--trace?)";
+           "' has no steps (was it written by strata-run --trace?)";
   return "";
 }
 

@@ -136,6 +136,12 @@ public:
                 ") is smaller than the plan's (" +
                 std::to_string(context.vocabSize) + ")");
   }
+  /// `operand` holds the run's hyperparameters (Hyper.h).
+  void hyper(unsigned operand) {
+    require(at(operand).elements == kHyperSlots,
+            "'" + at(operand).name + "' must hold the " +
+                std::to_string(kHyperSlots) + " hyperparameters");
+  }
   /// (begin, length[, ...]) tuples of `width` within `bound` elements.
   void segments(const std::vector<int64_t> &values, size_t width, int64_t bound,
                 const std::string &what) {
@@ -165,22 +171,23 @@ void checkFill(Rules &) {}
 
 void checkCopy(Rules &r) { r.sameCount(Copy::op::x, Copy::op::y); }
 
+/// A [vocab, hidden] table and `rows`, one row of it per id.
+void checkEmbedding(Rules &r, unsigned table, unsigned ids, unsigned rows) {
+  const std::vector<int64_t> &shape = r.at(table).shape;
+  r.require(shape.size() == 2, "'" + r.at(table).name +
+                                   "' must be [vocab, hidden], is " +
+                                   shapeText(r.at(table)));
+  if (shape.size() == 2)
+    r.require(r.at(rows).elements == r.at(ids).elements * shape[1],
+              "'" + r.at(rows).name + "' must be ids x hidden");
+}
 void checkEmbeddingFwd(Rules &r) {
   using namespace EmbeddingFwd;
-  const Buffer &table = r.at(op::table);
-  r.require(table.shape.size() == 2, "the table must be [vocab, hidden]");
-  if (table.shape.size() == 2)
-    r.require(r.at(op::y).elements == r.at(op::ids).elements * table.shape[1],
-              "the embedding output must be ids x hidden");
+  checkEmbedding(r, op::table, op::ids, op::y);
 }
-
 void checkEmbeddingBwd(Rules &r) {
   using namespace EmbeddingBwd;
-  const Buffer &table = r.at(op::dtable);
-  r.require(table.shape.size() == 2, "the table must be [vocab, hidden]");
-  if (table.shape.size() == 2)
-    r.require(r.at(op::dy).elements == r.at(op::ids).elements * table.shape[1],
-              "the gradient must be ids x hidden");
+  checkEmbedding(r, op::dtable, op::ids, op::dy);
 }
 
 void checkBinary(Rules &r) {
@@ -357,7 +364,18 @@ void checkSlice(Rules &r) {
 }
 
 /// The vocabulary-parallel kernels keep logits first and the two
-/// vocabulary attributes at the same positions.
+/// vocabulary attributes at the same positions (the CPU kernels rely on it
+/// too).
+constexpr bool vocabularyAttrsAt(unsigned size, unsigned offset) {
+  return size == LogitsMax::attr::vocab_size &&
+         offset == LogitsMax::attr::vocab_offset;
+}
+static_assert(vocabularyAttrsAt(LogitsTarget::attr::vocab_size,
+                                LogitsTarget::attr::vocab_offset) &&
+              vocabularyAttrsAt(LogitsSumExp::attr::vocab_size,
+                                LogitsSumExp::attr::vocab_offset) &&
+              vocabularyAttrsAt(CrossEntropyGradFromStats::attr::vocab_size,
+                                CrossEntropyGradFromStats::attr::vocab_offset));
 void checkLogits(Rules &r) {
   using namespace LogitsMax;
   r.vocabulary(r.i(attr::vocab_size), r.i(attr::vocab_offset),
@@ -369,18 +387,12 @@ void checkLogitsMax(Rules &r) {
 }
 void checkLogitsTarget(Rules &r) {
   using namespace LogitsTarget;
-  static_assert(
-      unsigned(attr::vocab_size) == unsigned(LogitsMax::attr::vocab_size) &&
-      unsigned(attr::vocab_offset) == unsigned(LogitsMax::attr::vocab_offset));
   checkLogits(r);
   r.perRow(op::labels, op::logits);
   r.perRow(op::target, op::logits);
 }
 void checkLogitsSumExp(Rules &r) {
   using namespace LogitsSumExp;
-  static_assert(
-      unsigned(attr::vocab_size) == unsigned(LogitsMax::attr::vocab_size) &&
-      unsigned(attr::vocab_offset) == unsigned(LogitsMax::attr::vocab_offset));
   checkLogits(r);
   r.perRow(op::max, op::logits);
   r.perRow(op::sum, op::logits);
@@ -393,9 +405,6 @@ void checkCrossEntropyFromStats(Rules &r) {
 }
 void checkCrossEntropyGradFromStats(Rules &r) {
   using namespace CrossEntropyGradFromStats;
-  static_assert(
-      unsigned(attr::vocab_size) == unsigned(LogitsMax::attr::vocab_size) &&
-      unsigned(attr::vocab_offset) == unsigned(LogitsMax::attr::vocab_offset));
   checkLogits(r);
   for (unsigned row : {op::labels, op::max, op::sum})
     r.perRow(row, op::logits);
@@ -414,17 +423,13 @@ void checkClipCoefficient(Rules &r) {
   using namespace ClipCoefficient;
   for (unsigned s : {op::sum, op::norm, op::coefficient})
     r.scalar(s);
-  r.require(r.at(op::hyper).elements == kHyperSlots,
-            "'" + r.at(op::hyper).name + "' must hold the " +
-                std::to_string(kHyperSlots) + " hyperparameters");
+  r.hyper(op::hyper);
 }
 
 void checkAdamW(Rules &r) {
   using namespace AdamW;
   r.scalar(op::coefficient);
-  r.require(r.at(op::hyper).elements == kHyperSlots,
-            "'" + r.at(op::hyper).name + "' must hold the " +
-                std::to_string(kHyperSlots) + " hyperparameters");
+  r.hyper(op::hyper);
   r.sameCount(op::grads, op::params);
   r.sameCount(op::exp_avg, op::exp_avg_sq);
   if (r.has(op::master))

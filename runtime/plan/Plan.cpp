@@ -116,6 +116,27 @@ std::vector<uint32_t> Instruction::buffers() const {
   return out;
 }
 
+std::vector<uint32_t> Instruction::outputs() const {
+  std::vector<uint32_t> out;
+  if (const GemmOp *g = gemm()) {
+    out.push_back(g->d);
+    if (g->epilogue == Epilogue::BiasGrad)
+      out.push_back(g->bias);
+    if (g->aux != kNoBuffer)
+      out.push_back(g->aux);
+  } else if (const LaunchOp *l = launch()) {
+    const KernelSpec &spec = kernelSpec(l->kernel);
+    for (size_t o = 0; o < l->operands.size(); ++o)
+      if (spec.operands[o].output && l->operands[o] != kNoBuffer)
+        out.push_back(l->operands[o]);
+  } else if (const CollectiveOp *c = collective()) {
+    out.push_back(c->output);
+  } else if (const TransferOp *t = transfer(); t && !t->send) {
+    out.push_back(t->buffer);
+  }
+  return out;
+}
+
 std::vector<int> Plan::groupMembers(uint32_t group, uint32_t rank) const {
   const Group &g = groups[group];
   int64_t sizes[3] = {tensorParallel, dataParallel, pipelineParallel};

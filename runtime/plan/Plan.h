@@ -131,6 +131,8 @@ struct Instruction {
   std::string name() const;
   /// The buffers it reads and writes (absent operands left out).
   std::vector<uint32_t> buffers() const;
+  /// The buffers it writes.
+  std::vector<uint32_t> outputs() const;
 };
 
 enum class Phase : uint8_t { Microbatch, Forward, Backward, Optimizer };

@@ -157,10 +157,9 @@ namespace {
 struct Transfer {
   bool gradient = false;
   int fromChunk = 0, microbatch = 0;
-  bool operator<(const Transfer &o) const {
-    return std::tie(gradient, fromChunk, microbatch) <
-           std::tie(o.gradient, o.fromChunk, o.microbatch);
-  }
+  auto key() const { return std::tie(gradient, fromChunk, microbatch); }
+  bool operator<(const Transfer &o) const { return key() < o.key(); }
+  bool operator==(const Transfer &o) const { return key() == o.key(); }
 };
 
 struct Group {
@@ -218,9 +217,7 @@ std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
     return at[s] < groups[s].size() ? &groups[s][at[s]] : nullptr;
   };
   auto has = [](const std::vector<Transfer> &list, const Transfer &t) {
-    return std::find_if(list.begin(), list.end(), [&](const Transfer &x) {
-             return !(x < t) && !(t < x);
-           }) != list.end();
+    return std::find(list.begin(), list.end(), t) != list.end();
   };
   bool progress = true;
   while (progress) {

@@ -302,8 +302,13 @@ struct AttnDims {
   bool causal;
 };
 
-Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k, const Vec &v) {
+/// Attention's output; each query row's log-sum-exp of its scaled scores
+/// ([b, heads, s]) into `lse` when given.
+Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k, const Vec &v,
+                 Vec *lse = nullptr) {
   Vec o(q.size(), 0.0);
+  if (lse)
+    lse->assign(a.b * a.h * a.s, 0.0);
   for (int64_t bi = 0; bi < a.b; ++bi)
     for (int64_t h = 0; h < a.h; ++h) {
       int64_t g = h / (a.h / a.kv);
@@ -322,6 +327,8 @@ Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k, const Vec &v) {
         double sum = 0;
         for (double &s : score)
           sum += (s = std::exp(s - max));
+        if (lse)
+          (*lse)[(bi * a.h + h) * a.s + i] = max + std::log(sum);
         for (int64_t j = 0; j < n; ++j)
           for (int64_t x = 0; x < a.d; ++x)
             o[((bi * a.s + i) * a.h + h) * a.d + x] +=
@@ -329,33 +336,6 @@ Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k, const Vec &v) {
       }
     }
   return o;
-}
-
-/// Each query row's log-sum-exp of its scaled scores, [b, heads, s].
-Vec refAttentionLse(const AttnDims &a, const Vec &q, const Vec &k) {
-  Vec lse(a.b * a.h * a.s);
-  for (int64_t bi = 0; bi < a.b; ++bi)
-    for (int64_t h = 0; h < a.h; ++h) {
-      int64_t g = h / (a.h / a.kv);
-      for (int64_t i = 0; i < a.s; ++i) {
-        int64_t n = a.causal ? i + 1 : a.s;
-        double max = -INFINITY;
-        Vec score(n);
-        for (int64_t j = 0; j < n; ++j) {
-          double dot = 0;
-          for (int64_t x = 0; x < a.d; ++x)
-            dot += q[((bi * a.s + i) * a.h + h) * a.d + x] *
-                   k[((bi * a.s + j) * a.kv + g) * a.d + x];
-          score[j] = dot / std::sqrt(double(a.d));
-          max = std::max(max, score[j]);
-        }
-        double sum = 0;
-        for (double sc : score)
-          sum += std::exp(sc - max);
-        lse[(bi * a.h + h) * a.s + i] = max + std::log(sum);
-      }
-    }
-  return lse;
 }
 
 Vec refRope(const Vec &x, int64_t b, int64_t s, int64_t h, int64_t d,
@@ -457,38 +437,26 @@ TEST(CpuKernels, GemmEpilogues) {
   const int64_t m = 11, n = 6, k = 9;
   Vec a = randomVec(m * k), b = randomVec(k * n), bias = randomVec(n);
   Vec product = refGemm(a, b, m, n, k, false, false);
-  // bias: D = A·B + bias.
-  {
+  // bias: D = A·B + bias; gelu_bias: aux = A·B + bias, D = GELU(aux).
+  for (Epilogue epilogue : {Epilogue::Bias, Epilogue::GeluBias}) {
+    bool withGelu = epilogue == Epilogue::GeluBias;
     Harness h;
     uint32_t ia = h.input({m, k}, a), ib = h.input({k, n}, b),
              ibias = h.input({n}, bias), id = h.add({m, n});
     GemmOp g = plainGemm(ia, ib, id, m, n, k, false, false);
-    g.epilogue = Epilogue::Bias;
+    g.epilogue = epilogue;
     g.bias = ibias;
-    h.runGemm(g);
-    Vec expected = product;
-    for (int64_t i = 0; i < m * n; ++i)
-      expected[i] += bias[i % n];
-    expectClose(h.read(id), expected, kTol, "bias epilogue");
-  }
-  // gelu_bias: aux = A·B + bias, D = GELU(aux).
-  {
-    Harness h;
-    uint32_t ia = h.input({m, k}, a), ib = h.input({k, n}, b),
-             ibias = h.input({n}, bias), id = h.add({m, n}),
-             iaux = h.add({m, n});
-    GemmOp g = plainGemm(ia, ib, id, m, n, k, false, false);
-    g.epilogue = Epilogue::GeluBias;
-    g.bias = ibias;
-    g.aux = iaux;
+    if (withGelu)
+      g.aux = h.add({m, n});
     h.runGemm(g);
     Vec pre = product, expected(m * n);
     for (int64_t i = 0; i < m * n; ++i) {
       pre[i] += bias[i % n];
-      expected[i] = gelu(pre[i]);
+      expected[i] = withGelu ? gelu(pre[i]) : pre[i];
     }
-    expectClose(h.read(iaux), pre, kTol, "gelu_bias pre-activation");
-    expectClose(h.read(id), expected, kTol, "gelu_bias");
+    if (withGelu)
+      expectClose(h.read(g.aux), pre, kTol, "gelu_bias pre-activation");
+    expectClose(h.read(id), expected, kTol, withGelu ? "gelu_bias" : "bias");
   }
   // bias_grad beside a weight gradient dW = xᵀ·dy: bias = beta·bias +
   // the column sums of dy.
@@ -773,10 +741,10 @@ TEST(CpuKernels, AttentionGroupedQueryCausalAndNot) {
              iv = h.input({a.b, a.s, a.kv, a.d}, v),
              out = h.add({a.b, a.s, a.h, a.d}), lse = h.add({a.b, a.h, a.s});
     h.run("attention_fwd", {iq, ik, iv}, {out, lse}, args);
-    Vec o = refAttention(a, q, k, v);
+    Vec expectedLse;
+    Vec o = refAttention(a, q, k, v, &expectedLse);
     expectClose(h.read(out), o, kTol, "attention_fwd");
-    expectClose(h.read(lse), refAttentionLse(a, q, k), kTol,
-                "attention_fwd log-sum-exp");
+    expectClose(h.read(lse), expectedLse, kTol, "attention_fwd log-sum-exp");
 
     // The backward takes the forward's log-sum-exp.
     Harness g;
@@ -965,6 +933,21 @@ TEST(CpuKernels, CatalogChecksDtypesCountsAndArguments) {
   AttrValue notBool;
   notBool.i = 7;
   EXPECT_NE(check("sum_to", {x, y}, {notBool}).find("'accumulate'"),
+            std::string::npos);
+  // A kernel's shape rule: an embedding's rows, one per id, forward and
+  // backward alike.
+  uint32_t table = h.add({5, 3}), rows = h.add({4, 3}), tooFew = h.add({3, 3});
+  AttrValue zero;
+  EXPECT_EQ(check("embedding_fwd", {table, ids, rows}, {zero}), "");
+  EXPECT_NE(check("embedding_fwd", {table, ids, tooFew}, {zero})
+                .find("must be ids x hidden"),
+            std::string::npos);
+  EXPECT_EQ(check("embedding_bwd", {rows, ids, table}, {zero, zero}), "");
+  EXPECT_NE(check("embedding_bwd", {tooFew, ids, table}, {zero, zero})
+                .find("must be ids x hidden"),
+            std::string::npos);
+  EXPECT_NE(check("embedding_fwd", {x, ids, rows}, {zero})
+                .find("must be [vocab, hidden]"),
             std::string::npos);
 }
 
