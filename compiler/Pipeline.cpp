@@ -51,7 +51,7 @@ std::string checkOptions(const CompileOptions &options) {
 }
 
 Level levelOf(ModuleOp module) {
-  if (!module.getOps<exec::RankOp>().empty())
+  if (!module.getOps<exec::TemplateOp>().empty())
     return Level::Exec;
   if (!module.getOps<dist::ScheduleOp>().empty())
     return Level::Dist;
@@ -112,7 +112,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
 }
 
 MemoryReport reportMemory(Operation *op) {
-  auto rank = cast<exec::RankOp>(op);
+  auto rank = cast<exec::TemplateOp>(op);
   MemoryReport report;
   for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>()) {
     if (buffer.getAlias() || buffer.getArena() != exec::Arena::Persistent)

@@ -160,9 +160,9 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
     }
     bucket.size = (size + dp - 1) / dp * dp;
     bucket.overlapped = bucket.chunk >= 0 && overlapGradReduce;
-    bucket.ownBegin = bucket.begin + coords.dp * (bucket.size / dp);
+    bucket.part = distributedOptimizer ? bucket.size / dp : bucket.size;
     bucket.stateBegin = stateElements;
-    stateElements += distributedOptimizer ? bucket.size / dp : bucket.size;
+    stateElements += bucket.part;
     flatElements += bucket.size;
   }
 
@@ -190,10 +190,18 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
     if (distributedOptimizer && dp > 1) {
       bucket.params = regionView("bucket-params:" + index, paramRegion,
                                  bucket.begin, bucket.size);
-      bucket.ownGrads = regionView("own:" + index, gradRegion, bucket.ownBegin,
-                                   bucket.size / dp);
-      bucket.ownParams = regionView("own-params:" + index, paramRegion,
-                                    bucket.ownBegin, bucket.size / dp);
+      // A rank's own part: its data-parallel coordinate's block.
+      auto own = [&](StringRef name, exec::BufferOp region) {
+        exec::BufferOp view =
+            regionView(name, region, bucket.begin, bucket.part);
+        int64_t bytes =
+            exec::elementBytes(region.getTensorType().getElementType());
+        view.setPerRankAttr(
+            b.getDenseI64ArrayAttr({kDataAxis, bucket.part * bytes}));
+        return view;
+      };
+      bucket.ownGrads = own("own:" + index, gradRegion);
+      bucket.ownParams = own("own-params:" + index, paramRegion);
       if (overlapParamGather)
         bucket.gathered = event("gathered:" + index);
     }
@@ -209,22 +217,12 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
         p.flatOffset * exec::elementBytes(stored.getElementType()));
     p.grad = makeBuffer("grad:" + name, asF32(local), exec::Arena::Persistent,
                         gradRegion, p.flatOffset * 4);
-    // The fp32 masters this rank keeps: all of the parameter, or with the
-    // distributed optimizer its part of its bucket.
-    SmallVector<Attribute> masters;
-    SmallVector<int64_t> masterOffsets;
-    if (OwnedPart own = ownedPart(p); masterRegion && own.begin < own.end) {
-      exec::BufferOp master = regionView(
-          "master:" + name + "@" + std::to_string(own.begin - p.flatOffset),
-          masterRegion, own.state, own.end - own.begin);
-      masters.push_back(FlatSymbolRefAttr::get(master.getSymNameAttr()));
-      masterOffsets.push_back(own.begin - p.flatOffset);
-    }
-    // Where this rank's part sits in the global tensor.
+    // Which part of the global tensor a rank holds: a tensor-parallel
+    // split is the rank's coordinate's slice along `split_dim`.
     SmallVector<int64_t> global(local.getShape());
-    SmallVector<int64_t> offset(local.getRank(), 0);
+    IntegerAttr splitDim;
     if (auto dim = param->getAttrOfType<IntegerAttr>("dist.split_dim"))
-      offset[dim.getInt()] = tpOffset(local.getDimSize(dim.getInt()));
+      splitDim = b.getI64IntegerAttr(dim.getInt());
     if (auto shape =
             param->getAttrOfType<DenseI64ArrayAttr>("dist.global_shape"))
       global.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
@@ -236,24 +234,10 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
         declarations, param.getLoc(), param.getNameAttr(),
         FlatSymbolRefAttr::get(p.value.getSymNameAttr()),
         FlatSymbolRefAttr::get(p.grad.getSymNameAttr()),
-        b.getArrayAttr(masters), b.getDenseI64ArrayAttr(masterOffsets),
         b.getDenseI64ArrayAttr(global), b.getDenseI64ArrayAttr(padded),
-        b.getDenseI64ArrayAttr(offset),
-        b.getStringAttr(graph::stringifyInitKind(param.getInit())),
+        splitDim, b.getStringAttr(graph::stringifyInitKind(param.getInit())),
         b.getF64FloatAttr(std));
   }
-}
-
-Lowering::OwnedPart Lowering::ownedPart(const ParamBuffers &p) const {
-  const Bucket &bucket = buckets[p.bucket];
-  OwnedPart own{p.flatOffset, p.flatOffset + p.elements,
-                bucket.stateBegin + (p.flatOffset - bucket.begin)};
-  if (distributedOptimizer) {
-    own.begin = std::max(own.begin, bucket.ownBegin);
-    own.end = std::min(own.end, bucket.ownBegin + bucket.size / coords.dpSize);
-    own.state = bucket.stateBegin + (own.begin - bucket.ownBegin);
-  }
-  return own;
 }
 
 /// Appends (begin, length) to `segments`, merging with the last if they
@@ -270,21 +254,19 @@ static void appendRange(SmallVectorImpl<int64_t> &segments, int64_t begin,
   segments.append({begin, length});
 }
 
-SmallVector<int64_t> Lowering::normSegments() {
-  SmallVector<int64_t> segments;
+Lowering::NormSegments Lowering::normSegments() {
+  NormSegments segments;
   for (const std::string &name : paramOrder) {
     const ParamBuffers &p = params[name];
     const ParamFacts &f = facts[name];
-    // Counted once across the ranks that hold it: a replicated parameter
-    // on the first tensor-parallel rank, a tied one on its first stage.
-    if (f.countOnFirstTp && coords.tp != 0)
-      continue;
+    // Counted once across the ranks that hold it: a tied parameter on its
+    // first stage, a replicated one on the first tensor-parallel rank (the
+    // kernel's first_part). The windows keep a distributed optimizer's
+    // rank to its own part, the only valid part of the reduced gradient.
     if (!f.tiedStages.empty() && f.tiedStages.front() != coords.pp)
       continue;
-    // With the distributed optimizer only this rank's part of the reduced
-    // gradient is valid.
-    OwnedPart own = ownedPart(p);
-    appendRange(segments, own.begin, own.end - own.begin);
+    appendRange(f.countOnFirstTp ? segments.firstOnly : segments.always,
+                p.flatOffset, p.elements);
   }
   return segments;
 }
@@ -292,20 +274,24 @@ SmallVector<int64_t> Lowering::normSegments() {
 SmallVector<int64_t> Lowering::adamSegments() {
   SmallVector<int64_t> segments;
   for (const std::string &name : paramOrder) {
-    auto [begin, end, state] = ownedPart(params[name]);
-    if (begin >= end)
-      continue;
+    const ParamBuffers &p = params[name];
     int64_t decay = facts[name].decay ? 1 : 0;
     size_t n = segments.size();
-    if (n >= 4 && segments[n - 4] + segments[n - 3] == begin &&
-        segments[n - 2] + segments[n - 3] == state &&
+    if (n >= 3 && segments[n - 3] + segments[n - 2] == p.flatOffset &&
         segments[n - 1] == decay) {
-      segments[n - 3] += end - begin;
+      segments[n - 2] += p.elements;
       continue;
     }
-    segments.append({begin, end - begin, state, decay});
+    segments.append({p.flatOffset, p.elements, decay});
   }
   return segments;
+}
+
+SmallVector<int64_t> Lowering::windows() {
+  SmallVector<int64_t> out;
+  for (const Bucket &bucket : buckets)
+    out.append({bucket.begin, bucket.part, bucket.stateBegin});
+  return out;
 }
 
 void Lowering::reduceBucket(Location loc, Bucket &bucket, exec::Stream stream,
@@ -387,26 +373,37 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
 
   // The norm over every gradient, the clipping coefficient, the update.
   exec::BufferOp sum = f32("sum_squares");
-  launch(loc, kernel::SumSquares{
-                  .grads = gradRegion, .sum = sum, .segments = normSegments()});
+  NormSegments norm = normSegments();
+  exec::LaunchOp squares =
+      launch(loc, kernel::SumSquares{.grads = gradRegion,
+                                     .sum = sum,
+                                     .segments = norm.always,
+                                     .first_segments = norm.firstOnly,
+                                     .windows = windows()});
+  perRank(squares, "first_part", kTensorAxis, 1);
+  if (distributedOptimizer)
+    perRank(squares, "part", kDataAxis, 1);
   if (!normAxes.empty()) {
     exec::BufferOp total = f32("sum_squares_total");
     collective(loc, exec::CollectiveKind::AllReduceSum, sum, total, normAxes);
     sum = total;
   }
-  exec::BufferOp norm = f32("norm"), coefficient = f32("coefficient");
+  exec::BufferOp normBuffer = f32("norm"), coefficient = f32("coefficient");
   launch(loc, kernel::ClipCoefficient{.sum = sum,
                                       .hyper = hyperBuffer,
-                                      .norm = norm,
+                                      .norm = normBuffer,
                                       .coefficient = coefficient});
-  launch(loc, kernel::AdamW{.grads = gradRegion,
-                            .coefficient = coefficient,
-                            .hyper = hyperBuffer,
-                            .params = paramRegion,
-                            .exp_avg = expAvgRegion,
-                            .exp_avg_sq = expAvgSqRegion,
-                            .master = masterRegion,
-                            .segments = adamSegments()});
+  exec::LaunchOp adam = launch(loc, kernel::AdamW{.grads = gradRegion,
+                                                  .coefficient = coefficient,
+                                                  .hyper = hyperBuffer,
+                                                  .params = paramRegion,
+                                                  .exp_avg = expAvgRegion,
+                                                  .exp_avg_sq = expAvgSqRegion,
+                                                  .master = masterRegion,
+                                                  .segments = adamSegments(),
+                                                  .windows = windows()});
+  if (distributedOptimizer)
+    perRank(adam, "part", kDataAxis, 1);
   // The accumulators start the next iteration at zero.
   launch(loc, kernel::Fill{.y = gradRegion, .value = 0});
 
@@ -429,7 +426,7 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
       record(body, loc, bucket.gathered, exec::Stream::Comm);
     }
   }
-  output(loc, "grad_norm", norm);
+  output(loc, "grad_norm", normBuffer);
 }
 
 /// The flat-region element range [begin, end) a buffer covers, if it is
@@ -449,7 +446,7 @@ rangeIn(exec::BufferOp buffer, exec::BufferOp region) {
 }
 
 LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
-  auto rank = cast<exec::RankOp>(programs.getBlock()->getParentOp());
+  auto rank = cast<exec::TemplateOp>(programs.getBlock()->getParentOp());
   llvm::StringMap<exec::BufferOp> byName;
   for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>())
     byName[buffer.getSymName()] = buffer;

@@ -1,17 +1,20 @@
 //===- LowerToExec.cpp - the scheduled step as typed instructions ---------===//
 //
-// Builds one exec.rank per rank of @mesh from the step's functions
-// (@microbatch, or a pipeline stage's @forward_c and @backward_c),
+// Builds one exec.template per pipeline stage of @mesh from the step's
+// functions (@microbatch, or the stage's @forward_c and @backward_c),
 // @optimizer and the stage's dist.schedule: a buffer per tensor, gemms and
 // launches of the kernel catalog per op, a program per function. The
-// functions are SPMD; what differs by rank is filled in here from the
-// rank's coordinates (tp fastest, then dp, then pp): a shard's offset into
-// its global tensor, a vocabulary range, the first query head, who keeps a
-// replicated value in a partial sum, which part of each bucket a
-// distributed optimizer owns, which chunks and parameters a pipeline stage
-// holds. Communication that can overlap runs on the communication stream,
-// ordered against the compute stream by events: pipeline transfers, and
-// (LowerOptimizer.cpp) gradient reductions and parameter gathers.
+// functions are SPMD, and so is the template: the ranks of a stage differ
+// only in their tensor- and data-parallel coordinates, and what depends on
+// them is written as a per-rank expression the runtime resolves at load (a
+// shard's offset into its global tensor, a vocabulary range, the first
+// query head, who keeps a replicated value in a partial sum, which part of
+// each bucket a distributed optimizer owns). Lowering, memory planning and
+// the plan's size so grow with the model and the stages, never with the
+// rank count. Communication that can overlap runs on the communication
+// stream, ordered against the compute stream by events: pipeline
+// transfers, and (LowerOptimizer.cpp) gradient reductions and parameter
+// gathers.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/passes/LowerToExec.h"
@@ -55,11 +58,26 @@ static FlatSymbolRefAttr ref(exec::BufferOp buffer) {
                 : FlatSymbolRefAttr();
 }
 
+void Lowering::perRank(exec::LaunchOp op, StringRef name, int64_t axis,
+                       int64_t stride) {
+  int64_t size = axis == kTensorAxis ? coords.tpSize
+                 : axis == kDataAxis ? coords.dpSize
+                                     : coords.ppSize;
+  if (size == 1 || stride == 0)
+    return;
+  SmallVector<NamedAttribute> entries;
+  if (DictionaryAttr existing = op.getPerRankAttr())
+    entries.assign(existing.begin(), existing.end());
+  entries.push_back(
+      b.getNamedAttr(name, b.getDenseI64ArrayAttr({axis, stride})));
+  op.setPerRankAttr(b.getDictionaryAttr(entries));
+}
+
 exec::LaunchOp Lowering::launchCollected(Location loc, StringRef name,
                                          const kernel::Collected &c) {
   return exec::LaunchOp::create(
       body, loc, b.getStringAttr(name), symbolRefs(b, c.inputs),
-      symbolRefs(b, c.outputs), b.getDictionaryAttr(c.args),
+      symbolRefs(b, c.outputs), b.getDictionaryAttr(c.args), DictionaryAttr(),
       DenseI64ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(), StringAttr(),
       exec::StreamAttr(), exec::ConditionAttr());
 }
@@ -306,7 +324,7 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
         slotAttr, step->hasAttr("exchange") ? b.getUnitAttr() : UnitAttr());
   }
   if (!slots.empty())
-    op->getParentOfType<exec::RankOp>().setStashSlotsAttr(
+    op->getParentOfType<exec::TemplateOp>().setStashSlotsAttr(
         b.getDenseI64ArrayAttr(slots));
   return success();
 }
@@ -332,7 +350,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
         break;
       chunks.append({forward, backward});
     }
-    RankCoords coords;
+    StageCoords coords;
     coords.tpSize = meshAxis(module, kTensorAxis);
     coords.dpSize = meshAxis(module, kDataAxis);
     coords.ppSize = meshAxis(module, kPipelineAxis);
@@ -349,14 +367,10 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
     }
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
-    int64_t world = coords.tpSize * coords.dpSize * coords.ppSize;
-    for (int64_t rank = 0; rank < world; ++rank) {
-      coords.rank = rank;
-      coords.tp = rank % coords.tpSize;
-      coords.dp = rank / coords.tpSize % coords.dpSize;
-      coords.pp = rank / (coords.tpSize * coords.dpSize);
-      auto op = exec::RankOp::create(
-          b, module.getLoc(), b.getI64IntegerAttr(rank), IntegerAttr(),
+    for (int64_t stage = 0; stage < coords.ppSize; ++stage) {
+      coords.pp = stage;
+      auto op = exec::TemplateOp::create(
+          b, module.getLoc(), b.getI64IntegerAttr(stage), IntegerAttr(),
           IntegerAttr(), IntegerAttr(), DenseI64ArrayAttr());
       op.getBody().emplaceBlock();
       // This stage's functions: its chunks, forward then backward each.
@@ -364,7 +378,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
       if (microbatch)
         functions.push_back(microbatch);
       for (size_t i = 0; i < chunks.size(); ++i)
-        if (int64_t(i / 2) % coords.ppSize == coords.pp)
+        if (int64_t(i / 2) % coords.ppSize == stage)
           functions.push_back(chunks[i]);
       Lowering lowering(module, op, bf16, coords, overlapGradReduce,
                         overlapParamGather);
@@ -375,9 +389,9 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
         if (failed(lowering.lowerFunction(function)))
           return signalPassFailure();
       lowering.lowerOptimizer(optimizer);
-      if (failed(lowering.lowerSchedule(schedules[coords.pp])))
+      if (failed(lowering.lowerSchedule(schedules[stage])))
         return signalPassFailure();
-      if (failed(lowering.placeReductions(schedules[coords.pp])))
+      if (failed(lowering.placeReductions(schedules[stage])))
         return signalPassFailure();
       // Declarations (buffers, events, params, io) read first, then the
       // programs.

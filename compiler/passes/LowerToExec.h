@@ -86,9 +86,12 @@ inline SmallVector<int64_t> meshAxes(DenseI16ArrayAttr axes) {
                               axes.asArrayRef().end());
 }
 
-/// Where this rank sits in the mesh.
-struct RankCoords {
-  int64_t rank = 0, tp = 0, dp = 0, pp = 0;
+/// The stage a template is lowered for, and the mesh's sizes. A rank's
+/// tensor- and data-parallel coordinates are not known here: what depends
+/// on them is written as a per-rank expression (`per_rank`) that the
+/// runtime resolves at load.
+struct StageCoords {
+  int64_t pp = 0;
   int64_t tpSize = 1, dpSize = 1, ppSize = 1;
 };
 
@@ -116,16 +119,18 @@ struct Bucket {
   int64_t begin = 0, size = 0; // elements, padded to a multiple of dp
   int64_t chunk = -1;          // -1: the reductions done in the optimizer
   bool overlapped = false;     // reduced as the backward produces it
-  int64_t ownBegin = 0;        // distributed optimizer: this rank's part
-  int64_t stateBegin = 0;      // ... and where it lies in the state regions
+  int64_t part = 0;            // elements each rank owns (size / dp with
+                               // the distributed optimizer, else size)
+  int64_t stateBegin = 0;      // where its owned part lies in the state
+                               // regions
   exec::BufferOp grads, params, ownGrads, ownParams; // views
   exec::EventOp gathered; // the parameters' all-gather ended
 };
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, exec::RankOp rank, bool bf16, RankCoords coords,
-           bool overlapGradReduce, bool overlapParamGather)
+  Lowering(ModuleOp module, exec::TemplateOp rank, bool bf16,
+           StageCoords coords, bool overlapGradReduce, bool overlapParamGather)
       : module(module), b(module.getContext()), bf16(bf16), coords(coords),
         overlapGradReduce(overlapGradReduce),
         overlapParamGather(overlapParamGather) {
@@ -182,7 +187,7 @@ private:
     return exec::BufferOp::create(
         declarations, module.getLoc(), b.getStringAttr(name),
         TypeAttr::get(type), exec::ArenaAttr::get(ctx(), arena),
-        b.getI64IntegerAttr(-1), alias, viewOffset,
+        b.getI64IntegerAttr(-1), alias, viewOffset, DenseI64ArrayAttr(),
         zeroInit ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr());
   }
   /// A 1-D view of `elements` elements of a flat region.
@@ -201,9 +206,10 @@ private:
     return exec::EventOp::create(declarations, module.getLoc(),
                                  b.getStringAttr(name));
   }
-  /// The tp index that a tensor split along tp starts at, in elements of
-  /// its dimension `size` (local).
-  int64_t tpOffset(int64_t localSize) { return coords.tp * localSize; }
+  /// Marks integer argument `name` of `op` as `stride` times the rank's
+  /// coordinate along mesh `axis` more than written (a shard's offset, a
+  /// part's index); nothing on an axis of size 1.
+  void perRank(exec::LaunchOp op, StringRef name, int64_t axis, int64_t stride);
   /// A buffer for `value`; `keepF32` keeps a float tensor in f32 in bf16
   /// mode (the loss's row statistics, attention's log-sum-exp).
   exec::BufferOp temporary(Value value, exec::Arena arena,
@@ -268,17 +274,16 @@ private:
   GradientTarget gradientTarget(Value grad);
 
   LogicalResult lowerOp(Operation *op);
-  /// The segments of the flat regions this rank counts in the gradient
-  /// norm and updates (LowerOptimizer.cpp).
-  SmallVector<int64_t> normSegments();
-  SmallVector<int64_t> adamSegments();
-  /// The elements [begin, end) of a parameter's flat range this rank
-  /// updates (all of it, or with the distributed optimizer its part of
-  /// its bucket), and where `begin` lies in the state regions.
-  struct OwnedPart {
-    int64_t begin, end, state;
+  /// The flat optimizer's ranges (Kernels.def, runtime/plan/Ownership.h):
+  /// the gradient norm's segments, counted on every rank or only on the
+  /// first tensor-parallel one; AdamW's; and the buckets' windows, of
+  /// which each rank owns its part (LowerOptimizer.cpp).
+  struct NormSegments {
+    SmallVector<int64_t> always, firstOnly;
   };
-  OwnedPart ownedPart(const ParamBuffers &p) const;
+  NormSegments normSegments();
+  SmallVector<int64_t> adamSegments();
+  SmallVector<int64_t> windows();
   /// A bucket's data-parallel reduction on `stream`.
   void reduceBucket(Location loc, Bucket &bucket, exec::Stream stream,
                     bool lastMicrobatchOnly);
@@ -289,7 +294,7 @@ private:
   OpBuilder programs{module.getContext()};
   OpBuilder body{module.getContext()}; // the program being lowered
   bool bf16;
-  RankCoords coords;
+  StageCoords coords;
   bool overlapGradReduce, overlapParamGather;
   // From @optimizer.
   llvm::StringMap<ParamFacts> facts;

@@ -115,14 +115,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto embedding = dyn_cast<graph::EmbeddingOp>(op)) {
-    int64_t offset =
-        op->hasAttr("dist.vocab_parallel")
-            ? tpOffset(embedding.getTable().getType().getDimSize(0))
-            : 0;
-    launch(loc, kernel::EmbeddingFwd{.table = in(embedding.getTable()),
-                                     .ids = in(embedding.getIds()),
-                                     .y = out(embedding),
-                                     .vocab_offset = offset});
+    exec::LaunchOp launched =
+        launch(loc, kernel::EmbeddingFwd{.table = in(embedding.getTable()),
+                                         .ids = in(embedding.getIds()),
+                                         .y = out(embedding),
+                                         .vocab_offset = 0});
+    // A vocabulary-parallel table: the rank's rows start at its share.
+    if (op->hasAttr("dist.vocab_parallel"))
+      perRank(launched, "vocab_offset", kTensorAxis,
+              embedding.getTable().getType().getDimSize(0));
     return success();
   }
   if (auto matmul = dyn_cast<graph::MatmulOp>(op)) {
@@ -286,39 +287,43 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         cast<RankedTensorType>(op->getOperand(0).getType()).getDimSize(2);
     int64_t kvHeads =
         cast<RankedTensorType>(op->getOperand(1).getType()).getDimSize(2);
-    int64_t group = heads / kvHeads, first = 0;
+    int64_t group = heads / kvHeads, firstStride = 0;
     if (auto size = op->getAttrOfType<IntegerAttr>("group_size")) {
       group = size.getInt();
       if (op->hasAttr("dist.query_heads_split"))
-        first = tpOffset(heads);
+        firstStride = heads;
     }
     bool causal = op->hasAttr("causal");
+    exec::LaunchOp launched;
     if (auto attention = dyn_cast<graph::AttentionOp>(op)) {
-      launch(loc, kernel::AttentionFwd{.q = in(attention.getQuery()),
-                                       .k = in(attention.getKey()),
-                                       .v = in(attention.getValue()),
-                                       .o = out(attention.getResult()),
-                                       .lse = temporary(attention.getLse(),
-                                                        exec::Arena::Workspace,
-                                                        true),
-                                       .causal = causal,
-                                       .group_size = group,
-                                       .query_head_offset = first});
-      return success();
+      launched = launch(loc, kernel::AttentionFwd{
+                                 .q = in(attention.getQuery()),
+                                 .k = in(attention.getKey()),
+                                 .v = in(attention.getValue()),
+                                 .o = out(attention.getResult()),
+                                 .lse = temporary(attention.getLse(),
+                                                  exec::Arena::Workspace, true),
+                                 .causal = causal,
+                                 .group_size = group,
+                                 .query_head_offset = 0});
+    } else {
+      auto grad = cast<graph::AttentionGradOp>(op);
+      launched =
+          launch(loc, kernel::AttentionBwd{.q = in(grad.getQuery()),
+                                           .k = in(grad.getKey()),
+                                           .v = in(grad.getValue()),
+                                           .o = in(grad.getOutput()),
+                                           .lse = in(grad.getLse()),
+                                           .dout = in(grad.getGrad()),
+                                           .dq = out(grad.getQueryGrad()),
+                                           .dk = out(grad.getKeyGrad()),
+                                           .dv = out(grad.getValueGrad()),
+                                           .causal = causal,
+                                           .group_size = group,
+                                           .query_head_offset = 0});
     }
-    auto grad = cast<graph::AttentionGradOp>(op);
-    launch(loc, kernel::AttentionBwd{.q = in(grad.getQuery()),
-                                     .k = in(grad.getKey()),
-                                     .v = in(grad.getValue()),
-                                     .o = in(grad.getOutput()),
-                                     .lse = in(grad.getLse()),
-                                     .dout = in(grad.getGrad()),
-                                     .dq = out(grad.getQueryGrad()),
-                                     .dk = out(grad.getKeyGrad()),
-                                     .dv = out(grad.getValueGrad()),
-                                     .causal = causal,
-                                     .group_size = group,
-                                     .query_head_offset = first});
+    if (firstStride)
+      perRank(launched, "query_head_offset", kTensorAxis, firstStride);
     return success();
   }
   if (isa<graph::CrossEntropyOp, graph::CrossEntropyGradOp, graph::LogitsMaxOp,
@@ -350,42 +355,42 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     // share of the (padded) vocabulary. The row statistics stay f32 in
     // bf16 mode, as Megatron's vocabulary-parallel cross-entropy computes
     // them in fp32.
-    int64_t offset = op->hasAttr("dist.vocab_parallel") ? tpOffset(columns) : 0;
     auto statistic = [&] {
       return temporary(op->getResult(0), exec::Arena::Workspace, true);
     };
+    exec::LaunchOp launched;
     if (isa<graph::LogitsMaxOp>(op))
-      launch(loc, kernel::LogitsMax{.logits = in(op->getOperand(0)),
-                                    .max = statistic(),
-                                    .vocab_size = vocab,
-                                    .vocab_offset = offset});
+      launched = launch(loc, kernel::LogitsMax{.logits = in(op->getOperand(0)),
+                                               .max = statistic(),
+                                               .vocab_size = vocab});
     else if (isa<graph::LogitsTargetOp>(op))
-      launch(loc, kernel::LogitsTarget{.logits = in(op->getOperand(0)),
-                                       .labels = in(op->getOperand(1)),
-                                       .target = statistic(),
-                                       .vocab_size = vocab,
-                                       .vocab_offset = offset});
+      launched =
+          launch(loc, kernel::LogitsTarget{.logits = in(op->getOperand(0)),
+                                           .labels = in(op->getOperand(1)),
+                                           .target = statistic(),
+                                           .vocab_size = vocab});
     else if (isa<graph::LogitsSumExpOp>(op))
-      launch(loc, kernel::LogitsSumExp{.logits = in(op->getOperand(0)),
-                                       .max = in(op->getOperand(1)),
-                                       .sum = statistic(),
-                                       .vocab_size = vocab,
-                                       .vocab_offset = offset});
+      launched =
+          launch(loc, kernel::LogitsSumExp{.logits = in(op->getOperand(0)),
+                                           .max = in(op->getOperand(1)),
+                                           .sum = statistic(),
+                                           .vocab_size = vocab});
     else if (isa<graph::CrossEntropyFromStatsOp>(op))
       launch(loc, kernel::CrossEntropyFromStats{.max = in(op->getOperand(0)),
                                                 .sum = in(op->getOperand(1)),
                                                 .target = in(op->getOperand(2)),
                                                 .loss = out(op->getResult(0))});
     else
-      launch(loc,
-             kernel::CrossEntropyGradFromStats{.logits = in(op->getOperand(0)),
-                                               .labels = in(op->getOperand(1)),
-                                               .max = in(op->getOperand(2)),
-                                               .sum = in(op->getOperand(3)),
-                                               .dloss = in(op->getOperand(4)),
-                                               .dlogits = out(op->getResult(0)),
-                                               .vocab_size = vocab,
-                                               .vocab_offset = offset});
+      launched = launch(loc, kernel::CrossEntropyGradFromStats{
+                                 .logits = in(op->getOperand(0)),
+                                 .labels = in(op->getOperand(1)),
+                                 .max = in(op->getOperand(2)),
+                                 .sum = in(op->getOperand(3)),
+                                 .dloss = in(op->getOperand(4)),
+                                 .dlogits = out(op->getResult(0)),
+                                 .vocab_size = vocab});
+    if (launched && op->hasAttr("dist.vocab_parallel"))
+      perRank(launched, "vocab_offset", kTensorAxis, columns);
     return success();
   }
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op)) {
@@ -415,30 +420,32 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto slice = dyn_cast<shard::AllSliceOp>(op)) {
-    launch(loc, kernel::Slice{.x = in(slice.getInput()),
-                              .y = out(slice),
-                              .dim = slice.getSliceAxis().getSExtValue(),
-                              .part = coords.tp,
-                              .parts = coords.tpSize});
+    exec::LaunchOp launched =
+        launch(loc, kernel::Slice{.x = in(slice.getInput()),
+                                  .y = out(slice),
+                                  .dim = slice.getSliceAxis().getSExtValue(),
+                                  .part = 0,
+                                  .parts = coords.tpSize});
+    perRank(launched, "part", kTensorAxis, 1);
     return success();
   }
   if (auto keep = dyn_cast<dist::KeepOnFirstOp>(op)) {
-    if (coords.tp == 0)
-      launch(loc, kernel::Copy{.x = in(keep.getInput()), .y = out(keep)});
-    else
-      launch(loc, kernel::Fill{.y = out(keep), .value = 0});
+    exec::LaunchOp launched = launch(
+        loc, kernel::KeepOnFirst{.x = in(keep.getInput()), .y = out(keep)});
+    perRank(launched, "part", kTensorAxis, 1);
     return success();
   }
   if (auto grad = dyn_cast<graph::EmbeddingGradOp>(op)) {
     auto [target, accumulate] = gradientTarget(grad);
-    int64_t offset = op->hasAttr("dist.vocab_parallel")
-                         ? tpOffset(grad.getType().getDimSize(0))
-                         : 0;
-    launch(loc, kernel::EmbeddingBwd{.dy = in(grad.getGrad()),
-                                     .ids = in(grad.getIds()),
-                                     .dtable = target,
-                                     .vocab_offset = offset,
-                                     .accumulate = accumulate});
+    exec::LaunchOp launched =
+        launch(loc, kernel::EmbeddingBwd{.dy = in(grad.getGrad()),
+                                         .ids = in(grad.getIds()),
+                                         .dtable = target,
+                                         .vocab_offset = 0,
+                                         .accumulate = accumulate});
+    if (op->hasAttr("dist.vocab_parallel"))
+      perRank(launched, "vocab_offset", kTensorAxis,
+              grad.getType().getDimSize(0));
     return success();
   }
   if (auto sink = dyn_cast<graph::AccumulateGradOp>(op)) {

@@ -7,6 +7,12 @@
 // at an exchange point outside its program's body) gets memory of its own
 // for the whole iteration instead.
 //
+// Placement is a linear scan in n·log n: buffers in order of first use,
+// each taking the smallest free block that holds it (best fit, freed
+// blocks merged with their neighbours) once the buffers that died before
+// its first use have given theirs back. A plan's largest programs hold
+// tens of thousands of buffers; no step looks at all of them.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
 #include "dialects/exec/ExecDialect.h"
@@ -17,6 +23,8 @@
 
 #include <algorithm>
 #include <map>
+#include <queue>
+#include <set>
 
 namespace strata {
 #define GEN_PASS_DEF_PLANMEMORY
@@ -55,12 +63,12 @@ bool operandsOf(Operation &op, SmallVectorImpl<FlatSymbolRefAttr> &out) {
 
 struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
   void runOnOperation() override {
-    for (auto rank : getOperation().getOps<exec::RankOp>())
-      if (failed(planRank(rank)))
+    for (auto stage : getOperation().getOps<exec::TemplateOp>())
+      if (failed(planTemplate(stage)))
         return signalPassFailure();
   }
 
-  LogicalResult planRank(exec::RankOp rank) {
+  LogicalResult planTemplate(exec::TemplateOp rank) {
     llvm::StringMap<exec::BufferOp> byName;
     for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>())
       byName[buffer.getSymName()] = buffer;
@@ -177,35 +185,76 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
     return success();
   }
 
-  /// Greedy by size: largest first, each at the lowest offset that no
-  /// already placed buffer with an overlapping life occupies. Returns the
-  /// arena size the program needs.
+  /// Best-fit linear scan (see the file comment). Returns the arena size
+  /// the program needs.
   static int64_t place(std::vector<Life> &lives, int64_t base) {
     std::vector<Life *> order;
     for (Life &life : lives)
       order.push_back(&life);
-    std::stable_sort(order.begin(), order.end(), [](Life *a, Life *b) {
-      return a->bytes != b->bytes ? a->bytes > b->bytes : a->first < b->first;
+    // By first use; at the same step, larger first (less fragmentation).
+    std::sort(order.begin(), order.end(), [](Life *a, Life *b) {
+      if (a->first != b->first)
+        return a->first < b->first;
+      if (a->bytes != b->bytes)
+        return a->bytes > b->bytes;
+      return a->buffer.getSymName() < b->buffer.getSymName();
     });
-    std::vector<Life *> placed;
-    int64_t size = 0;
-    for (Life *life : order) {
-      // Occupied ranges of buffers alive at the same time, by offset.
-      std::vector<std::pair<int64_t, int64_t>> busy;
-      for (Life *other : placed)
-        if (other->first <= life->last && life->first <= other->last)
-          busy.push_back({other->offset, other->offset + other->bytes});
-      std::sort(busy.begin(), busy.end());
-      int64_t offset = 0;
-      for (auto [start, end] : busy) {
-        if (offset + life->bytes <= start)
-          break;
-        offset = std::max(offset, alignUp(end));
+    std::map<int64_t, int64_t> freeAt;            // offset -> size
+    std::set<std::pair<int64_t, int64_t>> bySize; // (size, offset)
+    auto addFree = [&](int64_t offset, int64_t size) {
+      auto next = freeAt.lower_bound(offset);
+      if (next != freeAt.end() && next->first == offset + size) {
+        size += next->second;
+        bySize.erase({next->second, next->first});
+        next = freeAt.erase(next);
       }
-      life->offset = offset;
-      life->buffer.setOffset(base + offset);
-      placed.push_back(life);
-      size = std::max(size, offset + life->bytes);
+      if (next != freeAt.begin()) {
+        auto previous = std::prev(next);
+        if (previous->first + previous->second == offset) {
+          bySize.erase({previous->second, previous->first});
+          offset = previous->first;
+          size += previous->second;
+          freeAt.erase(previous);
+        }
+      }
+      freeAt[offset] = size;
+      bySize.insert({size, offset});
+    };
+    // Live buffers by their last step, the earliest on top.
+    std::priority_queue<std::pair<int64_t, Life *>,
+                        std::vector<std::pair<int64_t, Life *>>, std::greater<>>
+        live;
+    int64_t top = 0, size = 0;
+    for (Life *life : order) {
+      while (!live.empty() && live.top().first < life->first) {
+        Life *dead = live.top().second;
+        live.pop();
+        addFree(dead->offset, alignUp(dead->bytes));
+      }
+      int64_t need = alignUp(life->bytes);
+      auto fit = bySize.lower_bound({need, INT64_MIN});
+      if (fit != bySize.end()) {
+        auto [blockSize, blockOffset] = *fit;
+        bySize.erase(fit);
+        freeAt.erase(blockOffset);
+        life->offset = blockOffset;
+        if (blockSize > need)
+          addFree(blockOffset + need, blockSize - need);
+      } else if (!freeAt.empty() &&
+                 freeAt.rbegin()->first + freeAt.rbegin()->second == top) {
+        // The free block at the top grows into fresh memory.
+        auto [blockOffset, blockSize] = *freeAt.rbegin();
+        bySize.erase({blockSize, blockOffset});
+        freeAt.erase(blockOffset);
+        life->offset = blockOffset;
+        top = blockOffset + need;
+      } else {
+        life->offset = top;
+        top += need;
+      }
+      life->buffer.setOffset(base + life->offset);
+      live.push({life->last, life});
+      size = std::max(size, life->offset + life->bytes);
     }
     return size;
   }

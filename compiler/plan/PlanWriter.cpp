@@ -7,6 +7,7 @@
 #include "runtime/plan/plan_generated.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -17,13 +18,22 @@ namespace {
 
 namespace fb = ::flatbuffers;
 
-/// Builds the plan's tables: each rank's, and the plan-wide ones they
+/// A `per_rank` [axis, stride] as the plan's PerRank.
+static std::optional<plan::PerRank> perRankOf(Attribute value) {
+  auto pair = dyn_cast_or_null<DenseI64ArrayAttr>(value);
+  if (!pair || pair.size() != 2)
+    return std::nullopt;
+  return plan::PerRank(uint8_t(pair[0]), pair[1]);
+}
+
+/// Builds the plan's tables: each template's, and the plan-wide ones they
 /// index (kernel names, communication groups, locations), each entry once.
 class Writer {
 public:
-  LogicalResult rank(exec::RankOp rank);
+  LogicalResult stageTemplate(exec::TemplateOp stage);
   fb::FlatBufferBuilder builder{1 << 16};
-  std::vector<fb::Offset<plan::Rank>> ranks;
+  std::vector<fb::Offset<plan::Template>> templates;
+  std::vector<uint32_t> stages; // each template's stage
   std::string pipelineSchedule; // the exec.schedule's kind, if any
   std::vector<std::string> kernels, locations = {""};
   std::vector<std::pair<std::vector<uint8_t>, std::vector<uint32_t>>> groups;
@@ -37,13 +47,17 @@ private:
     return it->second;
   }
   uint32_t location(Location loc) {
-    auto file = dyn_cast<FileLineColLoc>(loc);
-    if (!file)
-      return 0;
-    std::string text = file.getFilename().str() + ":" +
-                       std::to_string(file.getLine()) + ":" +
-                       std::to_string(file.getColumn());
-    return indexOf(locations, locationIndex, text);
+    // Locations are uniqued by the context: each is spelled once.
+    auto [it, fresh] = locationOf.try_emplace(loc.getAsOpaquePointer(), 0);
+    if (!fresh)
+      return it->second;
+    if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+      std::string text = file.getFilename().str() + ":" +
+                         std::to_string(file.getLine()) + ":" +
+                         std::to_string(file.getColumn());
+      it->second = indexOf(locations, locationIndex, text);
+    }
+    return it->second;
   }
   uint32_t group(ArrayRef<int64_t> axes,
                  std::optional<ArrayRef<int64_t>> stages) {
@@ -66,6 +80,7 @@ private:
                             std::vector<fb::Offset<plan::Instruction>> &out);
 
   llvm::StringMap<uint32_t> kernelIndex, locationIndex;
+  llvm::DenseMap<const void *, uint32_t> locationOf;
 };
 
 static plan::Stream streamOf(exec::Stream stream) {
@@ -140,7 +155,11 @@ Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
       else
         return launch.emitOpError() << "has no argument '" << attrSpec.name
                                     << "' of the kind its kernel takes";
-      attrs.push_back(plan::CreateAttr(builder, i, f, list));
+      std::optional<plan::PerRank> perRank;
+      if (DictionaryAttr entries = launch.getPerRankAttr())
+        perRank = perRankOf(entries.get(attrSpec.name));
+      attrs.push_back(
+          plan::CreateAttr(builder, i, f, list, perRank ? &*perRank : nullptr));
     }
     auto vector = [&](std::optional<ArrayRef<int64_t>> values) {
       std::vector<uint32_t> out;
@@ -203,7 +222,7 @@ Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
   return op.emitOpError() << "is not an instruction the plan can hold";
 }
 
-LogicalResult Writer::rank(exec::RankOp rank) {
+LogicalResult Writer::stageTemplate(exec::TemplateOp rank) {
   if (!rank.getPersistentBytes() || !rank.getWorkspaceBytes())
     return rank.emitError() << "is not memory-planned: run "
                                "--strata-plan-memory first";
@@ -233,10 +252,11 @@ LogicalResult Writer::rank(exec::RankOp rank) {
         buffer.getArena() == exec::Arena::Persistent  ? plan::Arena::Persistent
         : buffer.getArena() == exec::Arena::Workspace ? plan::Arena::Workspace
                                                       : plan::Arena::Stash;
+    std::optional<plan::PerRank> perRank = perRankOf(buffer.getPerRankAttr());
     buffers.push_back(plan::CreateBuffer(
         builder, builder.CreateString(buffer.getSymName().str()), arena,
         buffer.getPlacedOffset(), dtype, shape, buffer.getZeroInit(),
-        buffer.getSlotStride().value_or(0)));
+        buffer.getSlotStride().value_or(0), perRank ? &*perRank : nullptr));
   }
   for (auto event : body.getOps<exec::EventOp>())
     events[event.getSymName()] = events.size();
@@ -246,19 +266,12 @@ LogicalResult Writer::rank(exec::RankOp rank) {
   for (auto param : body.getOps<exec::ParamOp>()) {
     auto global = param.getGlobalShape();
     auto padded = param.getPaddedShape();
-    auto offset = param.getShardOffset();
-    std::vector<plan::MasterSegment> masters;
-    for (auto [master, begin] :
-         llvm::zip(param.getMasters(), param.getMasterOffsets()))
-      masters.push_back(
-          plan::MasterSegment(indexOf(cast<FlatSymbolRefAttr>(master)), begin));
     params.push_back(plan::CreateParam(
         builder, builder.CreateString(param.getName().str()),
         indexOf(param.getValueAttr()), indexOf(param.getGradAttr()),
-        builder.CreateVectorOfStructs(masters),
         builder.CreateVector(global.data(), global.size()),
         builder.CreateVector(padded.data(), padded.size()),
-        builder.CreateVector(offset.data(), offset.size()),
+        param.getSplitDim() ? int32_t(*param.getSplitDim()) : -1,
         builder.CreateString(param.getInit().str()),
         param.getStd().convertToDouble()));
   }
@@ -292,8 +305,9 @@ LogicalResult Writer::rank(exec::RankOp rank) {
           run.getSlot() ? int32_t(*run.getSlot()) : -1, run.getExchange()));
   }
 
-  ranks.push_back(plan::CreateRank(
-      builder, rank.getRank(), *rank.getPersistentBytes(),
+  stages.push_back(uint32_t(rank.getStage()));
+  templates.push_back(plan::CreateTemplate(
+      builder, uint32_t(rank.getStage()), *rank.getPersistentBytes(),
       *rank.getWorkspaceBytes(), rank.getStashBytes().value_or(0),
       uint32_t(events.size()), builder.CreateVector(buffers),
       builder.CreateVector(programs), builder.CreateVector(params),
@@ -390,11 +404,35 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
     return failure();
   const PlanHeader &header = *parsed;
   Writer writer;
-  for (auto rank : module.getOps<exec::RankOp>())
-    if (failed(writer.rank(rank)))
+  auto stagesToWrite = module.getOps<exec::TemplateOp>();
+  size_t count = std::distance(stagesToWrite.begin(), stagesToWrite.end());
+  for (auto stage : stagesToWrite) {
+    size_t before = writer.builder.GetSize();
+    if (failed(writer.stageTemplate(stage)))
       return failure();
-  if (writer.ranks.empty())
-    return module.emitError() << "has no exec.rank to write";
+    // The format holds under 2 GiB: stop with the size, well before the
+    // builder would have to refuse.
+    size_t after = writer.builder.GetSize();
+    if (after + 2 * (after - before) >= FLATBUFFERS_MAX_BUFFER_SIZE)
+      return module.emitError()
+             << "the plan is " << after << " bytes after "
+             << writer.templates.size() << " of its " << count
+             << " templates: more than a plan file holds ("
+             << FLATBUFFERS_MAX_BUFFER_SIZE - 1 << " bytes)";
+  }
+  if (writer.templates.empty())
+    return module.emitError() << "has no exec.template to write";
+  // Each rank runs its stage's template.
+  uint32_t perStage = header.tensorParallel * header.dataParallel;
+  std::vector<uint32_t> rankTemplates;
+  for (uint32_t stage = 0; stage < header.pipelineParallel; ++stage) {
+    auto it = llvm::find(writer.stages, stage);
+    if (it == writer.stages.end())
+      return module.emitError()
+             << "has no exec.template for pipeline stage " << stage;
+    rankTemplates.insert(rankTemplates.end(), perStage,
+                         uint32_t(it - writer.stages.begin()));
+  }
   fb::FlatBufferBuilder &b = writer.builder;
   std::vector<fb::Offset<plan::Group>> groups;
   for (auto &[axes, stages] : writer.groups)
@@ -405,7 +443,7 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
       header.globalBatchSize, header.numMicrobatches, header.seqLength,
       header.vocabSize, header.flopsPerIteration, header.tensorParallel,
       header.dataParallel, header.pipelineParallel,
-      b.CreateVector(writer.ranks),
+      b.CreateVector(writer.templates), b.CreateVector(rankTemplates),
       writer.pipelineSchedule.empty() ? 0
                                       : b.CreateString(writer.pipelineSchedule),
       b.CreateVectorOfStrings(writer.kernels), b.CreateVector(groups),

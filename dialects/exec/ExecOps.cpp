@@ -3,7 +3,7 @@
 // Verifiers check what an op can see on its own: a launch against the kernel
 // catalog's counts and attribute kinds (the runtime's catalog, generated
 // from Kernels.def, the one definition of each kernel), a gemm's sizes and
-// epilogue, a collective's axes, every symbol against the rank's buffers,
+// epilogue, a collective's axes, every symbol against the template's buffers,
 // events and programs. Dtypes and shapes of the buffers are checked when the
 // plan is written, by the runtime's own checker (runtime/plan/PlanCheck.cpp).
 //
@@ -55,6 +55,14 @@ static void printSymbolList(OpAsmPrinter &printer, Operation *,
 
 #define GET_OP_CLASSES
 #include "dialects/exec/ExecOps.cpp.inc"
+
+LogicalResult strata::exec::verifyPerRank(Operation *op, Attribute value) {
+  auto pair = dyn_cast_or_null<DenseI64ArrayAttr>(value);
+  if (!pair || pair.size() != 2 || pair[0] < 0 || pair[0] > 2 || pair[1] < 0)
+    return op->emitOpError() << "per_rank must be [axis, stride]: a mesh axis "
+                                "0 (tp), 1 (dp) or 2 (pp) and a stride >= 0";
+  return success();
+}
 
 int64_t strata::exec::elementBytes(Type elementType) {
   return elementType.isBF16() ? 2 : 4;
@@ -192,6 +200,20 @@ LogicalResult LaunchOp::verify() {
     return emitOpError() << "'" << getKernel() << "' takes "
                          << spec.attrs.size() << " arguments, got "
                          << args.size();
+  if (DictionaryAttr perRank = getPerRankAttr()) {
+    for (NamedAttribute entry : perRank) {
+      const runtime::AttrSpec *attr = nullptr;
+      for (const runtime::AttrSpec &a : spec.attrs)
+        if (entry.getName() == a.name)
+          attr = &a;
+      if (!attr || attr->kind != runtime::AttrKind::Int)
+        return emitOpError() << "per_rank names '" << entry.getName().getValue()
+                             << "', which is not an integer argument of '"
+                             << getKernel() << "'";
+      if (failed(verifyPerRank(getOperation(), entry.getValue())))
+        return failure();
+    }
+  }
   return success();
 }
 
@@ -211,10 +233,10 @@ LogicalResult CollectiveOp::verify() {
   return success();
 }
 
-/// One pass over the rank: every symbol an op names is a buffer (an event,
-/// a program). Done here rather than per op so that a rank with many
-/// thousands of buffers is checked in linear time.
-LogicalResult RankOp::verifyRegions() {
+/// One pass over the template: every symbol an op names is a buffer (an
+/// event, a program). Done here rather than per op so that a template with
+/// many thousands of buffers is checked in linear time.
+LogicalResult TemplateOp::verifyRegions() {
   llvm::StringMap<Operation *> symbols;
   for (Operation &op : getBody().front())
     if (auto name = op.getAttrOfType<StringAttr>(
@@ -233,7 +255,7 @@ LogicalResult RankOp::verifyRegions() {
                                << (want == Want::Buffer  ? "a buffer"
                                    : want == Want::Event ? "an event"
                                                          : "a program")
-                               << " of rank " << getRank();
+                               << " of the template of stage " << getStage();
   };
   auto buffers = [&](Operation *op,
                      ArrayRef<FlatSymbolRefAttr> refs) -> LogicalResult {
@@ -249,7 +271,12 @@ LogicalResult RankOp::verifyRegions() {
         return WalkResult::interrupt();
       auto root = cast<BufferOp>(symbols.lookup(*buffer.getAlias()));
       int64_t start = static_cast<int64_t>(buffer.getViewOffset().value_or(0));
-      if (root.getAlias())
+      // A per-rank view's bounds depend on the mesh's sizes, which the
+      // plan's loader knows: checked there for every coordinate.
+      if (buffer.getPerRankAttr() &&
+          failed(verifyPerRank(op, buffer.getPerRankAttr())))
+        ok = failure();
+      else if (root.getAlias())
         ok = buffer.emitOpError()
              << "views " << buffer.getAliasAttr() << ", itself a view";
       else if (start < 0 || start + buffer.getBytes() > root.getBytes() ||
@@ -267,14 +294,13 @@ LogicalResult RankOp::verifyRegions() {
     } else if (auto wait = dyn_cast<WaitOp>(op)) {
       ok = expect(op, wait.getEventAttr(), Want::Event);
     } else if (auto param = dyn_cast<ParamOp>(op)) {
-      SmallVector<FlatSymbolRefAttr> refs = {param.getValueAttr(),
-                                             param.getGradAttr()};
-      for (Attribute master : param.getMasters())
-        refs.push_back(cast<FlatSymbolRefAttr>(master));
-      ok = buffers(op, refs);
-      if (succeeded(ok) &&
-          param.getMasters().size() != param.getMasterOffsets().size())
-        ok = param.emitOpError() << "needs one offset per master";
+      ok = buffers(op, {param.getValueAttr(), param.getGradAttr()});
+      if (succeeded(ok) && param.getSplitDim() &&
+          int64_t(*param.getSplitDim()) >=
+              int64_t(param.getGlobalShape().size()))
+        ok = param.emitOpError()
+             << "splits dimension " << *param.getSplitDim() << " of a "
+             << param.getGlobalShape().size() << "-d tensor";
     } else if (auto io = dyn_cast<IoOp>(op)) {
       ok = buffers(op, {io.getBufferAttr()});
     } else if (auto run = dyn_cast<RunOp>(op)) {

@@ -1,6 +1,9 @@
 //===- ExecOps.td - the exec dialect -----------------------*- tablegen -*-===//
 //
-// The last level: what the runtime does, per rank. Buffers sit at offsets in
+// The last level: what the runtime does, per rank template (a pipeline
+// stage: its ranks differ only in their tensor- and data-parallel
+// coordinates, and every value that differs with them is an expression of
+// the coordinates the runtime resolves at load). Buffers sit at offsets in
 // arenas; programs are flat streams of typed instructions over buffers
 // (named by symbol, not SSA: an instruction may write a buffer another
 // reads later in another program): gemms, launches of the kernel catalog's
@@ -21,7 +24,7 @@ include "mlir/IR/RegionKindInterface.td"
 def Exec_Dialect : Dialect {
   let name = "exec";
   let cppNamespace = "::strata::exec";
-  let summary = "Per-rank buffers, typed instruction streams and the schedule";
+  let summary = "Per-stage buffers, typed instruction streams and the schedule";
 }
 
 class Exec_Op<string mnemonic, list<Trait> traits = []>
@@ -63,35 +66,44 @@ def Exec_CollectiveKind : I32EnumAttr<"CollectiveKind", "a collective", [
   let cppNamespace = "::strata::exec";
 }
 
-def Exec_RankOp : Exec_Op<"rank", [SymbolTable, NoTerminator,
+def Exec_TemplateOp : Exec_Op<"template", [SymbolTable, NoTerminator,
     SingleBlock, IsolatedFromAbove]> {
-  let summary = "everything one rank holds and runs";
+  let summary = "everything the ranks of one pipeline stage hold and run";
   let description = [{
+    One template per pipeline stage: its ranks (every tensor- and
+    data-parallel coordinate on `stage`) run the same programs over the
+    same buffers. What differs between them is written as an expression of
+    the rank's coordinates (`per_rank` on a buffer view or a launch: a
+    stride per coordinate of a mesh axis), resolved when the runtime loads
+    the plan; communication groups and pipeline peers are relative to the
+    rank already.
+
     `persistent_bytes` (parameters, gradients, optimizer state, inputs),
     `workspace_bytes` (activations and temporaries, reused by liveness) and
     `stash_bytes` (a pipeline stage's activations kept from a chunk's
     forward to its backward, one slot per microbatch in flight) are set by
-    memory planning: the rank's peak is their sum. `stash_slots` says how
+    memory planning: a rank's peak is their sum. `stash_slots` says how
     many slots each of the stage's chunks needs (its schedule's most
     microbatches in flight).
   }];
-  let arguments = (ins I64Attr:$rank, OptionalAttr<I64Attr>:$persistent_bytes,
+  let arguments = (ins I64Attr:$stage, OptionalAttr<I64Attr>:$persistent_bytes,
                    OptionalAttr<I64Attr>:$workspace_bytes,
                    OptionalAttr<I64Attr>:$stash_bytes,
                    OptionalAttr<DenseI64ArrayAttr>:$stash_slots);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$rank attr-dict-with-keyword $body";
+  let assemblyFormat = "`stage` $stage attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;
 }
 
-def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"RankOp">]> {
+def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"TemplateOp">]> {
   let summary = "a typed region of an arena";
   let description = [{
     A buffer with an `alias` is a view of that buffer's bytes under another
     shape: a reshape or a layer boundary (at the same bytes), a parameter in
     the flat region of all parameters, a bucket or a data-parallel rank's
-    part of the gradients (at `view_offset` bytes into the root). It has the
-    root's arena. `offset` is -1 until memory planning; `zero_init` buffers
+    part of the gradients (at `view_offset` bytes into the root, plus
+    `per_rank` = [axis, stride]: stride bytes per coordinate of the rank
+    along that mesh axis). It has the root's arena. `offset` is -1 until memory planning; `zero_init` buffers
     (gradient accumulators, optimizer moments) start at zero.
 
     A `stash` buffer belongs to the stage's chunk `stash_group` (its index
@@ -101,7 +113,9 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"RankOp">]> {
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
                    Exec_Arena:$arena, I64Attr:$offset,
                    OptionalAttr<FlatSymbolRefAttr>:$alias,
-                   OptionalAttr<I64Attr>:$view_offset, UnitAttr:$zero_init,
+                   OptionalAttr<I64Attr>:$view_offset,
+                   OptionalAttr<DenseI64ArrayAttr>:$per_rank,
+                   UnitAttr:$zero_init,
                    OptionalAttr<I64Attr>:$stash_group,
                    OptionalAttr<I64Attr>:$slot_stride);
   let assemblyFormat = [{
@@ -120,35 +134,33 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"RankOp">]> {
   }];
 }
 
-def Exec_EventOp : Exec_Op<"event", [Symbol, HasParent<"RankOp">]> {
+def Exec_EventOp : Exec_Op<"event", [Symbol, HasParent<"TemplateOp">]> {
   let summary = "an event between the rank's streams";
   let assemblyFormat = "$sym_name attr-dict";
   let arguments = (ins SymbolNameAttr:$sym_name);
 }
 
-def Exec_ParamOp : Exec_Op<"param", [HasParent<"RankOp">]> {
+def Exec_ParamOp : Exec_Op<"param", [HasParent<"TemplateOp">]> {
   let summary = "a parameter's buffers, initializer and shard";
   let description = [{
-    `value` is what the model reads (f32, or bf16 beside f32 masters);
-    `grad` its fp32 accumulator. `masters` are the f32 master weights this
-    rank keeps, each starting `master_offsets` elements into the (local)
-    parameter: all of it, or with the distributed optimizer the rank's
-    share. `global_shape` and `shard_offset` say which part of the global
-    tensor this rank holds: initialization and checkpoints use the global
-    tensor. `padded_shape` is the global tensor with its vocabulary padding
+    `value` is what the model reads (f32, or bf16 beside f32 masters, which
+    the optimizer's adamw launch lays out); `grad` its fp32 accumulator.
+    `global_shape` and `split_dim` say which part of the global tensor a
+    rank holds: the whole, or its tensor-parallel coordinate's slice along
+    `split_dim`; initialization and checkpoints use the global tensor.
+    `padded_shape` is the global tensor with its vocabulary padding
     (elements past `global_shape` are padding; whole shards may be).
   }];
   let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$value,
-                   FlatSymbolRefAttr:$grad, FlatSymbolRefArrayAttr:$masters,
-                   DenseI64ArrayAttr:$master_offsets,
+                   FlatSymbolRefAttr:$grad,
                    DenseI64ArrayAttr:$global_shape,
                    DenseI64ArrayAttr:$padded_shape,
-                   DenseI64ArrayAttr:$shard_offset,
+                   OptionalAttr<I64Attr>:$split_dim,
                    StrAttr:$init, F64Attr:$std);
   let assemblyFormat = "$name attr-dict";
 }
 
-def Exec_IoOp : Exec_Op<"io", [HasParent<"RankOp">]> {
+def Exec_IoOp : Exec_Op<"io", [HasParent<"TemplateOp">]> {
   let summary = "a buffer the runtime fills or reads";
   let description = [{
     Inputs ("tokens", "labels") are written before each microbatch program
@@ -160,7 +172,7 @@ def Exec_IoOp : Exec_Op<"io", [HasParent<"RankOp">]> {
   let assemblyFormat = "$name $buffer attr-dict";
 }
 
-def Exec_ProgramOp : Exec_Op<"program", [Symbol, HasParent<"RankOp">,
+def Exec_ProgramOp : Exec_Op<"program", [Symbol, HasParent<"TemplateOp">,
     NoTerminator, SingleBlock]> {
   let summary = "an instruction stream the schedule runs";
   let description = [{
@@ -233,7 +245,10 @@ def Exec_LaunchOp : Exec_Instruction<"launch"> {
   let summary = "a kernel of the catalog over buffers";
   let description = [{
     `kernel` names a kernel of the catalog (runtime/plan/Kernels.def), which
-    fixes its operands (inputs, then outputs) and its `args`. A launch may
+    fixes its operands (inputs, then outputs) and its `args`. An integer
+    argument that differs between the template's ranks has its stride per
+    rank coordinate in `per_rank` ({name = array<i64: axis, stride>}): the
+    rank's value is the argument plus stride times its coordinate. A launch may
     carry its CUDA launch shape (`grid`, `block`, `shared_bytes`) and the
     name of its generated code; CPU plans leave them out.
 
@@ -243,6 +258,7 @@ def Exec_LaunchOp : Exec_Instruction<"launch"> {
   }];
   let arguments = (ins StrAttr:$kernel, FlatSymbolRefArrayAttr:$inputs,
                    FlatSymbolRefArrayAttr:$outputs, DictionaryAttr:$args,
+                   OptionalAttr<DictionaryAttr>:$per_rank,
                    OptionalAttr<DenseI64ArrayAttr>:$grid,
                    OptionalAttr<DenseI64ArrayAttr>:$block,
                    OptionalAttr<I64Attr>:$shared_bytes,
@@ -251,7 +267,8 @@ def Exec_LaunchOp : Exec_Instruction<"launch"> {
                    OptionalAttr<Exec_Condition>:$when);
   let assemblyFormat = [{
     $kernel custom<SymbolList>($inputs) `->` custom<SymbolList>($outputs)
-    `args` $args (`on` $stream^)? (`if` $when^)? attr-dict
+    `args` $args (`per_rank` $per_rank^)? (`on` $stream^)? (`if` $when^)?
+    attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = instructionClass;
@@ -336,7 +353,7 @@ def Exec_WaitOp : Exec_Instruction<"wait"> {
   let extraClassDeclaration = instructionClass;
 }
 
-def Exec_ScheduleOp : Exec_Op<"schedule", [HasParent<"RankOp">,
+def Exec_ScheduleOp : Exec_Op<"schedule", [HasParent<"TemplateOp">,
     NoTerminator, SingleBlock]> {
   let summary = "the programs of one training iteration, in order";
   let regions = (region SizedRegion<1>:$body);

@@ -29,6 +29,14 @@ int launcherWorldSize() {
   return 0;
 }
 
+int launcherRank() {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return -1;
+}
+
 namespace {
 
 bool started = false;

@@ -74,6 +74,9 @@ std::unique_ptr<Transport> makeLocalTransport(std::shared_ptr<LocalHub> hub,
 std::unique_ptr<Transport> makeMpiTransport();
 /// The world size the launcher's environment announces, or 0 without one.
 int launcherWorldSize();
+/// This process's rank as the launcher's environment announces it (read
+/// before MPI starts, to load only this rank's part of a plan), or -1.
+int launcherRank();
 /// Ends MPI (after the last exchange), if it was started.
 void finishMpi();
 /// Ends every process of the MPI job, after an error this rank reported.

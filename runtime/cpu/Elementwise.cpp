@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -50,6 +51,15 @@ void runFill(const KernelArgs &args) {
 void runCopy(const KernelArgs &args) {
   std::memcpy(args.f(Copy::op::y), args.f(Copy::op::x),
               args.count(Copy::op::x) * sizeof(float));
+}
+
+void runKeepOnFirst(const KernelArgs &args) {
+  float *y = args.f(KeepOnFirst::op::y);
+  int64_t n = args.count(KeepOnFirst::op::y);
+  if (args.i(KeepOnFirst::attr::part) == 0)
+    std::memcpy(y, args.f(KeepOnFirst::op::x), n * sizeof(float));
+  else
+    std::fill(y, y + n, 0.0f);
 }
 
 void runAccumulate(const KernelArgs &args) {

@@ -3,7 +3,7 @@
 //   sum_squares       s = Σ g² over the segments counted (double)
 //   clip_coefficient  norm = sqrt(s); c = min(1, clip / (norm + 1e-6)),
 //                     1 without clipping (Megatron's and torch's rule)
-//   adamw             per segment of the flat regions:
+//   adamw             per segment of the flat regions the rank owns:
 //                     g ← g·c; p ← p·(1 − lr·wd) (decayed segments only);
 //                     m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²;
 //                     p ← p − (lr / (1 − β1^t)) · m /
@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/plan/Ownership.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,14 +26,18 @@ using namespace kernels;
 void runSumSquares(const KernelArgs &args) {
   using namespace SumSquares;
   const float *g = args.f(op::grads);
-  const std::vector<int64_t> &segments = args.list(attr::segments);
+  const std::vector<int64_t> &windows = args.list(attr::windows);
+  int64_t part = args.i(attr::part);
   // Fixed blocks summed in order: the same result for any thread count.
   constexpr int64_t kBlock = 1 << 15;
   std::vector<std::pair<int64_t, int64_t>> blocks;
-  for (size_t s = 0; s + 1 < segments.size(); s += 2)
-    for (int64_t b = 0; b < segments[s + 1]; b += kBlock)
-      blocks.push_back(
-          {segments[s] + b, std::min(kBlock, segments[s + 1] - b)});
+  auto add = [&](int64_t begin, int64_t length, int64_t, size_t) {
+    for (int64_t b = 0; b < length; b += kBlock)
+      blocks.push_back({begin + b, std::min(kBlock, length - b)});
+  };
+  forEachOwned(args.list(attr::segments), 2, windows, part, add);
+  if (args.i(attr::first_part) == 0)
+    forEachOwned(args.list(attr::first_segments), 2, windows, part, add);
   std::vector<double> sums(blocks.size());
 #pragma omp parallel for if (blocks.size() > 2)
   for (size_t b = 0; b < blocks.size(); ++b) {
@@ -74,9 +79,9 @@ void runAdamW(const KernelArgs &args) {
   float eps = args.hyper(op::hyper, kHyperEps);
   bool clipped = coefficient < 1.0f;
   const std::vector<int64_t> &segments = args.list(attr::segments);
-  for (size_t s = 0; s + 3 < segments.size(); s += 4) {
-    int64_t begin = segments[s], n = segments[s + 1], state = segments[s + 2];
-    float decay = segments[s + 3] ? args.hyper(op::hyper, kHyperDecay) : 1.0f;
+  float decayFactor = args.hyper(op::hyper, kHyperDecay);
+  auto update = [&](int64_t begin, int64_t n, int64_t state, size_t s) {
+    float decay = segments[3 * s + 2] ? decayFactor : 1.0f;
     const float *gs = grad + begin;
     float *vs = value + begin, *ms = m + state, *vv = v + state;
     // The fp32 truth: the master, or the (f32) parameter itself.
@@ -93,7 +98,9 @@ void runAdamW(const KernelArgs &args) {
       if (master)
         vs[i] = param; // rounded to bf16 by the backend
     }
-  }
+  };
+  forEachOwned(segments, 3, args.list(attr::windows), args.i(attr::part),
+               update);
 }
 
 } // namespace strata::runtime::cpu

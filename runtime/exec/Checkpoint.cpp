@@ -14,8 +14,7 @@ std::vector<ParamPiece> piecesOf(Executor &executor) {
     if (value.dtype == DType::F32)
       piece.exact.push_back({0, value.elements});
     for (const MasterSegment &m : param.masters)
-      piece.exact.push_back(
-          {m.begin, m.begin + rank.buffers[m.buffer].elements});
+      piece.exact.push_back({m.begin, m.begin + m.length});
     pieces.push_back(std::move(piece));
   }
   return pieces;

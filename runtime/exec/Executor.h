@@ -86,6 +86,7 @@ private:
 
   const Plan &whole;
   const RankPlan &rank;
+  uint32_t rankIndex;
   Backend &backend;
   Collectives &collectives;
   std::vector<ProgramInfo> programs;

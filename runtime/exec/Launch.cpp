@@ -156,7 +156,7 @@ void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
 int trainAsProcess(const Plan &plan, const TrainOptions &options,
                    const Dataset &data, std::ostream &log,
                    std::ostream &errors) {
-  int world = int(plan.ranks.size());
+  int world = int(plan.world());
   int launched = launcherWorldSize();
   if (launched != world)
     return refuse(errors, "the plan is for " + std::to_string(world) +
@@ -195,7 +195,7 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
 int trainAsThreads(const Plan &plan, const TrainOptions &options,
                    const Dataset &data, std::ostream &log,
                    std::ostream &errors) {
-  int world = int(plan.ranks.size());
+  int world = int(plan.world());
   if (options.ranks != 0 && options.ranks != world)
     return refuse(errors, "the plan is for " + std::to_string(world) +
                               " ranks, --ranks " +

@@ -53,8 +53,9 @@ std::vector<float> parameterValues(Executor &executor, const Param &param) {
   // Masters hold the fp32 truth where they exist.
   for (const MasterSegment &segment : param.masters)
     device.copyOut(Stream::Compute, out.data() + segment.begin,
-                   executor.address(segment.buffer),
-                   rank.buffers[segment.buffer].bytes);
+                   static_cast<char *>(executor.address(segment.buffer)) +
+                       segment.bufferBegin * 4,
+                   segment.length * 4);
   device.synchronizeCompute();
   return out;
 }
@@ -65,8 +66,10 @@ void setParameterValues(Executor &executor, const Param &param,
   Backend &device = executor.device();
   const Buffer &value = rank.buffers[param.value];
   for (const MasterSegment &segment : param.masters)
-    device.copyIn(Stream::Compute, executor.address(segment.buffer),
-                  values + segment.begin, rank.buffers[segment.buffer].bytes);
+    device.copyIn(Stream::Compute,
+                  static_cast<char *>(executor.address(segment.buffer)) +
+                      segment.bufferBegin * 4,
+                  values + segment.begin, segment.length * 4);
   if (value.dtype == DType::BF16) {
     std::vector<uint16_t> bits(value.elements);
     for (int64_t e = 0; e < value.elements; ++e)

@@ -5,6 +5,7 @@
 // below. A rule may assume the generic half passed.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/plan/Ownership.h"
 #include "runtime/plan/PlanCheck.h"
 
 #include <cmath>
@@ -142,16 +143,46 @@ public:
             "'" + at(operand).name + "' must hold the " +
                 std::to_string(kHyperSlots) + " hyperparameters");
   }
-  /// (begin, length[, ...]) tuples of `width` within `bound` elements.
+  /// (begin, length[, ...]) tuples of `width` within `bound` elements, in
+  /// increasing order without overlaps.
   void segments(const std::vector<int64_t> &values, size_t width, int64_t bound,
                 const std::string &what) {
     bool ok = values.size() % width == 0;
-    for (size_t s = 0; ok && s < values.size(); s += width)
-      ok = values[s] >= 0 && values[s + 1] >= 0 &&
+    int64_t last = 0;
+    for (size_t s = 0; ok && s < values.size(); s += width) {
+      ok = values[s] >= last && values[s + 1] >= 0 &&
            values[s] <= bound - values[s + 1];
+      last = values[s] + values[s + 1];
+    }
     require(ok, "segments must be (begin, length" +
                     std::string(width > 2 ? ", ..." : "") + ") within " + what +
-                    " of " + std::to_string(bound) + " elements");
+                    " of " + std::to_string(bound) +
+                    " elements, in increasing order");
+  }
+  /// The flat optimizer's windows (Ownership.h): this rank's part of each
+  /// within `bound` elements, in increasing order, its state within
+  /// `stateBound` elements.
+  void windows(const std::vector<int64_t> &values, int64_t part, int64_t bound,
+               int64_t stateBound, const std::string &what) {
+    bool ok = values.size() % kWindowWidth == 0 && part >= 0;
+    int64_t last = 0;
+    for (size_t w = 0; ok && w < values.size(); w += kWindowWidth) {
+      int64_t begin = values[w], length = values[w + 1], state = values[w + 2];
+      ok = begin >= 0 && length >= 0 && state >= 0 && begin <= bound &&
+           (length == 0 || part <= (bound - begin) / length - 1) &&
+           state <= stateBound - length;
+      if (!ok)
+        break;
+      int64_t from = begin + part * length;
+      ok = from >= last;
+      last = from + length;
+    }
+    require(ok, "windows must be (begin, length, state) with the rank's part " +
+                    std::to_string(part) + " within " + what + " of " +
+                    std::to_string(bound) +
+                    " elements, in increasing order, "
+                    "and its state within " +
+                    std::to_string(stateBound));
   }
 
   const LaunchOp &launch;
@@ -170,6 +201,9 @@ using namespace kernels;
 void checkFill(Rules &) {}
 
 void checkCopy(Rules &r) { r.sameCount(Copy::op::x, Copy::op::y); }
+void checkKeepOnFirst(Rules &r) {
+  r.sameCount(KeepOnFirst::op::x, KeepOnFirst::op::y);
+}
 
 /// A [vocab, hidden] table and `rows`, one row of it per id.
 void checkEmbedding(Rules &r, unsigned table, unsigned ids, unsigned rows) {
@@ -415,8 +449,11 @@ void checkCrossEntropyGradFromStats(Rules &r) {
 void checkSumSquares(Rules &r) {
   using namespace SumSquares;
   r.scalar(op::sum);
-  r.segments(r.list(attr::segments), 2, r.at(op::grads).elements,
-             "'" + r.at(op::grads).name + "'");
+  int64_t elements = r.at(op::grads).elements;
+  std::string what = "'" + r.at(op::grads).name + "'";
+  r.segments(r.list(attr::segments), 2, elements, what);
+  r.segments(r.list(attr::first_segments), 2, elements, what);
+  r.windows(r.list(attr::windows), r.i(attr::part), elements, elements, what);
 }
 
 void checkClipCoefficient(Rules &r) {
@@ -438,17 +475,14 @@ void checkAdamW(Rules &r) {
     r.require(r.at(op::params).dtype == DType::F32,
               "bf16 parameters need an f32 master");
   const std::vector<int64_t> &segments = r.list(attr::segments);
-  r.segments(segments, 4, r.at(op::grads).elements,
-             "'" + r.at(op::grads).name + "'");
-  bool states = true;
-  for (size_t s = 0; states && s + 3 < segments.size(); s += 4)
-    states = segments[s + 2] >= 0 &&
-             segments[s + 2] <= r.at(op::exp_avg).elements - segments[s + 1] &&
-             (segments[s + 3] == 0 || segments[s + 3] == 1);
-  r.require(states, "adamw segments must place their state within '" +
-                        r.at(op::exp_avg).name + "' (" +
-                        std::to_string(r.at(op::exp_avg).elements) +
-                        " elements) and decay 0 or 1");
+  std::string what = "'" + r.at(op::grads).name + "'";
+  r.segments(segments, 3, r.at(op::grads).elements, what);
+  bool decays = true;
+  for (size_t s = 0; s + 2 < segments.size(); s += 3)
+    decays = decays && (segments[s + 2] == 0 || segments[s + 2] == 1);
+  r.require(decays, "adamw segments must have decay 0 or 1");
+  r.windows(r.list(attr::windows), r.i(attr::part), r.at(op::grads).elements,
+            r.at(op::exp_avg).elements, what);
 }
 
 bool dtypeFits(DTypes allowed, DType dtype) {

@@ -4,12 +4,15 @@
 // value a crafted plan could use to make the runtime read or write outside
 // its memory is checked here, as carefully as the verifier checks
 // structure: sizes that overflow, buffers outside their arena, stash slots
-// past the stash, indices out of range, duplicate names, ranks that
-// disagree about a parameter, and each instruction against its contract
-// (PlanCheck.cpp).
+// past the stash, indices out of range, duplicate names, a rank map that
+// names no template, templates that disagree about a parameter, and each
+// instruction against its contract (PlanCheck.cpp). What depends on a
+// rank's coordinates (PerRank values, shards, masters) is checked on the
+// rank's resolved copy of its template, for every rank that loads.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/Ownership.h"
 #include "runtime/plan/PlanCheck.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/plan_generated.h"
@@ -198,22 +201,87 @@ constexpr uint32_t kMaxWorld = 1 << 20;
 /// header, the plan-wide tables, then each rank.
 class Reader {
 public:
-  std::string read(const plan::Plan &in, Plan &out) {
+  std::string read(const plan::Plan &in, Plan &out,
+                   const LoadOptions &options) {
     if (std::string error = readHeader(in, out); !error.empty())
       return error;
     if (std::string error = readTables(in, out); !error.empty())
       return error;
     context.plan = &out;
     context.vocabSize = out.vocabSize;
-    for (const plan::Rank *rank : *in.ranks()) {
-      RankPlan &r = out.ranks.emplace_back();
-      context.rank = rank->rank();
-      if (std::string error = readRank(*rank, r); !error.empty())
-        return "rank " + std::to_string(rank->rank()) + ": " + error;
-      if (r.rank != out.ranks.size() - 1)
-        return "ranks are out of order";
+    if (std::string error = readRankMap(in, out); !error.empty())
+      return error;
+    std::vector<uint32_t> ranks;
+    if (options.ranks) {
+      for (uint32_t rank : *options.ranks)
+        if (rank >= out.world())
+          return "the plan is for " + std::to_string(out.world()) +
+                 " ranks (tensor " + std::to_string(out.tensorParallel) +
+                 " x data " + std::to_string(out.dataParallel) +
+                 " x pipeline " + std::to_string(out.pipelineParallel) +
+                 "); rank " + std::to_string(rank) + " is not one of them";
+      ranks = *options.ranks;
+    } else {
+      for (uint32_t rank = 0; rank < out.world(); ++rank)
+        ranks.push_back(rank);
     }
-    return checkAcrossRanks(out);
+    // Only the templates of the ranks loaded are decoded.
+    size_t count = in.templates()->size();
+    out.templates.resize(count);
+    out.decoded.assign(count, false);
+    for (uint32_t rank : ranks) {
+      uint32_t t = out.rankTemplates[rank];
+      if (out.decoded[t])
+        continue;
+      out.decoded[t] = true;
+      if (std::string error =
+              readTemplate(*in.templates()->Get(t), out.templates[t]);
+          !error.empty())
+        return "template " + std::to_string(t) + " (stage " +
+               std::to_string(in.templates()->Get(t)->stage()) + "): " + error;
+    }
+    if (std::string error = checkAcrossTemplates(out); !error.empty())
+      return error;
+    out.ranks.resize(out.world());
+    out.loaded.assign(out.world(), false);
+    if (!options.resolve)
+      return "";
+    for (uint32_t rank : ranks) {
+      if (std::string error = resolveRank(out, rank, out.ranks[rank]);
+          !error.empty())
+        return error;
+      out.loaded[rank] = true;
+    }
+    return "";
+  }
+
+private:
+  /// Each rank's template: one the plan holds, for the rank's stage.
+  std::string readRankMap(const plan::Plan &in, Plan &out) {
+    const auto &map = *in.rank_templates();
+    if (map.size() != out.world())
+      return "the plan maps " + std::to_string(map.size()) +
+             " ranks to templates; its layout has " +
+             std::to_string(out.world()) + " (tensor " +
+             std::to_string(out.tensorParallel) + " x data " +
+             std::to_string(out.dataParallel) + " x pipeline " +
+             std::to_string(out.pipelineParallel) + ")";
+    size_t count = in.templates()->size();
+    out.rankTemplates.assign(map.begin(), map.end());
+    for (uint32_t rank = 0; rank < out.world(); ++rank) {
+      uint32_t t = out.rankTemplates[rank];
+      if (t >= count)
+        return "rank " + std::to_string(rank) + " runs template " +
+               std::to_string(t) + ", which the plan does not hold (it has " +
+               std::to_string(count) + ")";
+      uint32_t stage = in.templates()->Get(t)->stage();
+      if (stage != out.stageOf(rank))
+        return "rank " + std::to_string(rank) + " of stage " +
+               std::to_string(out.stageOf(rank)) + " runs template " +
+               std::to_string(t) + ", which is stage " + std::to_string(stage) +
+               "'s";
+    }
+    return "";
   }
 
 private:
@@ -250,9 +318,12 @@ private:
         uint64_t(out.microBatchSize) * out.numMicrobatches * out.dataParallel)
       return "the global batch " + std::to_string(out.globalBatchSize) +
              " is not micro batch x microbatches x data-parallel size";
-    if (in.ranks()->size() != ranks)
-      return "the plan has " + std::to_string(in.ranks()->size()) +
-             " ranks, its layout needs " + std::to_string(ranks);
+    if (in.templates()->size() == 0 ||
+        in.templates()->size() > out.pipelineParallel)
+      return "the plan has " + std::to_string(in.templates()->size()) +
+             " templates; its " + std::to_string(out.pipelineParallel) +
+             " pipeline stages need one to " +
+             std::to_string(out.pipelineParallel);
     return "";
   }
 
@@ -327,12 +398,10 @@ private:
     out.bytes = uint64_t(elements) * dtypeBytes(out.dtype);
     out.zeroInit = in.zero_init();
     out.slotStride = in.slot_stride();
-    uint64_t arena = rank.arenaBytes(out.arena);
-    if (out.offset > arena || out.bytes > arena - out.offset)
-      return "buffer '" + out.name + "' at offset " +
-             std::to_string(out.offset) + " (" + std::to_string(out.bytes) +
-             " bytes) lies outside its " + arenaName(out.arena) + " arena of " +
-             std::to_string(arena) + " bytes";
+    if (const plan::PerRank *perRank = in.per_rank())
+      if (std::string error = readPerRank(*perRank, out.perRank);
+          !error.empty())
+        return "buffer '" + out.name + "': " + error;
     if (out.arena == Arena::Stash &&
         (out.slotStride == 0 || out.slotStride > rank.stashBytes))
       return "stash buffer '" + out.name + "' has a slot stride of " +
@@ -341,8 +410,18 @@ private:
              std::to_string(rank.stashBytes);
     if (out.arena != Arena::Stash && out.slotStride != 0)
       return "buffer '" + out.name + "' has a slot stride outside the stash";
-    if (out.offset % dtypeBytes(out.dtype) != 0)
-      return "buffer '" + out.name + "' is misaligned";
+    if (out.arena == Arena::Stash && out.perRank.stride != 0)
+      return "stash buffer '" + out.name + "' moves with the rank";
+    return "";
+  }
+
+  static std::string readPerRank(const plan::PerRank &in, PerRank &out) {
+    out.axis = in.axis();
+    out.stride = in.stride();
+    if (out.axis > 2 || out.stride < 0 || out.stride > kMaxDim)
+      return "a per-rank value names mesh axis " + std::to_string(out.axis) +
+             " or a stride of " + std::to_string(out.stride) +
+             " (axes are 0 tp, 1 dp, 2 pp; strides within 2^40)";
     return "";
   }
 
@@ -398,6 +477,10 @@ private:
         value.f = attr->f();
         if (attr->list())
           value.list.assign(attr->list()->begin(), attr->list()->end());
+        if (const plan::PerRank *perRank = attr->per_rank())
+          if (std::string error = readPerRank(*perRank, value.perRank);
+              !error.empty())
+            return error;
       }
       if (l.grid())
         op.grid.assign(l.grid()->begin(), l.grid()->end());
@@ -484,8 +567,8 @@ private:
     return "";
   }
 
-  std::string readRank(const plan::Rank &in, RankPlan &out) {
-    out.rank = in.rank();
+  std::string readTemplate(const plan::Template &in, RankPlan &out) {
+    out.stage = in.stage();
     out.persistentBytes = in.persistent_bytes();
     out.workspaceBytes = in.workspace_bytes();
     out.stashBytes = in.stash_bytes();
@@ -495,7 +578,7 @@ private:
         out.workspaceBytes > kMaxArenaBytes || out.stashBytes > kMaxArenaBytes)
       return "an arena is larger than 64 TiB";
     if (out.events > kMaxEvents)
-      return "the rank declares " + std::to_string(out.events) +
+      return "the template declares " + std::to_string(out.events) +
              " events, more than " + std::to_string(kMaxEvents);
     std::set<std::string> names;
     for (const plan::Buffer *buffer : *in.buffers()) {
@@ -521,10 +604,9 @@ private:
                "' names a chunk exactly when it is a forward or backward";
       for (const plan::Instruction *instruction : *program->instructions()) {
         Instruction &i = p.instructions.emplace_back();
-        std::string error = readInstruction(*instruction, i);
-        if (error.empty())
-          error = checkInstruction(i, out.buffers, context);
-        if (!error.empty()) {
+        // Checked against its contract once resolved for a rank.
+        if (std::string error = readInstruction(*instruction, i);
+            !error.empty()) {
           const std::vector<std::string> &locations = context.plan->locations;
           std::string where =
               i.location < locations.size() ? locations[i.location] : "";
@@ -550,7 +632,7 @@ private:
     return readSchedule(in, out);
   }
 
-  std::string readParams(const plan::Rank &in, RankPlan &out) {
+  std::string readParams(const plan::Template &in, RankPlan &out) {
     std::set<std::string> names;
     auto bufferIndex = [&](uint32_t index) {
       return index < out.buffers.size();
@@ -566,8 +648,7 @@ private:
                            param->global_shape()->end());
       p.paddedShape.assign(param->padded_shape()->begin(),
                            param->padded_shape()->end());
-      p.shardOffset.assign(param->shard_offset()->begin(),
-                           param->shard_offset()->end());
+      p.splitDim = param->split_dim();
       p.init = param->init()->str();
       p.std = param->std();
       if (!bufferIndex(p.value) || !bufferIndex(p.grad))
@@ -581,15 +662,13 @@ private:
       if (!value.isFloat())
         return "parameter '" + p.name + "' is not a float buffer";
       if (p.globalShape.size() != value.shape.size() ||
-          p.paddedShape.size() != value.shape.size() ||
-          p.shardOffset.size() != value.shape.size())
+          p.paddedShape.size() != value.shape.size() || p.splitDim < -1 ||
+          p.splitDim >= int(value.shape.size()))
         return "parameter '" + p.name + "' has a shard of another rank";
       int64_t globalElements = 1;
       for (size_t d = 0; d < value.shape.size(); ++d) {
         if (p.globalShape[d] < 1 || p.globalShape[d] > kMaxDim ||
-            p.paddedShape[d] < p.globalShape[d] || p.paddedShape[d] > kMaxDim ||
-            p.shardOffset[d] < 0 ||
-            p.shardOffset[d] > p.paddedShape[d] - value.shape[d])
+            p.paddedShape[d] < p.globalShape[d] || p.paddedShape[d] > kMaxDim)
           return "parameter '" + p.name + "' has a shard outside its tensor";
         if (globalElements > kMaxDim / p.globalShape[d])
           return "parameter '" + p.name + "' has more than 2^40 elements";
@@ -598,21 +677,11 @@ private:
       const Buffer &grad = out.buffers[p.grad];
       if (grad.elements != value.elements || grad.dtype != DType::F32)
         return "parameter '" + p.name + "' has a gradient of the wrong size";
-      if (param->masters()) {
-        for (const plan::MasterSegment *segment : *param->masters()) {
-          MasterSegment m{segment->buffer(), segment->begin()};
-          if (!bufferIndex(m.buffer) ||
-              out.buffers[m.buffer].dtype != DType::F32 || m.begin < 0 ||
-              m.begin > value.elements - out.buffers[m.buffer].elements)
-            return "parameter '" + p.name + "' has a bad master segment";
-          p.masters.push_back(m);
-        }
-      }
     }
     return "";
   }
 
-  std::string readSchedule(const plan::Rank &in, RankPlan &out) {
+  std::string readSchedule(const plan::Template &in, RankPlan &out) {
     for (const plan::Step *step : *in.schedule()) {
       if (step->program() >= out.programs.size())
         return "the schedule names program " + std::to_string(step->program()) +
@@ -632,45 +701,26 @@ private:
       out.schedule.push_back({step->program(), step->microbatch(), step->slot(),
                               step->exchange()});
     }
-    // Every stash buffer a program names must fit in the highest slot the
-    // schedule runs it in, without the address arithmetic wrapping.
-    std::vector<int32_t> highest(out.programs.size(), -1);
-    for (const Step &step : out.schedule)
-      highest[step.program] = std::max(highest[step.program], step.slot);
-    for (size_t p = 0; p < out.programs.size(); ++p) {
-      if (highest[p] < 0)
-        continue;
-      for (const Instruction &instruction : out.programs[p].instructions)
-        for (uint32_t index : instruction.buffers()) {
-          const Buffer &b = out.buffers[index];
-          if (b.arena != Arena::Stash)
-            continue;
-          __int128 end = __int128(b.offset) +
-                         __int128(b.slotStride) * highest[p] + b.bytes;
-          if (end > __int128(out.stashBytes))
-            return "the schedule runs program '" + out.programs[p].name +
-                   "' in stash slot " + std::to_string(highest[p]) +
-                   ", past the stash arena's " +
-                   std::to_string(out.stashBytes) + " bytes";
-        }
-    }
     return "";
   }
 
-  /// Ranks that share a parameter agree on what it is.
-  static std::string checkAcrossRanks(const Plan &plan) {
+  /// Templates that share a parameter agree on what it is.
+  static std::string checkAcrossTemplates(const Plan &plan) {
     std::map<std::string, std::pair<const Param *, uint32_t>> first;
-    for (const RankPlan &rank : plan.ranks)
-      for (const Param &param : rank.params) {
-        auto [it, fresh] = first.try_emplace(param.name, &param, rank.rank);
+    for (size_t t = 0; t < plan.templates.size(); ++t) {
+      if (!plan.decoded[t])
+        continue;
+      for (const Param &param : plan.templates[t].params) {
+        auto [it, fresh] = first.try_emplace(param.name, &param, uint32_t(t));
         const Param &other = *it->second.first;
         if (!fresh && (other.globalShape != param.globalShape ||
                        other.paddedShape != param.paddedShape ||
                        other.init != param.init || other.std != param.std))
-          return "ranks " + std::to_string(it->second.second) + " and " +
-                 std::to_string(rank.rank) + " disagree about parameter '" +
+          return "templates " + std::to_string(it->second.second) + " and " +
+                 std::to_string(t) + " disagree about parameter '" +
                  param.name + "' (its global shape or initializer)";
       }
+    }
     return "";
   }
 
@@ -680,7 +730,308 @@ private:
 
 } // namespace
 
-std::string loadPlanFromBytes(const std::vector<uint8_t> &bytes, Plan &out) {
+namespace {
+
+/// A PerRank value for the rank at `coords`, checked to stay far within
+/// 64 bits (strides and coordinates are bounded when decoded).
+int64_t perRankValue(const PerRank &value,
+                     const std::array<uint32_t, 3> &coords) {
+  return value.stride * int64_t(coords[value.axis]);
+}
+
+/// The fp32 masters of each parameter: where the optimizer's adamw launch
+/// (its windows and the rank's part) keeps the elements of the parameter
+/// region this rank owns.
+std::string placeMasters(RankPlan &rank) {
+  using namespace kernels;
+  const LaunchOp *adam = nullptr;
+  for (const Program &program : rank.programs)
+    for (const Instruction &instruction : program.instructions)
+      if (const LaunchOp *l = instruction.launch();
+          l && l->kernel == KernelId::AdamW &&
+          l->operands[AdamW::op::master] != kNoBuffer) {
+        if (adam)
+          return "two adamw launches keep masters";
+        adam = l;
+      }
+  if (!adam)
+    return "";
+  uint32_t masterIndex = adam->operands[AdamW::op::master];
+  const Buffer &region = rank.buffers[adam->operands[AdamW::op::params]];
+  uint64_t element = dtypeBytes(region.dtype);
+  // Each parameter's range in the region, in the region's order.
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t p = 0; p < rank.params.size(); ++p) {
+    const Buffer &value = rank.buffers[rank.params[p].value];
+    if (value.arena != region.arena || value.offset < region.offset ||
+        value.offset + value.bytes > region.offset + region.bytes ||
+        (value.offset - region.offset) % element != 0)
+      return "parameter '" + rank.params[p].name +
+             "' lies outside the optimizer's parameter region";
+    order.push_back({int64_t((value.offset - region.offset) / element), p});
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<int64_t> ranges;
+  for (auto [begin, p] : order)
+    ranges.insert(ranges.end(),
+                  {begin, rank.buffers[rank.params[p].value].elements});
+  for (size_t i = 1; i < order.size(); ++i)
+    if (ranges[2 * i] < ranges[2 * i - 2] + ranges[2 * i - 1])
+      return "parameters '" + rank.params[order[i - 1].second].name +
+             "' and '" + rank.params[order[i].second].name + "' overlap";
+  forEachOwned(ranges, 2, adam->attrs[AdamW::attr::windows].list,
+               adam->attrs[AdamW::attr::part].i,
+               [&](int64_t begin, int64_t length, int64_t state, size_t i) {
+                 auto [paramBegin, p] = order[i];
+                 rank.params[p].masters.push_back(
+                     {masterIndex, state, begin - paramBegin, length});
+               });
+  return "";
+}
+
+/// Each step of resolving a template for a rank at `coords`, and checking
+/// what it resolved. A full resolution runs every step over everything;
+/// checkEveryRank runs them again, for a template's other ranks, over only
+/// what depends on the coordinates.
+std::string resolveBuffer(Buffer &b, const RankPlan &rank,
+                          const std::array<uint32_t, 3> &coords) {
+  // Offsets and strides are bounded (2^64, 2^60): no wrap in 128 bits.
+  unsigned __int128 at =
+      (unsigned __int128)b.offset + uint64_t(perRankValue(b.perRank, coords));
+  uint64_t arena = rank.arenaBytes(b.arena);
+  if (at > arena || b.bytes > arena - uint64_t(at))
+    return "buffer '" + b.name + "' at offset " +
+           (at >> 64 ? std::to_string(b.offset) + " + its per-rank part"
+                     : std::to_string(uint64_t(at))) +
+           " (" + std::to_string(b.bytes) + " bytes) lies outside its " +
+           arenaName(b.arena) + " arena of " + std::to_string(arena) + " bytes";
+  b.offset = uint64_t(at);
+  if (b.offset % dtypeBytes(b.dtype) != 0)
+    return "buffer '" + b.name + "' is misaligned";
+  return "";
+}
+
+std::string resolveInstruction(Instruction &i, const Program &program, size_t n,
+                               const std::vector<Buffer> &buffers,
+                               const CheckContext &context,
+                               const std::array<uint32_t, 3> &coords) {
+  auto where = [&] {
+    const std::vector<std::string> &locations = context.plan->locations;
+    const std::string &at =
+        i.location < locations.size() ? locations[i.location] : locations[0];
+    return "program '" + program.name + "', instruction " + std::to_string(n) +
+           (at.empty() ? "" : " (" + at + ")") + ": ";
+  };
+  if (LaunchOp *launch = std::get_if<LaunchOp>(&i.op))
+    for (AttrValue &attr : launch->attrs) {
+      // Strides are within 2^40 and coordinates 2^20: a value within 2^61
+      // cannot wrap.
+      if (attr.perRank.stride != 0 &&
+          (attr.i > (int64_t(1) << 61) || attr.i < -(int64_t(1) << 61)))
+        return where() + "a per-rank argument of " + std::to_string(attr.i) +
+               " is out of range";
+      attr.i += perRankValue(attr.perRank, coords);
+    }
+  if (std::string error = checkInstruction(i, buffers, context); !error.empty())
+    return where() + error;
+  return "";
+}
+
+std::string resolveShard(Param &p, const std::vector<Buffer> &buffers,
+                         const std::array<uint32_t, 3> &coords) {
+  const Buffer &value = buffers[p.value];
+  p.shardOffset.assign(value.shape.size(), 0);
+  if (p.splitDim >= 0)
+    p.shardOffset[p.splitDim] = int64_t(coords[0]) * value.shape[p.splitDim];
+  for (size_t d = 0; d < value.shape.size(); ++d)
+    if (p.shardOffset[d] > p.paddedShape[d] - value.shape[d])
+      return "parameter '" + p.name + "' has a shard outside its tensor";
+  return "";
+}
+
+CheckContext contextFor(const Plan &plan, uint32_t rankIndex,
+                        const RankPlan &rank) {
+  CheckContext context;
+  context.plan = &plan;
+  context.rank = rankIndex;
+  context.events = rank.events;
+  context.vocabSize = plan.vocabSize;
+  return context;
+}
+
+std::string checkRank(const Plan &plan, uint32_t rankIndex, RankPlan &rank) {
+  std::array<uint32_t, 3> coords = plan.coordinates(rankIndex);
+  for (Buffer &b : rank.buffers)
+    if (std::string error = resolveBuffer(b, rank, coords); !error.empty())
+      return error;
+  CheckContext context = contextFor(plan, rankIndex, rank);
+  for (Program &program : rank.programs)
+    for (size_t n = 0; n < program.instructions.size(); ++n)
+      if (std::string error =
+              resolveInstruction(program.instructions[n], program, n,
+                                 rank.buffers, context, coords);
+          !error.empty())
+        return error;
+  for (Param &p : rank.params)
+    if (std::string error = resolveShard(p, rank.buffers, coords);
+        !error.empty())
+      return error;
+  if (std::string error = placeMasters(rank); !error.empty())
+    return error;
+  // Every stash buffer a program names must fit in the highest slot the
+  // schedule runs it in, without the address arithmetic wrapping.
+  std::vector<int32_t> highest(rank.programs.size(), -1);
+  for (const Step &step : rank.schedule)
+    highest[step.program] = std::max(highest[step.program], step.slot);
+  for (size_t p = 0; p < rank.programs.size(); ++p) {
+    if (highest[p] < 0)
+      continue;
+    for (const Instruction &instruction : rank.programs[p].instructions)
+      for (uint32_t index : instruction.buffers()) {
+        const Buffer &b = rank.buffers[index];
+        if (b.arena != Arena::Stash)
+          continue;
+        __int128 end =
+            __int128(b.offset) + __int128(b.slotStride) * highest[p] + b.bytes;
+        if (end > __int128(rank.stashBytes))
+          return "the schedule runs program '" + rank.programs[p].name +
+                 "' in stash slot " + std::to_string(highest[p]) +
+                 ", past the stash arena's " + std::to_string(rank.stashBytes) +
+                 " bytes";
+      }
+  }
+  return "";
+}
+
+/// What of a template depends on its rank's coordinates: buffers with a
+/// per-rank offset, the instructions that name one or have a per-rank
+/// argument, and parameters split over tp. The rest resolves the same for
+/// every rank (stash buffers never move; masters' regions and the stash's
+/// slots do not depend on the rank).
+struct Dependence {
+  std::vector<uint32_t> buffers, params;
+  std::vector<std::pair<uint32_t, uint32_t>> instructions; // program, index
+  unsigned axes = 0; // the mesh axes read (bit a for axis a)
+};
+
+Dependence dependenceOf(const RankPlan &stage) {
+  Dependence d;
+  std::vector<bool> moves(stage.buffers.size(), false);
+  for (uint32_t b = 0; b < stage.buffers.size(); ++b)
+    if (stage.buffers[b].perRank.stride != 0) {
+      moves[b] = true;
+      d.buffers.push_back(b);
+      d.axes |= 1u << stage.buffers[b].perRank.axis;
+    }
+  for (uint32_t p = 0; p < stage.programs.size(); ++p) {
+    const std::vector<Instruction> &code = stage.programs[p].instructions;
+    for (uint32_t n = 0; n < code.size(); ++n) {
+      bool depends = false;
+      for (uint32_t b : code[n].buffers())
+        depends |= moves[b];
+      if (const LaunchOp *launch = code[n].launch())
+        for (const AttrValue &attr : launch->attrs)
+          if (attr.perRank.stride != 0) {
+            depends = true;
+            d.axes |= 1u << attr.perRank.axis;
+          }
+      if (depends)
+        d.instructions.push_back({p, n});
+    }
+  }
+  for (uint32_t p = 0; p < stage.params.size(); ++p)
+    if (stage.params[p].splitDim >= 0) {
+      d.params.push_back(p);
+      d.axes |= 1u << 0;
+    }
+  return d;
+}
+
+/// The checks of rank `rankIndex` that depend on its coordinates, given a
+/// full resolution of another rank of its template passed: `scratch` holds
+/// the template's buffers (overwritten for the rank's moving ones).
+std::string checkDependentParts(const Plan &plan, uint32_t rankIndex,
+                                const RankPlan &stage, const Dependence &d,
+                                std::vector<Buffer> &scratch) {
+  std::array<uint32_t, 3> coords = plan.coordinates(rankIndex);
+  for (uint32_t b : d.buffers) {
+    scratch[b] = stage.buffers[b];
+    if (std::string error = resolveBuffer(scratch[b], stage, coords);
+        !error.empty())
+      return error;
+  }
+  CheckContext context = contextFor(plan, rankIndex, stage);
+  for (auto [p, n] : d.instructions) {
+    Instruction instruction = stage.programs[p].instructions[n];
+    if (std::string error = resolveInstruction(instruction, stage.programs[p],
+                                               n, scratch, context, coords);
+        !error.empty())
+      return error;
+  }
+  for (uint32_t p : d.params) {
+    Param param = stage.params[p];
+    if (std::string error = resolveShard(param, scratch, coords);
+        !error.empty())
+      return error;
+  }
+  return "";
+}
+
+} // namespace
+
+std::string resolveRank(const Plan &plan, uint32_t rank, RankPlan &out) {
+  if (rank >= plan.world() || !plan.decoded[plan.rankTemplates[rank]])
+    return "rank " + std::to_string(rank) + ": its template is not loaded";
+  out = plan.templates[plan.rankTemplates[rank]];
+  out.rank = rank;
+  if (std::string error = checkRank(plan, rank, out); !error.empty())
+    return "rank " + std::to_string(rank) + ": " + error;
+  return "";
+}
+
+std::string checkEveryRank(const Plan &plan,
+                           const std::function<void(const RankPlan &)> &each) {
+  RankPlan rank;
+  for (size_t t = 0; t < plan.templates.size(); ++t) {
+    if (!plan.decoded[t])
+      continue;
+    const RankPlan &stage = plan.templates[t];
+    Dependence d = dependenceOf(stage);
+    std::vector<Buffer> scratch = stage.buffers;
+    // Ranks at the same coordinates along the axes the template reads
+    // resolve alike: each such class is checked once.
+    std::set<std::array<uint32_t, 3>> seen;
+    bool first = true;
+    for (uint32_t r = 0; r < plan.world(); ++r) {
+      if (plan.rankTemplates[r] != t)
+        continue;
+      std::array<uint32_t, 3> coords = plan.coordinates(r), key = {0, 0, 0};
+      for (int a = 0; a < 3; ++a)
+        if (d.axes & (1u << a))
+          key[a] = coords[a];
+      if (!seen.insert(key).second)
+        continue;
+      std::string error;
+      if (first) {
+        // One rank in full, the others in what depends on them.
+        error = resolveRank(plan, r, rank);
+        if (error.empty() && each)
+          each(rank);
+        first = false;
+      } else {
+        error = checkDependentParts(plan, r, stage, d, scratch);
+        if (!error.empty())
+          error = "rank " + std::to_string(r) + ": " + error;
+      }
+      if (!error.empty())
+        return error;
+    }
+  }
+  return "";
+}
+
+std::string loadPlanFromBytes(const std::vector<uint8_t> &bytes, Plan &out,
+                              const LoadOptions &options) {
   const uint8_t *payload = nullptr;
   size_t size = 0;
   if (std::string error = plan::decodePlanFile(bytes, payload, size);
@@ -690,17 +1041,20 @@ std::string loadPlanFromBytes(const std::vector<uint8_t> &bytes, Plan &out) {
     return "the plan is " + withThousands(size) +
            " bytes, past the format's limit of " +
            withThousands(FLATBUFFERS_MAX_BUFFER_SIZE - 1);
-  // The table limit raised knowingly: a large plan holds millions.
-  flatbuffers::Verifier::Options options;
-  options.max_tables = std::numeric_limits<flatbuffers::uoffset_t>::max();
-  flatbuffers::Verifier verifier(payload, size, options);
+  // The verifier's limits raised knowingly: a plan of any size the format
+  // holds has at most one table per 4 bytes, and nests no deeper than its
+  // schema (Plan > Template > Program > Instruction > op).
+  flatbuffers::Verifier::Options verify;
+  verify.max_tables = std::numeric_limits<flatbuffers::uoffset_t>::max();
+  flatbuffers::Verifier verifier(payload, size, verify);
   if (!plan::VerifyPlanBuffer(verifier))
     return "the plan's structure does not verify (corrupt FlatBuffer)";
   out = Plan();
-  return Reader().read(*plan::GetPlan(payload), out);
+  return Reader().read(*plan::GetPlan(payload), out, options);
 }
 
-std::string loadPlan(const std::string &path, Plan &out) {
+std::string loadPlan(const std::string &path, Plan &out,
+                     const LoadOptions &options) {
   std::ifstream file(path, std::ios::binary);
   if (!file)
     return "cannot open plan '" + path + "': " + std::strerror(errno);
@@ -708,7 +1062,7 @@ std::string loadPlan(const std::string &path, Plan &out) {
                              std::istreambuf_iterator<char>());
   if (file.bad())
     return "cannot read plan '" + path + "'";
-  return loadPlanFromBytes(bytes, out);
+  return loadPlanFromBytes(bytes, out, options);
 }
 
 } // namespace strata::runtime

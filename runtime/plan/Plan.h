@@ -7,13 +7,22 @@
 // Nothing after loading needs to distrust the plan, and nothing looks up
 // an attribute by name while it runs.
 //
+// A plan holds a template per pipeline stage. A rank's RankPlan is its
+// template resolved for its coordinates (every PerRank value added in, its
+// parameters' shards and masters placed), then checked: what a rank runs
+// is always concrete. A process decodes only the templates of the ranks
+// it loads.
+//
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_PLAN_PLAN_H
 #define STRATA_RUNTIME_PLAN_PLAN_H
 
 #include "runtime/plan/KernelCatalog.h"
 
+#include <array>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -28,6 +37,13 @@ const char *dtypeName(DType dtype);
 std::string withThousands(uint64_t value);
 /// "12.50 GiB": bytes in the largest binary unit that keeps the number >= 1.
 std::string humanBytes(uint64_t bytes);
+
+/// A value that grows by `stride` per coordinate of the rank along mesh
+/// `axis` (0 tp, 1 dp, 2 pp); resolved into the value when a rank loads.
+struct PerRank {
+  uint8_t axis = 0;
+  int64_t stride = 0;
+};
 
 enum class Arena : uint8_t { Persistent, Workspace, Stash };
 inline constexpr int kArenas = 3;
@@ -46,6 +62,7 @@ struct Buffer {
   uint64_t bytes = 0;
   bool zeroInit = false;
   uint64_t slotStride = 0; // stash: slot k lies k * slotStride further
+  PerRank perRank;         // bytes added to the template's offset
   bool isFloat() const { return dtype != DType::I32; }
 };
 
@@ -66,6 +83,7 @@ struct AttrValue {
   int64_t i = 0;
   double f = 0;
   std::vector<int64_t> list;
+  PerRank perRank; // added to i
 };
 
 /// A kernel of the catalog; operands and attributes in its order.
@@ -150,22 +168,26 @@ struct Program {
   size_t bodyBegin = 0, bodyEnd = 0;
 };
 
-/// An fp32 master copy of elements [begin, begin + its size) of a rank's
-/// local parameter.
+/// Elements [begin, begin + length) of a rank's local parameter, whose
+/// fp32 masters lie from element `bufferBegin` of `buffer` on.
 struct MasterSegment {
   uint32_t buffer = 0;
-  int64_t begin = 0;
+  int64_t bufferBegin = 0, begin = 0, length = 0;
 };
 
 struct Param {
   std::string name;
   uint32_t value = 0, grad = 0;
-  std::vector<MasterSegment> masters;
   // The global tensor's shape, and with its vocabulary padding (elements
   // past globalShape are padding; whole shards may be).
-  std::vector<int64_t> globalShape, paddedShape, shardOffset;
+  std::vector<int64_t> globalShape, paddedShape;
+  int splitDim = -1; // split over the tensor-parallel ranks along it
   std::string init;
   double std = 0;
+  // Resolved for the rank: where its shard starts in the global tensor,
+  // and its masters (from the optimizer's adamw launch).
+  std::vector<int64_t> shardOffset;
+  std::vector<MasterSegment> masters;
 };
 
 /// Calls fn(e, global, padding) for each element e (row-major) of a rank's
@@ -218,8 +240,10 @@ struct Group {
   std::vector<uint32_t> stages;
 };
 
+/// A template as written, or a rank's resolved copy of one.
 struct RankPlan {
-  uint32_t rank = 0;
+  uint32_t rank = 0;  // resolved: the rank
+  uint32_t stage = 0; // the template's pipeline stage
   uint64_t persistentBytes = 0, workspaceBytes = 0, stashBytes = 0;
   uint32_t events = 0;
   std::vector<Buffer> buffers;
@@ -259,15 +283,22 @@ struct Plan {
   std::vector<Group> groups;
   std::vector<std::string> locations; // [0] is ""
   std::vector<CodeObject> code;
-  std::vector<RankPlan> ranks;
+  std::vector<uint32_t> rankTemplates; // each rank's template
+  std::vector<RankPlan> templates;     // decoded: those of loaded ranks
+  std::vector<bool> decoded;           // which templates are
+  std::vector<RankPlan> ranks; // by rank: resolved, or empty if not loaded
+  std::vector<bool> loaded;    // which ranks are
 
   uint32_t world() const {
     return tensorParallel * dataParallel * pipelineParallel;
   }
-  /// The pipeline stage of a rank (ranks go tp fastest, then dp, then pp).
-  uint32_t stageOf(uint32_t rank) const {
-    return rank / (tensorParallel * dataParallel);
+  /// A rank's coordinates along tp, dp and pp (tp fastest, then dp).
+  std::array<uint32_t, 3> coordinates(uint32_t rank) const {
+    return {rank % tensorParallel, rank / tensorParallel % dataParallel,
+            rank / (tensorParallel * dataParallel)};
   }
+  /// The pipeline stage of a rank (ranks go tp fastest, then dp, then pp).
+  uint32_t stageOf(uint32_t rank) const { return coordinates(rank)[2]; }
   /// The rank at the same tp and dp coordinates as `rank` on `stage`.
   uint32_t onStage(uint32_t rank, uint32_t stage) const {
     uint32_t perStage = tensorParallel * dataParallel;
@@ -277,11 +308,36 @@ struct Plan {
   std::vector<int> groupMembers(uint32_t group, uint32_t rank) const;
 };
 
+/// Which ranks a load resolves: all of them, or those listed (a process
+/// under MPI: its own). Only their templates are decoded. With `resolve`
+/// false the templates are decoded and checked but no rank is resolved
+/// (strata-run --check resolves each in turn with resolveRank).
+struct LoadOptions {
+  std::optional<std::vector<uint32_t>> ranks;
+  bool resolve = true;
+};
+
 /// Reads and checks the plan at `path`. Returns "" or what is wrong.
-std::string loadPlan(const std::string &path, Plan &plan);
+std::string loadPlan(const std::string &path, Plan &plan,
+                     const LoadOptions &options = {});
 
 /// The same, from the file's bytes.
-std::string loadPlanFromBytes(const std::vector<uint8_t> &bytes, Plan &plan);
+std::string loadPlanFromBytes(const std::vector<uint8_t> &bytes, Plan &plan,
+                              const LoadOptions &options = {});
+
+/// Resolves rank `rank`'s decoded template for its coordinates into `out`
+/// and checks it. Returns "" or what is wrong (naming the rank).
+std::string resolveRank(const Plan &plan, uint32_t rank, RankPlan &out);
+
+/// Checks every rank of a plan loaded with all its templates, none kept:
+/// per template, one rank resolved and checked in full (`each` sees it),
+/// and for each other distinct rank (its coordinates along the axes the
+/// template's per-rank values read) what depends on them, so that a
+/// 3072-rank plan checks in the time and memory of a few. Returns "" or
+/// the first error.
+std::string
+checkEveryRank(const Plan &plan,
+               const std::function<void(const RankPlan &)> &each = nullptr);
 
 } // namespace strata::runtime
 

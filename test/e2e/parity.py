@@ -115,6 +115,9 @@ def train(args, work, name, layout, mpi=False):
                    OMPI_MCA_rmaps_base_oversubscribe="1")
         cmd = ["mpirun", "-np", str(layout.ranks())] + cmd
     log = run(cmd, env)
+    if args.print_load:  # each process's --report-load line, in rank order
+        for line in sorted(l for l in log.splitlines() if " decoded " in l):
+            print(f"{name}: {line}")
     losses = [float(x) for x in LOSS.findall(log)]
     if len(losses) != args.train_iters:
         sys.exit(f"FAILED: {name}: expected {args.train_iters} losses:\n{log}")
@@ -194,11 +197,15 @@ def main():
                    help="the strata-run to test the layouts with (strata-run-tsan)")
     p.add_argument("--run-flag", action="append", default=[],
                    help="a flag for strata-run (repeatable)")
+    p.add_argument("--print-load", action="store_true",
+                   help="run with --report-load and print which templates each process decoded")
     p.add_argument("--compile-flag", action="append", default=[],
                    help="a flag for strata-compile (repeatable)")
     p.add_argument("--data-path", dest="data", default="/usr/share/common-licenses/GPL-3",
                    help="a text to train on ('' for synthetic tokens)")
     args = p.parse_args()
+    if args.print_load:
+        args.run_flag.append("--report-load")
     work = tempfile.mkdtemp(prefix="strata-parity-")
 
     if args.only:

@@ -4,7 +4,7 @@
 
 // Parameters, gradients and the optimizer's state lie in flat regions, each
 // parameter a view.
-// CHECK: exec.rank 0 {
+// CHECK: exec.template stage 0 {
 // CHECK-DAG: exec.buffer @params : tensor<384xf32> persistent at -1
 // CHECK-DAG: exec.buffer @grads : tensor<384xf32> persistent at -1 {zero_init}
 // CHECK-DAG: exec.buffer @exp_avg : tensor<384xf32> persistent at -1 {zero_init}
@@ -15,7 +15,7 @@
 // CHECK-DAG: exec.io "tokens" @"input:tokens"
 // CHECK-DAG: exec.buffer @"param:w" : tensor<8x16xf32> persistent at -1 alias @params + 1024
 // CHECK-DAG: exec.buffer @"grad:w" : tensor<8x16xf32> persistent at -1 alias @grads + 1024
-// CHECK-DAG: exec.param "w" {global_shape = array<i64: 8, 16>, grad = @"grad:w", init = "normal", master_offsets = array<i64>, masters = [], padded_shape = array<i64: 8, 16>, shard_offset = array<i64: 0, 0>, std = 2.000000e-02 : f64, value = @"param:w"}
+// CHECK-DAG: exec.param "w" {global_shape = array<i64: 8, 16>, grad = @"grad:w", init = "normal", padded_shape = array<i64: 8, 16>, std = 2.000000e-02 : f64, value = @"param:w"}
 // CHECK-DAG: exec.io "loss" @"output:loss"
 // CHECK-DAG: exec.io "grad_norm" @"output:grad_norm"
 // A reshape is a view of the buffer it reshapes.
@@ -30,10 +30,11 @@
 // The optimizer: one sum of squares over the segments counted, the
 // clipping coefficient, one AdamW over the segments updated (both
 // parameters decay: one segment), one fill that zeroes the accumulators.
+// The one bucket is one window, the rank's whole (part 0).
 // CHECK: exec.program @optimizer "optimizer" {
-// CHECK-NEXT: exec.launch "sum_squares" (@grads) -> (@sum_squares) args {segments = array<i64: 0, 384>}
+// CHECK-NEXT: exec.launch "sum_squares" (@grads) -> (@sum_squares) args {first_part = 0 : i64, first_segments = array<i64>, part = 0 : i64, segments = array<i64: 0, 384>, windows = array<i64: 0, 384, 0>}
 // CHECK-NEXT: exec.launch "clip_coefficient" (@sum_squares, @hyper) -> (@norm, @coefficient) args {}
-// CHECK-NEXT: exec.launch "adamw" (@grads, @coefficient, @hyper) -> (@params, @exp_avg, @exp_avg_sq) args {segments = array<i64: 0, 384, 0, 1>}
+// CHECK-NEXT: exec.launch "adamw" (@grads, @coefficient, @hyper) -> (@params, @exp_avg, @exp_avg_sq) args {part = 0 : i64, segments = array<i64: 0, 384, 1>, windows = array<i64: 0, 384, 0>}
 // CHECK-NEXT: exec.launch "fill" () -> (@grads) args {value = 0.000000e+00 : f64}
 // CHECK-NEXT: exec.launch "copy" (@norm) -> (@"output:grad_norm") args {}
 // CHECK-NEXT: }
@@ -48,8 +49,6 @@
 // BF16-DAG: exec.buffer @params : tensor<384xbf16> persistent
 // BF16-DAG: exec.buffer @master : tensor<384xf32> persistent
 // BF16-DAG: exec.buffer @"param:w" : tensor<8x16xbf16> persistent at -1 alias @params + 512
-// BF16-DAG: exec.buffer @"master:w@0" : tensor<128xf32> persistent at -1 alias @master + 1024
-// BF16-DAG: exec.param "w" {{.*}}master_offsets = array<i64: 0>, masters = [@"master:w@0"]
 // BF16-DAG: exec.buffer @"grad:w" : tensor<8x16xf32> persistent
 // BF16-DAG: exec.buffer @"output:loss" : tensor<f32> persistent
 // BF16: exec.launch "adamw" (@grads, @coefficient, @hyper) -> (@params, @exp_avg, @exp_avg_sq, @master)

@@ -1,9 +1,10 @@
-// Buffers whose lives do not overlap share workspace; views take their
-// root's offset; persistent buffers sit end to end. A buffer the
+// Buffers whose lives do not overlap share workspace (each takes the
+// smallest free block once those dead before its first use are freed);
+// views take their root's offset; persistent buffers sit end to end. A buffer the
 // communication stream touches has workspace of its own.
 // RUN: strata-opt %s --strata-plan-memory | FileCheck %s
 
-// CHECK: exec.rank 0 attributes {persistent_bytes = 68 : i64, workspace_bytes = 768 : i64}
+// CHECK: exec.template stage 0 attributes {persistent_bytes = 68 : i64, workspace_bytes = 768 : i64}
 // CHECK-DAG: exec.buffer @p : tensor<1xf32> persistent at 0
 // CHECK-DAG: exec.buffer @q : tensor<1xf32> persistent at 64
 // r (received on the communication stream) first, alone: 0-255.
@@ -16,7 +17,7 @@
 // CHECK-DAG: exec.buffer @c : tensor<64xf32> workspace at 256
 // CHECK-DAG: exec.buffer @view : tensor<8x8xf32> workspace at 512 alias @b
 module {
-  exec.rank 0 {
+  exec.template stage 0 {
     exec.buffer @p : tensor<1xf32> persistent at -1
     exec.buffer @q : tensor<1xf32> persistent at -1
     exec.buffer @r : tensor<64xf32> workspace at -1
@@ -32,7 +33,7 @@ module {
       exec.launch "fill" () -> (@a) args {value = 1.0 : f64}
       exec.launch "add" (@a, @r) -> (@b) args {}
       exec.launch "copy" (@view) -> (@c) args {}
-      exec.launch "sum_squares" (@c) -> (@p) args {segments = array<i64: 0, 64>}
+      exec.launch "sum_squares" (@c) -> (@p) args {first_part = 0 : i64, first_segments = array<i64>, part = 0 : i64, segments = array<i64: 0, 64>, windows = array<i64: 0, 64, 0>}
     }
   }
 }

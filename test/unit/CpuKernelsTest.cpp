@@ -798,17 +798,41 @@ TEST(CpuKernels, CrossEntropyAndItsGradient) {
 }
 
 TEST(CpuKernels, GradientNormOverSegmentsAndClipping) {
-  // Only the segments are counted: what this rank holds once.
+  // Counted: the segments, the first-only ones where first_part is 0, each
+  // within the rank's part of the windows: two buckets [0, 500) and
+  // [500, 1000), each split between two data-parallel parts of 250.
   Vec g = randomVec(1000);
-  Harness h;
-  uint32_t ig = h.input({1000}, g), sum = h.add({});
-  h.run("sum_squares", {ig}, {sum},
-        {{"segments", listArg({0, 300, 400, 600})}});
-  double expected = 0;
-  for (int i = 0; i < 1000; ++i)
-    if (i < 300 || i >= 400)
-      expected += g[i] * g[i];
-  expectClose(h.read(sum), {expected}, 1e-6, "sum_squares");
+  std::vector<int64_t> windows = {0, 250, 0, 500, 250, 250};
+  double expected = 0, overParts = 0;
+  for (int64_t part : {0, 1}) {
+    for (int64_t firstPart : {0, 1}) {
+      Harness h;
+      uint32_t ig = h.input({1000}, g), sum = h.add({});
+      h.run("sum_squares", {ig}, {sum},
+            {{"segments", listArg({0, 300, 400, 600})},
+             {"first_segments", listArg({300, 100})},
+             {"windows", listArg(windows)},
+             {"part", intArg(part)},
+             {"first_part", intArg(firstPart)}});
+      double want = 0;
+      for (int64_t i = 0; i < 1000; ++i) {
+        bool owned = (i % 500) / 250 == part;
+        bool counted = i < 300 || i >= 400 || firstPart == 0;
+        if (owned && counted)
+          want += g[i] * g[i];
+      }
+      expectClose(h.read(sum), {want}, 1e-6, "sum_squares");
+      if (firstPart == 0)
+        overParts += want;
+      if (part == 0 && firstPart == 0)
+        expected = want;
+    }
+  }
+  // Each element lies in one part: the parts' sums make the whole norm.
+  double whole = 0;
+  for (double x : g)
+    whole += x * x;
+  EXPECT_NEAR(overParts, whole, 1e-6 * whole);
 
   for (double clip : {0.0, 1.0, 1e6}) {
     Hyper hyper;
@@ -825,12 +849,26 @@ TEST(CpuKernels, GradientNormOverSegmentsAndClipping) {
   }
 }
 
+TEST(CpuKernels, KeepOnFirstKeepsOnPartZeroOnly) {
+  Vec x = randomVec(64);
+  for (int64_t part : {0, 1, 3}) {
+    Harness h;
+    uint32_t ix = h.input({64}, x), y = h.add({64});
+    h.presetOutput(y, randomVec(64));
+    h.run("keep_on_first", {ix}, {y}, {{"part", intArg(part)}});
+    expectClose(h.read(y), part == 0 ? x : Vec(64, 0.0), 0, "keep_on_first");
+  }
+}
+
 TEST(CpuKernels, MultiTensorAdamWAgainstTheFormula) {
-  // Two segments of one flat region: [0, 20) decayed, [30, 50) not, the
-  // state of the second at 20 (a distributed optimizer's layout); elements
-  // outside the segments stay as they were.
+  // Two segments of one flat region: [0, 20) decayed, [30, 50) not. Two
+  // windows split each between two data-parallel parts of 10: part k owns
+  // [10k, 10k + 10) with its state at 0 and [30 + 10k, 40 + 10k) with its
+  // state at 20 (a distributed optimizer's layout); elements outside the
+  // rank's part stay as they were.
   const int64_t n = 50;
-  for (bool master : {false, true}) {
+  for (auto [master, part] : {std::pair{false, 0}, std::pair{false, 1},
+                              std::pair{true, 0}, std::pair{true, 1}}) {
     Hyper hyper;
     hyper.lr = 3e-3;
     hyper.weightDecay = 0.1;
@@ -856,13 +894,15 @@ TEST(CpuKernels, MultiTensorAdamWAgainstTheFormula) {
       outs.push_back(ip);
     }
     h.run("adamw", {ig, ic, ih}, outs,
-          {{"segments", listArg({0, 20, 0, 1, 30, 20, 20, 0})}});
+          {{"segments", listArg({0, 20, 1, 30, 20, 0})},
+           {"windows", listArg({0, 10, 0, 30, 10, 20})},
+           {"part", intArg(part)}});
     Vec expected(n), expectedM = m, expectedV = v, expectedMaster = p0;
     for (int64_t i = 0; i < n; ++i)
       expected[i] = master ? roundToBf16(float(param[i])) : param[i];
-    for (auto [begin, state, decay] :
-         {std::tuple{0, 0, true}, std::tuple{30, 20, false}})
-      for (int64_t e = 0; e < 20; ++e) {
+    for (auto [begin, state, decay] : {std::tuple{10 * part, 0, true},
+                                       std::tuple{30 + 10 * part, 20, false}})
+      for (int64_t e = 0; e < 10; ++e) {
         int64_t i = begin + e, s = state + e;
         double g = grad[i] * coefficient;
         double start = master ? p0[s] : truth[i];

@@ -17,6 +17,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
@@ -25,6 +27,9 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
 
 using namespace llvm;
 using namespace strata;
@@ -164,6 +169,12 @@ cl::opt<bool> noOverlapParamGather(
              "--overlap-param-gather, on by default)"),
     cl::cat(category));
 
+cl::opt<double> progressAfter(
+    "progress-after",
+    cl::desc("announce each step on stderr once the compile has taken this "
+             "many seconds (default 3)"),
+    cl::init(3.0));
+
 cl::opt<bool> bf16("bf16",
                    cl::desc("bf16 parameters and activations, fp32 master "
                             "weights, gradients and optimizer state"),
@@ -194,9 +205,35 @@ std::string describeStats(const ModelStats &stats, const CompileOptions &opts,
       .str();
 }
 
-std::string describeMemory(mlir::ModuleOp module) {
+/// A long compile says what it is doing: past a few seconds, each pass
+/// and step is announced on stderr as it starts.
+class Progress : public mlir::PassInstrumentation {
+public:
+  explicit Progress(double quietSeconds) : quiet(quietSeconds) {}
+  void runBeforePass(mlir::Pass *pass, mlir::Operation *) override {
+    say(pass->getArgument().empty() ? pass->getName() : pass->getArgument());
+  }
+  void say(StringRef what) {
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (seconds >= quiet)
+      errs() << formatv("strata-compile: {0} ({1:f1} s so far)\n", what,
+                        seconds);
+  }
+
+private:
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
+  double quiet;
+};
+
+/// One line per template: a pipeline stage's ranks share their memory.
+std::string describeMemory(mlir::ModuleOp module,
+                           const CompileOptions &options) {
   std::string text;
-  for (auto rank : module.getOps<exec::RankOp>()) {
+  int64_t perStage = options.tensorParallel * options.dataParallel;
+  for (auto rank : module.getOps<exec::TemplateOp>()) {
     MemoryReport m = reportMemory(rank);
     // Activations: the workspace, plus what a pipeline stage keeps for
     // the backward of the microbatches in flight.
@@ -204,15 +241,21 @@ std::string describeMemory(mlir::ModuleOp module) {
                                          runtime::humanBytes(m.stash))
                                      .str()
                                : "";
-    text += formatv("rank {0} memory: parameters {1}, gradients {2}, "
-                    "optimizer state {3}, activations {4}{5}; peak {6} "
-                    "({7} bytes)\n",
-                    rank.getRank(), runtime::humanBytes(m.parameters),
-                    runtime::humanBytes(m.gradients),
-                    runtime::humanBytes(m.optimizer),
-                    runtime::humanBytes(m.workspace + m.stash), kept,
-                    runtime::humanBytes(m.peak()), withThousands(m.peak()))
-                .str();
+    int64_t first = rank.getStage() * perStage;
+    std::string ranks =
+        perStage == 1
+            ? formatv("rank {0}", first).str()
+            : formatv("ranks {0}-{1}", first, first + perStage - 1).str();
+    text +=
+        formatv("stage {0} ({8}) memory: parameters {1}, gradients {2}, "
+                "optimizer state {3}, activations {4}{5}; peak {6} "
+                "({7} bytes)\n",
+                rank.getStage(), runtime::humanBytes(m.parameters),
+                runtime::humanBytes(m.gradients),
+                runtime::humanBytes(m.optimizer),
+                runtime::humanBytes(m.workspace + m.stash), kept,
+                runtime::humanBytes(m.peak()), withThousands(m.peak()), ranks)
+            .str();
   }
   return text;
 }
@@ -353,6 +396,9 @@ int main(int argc, char **argv) {
   if (to < from)
     return fail("the input is already past the level --emit asks for");
   mlir::PassManager pm(&context);
+  auto progress = std::make_unique<Progress>(progressAfter);
+  Progress *progressOf = progress.get();
+  pm.addInstrumentation(std::move(progress));
   buildPipeline(pm, options, from, to);
   if (failed(pm.run(*module)))
     return 1;
@@ -360,17 +406,24 @@ int main(int argc, char **argv) {
   std::string summary =
       stats.layers || stats.parameters ? describeStats(stats, options, "") : "";
   if (emit == Emit::Summary || emit == Emit::Plan)
-    summary += describeMemory(*module);
+    summary += describeMemory(*module, options);
 
   if (emit == Emit::Plan) {
     std::vector<uint8_t> bytes;
+    progressOf->say("writing the plan");
     if (failed(writePlan(*module, bytes)))
       return 1;
     // The runtime's own checks, so that a plan strata-run would refuse is
     // an error here, never a file.
+    progressOf->say("checking the plan for every rank");
+    // Every rank resolved from its template and checked, one at a time.
     runtime::Plan loaded;
-    if (std::string error = runtime::loadPlanFromBytes(bytes, loaded);
-        !error.empty())
+    runtime::LoadOptions load;
+    load.resolve = false;
+    std::string error = runtime::loadPlanFromBytes(bytes, loaded, load);
+    if (error.empty())
+      error = runtime::checkEveryRank(loaded);
+    if (!error.empty())
       return fail("the plan fails the runtime's checks, so it is not "
                   "written: " +
                   error);

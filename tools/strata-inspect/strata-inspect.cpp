@@ -29,7 +29,8 @@ namespace {
 const char *kUsage =
     "usage: strata-inspect PLAN [--schedule-text] [--schedule-svg OUT.svg]\n"
     "                           [--trace TRACE.json]\n"
-    "  (no flag)            the plan's layout, each rank's memory and programs\n"
+    "  (no flag)            the plan's layout, each template's (stage's)\n"
+    "                       ranks, memory and programs\n"
     "  --schedule-text      the pipeline schedule drawn for a terminal: a row\n"
     "                       per stage, a box per forward and backward\n"
     "  --schedule-svg FILE  the same drawing as an SVG picture\n"
@@ -42,24 +43,35 @@ int fail(const std::string &message) {
 }
 
 void describe(const Plan &plan) {
-  std::cout << "plan for model " << plan.model << ": " << plan.ranks.size()
+  std::cout << "plan for model " << plan.model << ": " << plan.world()
             << " ranks (tensor " << plan.tensorParallel << " x data "
             << plan.dataParallel << " x pipeline " << plan.pipelineParallel
-            << "), " << plan.numMicrobatches << " microbatches of "
+            << ") from " << plan.templates.size() << " templates, "
+            << plan.numMicrobatches << " microbatches of "
             << plan.microBatchSize << " x " << plan.seqLength << " tokens"
             << (plan.pipelineSchedule.empty()
                     ? std::string()
                     : ", " + plan.pipelineSchedule + " schedule")
             << "\n";
-  for (const RankPlan &rank : plan.ranks) {
-    std::cout << "rank " << rank.rank << " (stage "
-              << plan.stageOf(rank.rank) << "): persistent "
-              << withThousands(rank.persistentBytes) << " + workspace "
-              << withThousands(rank.workspaceBytes) << " + stash "
-              << withThousands(rank.stashBytes) << " bytes; "
-              << rank.buffers.size() << " buffers, " << rank.params.size()
-              << " parameters, " << rank.schedule.size() << " steps\n";
-    for (const Program &program : rank.programs)
+  for (size_t t = 0; t < plan.templates.size(); ++t) {
+    const RankPlan &stage = plan.templates[t];
+    std::vector<uint32_t> ranks;
+    for (uint32_t r = 0; r < plan.world(); ++r)
+      if (plan.rankTemplates[r] == t)
+        ranks.push_back(r);
+    std::string who = ranks.empty() ? "no ranks"
+                      : ranks.size() == 1
+                          ? "rank " + std::to_string(ranks.front())
+                          : "ranks " + std::to_string(ranks.front()) + "-" +
+                                std::to_string(ranks.back());
+    std::cout << "template " << t << " (stage " << stage.stage << ", " << who
+              << "): persistent " << withThousands(stage.persistentBytes)
+              << " + workspace " << withThousands(stage.workspaceBytes)
+              << " + stash " << withThousands(stage.stashBytes)
+              << " bytes per rank; " << stage.buffers.size() << " buffers, "
+              << stage.params.size() << " parameters, " << stage.schedule.size()
+              << " steps\n";
+    for (const Program &program : stage.programs)
       std::cout << "  program " << program.name << " ("
                 << phaseName(program.phase)
                 << (program.chunk >= 0
@@ -77,7 +89,8 @@ std::string stageOrders(const Plan &plan,
   orders.assign(plan.pipelineParallel, {});
   for (uint32_t s = 0; s < plan.pipelineParallel; ++s) {
     const RankPlan &rank =
-        plan.ranks[s * plan.tensorParallel * plan.dataParallel];
+        plan.templates[plan.rankTemplates[s * plan.tensorParallel *
+                                          plan.dataParallel]];
     for (const Step &step : rank.schedule) {
       const Program &program = rank.programs[step.program];
       if (program.phase == Phase::Microbatch)
@@ -173,7 +186,11 @@ int main(int argc, char **argv) {
   if (planPath.empty())
     return fail("no plan given\n" + std::string(kUsage));
   Plan plan;
-  if (std::string error = loadPlan(planPath, plan); !error.empty())
+  // Templates decoded, no rank resolved: a 3072-rank plan reads as fast as
+  // a small one (strata-run --check resolves and checks every rank).
+  LoadOptions load;
+  load.resolve = false;
+  if (std::string error = loadPlan(planPath, plan, load); !error.empty())
     return fail(planPath + ": " + error);
   if (!text && svgPath.empty()) {
     if (!tracePath.empty())

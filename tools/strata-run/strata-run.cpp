@@ -2,13 +2,16 @@
 //
 //   strata-run PLAN --train-iters K [--seed S] [--lr ...] [--data-path FILE]
 //              [--save-params OUT.safetensors] [--log-interval N] ...
+//   strata-run PLAN --check
 //
 // Flags take Megatron-LM's names. Links the runtime only.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/comm/Transport.h"
 #include "runtime/exec/Launch.h"
 #include "runtime/plan/Plan.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
@@ -54,7 +57,11 @@ const char *kUsage =
     "                            ahead of its host: with ThreadSanitizer, a\n"
     "                            wait a plan lacks is a reported data race\n"
     "  --fail-rank R --fail-at-iteration I\n"
-    "                            (testing) rank R stops at iteration I\n";
+    "                            (testing) rank R stops at iteration I\n"
+    "  --check                   load the plan for every rank of its layout\n"
+    "                            without running it: resolve and check each\n"
+    "                            rank's template, print each stage's memory\n"
+    "  --report-load             print which templates this process decoded\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-run: error: " << message << "\n";
@@ -81,12 +88,51 @@ bool parseDouble(const std::string &text, double &out) {
   return true;
 }
 
+/// strata-run --check: every rank of the plan resolved from its template
+/// and checked, one at a time (a 3072-rank plan on a laptop), then each
+/// stage's memory.
+int checkPlan(const std::string &path) {
+  Plan plan;
+  LoadOptions load;
+  load.resolve = false;
+  if (std::string error = loadPlan(path, plan, load); !error.empty())
+    return fail(path + ": " + error);
+  uint32_t world = plan.world(), perStage = world / plan.pipelineParallel;
+  std::vector<uint64_t> peak(plan.pipelineParallel, 0);
+  if (std::string error =
+          checkEveryRank(plan,
+                         [&](const RankPlan &rank) {
+                           uint32_t stage = plan.stageOf(rank.rank);
+                           peak[stage] =
+                               std::max(peak[stage], rank.peakBytes());
+                         });
+      !error.empty())
+    return fail(path + ": " + error);
+  std::cout << path << ": " << world << " ranks (tensor " << plan.tensorParallel
+            << " x data " << plan.dataParallel << " x pipeline "
+            << plan.pipelineParallel << ") from " << plan.templates.size()
+            << " templates: every rank resolves and "
+            << "checks\n";
+  for (uint32_t stage = 0; stage < plan.pipelineParallel; ++stage) {
+    const RankPlan &t = plan.templates[plan.rankTemplates[stage * perStage]];
+    std::cout << "stage " << stage << " (ranks " << stage * perStage << "-"
+              << (stage + 1) * perStage - 1 << ", template "
+              << plan.rankTemplates[stage * perStage] << "): persistent "
+              << humanBytes(t.persistentBytes) << " + workspace "
+              << humanBytes(t.workspaceBytes) << " + stash "
+              << humanBytes(t.stashBytes) << " = peak "
+              << humanBytes(peak[stage]) << " (" << withThousands(peak[stage])
+              << " bytes) per rank\n";
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   TrainOptions options;
   std::string planPath;
-  bool help = false;
+  bool help = false, check = false, reportLoad = false;
 
   using Setter = std::function<bool(const std::string &)>;
   auto integer = [](int64_t &target) {
@@ -147,6 +193,14 @@ int main(int argc, char **argv) {
       options.reportComm = true;
       continue;
     }
+    if (arg == "--check") {
+      check = true;
+      continue;
+    }
+    if (arg == "--report-load") {
+      reportLoad = true;
+      continue;
+    }
     if (arg == "--async-compute") {
       options.asyncCompute = true;
       continue;
@@ -196,8 +250,28 @@ int main(int argc, char **argv) {
   if (std::string error = checkTrainOptions(options); !error.empty())
     return fail(error);
 
+  if (check)
+    return checkPlan(planPath);
+
+  // Under a launcher this process is one rank: it decodes its own
+  // template only (and rank 0, which gathers the parameters to save, all).
   Plan plan;
-  if (std::string error = loadPlan(planPath, plan); !error.empty())
+  LoadOptions load;
+  int me = launcherRank();
+  if (launcherWorldSize() > 0 && me >= 0 &&
+      (me != 0 || options.saveParams.empty()))
+    load.ranks = std::vector<uint32_t>{uint32_t(me)};
+  if (std::string error = loadPlan(planPath, plan, load); !error.empty())
     return fail(planPath + ": " + error);
+  if (reportLoad) {
+    std::string which;
+    for (size_t t = 0; t < plan.decoded.size(); ++t)
+      if (plan.decoded[t])
+        which += (which.empty() ? "" : ", ") + std::to_string(t);
+    size_t decoded = std::count(plan.decoded.begin(), plan.decoded.end(), true);
+    std::cout << (me >= 0 ? "rank " + std::to_string(me) : "this process")
+              << " decoded " << decoded << " of " << plan.templates.size()
+              << " templates (" << which << ")\n";
+  }
   return train(plan, options, std::cout, std::cerr);
 }

@@ -6,8 +6,9 @@ outside its memory.
 
   craft_plans.py SCHEMA PIPELINE.plan TENSOR.plan
 
-PIPELINE.plan is a two-stage plan of one rank per stage (it has a stash);
-TENSOR.plan a two-rank tensor-parallel plan (its ranks share parameters).
+PIPELINE.plan is a two-stage plan of one rank per stage (two templates that
+share the tied embedding; it has a stash); TENSOR.plan a two-rank
+tensor-parallel plan (one template, with per-rank values).
 Prints, per case, the case's name and strata-run's error line.
 """
 import copy
@@ -42,8 +43,8 @@ def encode(header, plan, path):
     open(path, "wb").write(frame + payload)
 
 
-def refused(name, path):
-    result = subprocess.run(["strata-run", path, "--train-iters", "1"],
+def refused(name, path, flags=("--train-iters", "1")):
+    result = subprocess.run(["strata-run", path, *flags],
                             capture_output=True, text=True, timeout=120)
     lines = result.stderr.strip().splitlines()
     if not (result.returncode == 1 and len(lines) == 1 and
@@ -62,16 +63,18 @@ def first(items, predicate):
     return next(i for i, item in enumerate(items) if predicate(item))
 
 
-def case(name, source, mutate):
+def case(name, source, mutate, check_too=False):
     header, plan = source
     crafted = copy.deepcopy(plan)
     mutate(crafted)
     path = os.path.join(work, name + ".plan")
     encode(header, crafted, path)
     refused(name, path)
+    if check_too:  # strata-run --check checks a template's later ranks apart
+        refused(name + " (--check)", path, ["--check"])
 
 
-rank0 = lambda p: p["ranks"][0]
+rank0 = lambda p: p["templates"][0]
 
 
 def stash_buffer(p):
@@ -116,9 +119,29 @@ case("duplicate-program", pipeline,
      lambda p: rank0(p)["programs"][1].update(name=rank0(p)["programs"][0]["name"]))
 case("duplicate-io", pipeline,
      lambda p: rank0(p)["io"][1].update(name=rank0(p)["io"][0]["name"]))
-# Ranks that disagree about a parameter they share.
-case("ranks-disagree", tensor,
-     lambda p: p["ranks"][1]["params"][0]["global_shape"].__setitem__(0, 7))
+# Templates that disagree about a parameter they share (the tied
+# embedding of both stages).
+case("templates-disagree", pipeline,
+     lambda p: [q["global_shape"].__setitem__(0, 7)
+                for q in p["templates"][1]["params"] if q["name"] == "wte"])
+# The rank map: a template the plan does not hold, a map of the wrong
+# size, a rank given another stage's template.
+case("rank-map-missing-template", pipeline,
+     lambda p: p["rank_templates"].__setitem__(1, 5))
+case("rank-map-wrong-size", pipeline, lambda p: p.update(rank_templates=[0]))
+case("rank-map-wrong-stage", pipeline, lambda p: p.update(rank_templates=[0, 0]))
+# Per-rank values: a view that moves past its arena on rank 1, a mesh axis
+# that does not exist.
+case("per-rank-outside-arena", tensor,
+     lambda p: rank0(p)["buffers"][0].update(
+         per_rank={"axis": 0, "stride": rank0(p)["persistent_bytes"]}),
+     check_too=True)
+case("per-rank-argument-off-its-shard", tensor,
+     lambda p: first_launch(p, "logits_max")["attrs"][1].update(
+         per_rank={"axis": 0, "stride": 1}),
+     check_too=True)
+case("per-rank-bad-axis", tensor,
+     lambda p: rank0(p)["buffers"][0].update(per_rank={"axis": 7, "stride": 64}))
 # A vocabulary larger than the loss's logits: labels past its columns.
 case("vocabulary-larger-than-logits", tensor, lambda p: p.update(vocab_size=4096))
 # Indices: a launch's operand, kernel, group, event, location, program.
