@@ -430,9 +430,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto keep = dyn_cast<dist::KeepOnFirstOp>(op)) {
+    SmallVector<int64_t> axes = meshAxes(keep.getGridAxesAttr());
+    if (axes.size() != 1)
+      return keep.emitOpError()
+             << "keeps a value on the first rank of " << axes.size()
+             << " mesh axes: the lowering knows one";
     exec::LaunchOp launched = launch(
         loc, kernel::KeepOnFirst{.x = in(keep.getInput()), .y = out(keep)});
-    perRank(launched, "part", kTensorAxis, 1);
+    perRank(launched, "part", axes.front(), 1);
     return success();
   }
   if (auto grad = dyn_cast<graph::EmbeddingGradOp>(op)) {

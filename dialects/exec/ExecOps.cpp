@@ -271,8 +271,9 @@ LogicalResult TemplateOp::verifyRegions() {
         return WalkResult::interrupt();
       auto root = cast<BufferOp>(symbols.lookup(*buffer.getAlias()));
       int64_t start = static_cast<int64_t>(buffer.getViewOffset().value_or(0));
-      // A per-rank view's bounds depend on the mesh's sizes, which the
-      // plan's loader knows: checked there for every coordinate.
+      // A per-rank view is checked here at coordinate 0; the plan's loader
+      // checks every rank's against its arena (the mesh's sizes are the
+      // plan's, not the template's).
       if (buffer.getPerRankAttr() &&
           failed(verifyPerRank(op, buffer.getPerRankAttr())))
         ok = failure();

@@ -912,6 +912,9 @@ struct Dependence {
   std::vector<uint32_t> buffers, params;
   std::vector<std::pair<uint32_t, uint32_t>> instructions; // program, index
   unsigned axes = 0; // the mesh axes read (bit a for axis a)
+  // A parameter's buffers or the optimizer's regions move with the rank:
+  // where its masters lie is checked again, in a full resolution.
+  bool full = false;
 };
 
 Dependence dependenceOf(const RankPlan &stage) {
@@ -939,11 +942,20 @@ Dependence dependenceOf(const RankPlan &stage) {
         d.instructions.push_back({p, n});
     }
   }
-  for (uint32_t p = 0; p < stage.params.size(); ++p)
-    if (stage.params[p].splitDim >= 0) {
+  for (uint32_t p = 0; p < stage.params.size(); ++p) {
+    const Param &param = stage.params[p];
+    if (param.splitDim >= 0) {
       d.params.push_back(p);
       d.axes |= 1u << 0;
     }
+    d.full |= moves[param.value] || moves[param.grad];
+  }
+  for (const Program &program : stage.programs)
+    for (const Instruction &instruction : program.instructions)
+      if (const LaunchOp *l = instruction.launch();
+          l && l->kernel == KernelId::AdamW)
+        for (uint32_t b : l->operands)
+          d.full |= b != kNoBuffer && moves[b];
   return d;
 }
 
@@ -1012,10 +1024,10 @@ std::string checkEveryRank(const Plan &plan,
       if (!seen.insert(key).second)
         continue;
       std::string error;
-      if (first) {
+      if (first || d.full) {
         // One rank in full, the others in what depends on them.
         error = resolveRank(plan, r, rank);
-        if (error.empty() && each)
+        if (error.empty() && each && first)
           each(rank);
         first = false;
       } else {

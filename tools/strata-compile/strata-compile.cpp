@@ -50,20 +50,21 @@ cl::opt<std::string>
 cl::opt<Emit> emit(
     "emit",
     cl::desc("What to write (default: the plan with -o, else the summary)"),
-    cl::values(clEnumValN(Emit::Summary, "summary",
-                          "parameters, FLOPs and per-rank memory"),
-               clEnumValN(Emit::Graph, "graph",
-                          "the model's graph IR: single-device meaning, global "
-                          "shapes, locations into the model file"),
-               clEnumValN(Emit::Step, "step",
-                          "the training step in graph IR: forward, backward "
-                          "(autodiff) and the AdamW update"),
-               clEnumValN(Emit::Dist, "dist",
-                          "the step with its parallel layout and schedule"),
-               clEnumValN(Emit::Exec, "exec",
-                          "per-rank buffers, kernels, programs and schedule"),
-               clEnumValN(Emit::Plan, "plan",
-                          "the binary plan strata-run executes")),
+    cl::values(
+        clEnumValN(Emit::Summary, "summary",
+                   "parameters, FLOPs and per-stage memory"),
+        clEnumValN(Emit::Graph, "graph",
+                   "the model's graph IR: single-device meaning, global "
+                   "shapes, locations into the model file"),
+        clEnumValN(Emit::Step, "step",
+                   "the training step in graph IR: forward, backward "
+                   "(autodiff) and the AdamW update"),
+        clEnumValN(Emit::Dist, "dist",
+                   "the step with its parallel layout and schedule"),
+        clEnumValN(
+            Emit::Exec, "exec",
+            "a template per stage: buffers, kernels, programs, schedule"),
+        clEnumValN(Emit::Plan, "plan", "the binary plan strata-run executes")),
     cl::cat(category));
 
 cl::list<std::string> sets("set",
