@@ -8,6 +8,7 @@
 #include "runtime/comm/Transport.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/RingCollectives.h"
+#include "runtime/cuda/CudaDriver.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/Parameters.h"
 #include "runtime/io/Safetensors.h"
@@ -261,6 +262,16 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
 
 int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
           std::ostream &errors) {
+  if (options.backend == "cuda") {
+    // The driver is loaded only here: a CPU run never touches it.
+    cuda::DriverInfo driver;
+    if (std::string error = cuda::probeDriver(driver); !error.empty())
+      return refuse(errors, error);
+    return refuse(errors, "this strata-run has no cuda backend yet (the "
+                          "driver finds " +
+                              std::to_string(driver.devices) +
+                              " GPUs): run with --backend cpu");
+  }
   std::unique_ptr<Dataset> data;
   if (!options.dataPath.empty()) {
     if (std::string error = makeTextDataset(options.dataPath, plan.vocabSize,

@@ -53,6 +53,8 @@ std::string checkTrainOptions(const TrainOptions &o) {
     return "--ranks must be >= 1";
   if (!(o.commTimeoutSeconds > 0))
     return "--comm-timeout must be positive";
+  if (o.backend != "cpu" && o.backend != "cuda")
+    return "--backend must be cpu or cuda, got '" + o.backend + "'";
   return "";
 }
 

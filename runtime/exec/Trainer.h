@@ -40,6 +40,7 @@ struct TrainOptions {
   // wait the communication stream needs and a plan lacks is a data race
   // (for ThreadSanitizer runs; traces then time issue, not execution).
   bool asyncCompute = false;
+  std::string backend = "cpu"; // cpu, or cuda (runtime/cuda/)
   double commTimeoutSeconds = 300;
   // Fault injection for tests: this rank stops (a thread) or is killed
   // (a process) at the start of this iteration.

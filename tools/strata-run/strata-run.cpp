@@ -40,6 +40,8 @@ const char *kUsage =
     "  --save-params FILE        write the parameters (safetensors) at\n"
     "                            the end\n"
     "  --log-interval N          iterations per log line (1)\n"
+    "  --backend cpu|cuda        where the ranks run (cpu; cuda loads the\n"
+    "                            NVIDIA driver, and only then)\n"
     "  --threads N               CPU threads per rank (default: the cores\n"
     "                            shared among local ranks)\n"
     "  --ranks N                 ranks as threads of this process (default:\n"
@@ -165,6 +167,7 @@ int main(int argc, char **argv) {
       {"--adam-eps", real(options.hyper.eps)},
       {"--clip-grad", real(options.hyper.clipGrad)},
       {"--data-path", text(options.dataPath)},
+      {"--backend", text(options.backend)},
       {"--save-params", text(options.saveParams)},
       {"--trace", text(options.tracePath)},
       {"--log-interval", integer(options.logInterval)},
