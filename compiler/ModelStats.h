@@ -28,9 +28,6 @@ struct ModelStats {
 /// Reads the stats off a model's graph IR.
 ModelStats computeModelStats(mlir::ModuleOp module);
 
-/// "1,008,000,000" — counts a reader compares digit by digit.
-std::string withThousands(int64_t value);
-
 } // namespace strata
 
 #endif

@@ -171,7 +171,9 @@ def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
     Each tensor becomes an exec.buffer (inputs and outputs persistent;
     everything else in the workspace), each graph op a gemm or a launch of
     the kernel catalog (a reshape or layer boundary only a view), each
-    function a program, and the dist.schedule the rank's exec.schedule. A
+    function a program, and each stage's dist.schedule its exec.schedule:
+    one exec.template per pipeline stage, whose rank-dependent values are
+    per_rank expressions the runtime resolves at load. A
     weight gradient that only feeds its accumulator is written straight
     into it (a gemm with beta 1). Parameters, gradients and the optimizer
     state live in flat regions laid out in buckets; @optimizer becomes a
@@ -199,14 +201,17 @@ def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
 def PlanMemory : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
   let summary = "Place every buffer at an arena offset";
   let description = [{
-    Persistent buffers are laid end to end. Workspace buffers are placed per
-    program by liveness (the instructions between a buffer's first and last
-    use): largest first, each at the lowest offset free over its lifetime,
-    so buffers whose lives do not overlap share memory. Stash buffers (a
-    pipeline chunk's activations kept for its backward) are laid end to end
-    per chunk into a slot, times the chunk's slots. Views share their
-    root's offset. Sets the rank's persistent_bytes, workspace_bytes and
-    stash_bytes: the peak memory is their sum, known before anything runs.
+    Persistent buffers are laid end to end. Workspace buffers the
+    communication stream touches get memory of their own; the others are
+    placed per program by liveness (the instructions between a buffer's
+    first and last use) in a best-fit linear scan, n·log n: by first use,
+    each in the smallest free block once the buffers dead before it have
+    given theirs back, so buffers whose lives do not overlap share memory.
+    Stash buffers (a pipeline chunk's activations kept for its backward)
+    are laid end to end per chunk into a slot, times the chunk's slots.
+    Views share their root's offset. Sets each template's persistent_bytes,
+    workspace_bytes and stash_bytes: a rank's peak memory is their sum,
+    known before anything runs.
   }];
 }
 

@@ -112,9 +112,9 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
 }
 
 MemoryReport reportMemory(Operation *op) {
-  auto rank = cast<exec::TemplateOp>(op);
+  auto stage = cast<exec::TemplateOp>(op);
   MemoryReport report;
-  for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>()) {
+  for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>()) {
     if (buffer.getAlias() || buffer.getArena() != exec::Arena::Persistent)
       continue;
     StringRef kind = buffer.getSymName().split(':').first;
@@ -128,9 +128,9 @@ MemoryReport reportMemory(Operation *op) {
     else
       report.io += bytes;
   }
-  report.persistent = rank.getPersistentBytes().value_or(0);
-  report.workspace = rank.getWorkspaceBytes().value_or(0);
-  report.stash = rank.getStashBytes().value_or(0);
+  report.persistent = stage.getPersistentBytes().value_or(0);
+  report.workspace = stage.getWorkspaceBytes().value_or(0);
+  report.stash = stage.getStashBytes().value_or(0);
   return report;
 }
 

@@ -45,7 +45,7 @@ struct CompileOptions {
 
 /// The levels, in lowering order: the model as written, the training step
 /// (forward, backward, optimizer), the step with its layout and schedule,
-/// the per-rank programs.
+/// the programs of each pipeline stage's template.
 enum class Level { Graph, Step, Dist, Exec };
 
 /// The level a module is at, read off the ops it holds.

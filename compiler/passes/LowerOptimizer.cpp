@@ -1,6 +1,6 @@
 //===- LowerOptimizer.cpp - flat regions, buckets, the optimizer ----------===//
 //
-// The part of --strata-lower-to-exec that sees a rank's parameters whole.
+// The part of --strata-lower-to-exec that sees a stage's parameters whole.
 // Every gradient, parameter and optimizer state lives in flat regions, laid
 // out in buckets: Megatron's, formed in reverse parameter order within each
 // pipeline chunk (the order the backward produces gradients), each reduced
@@ -10,7 +10,7 @@
 // bucket the optimizer reduces itself.
 //
 // The optimizer is then a fixed handful of instructions whatever the
-// parameter count: one sum of squares over the segments this rank counts,
+// parameter count: one sum of squares over the segments counted,
 // the norm's all-reduce, the clipping coefficient, one multi-tensor AdamW
 // over the segments it updates, one fill that zeroes the gradients. The
 // graph-level @optimizer (per parameter, as autodiff and the parallel
@@ -240,18 +240,23 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
   }
 }
 
-/// Appends (begin, length) to `segments`, merging with the last if they
-/// touch.
-static void appendRange(SmallVectorImpl<int64_t> &segments, int64_t begin,
-                        int64_t length) {
+/// Appends a segment (begin, length, then `tag`'s fields) to `segments`,
+/// merging it into the last one when they touch and carry the same tag.
+static void appendSegment(SmallVectorImpl<int64_t> &segments, int64_t begin,
+                          int64_t length, ArrayRef<int64_t> tag = {}) {
   if (length <= 0)
     return;
-  size_t n = segments.size();
-  if (n >= 2 && segments[n - 2] + segments[n - 1] == begin) {
-    segments[n - 1] += length;
-    return;
+  size_t width = 2 + tag.size(), n = segments.size();
+  if (n >= width) {
+    int64_t *last = segments.data() + n - width;
+    if (last[0] + last[1] == begin &&
+        llvm::equal(tag, ArrayRef<int64_t>(last + 2, tag.size()))) {
+      last[1] += length;
+      return;
+    }
   }
   segments.append({begin, length});
+  segments.append(tag.begin(), tag.end());
 }
 
 Lowering::NormSegments Lowering::normSegments() {
@@ -265,25 +270,17 @@ Lowering::NormSegments Lowering::normSegments() {
     // rank to its own part, the only valid part of the reduced gradient.
     if (!f.tiedStages.empty() && f.tiedStages.front() != coords.pp)
       continue;
-    appendRange(f.countOnFirstTp ? segments.firstOnly : segments.always,
-                p.flatOffset, p.elements);
+    appendSegment(f.countOnFirstTp ? segments.firstOnly : segments.always,
+                  p.flatOffset, p.elements);
   }
   return segments;
 }
 
 SmallVector<int64_t> Lowering::adamSegments() {
   SmallVector<int64_t> segments;
-  for (const std::string &name : paramOrder) {
-    const ParamBuffers &p = params[name];
-    int64_t decay = facts[name].decay ? 1 : 0;
-    size_t n = segments.size();
-    if (n >= 3 && segments[n - 3] + segments[n - 2] == p.flatOffset &&
-        segments[n - 1] == decay) {
-      segments[n - 2] += p.elements;
-      continue;
-    }
-    segments.append({p.flatOffset, p.elements, decay});
-  }
+  for (const std::string &name : paramOrder)
+    appendSegment(segments, params[name].flatOffset, params[name].elements,
+                  {facts[name].decay ? 1 : 0});
   return segments;
 }
 
@@ -374,12 +371,13 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
   // The norm over every gradient, the clipping coefficient, the update.
   exec::BufferOp sum = f32("sum_squares");
   NormSegments norm = normSegments();
+  SmallVector<int64_t> owned = windows();
   exec::LaunchOp squares =
       launch(loc, kernel::SumSquares{.grads = gradRegion,
                                      .sum = sum,
                                      .segments = norm.always,
                                      .first_segments = norm.firstOnly,
-                                     .windows = windows()});
+                                     .windows = owned});
   perRank(squares, "first_part", kTensorAxis, 1);
   if (distributedOptimizer)
     perRank(squares, "part", kDataAxis, 1);
@@ -401,7 +399,7 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
                                                   .exp_avg_sq = expAvgSqRegion,
                                                   .master = masterRegion,
                                                   .segments = adamSegments(),
-                                                  .windows = windows()});
+                                                  .windows = owned});
   if (distributedOptimizer)
     perRank(adam, "part", kDataAxis, 1);
   // The accumulators start the next iteration at zero.
@@ -446,9 +444,9 @@ rangeIn(exec::BufferOp buffer, exec::BufferOp region) {
 }
 
 LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
-  auto rank = cast<exec::TemplateOp>(programs.getBlock()->getParentOp());
+  auto stage = cast<exec::TemplateOp>(programs.getBlock()->getParentOp());
   llvm::StringMap<exec::BufferOp> byName;
-  for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>())
+  for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
     byName[buffer.getSymName()] = buffer;
   // The ranges of `region` that an instruction reads or writes.
   auto touches = [&](Operation &op, exec::BufferOp region, bool writing) {
@@ -460,8 +458,14 @@ LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
         ranges.push_back(*range);
     return ranges;
   };
-  auto overlaps = [](std::pair<int64_t, int64_t> a, const Bucket &bucket) {
-    return a.first < bucket.begin + bucket.size && bucket.begin < a.second;
+  // The buckets a range overlaps: they tile the flat regions in order, so
+  // a binary search finds the first, and a range overlaps few.
+  auto forEachBucket = [&](std::pair<int64_t, int64_t> range, auto fn) {
+    auto it = llvm::partition_point(buckets, [&](const Bucket &bucket) {
+      return bucket.begin + bucket.size <= range.first;
+    });
+    for (; it != buckets.end() && it->begin < range.second; ++it)
+      fn(*it);
   };
 
   // The last microbatch's steps in schedule order: a bucket is reduced in
@@ -474,26 +478,31 @@ LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
       if (exec::ProgramOp program = programByName.lookup(step.getFunction()))
         order.push_back(program);
   Location loc = schedule.getLoc();
+  // One pass over the last microbatch's instructions: each bucket's last
+  // writer.
+  SmallVector<Operation *> lastWriter(buckets.size(), nullptr);
+  for (exec::ProgramOp program : order)
+    for (Operation &op : program.getBody().front())
+      for (auto range : touches(op, gradRegion, /*writing=*/true))
+        forEachBucket(range, [&](Bucket &bucket) {
+          lastWriter[&bucket - buckets.data()] = &op;
+        });
   SmallVector<std::pair<Operation *, Bucket *>> lastWriters;
   for (Bucket &bucket : buckets) {
     if (!bucket.overlapped || !reducesOverData || coords.dpSize == 1)
       continue;
-    Operation *lastWriter = nullptr;
-    for (exec::ProgramOp program : order)
-      for (Operation &op : program.getBody().front())
-        for (auto range : touches(op, gradRegion, /*writing=*/true))
-          if (overlaps(range, bucket))
-            lastWriter = &op;
-    if (!lastWriter)
+    Operation *writer = lastWriter[&bucket - buckets.data()];
+    if (!writer)
       return mlir::emitError(schedule.getLoc())
              << "gradient bucket " << (&bucket - buckets.data()) << " of stage "
              << coords.pp
              << " is written by no backward: nothing would reduce it";
-    lastWriters.push_back({lastWriter, &bucket});
+    lastWriters.push_back({writer, &bucket});
   }
   // After each bucket's last writer: record on compute, wait on comm,
   // reduce on comm — only for the last microbatch.
-  llvm::DenseSet<Operation *> issuing; // programs that issue reductions
+  // Each issuing program's last reduction, as they are inserted.
+  llvm::DenseMap<Operation *, Operation *> lastReduction;
   for (auto [writer, bucket] : lastWriters) {
     body.setInsertionPointAfter(writer);
     exec::EventOp written =
@@ -501,7 +510,11 @@ LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
     record(body, loc, written, exec::Stream::Compute, /*lastMicrobatch=*/true);
     wait(body, loc, written, exec::Stream::Comm, /*lastMicrobatch=*/true);
     reduceBucket(loc, *bucket, exec::Stream::Comm, true);
-    issuing.insert(writer->getParentOfType<exec::ProgramOp>());
+    Operation *reduction = &*std::prev(body.getInsertionPoint());
+    Operation *&last =
+        lastReduction[writer->getParentOfType<exec::ProgramOp>()];
+    if (!last || last->isBeforeInBlock(reduction))
+      last = reduction;
   }
   // Each program that issued reductions records when the last is done; the
   // optimizer waits for all of them before it reads a gradient.
@@ -509,15 +522,9 @@ LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
   OpBuilder waits(ctx());
   waits.setInsertionPointToStart(&optimizer.getBody().front());
   for (exec::ProgramOp program : order) {
-    if (!issuing.contains(program))
+    Operation *lastReduce = lastReduction.lookup(program);
+    if (!lastReduce)
       continue;
-    // The program's last reduction: after every instruction it holds.
-    Operation *lastReduce = nullptr;
-    for (Operation &op : program.getBody().front())
-      if (auto collective = dyn_cast<exec::CollectiveOp>(op);
-          collective && collective.getStreamOrCompute() == exec::Stream::Comm &&
-          collective.getWhen() == exec::Condition::LastMicrobatch)
-        lastReduce = &op;
     body.setInsertionPointAfter(lastReduce);
     exec::EventOp reduced = event(("reduced:" + program.getSymName()).str());
     record(body, loc, reduced, exec::Stream::Comm, /*lastMicrobatch=*/true);
@@ -528,21 +535,18 @@ LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
   // before it first reads one of its parameters.
   if (!overlapParamGather || !distributedOptimizer || coords.dpSize == 1)
     return success();
-  for (auto program : rank.getBody().front().getOps<exec::ProgramOp>()) {
+  for (auto program : stage.getBody().front().getOps<exec::ProgramOp>()) {
     if (program == optimizer)
       continue;
     llvm::DenseSet<Bucket *> waited;
-    for (Operation &op :
-         llvm::make_early_inc_range(program.getBody().front())) {
-      for (auto range : touches(op, paramRegion, /*writing=*/false)) {
-        for (Bucket &bucket : buckets) {
-          if (!overlaps(range, bucket) || !waited.insert(&bucket).second)
-            continue;
+    for (Operation &op : llvm::make_early_inc_range(program.getBody().front()))
+      for (auto range : touches(op, paramRegion, /*writing=*/false))
+        forEachBucket(range, [&](Bucket &bucket) {
+          if (!waited.insert(&bucket).second)
+            return;
           OpBuilder before(&op);
           wait(before, loc, bucket.gathered, exec::Stream::Compute);
-        }
-      }
-    }
+        });
   }
   return success();
 }

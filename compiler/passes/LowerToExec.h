@@ -1,7 +1,7 @@
-//===- LowerToExec.h - the exec lowering's per-rank state -------*- C++ -*-===//
+//===- LowerToExec.h - the exec lowering's per-stage state ------*- C++ -*-===//
 //
 // Shared by the files of --strata-lower-to-exec: LowerToExec.cpp (the pass:
-// ranks, functions, transfers, the schedule), LowerToExecOps.cpp (each op's
+// templates, functions, transfers, the schedule), LowerToExecOps.cpp (each op's
 // instructions), LowerOptimizer.cpp (the flat regions, their buckets, the
 // gradient reductions and the one-launch optimizer). Not an interface: only
 // the pass includes it.
@@ -129,13 +129,13 @@ struct Bucket {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, exec::TemplateOp rank, bool bf16,
+  Lowering(ModuleOp module, exec::TemplateOp stage, bool bf16,
            StageCoords coords, bool overlapGradReduce, bool overlapParamGather)
       : module(module), b(module.getContext()), bf16(bf16), coords(coords),
         overlapGradReduce(overlapGradReduce),
         overlapParamGather(overlapParamGather) {
-    declarations.setInsertionPointToEnd(&rank.getBody().front());
-    programs.setInsertionPointToEnd(&rank.getBody().front());
+    declarations.setInsertionPointToEnd(&stage.getBody().front());
+    programs.setInsertionPointToEnd(&stage.getBody().front());
   }
 
   /// Reads the per-parameter facts and the data-parallel reduction off

@@ -1,11 +1,11 @@
 //===- LowerToExecOps.cpp - each op of the step as instructions -----------===//
 //
 // The op-by-op half of --strata-lower-to-exec: a graph, dist or shard op of
-// one rank's function becomes gemms, launches of the kernel catalog and
-// collectives over buffers, with the rank-dependent arguments (vocabulary
-// and head offsets, who keeps a replicated term) filled in from the rank's
-// coordinates. The optimizer's ops are lowered as a whole instead
-// (LowerOptimizer.cpp).
+// a stage's function becomes gemms, launches of the kernel catalog and
+// collectives over buffers, the arguments that differ between the stage's
+// ranks (vocabulary and head offsets, who keeps a replicated term) written
+// per rank, as a stride per coordinate. The optimizer's ops are lowered as
+// a whole instead (LowerOptimizer.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/passes/LowerToExec.h"

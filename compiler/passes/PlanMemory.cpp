@@ -56,9 +56,7 @@ struct Life {
 /// communication stream.
 bool operandsOf(Operation &op, SmallVectorImpl<FlatSymbolRefAttr> &out) {
   exec::instructionBuffers(&op, out, out);
-  if (auto collective = dyn_cast<exec::CollectiveOp>(op))
-    return collective.getStreamOrCompute() == exec::Stream::Comm;
-  return isa<exec::SendOp, exec::RecvOp>(op);
+  return exec::instructionStream(&op) == exec::Stream::Comm;
 }
 
 struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
@@ -68,9 +66,9 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
         return signalPassFailure();
   }
 
-  LogicalResult planTemplate(exec::TemplateOp rank) {
+  LogicalResult planTemplate(exec::TemplateOp stage) {
     llvm::StringMap<exec::BufferOp> byName;
-    for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>())
+    for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
       byName[buffer.getSymName()] = buffer;
     auto rootOf = [&](StringRef name) {
       exec::BufferOp buffer = byName.lookup(name);
@@ -82,7 +80,7 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
     // Persistent: end to end, in declaration order. The arena ends where
     // its last buffer does.
     int64_t persistent = 0, next = 0;
-    for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>()) {
+    for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>()) {
       if (buffer.getArena() != exec::Arena::Persistent || buffer.getAlias())
         continue;
       buffer.setOffset(next);
@@ -96,7 +94,7 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
     llvm::DenseMap<Operation *, exec::ProgramOp> owner;
     llvm::DenseSet<Operation *> exclusive;
     int64_t exclusiveBytes = 0;
-    for (auto program : rank.getBody().front().getOps<exec::ProgramOp>())
+    for (auto program : stage.getBody().front().getOps<exec::ProgramOp>())
       for (Operation &op : program.getBody().front()) {
         SmallVector<FlatSymbolRefAttr> refs;
         if (!operandsOf(op, refs))
@@ -111,7 +109,7 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
         }
       }
     int64_t workspace = exclusiveBytes;
-    for (auto program : rank.getBody().front().getOps<exec::ProgramOp>()) {
+    for (auto program : stage.getBody().front().getOps<exec::ProgramOp>()) {
       llvm::DenseMap<Operation *, size_t> index;
       std::vector<Life> lives;
       int64_t step = 0;
@@ -144,19 +142,19 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
     // Stash: per chunk of the stage, its buffers end to end make one slot;
     // the chunk's slots follow each other, and the chunks each other.
     std::map<int64_t, std::vector<exec::BufferOp>> groups;
-    for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>())
+    for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
       if (buffer.getArena() == exec::Arena::Stash && !buffer.getAlias())
         groups[int64_t(buffer.getStashGroup().value_or(0))].push_back(buffer);
     ArrayRef<int64_t> slots;
-    if (auto attr = rank.getStashSlotsAttr())
+    if (auto attr = stage.getStashSlotsAttr())
       slots = attr.asArrayRef();
     int64_t stash = 0;
-    OpBuilder b(rank);
+    OpBuilder b(stage);
     for (auto &[group, members] : groups) {
       if (group < 0 || group >= int64_t(slots.size()))
         return members.front().emitOpError()
                << "is in stash group " << group
-               << ", which the rank's stash_slots do not size";
+               << ", which the template's stash_slots do not size";
       int64_t stride = 0;
       for (exec::BufferOp buffer : members) {
         buffer.setOffset(stash + stride);
@@ -166,7 +164,7 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
         buffer.setSlotStrideAttr(b.getI64IntegerAttr(stride));
       stash += stride * slots[group];
     }
-    for (auto buffer : rank.getBody().front().getOps<exec::BufferOp>()) {
+    for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>()) {
       if (auto alias = buffer.getAlias()) {
         exec::BufferOp root = byName.lookup(*alias);
         buffer.setOffset(root.getPlacedOffset() +
@@ -178,10 +176,10 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
         return buffer.emitOpError() << "is never used";
       }
     }
-    rank.setPersistentBytesAttr(b.getI64IntegerAttr(persistent));
-    rank.setWorkspaceBytesAttr(b.getI64IntegerAttr(workspace));
+    stage.setPersistentBytesAttr(b.getI64IntegerAttr(persistent));
+    stage.setWorkspaceBytesAttr(b.getI64IntegerAttr(workspace));
     if (!groups.empty())
-      rank.setStashBytesAttr(b.getI64IntegerAttr(stash));
+      stage.setStashBytesAttr(b.getI64IntegerAttr(stash));
     return success();
   }
 

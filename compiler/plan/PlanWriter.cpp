@@ -101,11 +101,11 @@ Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
                ? plan::Condition::LastMicrobatch
                : plan::Condition::Always;
   };
-  auto emit = [&](plan::Op type, fb::Offset<void> value, exec::Stream stream,
+  auto emit = [&](plan::Op type, fb::Offset<void> value,
                   std::optional<exec::Condition> condition) {
-    out.push_back(plan::CreateInstruction(builder, type, value,
-                                          streamOf(stream), when(condition),
-                                          location(op.getLoc())));
+    out.push_back(plan::CreateInstruction(
+        builder, type, value, streamOf(exec::instructionStream(&op)),
+        when(condition), location(op.getLoc())));
   };
   if (auto gemm = dyn_cast<exec::GemmOp>(op)) {
     plan::Epilogue epilogue =
@@ -118,8 +118,7 @@ Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
         gemm.getLdb(), gemm.getLdd(), gemm.getBatch(), gemm.getStrideA(),
         gemm.getStrideB(), gemm.getStrideD(), gemm.getAlpha().convertToFloat(),
         gemm.getBeta().convertToFloat(), epilogue);
-    emit(plan::Op::Gemm, value.Union(), gemm.getStreamOrCompute(),
-         gemm.getWhen());
+    emit(plan::Op::Gemm, value.Union(), gemm.getWhen());
     return success();
   }
   if (auto launch = dyn_cast<exec::LaunchOp>(op)) {
@@ -168,14 +167,19 @@ Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
           out.push_back(uint32_t(v));
       return builder.CreateVector(out);
     };
-    int32_t code = -1; // generated code comes with the CUDA target
+    // Generated code comes with the CUDA target; until then a launch that
+    // names some cannot be written without losing it.
+    if (launch.getCode())
+      return launch.emitOpError()
+             << "names generated code '" << *launch.getCode()
+             << "', which this strata-compile cannot write into a plan yet";
+    int32_t code = -1;
     auto value = plan::CreateLaunch(
         builder, uint16_t(indexOf(kernels, kernelIndex, spec.name)),
         builder.CreateVector(operands), builder.CreateVector(attrs),
         vector(launch.getGrid()), vector(launch.getBlock()),
         uint32_t(launch.getSharedBytes().value_or(0)), code);
-    emit(plan::Op::Launch, value.Union(), launch.getStreamOrCompute(),
-         launch.getWhen());
+    emit(plan::Op::Launch, value.Union(), launch.getWhen());
     return success();
   }
   if (auto collective = dyn_cast<exec::CollectiveOp>(op)) {
@@ -187,45 +191,42 @@ Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
             static_cast<int>(collective.getKind())),
         group(collective.getAxes(), collective.getStages()), input,
         index(collective.getOutputAttr()), int32_t(collective.getDim()), dtype);
-    emit(plan::Op::Collective, value.Union(), collective.getStreamOrCompute(),
-         collective.getWhen());
+    emit(plan::Op::Collective, value.Union(), collective.getWhen());
     return success();
   }
   if (auto send = dyn_cast<exec::SendOp>(op)) {
     auto value = plan::CreateSend(builder, index(send.getBufferAttr()),
                                   uint32_t(send.getPeerStage()),
                                   uint32_t(send.getChannel()));
-    emit(plan::Op::Send, value.Union(), exec::Stream::Comm, std::nullopt);
+    emit(plan::Op::Send, value.Union(), std::nullopt);
     return success();
   }
   if (auto recv = dyn_cast<exec::RecvOp>(op)) {
     auto value = plan::CreateRecv(builder, index(recv.getBufferAttr()),
                                   uint32_t(recv.getPeerStage()),
                                   uint32_t(recv.getChannel()));
-    emit(plan::Op::Recv, value.Union(), exec::Stream::Comm, std::nullopt);
+    emit(plan::Op::Recv, value.Union(), std::nullopt);
     return success();
   }
   if (auto record = dyn_cast<exec::RecordOp>(op)) {
     auto value = plan::CreateRecord(
         builder, events.lookup(record.getEventAttr().getValue()));
-    emit(plan::Op::Record, value.Union(), record.getStreamOrCompute(),
-         record.getWhen());
+    emit(plan::Op::Record, value.Union(), record.getWhen());
     return success();
   }
   if (auto wait = dyn_cast<exec::WaitOp>(op)) {
     auto value = plan::CreateWait(
         builder, events.lookup(wait.getEventAttr().getValue()));
-    emit(plan::Op::Wait, value.Union(), wait.getStreamOrCompute(),
-         wait.getWhen());
+    emit(plan::Op::Wait, value.Union(), wait.getWhen());
     return success();
   }
   return op.emitOpError() << "is not an instruction the plan can hold";
 }
 
-LogicalResult Writer::stageTemplate(exec::TemplateOp rank) {
-  if (!rank.getPersistentBytes() || !rank.getWorkspaceBytes())
-    return rank.emitError() << "is not memory-planned: run "
-                               "--strata-plan-memory first";
+LogicalResult Writer::stageTemplate(exec::TemplateOp stage) {
+  if (!stage.getPersistentBytes() || !stage.getWorkspaceBytes())
+    return stage.emitError() << "is not memory-planned: run "
+                                "--strata-plan-memory first";
   llvm::StringMap<uint32_t> index, events;
   llvm::StringMap<plan::DType> dtypes;
   std::vector<fb::Offset<plan::Buffer>> buffers;
@@ -234,7 +235,7 @@ LogicalResult Writer::stageTemplate(exec::TemplateOp rank) {
   std::vector<fb::Offset<plan::Program>> programs;
   std::vector<plan::Step> schedule;
   llvm::StringMap<uint32_t> programIndex;
-  Block &body = rank.getBody().front();
+  Block &body = stage.getBody().front();
 
   for (auto buffer : body.getOps<exec::BufferOp>()) {
     RankedTensorType type = buffer.getTensorType();
@@ -305,10 +306,10 @@ LogicalResult Writer::stageTemplate(exec::TemplateOp rank) {
           run.getSlot() ? int32_t(*run.getSlot()) : -1, run.getExchange()));
   }
 
-  stages.push_back(uint32_t(rank.getStage()));
+  stages.push_back(uint32_t(stage.getStage()));
   templates.push_back(plan::CreateTemplate(
-      builder, uint32_t(rank.getStage()), *rank.getPersistentBytes(),
-      *rank.getWorkspaceBytes(), rank.getStashBytes().value_or(0),
+      builder, uint32_t(stage.getStage()), *stage.getPersistentBytes(),
+      *stage.getWorkspaceBytes(), stage.getStashBytes().value_or(0),
       uint32_t(events.size()), builder.CreateVector(buffers),
       builder.CreateVector(programs), builder.CreateVector(params),
       builder.CreateVector(io), builder.CreateVectorOfStructs(schedule)));

@@ -34,7 +34,7 @@ struct PlanHeader {
 void setPlanHeader(mlir::ModuleOp module, const PlanHeader &header);
 mlir::FailureOr<PlanHeader> getPlanHeader(mlir::ModuleOp module);
 
-/// Serializes a module of planned exec.rank ops, one to one, with the
+/// Serializes a module of planned exec.template ops, one to one, with the
 /// `strata.plan` header, into the bytes of a plan file (frame and
 /// FlatBuffer). Errors go to the module's diagnostics.
 mlir::LogicalResult writePlan(mlir::ModuleOp module,

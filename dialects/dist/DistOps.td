@@ -65,8 +65,8 @@ def Dist_ReduceGradientsOp : Dist_Op<"reduce_gradients"> {
   let description = [{
     Runs first in @optimizer. Without `distributed_optimizer` it all-reduces
     the accumulators in buckets of `bucket_elements`. With it, it
-    reduce-scatters them: each data-parallel rank then owns a contiguous
-    1/dp of all gradients (flattened in parameter order), and the optimizer
+    reduce-scatters them: each data-parallel rank then owns 1/dp of every
+    bucket (each padded to a multiple of dp, as Megatron pads them), and the optimizer
     reads and updates only what it owns — the gradient norm's sums of
     squares and AdamW's moments and master weights cover that part — before
     the updated parameters are all-gathered (ZeRO-1).

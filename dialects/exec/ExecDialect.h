@@ -26,6 +26,10 @@ void instructionBuffers(mlir::Operation *op,
                         llvm::SmallVectorImpl<mlir::FlatSymbolRefAttr> &reads,
                         llvm::SmallVectorImpl<mlir::FlatSymbolRefAttr> &writes);
 
+/// The stream an instruction runs on (compute unless it says; transfers
+/// always on the communication stream); compute for a non-instruction.
+Stream instructionStream(mlir::Operation *op);
+
 /// A `per_rank` value: [axis, stride], the stride a value grows by per
 /// coordinate of the rank along mesh axis 0 (tp), 1 (dp) or 2 (pp).
 mlir::LogicalResult verifyPerRank(mlir::Operation *op, mlir::Attribute value);

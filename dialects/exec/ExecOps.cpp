@@ -15,6 +15,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace strata::exec;
@@ -55,6 +56,13 @@ static void printSymbolList(OpAsmPrinter &printer, Operation *,
 
 #define GET_OP_CLASSES
 #include "dialects/exec/ExecOps.cpp.inc"
+
+Stream strata::exec::instructionStream(Operation *op) {
+  return llvm::TypeSwitch<Operation *, Stream>(op)
+      .Case<GemmOp, LaunchOp, CollectiveOp, SendOp, RecvOp, RecordOp, WaitOp>(
+          [](auto instruction) { return instruction.getStreamOrCompute(); })
+      .Default([](Operation *) { return Stream::Compute; });
+}
 
 LogicalResult strata::exec::verifyPerRank(Operation *op, Attribute value) {
   auto pair = dyn_cast_or_null<DenseI64ArrayAttr>(value);

@@ -293,9 +293,7 @@ public:
     std::vector<float> &wide = scratch[used++];
     int64_t n = operand.buffer->elements;
     wide.resize(n);
-    const auto *narrow = static_cast<const uint16_t *>(operand.data);
-    for (int64_t i = 0; i < n; ++i)
-      wide[i] = bf16ToFloat(narrow[i]);
+    widenBf16(static_cast<const uint16_t *>(operand.data), wide.data(), n);
     return wide.data();
   }
   /// An output: widened too (kernels may accumulate into it), and noted
@@ -307,11 +305,9 @@ public:
     return wide;
   }
   void narrow() {
-    for (auto &[operand, wide] : outputs) {
-      auto *bits = static_cast<uint16_t *>(operand.data);
-      for (int64_t i = 0; i < operand.buffer->elements; ++i)
-        bits[i] = floatToBf16(wide[i]);
-    }
+    for (auto &[operand, wide] : outputs)
+      narrowToBf16(wide, static_cast<uint16_t *>(operand.data),
+                   operand.buffer->elements);
   }
 
 private:

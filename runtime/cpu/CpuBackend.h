@@ -47,7 +47,6 @@ public:
   explicit CpuBackend(bool asyncCompute = false, int threads = 0);
   ~CpuBackend() override;
 
-  const char *name() const override { return "cpu"; }
   std::string allocate(Arena arena, uint64_t bytes) override;
   uint8_t *arena(Arena arena) const override {
     return arenas[int(arena)].get();

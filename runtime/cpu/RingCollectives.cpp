@@ -137,9 +137,8 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
     const Buffer &b = *operand.buffer;
     std::vector<float> values(b.elements);
     if (b.dtype == DType::BF16) {
-      auto *bits = static_cast<const uint16_t *>(operand.data);
-      for (int64_t e = 0; e < b.elements; ++e)
-        values[e] = bf16ToFloat(bits[e]);
+      widenBf16(static_cast<const uint16_t *>(operand.data), values.data(),
+                b.elements);
     } else {
       std::memcpy(values.data(), operand.data, b.bytes);
     }
@@ -148,9 +147,7 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
   auto store = [](Operand operand, const float *values) {
     const Buffer &b = *operand.buffer;
     if (b.dtype == DType::BF16) {
-      auto *bits = static_cast<uint16_t *>(operand.data);
-      for (int64_t e = 0; e < b.elements; ++e)
-        bits[e] = floatToBf16(values[e]);
+      narrowToBf16(values, static_cast<uint16_t *>(operand.data), b.elements);
     } else {
       std::memmove(operand.data, values, b.bytes);
     }

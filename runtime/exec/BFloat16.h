@@ -28,6 +28,16 @@ inline float bf16ToFloat(uint16_t value) {
   return out;
 }
 
+/// n bf16 values widened to f32, and f32 values rounded to bf16.
+inline void widenBf16(const uint16_t *from, float *to, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    to[i] = bf16ToFloat(from[i]);
+}
+inline void narrowToBf16(const float *from, uint16_t *to, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    to[i] = floatToBf16(from[i]);
+}
+
 /// The f32 nearest that bf16 can hold: what storing and loading gives.
 inline float roundToBf16(float value) {
   return bf16ToFloat(floatToBf16(value));

@@ -32,7 +32,6 @@ struct Operand {
 class Backend {
 public:
   virtual ~Backend() = default;
-  virtual const char *name() const = 0;
 
   /// Allocates the rank's arena of `bytes`; "" or why it cannot.
   virtual std::string allocate(Arena arena, uint64_t bytes) = 0;

@@ -24,8 +24,7 @@ std::map<std::string, HostTensor>
 assemble(const Plan &plan, const std::vector<std::vector<ParamPiece>> &all) {
   std::map<std::string, HostTensor> tensors;
   for (int pass = 0; pass < 2; ++pass) {
-    for (size_t r = 0; r < plan.ranks.size(); ++r) {
-      const RankPlan &rank = plan.ranks[r];
+    for (const auto &[r, rank] : plan.ranks) {
       for (size_t p = 0; p < rank.params.size(); ++p) {
         const Param &param = rank.params[p];
         HostTensor &tensor = tensors[param.name];

@@ -8,12 +8,10 @@ namespace strata::runtime {
 
 Executor::Executor(const Plan &plan, uint32_t rankIndex, Backend &backend,
                    Collectives &collectives)
-    : whole(plan), rank(plan.ranks[rankIndex]), rankIndex(rankIndex),
-      backend(backend), collectives(collectives) {}
+    : whole(plan), rank(plan.ranks.at(rankIndex)), backend(backend),
+      collectives(collectives) {}
 
 std::string Executor::load() {
-  if (rankIndex >= whole.loaded.size() || !whole.loaded[rankIndex])
-    return "the plan was loaded without this rank";
   // What the runtime reads and writes: the batch, the loss (on the last
   // stage), the gradient norm and the hyperparameters.
   bool lastStage = whole.stageOf(rank.rank) + 1 == whole.pipelineParallel;

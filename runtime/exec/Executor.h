@@ -86,7 +86,6 @@ private:
 
   const Plan &whole;
   const RankPlan &rank;
-  uint32_t rankIndex;
   Backend &backend;
   Collectives &collectives;
   std::vector<ProgramInfo> programs;

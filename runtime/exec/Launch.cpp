@@ -72,7 +72,7 @@ struct LocalRank {
 std::string checkMemory(const Plan &plan, uint32_t first, uint32_t count) {
   uint64_t needed = 0;
   for (uint32_t r = first; r < first + count; ++r)
-    needed += plan.ranks[r].peakBytes();
+    needed += plan.ranks.at(r).peakBytes();
   uint64_t available = cpu::availableHostBytes();
   if (available == 0 || needed <= available)
     return "";
@@ -134,9 +134,10 @@ void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
   std::vector<std::vector<ParamPiece>> all(world);
   all[0] = std::move(mine);
   for (int r = 1; r < world; ++r) {
-    for (const Param &param : plan.ranks[r].params) {
+    const RankPlan &other = plan.ranks.at(r);
+    for (const Param &param : other.params) {
       ParamPiece piece;
-      piece.values.resize(plan.ranks[r].buffers[param.value].elements);
+      piece.values.resize(other.buffers[param.value].elements);
       transport.recv(r, piece.values.data(), piece.values.size() * 4, 7,
                      deadline, "gathering parameters");
       uint64_t count = 0;
@@ -165,6 +166,10 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
                               std::to_string(launched));
   std::unique_ptr<Transport> transport = makeMpiTransport();
   uint32_t me = uint32_t(transport->rank());
+  if (!plan.ranks.count(me))
+    die(errors,
+        "rank " + std::to_string(me) + ": the plan was loaded without it",
+        /*mpi=*/true);
   if (std::string error = checkMemory(plan, me, 1); !error.empty())
     die(errors, error, /*mpi=*/true);
   cpu::setThreads(options.threads);
@@ -267,9 +272,10 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
     cuda::DriverInfo driver;
     if (std::string error = cuda::probeDriver(driver); !error.empty())
       return refuse(errors, error);
-    return refuse(errors, "this strata-run has no cuda backend yet (the "
-                          "driver finds " +
-                              std::to_string(driver.devices) +
+    return refuse(errors, "this strata-run has no cuda backend yet (driver " +
+                              std::to_string(driver.version / 1000) + "." +
+                              std::to_string(driver.version % 1000 / 10) +
+                              ", " + std::to_string(driver.devices) +
                               " GPUs): run with --backend cpu");
   }
   std::unique_ptr<Dataset> data;

@@ -44,8 +44,7 @@ std::vector<float> parameterValues(Executor &executor, const Param &param) {
     device.copyOut(Stream::Compute, bits.data(), executor.address(param.value),
                    value.bytes);
     device.synchronizeCompute();
-    for (int64_t e = 0; e < value.elements; ++e)
-      out[e] = bf16ToFloat(bits[e]);
+    widenBf16(bits.data(), out.data(), value.elements);
   } else {
     device.copyOut(Stream::Compute, out.data(), executor.address(param.value),
                    value.bytes);
@@ -70,18 +69,17 @@ void setParameterValues(Executor &executor, const Param &param,
                   static_cast<char *>(executor.address(segment.buffer)) +
                       segment.bufferBegin * 4,
                   values + segment.begin, segment.length * 4);
+  // copyIn may return before the copy is done, but its host bytes may be
+  // reused at once: no wait here (initializeParameters waits once).
   if (value.dtype == DType::BF16) {
     std::vector<uint16_t> bits(value.elements);
-    for (int64_t e = 0; e < value.elements; ++e)
-      bits[e] = floatToBf16(values[e]);
+    narrowToBf16(values, bits.data(), value.elements);
     device.copyIn(Stream::Compute, executor.address(param.value), bits.data(),
                   value.bytes);
-    device.synchronizeCompute(); // before `bits` goes
   } else {
     device.copyIn(Stream::Compute, executor.address(param.value), values,
                   value.bytes);
   }
-  device.synchronizeCompute();
 }
 
 } // namespace strata::runtime

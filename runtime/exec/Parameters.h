@@ -23,7 +23,8 @@ void initializeParameters(Executor &executor, uint64_t seed);
 /// masters' where there are masters).
 std::vector<float> parameterValues(Executor &executor, const Param &param);
 
-/// Sets a parameter's local values and its master segments.
+/// Sets a parameter's local values and its master segments, on the
+/// compute stream (synchronize before reading them from another).
 void setParameterValues(Executor &executor, const Param &param,
                         const float *values);
 

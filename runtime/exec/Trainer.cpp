@@ -59,7 +59,7 @@ std::string checkTrainOptions(const TrainOptions &o) {
 }
 
 uint32_t loggingRank(const Plan &plan) {
-  return (plan.pipelineParallel - 1) * plan.tensorParallel * plan.dataParallel;
+  return plan.firstRankOf(plan.pipelineParallel - 1);
 }
 
 namespace {
@@ -86,8 +86,7 @@ TrainingLoop::TrainingLoop(Executor &executor, const TrainOptions &options,
                            const Dataset &data)
     : executor(executor), options(options), data(data), plan(executor.plan()),
       rank(executor.rankPlan()) {
-  dpRank = (rank.rank / plan.tensorParallel) % plan.dataParallel;
-  stage = plan.stageOf(rank.rank);
+  coords = plan.coordinates(rank.rank);
   tokens.resize(size_t(plan.microBatchSize) * plan.seqLength);
   labels.resize(tokens.size());
 }
@@ -98,7 +97,7 @@ void TrainingLoop::loadBatch(int64_t iteration, int64_t mb) {
   int64_t b = plan.microBatchSize, s = plan.seqLength;
   for (int64_t i = 0; i < b; ++i) {
     int64_t index = iteration * plan.globalBatchSize +
-                    mb * b * plan.dataParallel + dpRank * b + i;
+                    mb * b * plan.dataParallel + coords[1] * b + i;
     data.sample(index, tokens.data() + i * s, labels.data() + i * s);
   }
   // A pipeline stage may hold only one of the two inputs.
@@ -115,10 +114,8 @@ bool TrainingLoop::run(std::ostream *log) {
   int64_t lossCount = 0, nans = 0;
   std::vector<int> dpGroup;
   for (uint32_t d = 0; d < plan.dataParallel; ++d)
-    dpGroup.push_back(
-        int(rank.rank % plan.tensorParallel +
-            plan.tensorParallel * (d + plan.dataParallel * stage)));
-  bool lastStage = stage + 1 == plan.pipelineParallel;
+    dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
+  bool lastStage = coords[2] + 1 == plan.pipelineParallel;
   for (int64_t iteration = 1; iteration <= options.trainIters; ++iteration) {
     if (int(rank.rank) == options.failRank &&
         iteration == options.failAtIteration) {
@@ -159,8 +156,8 @@ bool TrainingLoop::run(std::ostream *log) {
                              ? options.logInterval
                              : iteration % options.logInterval;
       double ms = elapsedMs / double(interval);
-      double tflops = plan.flopsPerIteration / (ms * 1e-3) / 1e12 /
-                      double(plan.ranks.size());
+      double tflops =
+          plan.flopsPerIteration / (ms * 1e-3) / 1e12 / double(plan.world());
       logLine(*log, iteration, options.trainIters,
               iteration * int64_t(plan.globalBatchSize), ms, tflops, hyper.lr,
               plan.globalBatchSize,
@@ -178,15 +175,14 @@ bool TrainingLoop::run(std::ostream *log) {
 
 std::string TrainingLoop::traceLabel() const {
   uint32_t r = rank.rank;
-  return "rank " + std::to_string(r) + " (tp " +
-         std::to_string(r % plan.tensorParallel) + ", dp " +
-         std::to_string(dpRank) + ", pp " + std::to_string(stage) + ")";
+  return "rank " + std::to_string(r) + " (tp " + std::to_string(coords[0]) +
+         ", dp " + std::to_string(coords[1]) + ", pp " +
+         std::to_string(coords[2]) + ")";
 }
 
 void TrainingLoop::printReports(std::ostream &log) {
-  std::string who = plan.ranks.size() > 1
-                        ? "rank " + std::to_string(rank.rank) + " "
-                        : std::string();
+  std::string who = plan.world() > 1 ? "rank " + std::to_string(rank.rank) + " "
+                                     : std::string();
   if (options.profile && rank.rank == loggingRank(plan)) {
     auto times = executor.profile();
     double total = 0;

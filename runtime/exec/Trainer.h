@@ -82,8 +82,7 @@ private:
   const Dataset &data;
   const Plan &plan;
   const RankPlan &rank;
-  int64_t dpRank = 0;
-  uint32_t stage = 0;
+  std::array<uint32_t, 3> coords{};    // this rank's tp, dp, pp
   std::vector<int32_t> tokens, labels; // host staging for one microbatch
   int64_t iterationsRun = 0;
   double iterationSeconds = 0;

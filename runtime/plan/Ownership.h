@@ -5,7 +5,8 @@
 // its own: a window (begin, length, state) gives the rank with part k the
 // elements [begin + k·length, begin + (k + 1)·length), whose state (moments,
 // master) starts at `state`. One walk over segments and windows serves the
-// kernels, the plan checker and the loader's master segments.
+// CPU kernels and the loader's master segments (the plan checker checks
+// the windows' bounds and order, which the walk relies on).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_PLAN_OWNERSHIP_H
@@ -20,8 +21,8 @@ namespace strata::runtime {
 /// Fields of a window in a kernel's `windows` list.
 inline constexpr size_t kWindowWidth = 3;
 
-/// Calls fn(begin, length, state, segment) for each piece of a segment
-/// (tuples of `width` whose first two fields are begin and length) that
+/// Calls fn(begin, length, state, segment) for each non-empty piece of a
+/// segment (tuples of `width` whose first two fields are begin and length) that
 /// lies in the rank's part of a window; `segment` is the tuple's index.
 /// Both lists are in increasing order without overlaps (the plan checker
 /// makes sure).
@@ -41,7 +42,8 @@ void forEachOwned(const std::vector<int64_t> &segments, size_t width,
       if (from >= end)
         break;
       int64_t b = std::max(begin, from), e = std::min(end, to);
-      fn(b, e - b, windows[w + 2] + (b - from), s / width);
+      if (e > b)
+        fn(b, e - b, windows[w + 2] + (b - from), s / width);
       if (to > end)
         break; // the window goes on into the next segment
       w += kWindowWidth;

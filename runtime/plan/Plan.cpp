@@ -68,10 +68,6 @@ const char *phaseName(Phase phase) {
   return "?";
 }
 
-const char *streamName(Stream stream) {
-  return stream == Stream::Compute ? "compute" : "comm";
-}
-
 const char *collectiveName(CollectiveKind kind) {
   switch (kind) {
   case CollectiveKind::AllReduceSum:
@@ -140,30 +136,43 @@ std::vector<uint32_t> Instruction::outputs() const {
   return out;
 }
 
+std::string Plan::layoutText() const {
+  return "tensor " + std::to_string(tensorParallel) + " x data " +
+         std::to_string(dataParallel) + " x pipeline " +
+         std::to_string(pipelineParallel);
+}
+
 std::vector<int> Plan::groupMembers(uint32_t group, uint32_t rank) const {
   const Group &g = groups[group];
-  int64_t sizes[3] = {tensorParallel, dataParallel, pipelineParallel};
-  int64_t coords[3], rest = rank;
-  for (int a = 0; a < 3; ++a) {
-    coords[a] = rest % sizes[a];
-    rest /= sizes[a];
-  }
+  const uint32_t sizes[3] = {tensorParallel, dataParallel, pipelineParallel};
+  std::array<uint32_t, 3> home = coordinates(rank);
   int64_t count = 1;
   for (int axis : g.axes)
     count *= sizes[axis];
   std::vector<int> members;
   for (int64_t k = 0; k < count; ++k) {
-    int64_t c[3] = {coords[0], coords[1], coords[2]}, digit = k;
+    std::array<uint32_t, 3> c = home;
+    int64_t digit = k;
     for (int axis : g.axes) {
-      c[axis] = digit % sizes[axis];
+      c[axis] = uint32_t(digit % sizes[axis]);
       digit /= sizes[axis];
     }
-    if (!g.stages.empty() && std::find(g.stages.begin(), g.stages.end(),
-                                       uint32_t(c[2])) == g.stages.end())
+    if (!g.stages.empty() &&
+        std::find(g.stages.begin(), g.stages.end(), c[2]) == g.stages.end())
       continue;
-    members.push_back(int(c[0] + sizes[0] * (c[1] + sizes[1] * c[2])));
+    members.push_back(int(rankAt(c)));
   }
   return members;
+}
+
+int64_t Plan::groupSize(uint32_t group) const {
+  const Group &g = groups[group];
+  const uint32_t sizes[3] = {tensorParallel, dataParallel, pipelineParallel};
+  int64_t size = 1;
+  for (int axis : g.axes)
+    size *= axis == 2 && !g.stages.empty() ? int64_t(g.stages.size())
+                                           : int64_t(sizes[axis]);
+  return size;
 }
 
 std::string withThousands(uint64_t value) {
@@ -174,6 +183,12 @@ std::string withThousands(uint64_t value) {
     out += digits[i];
   }
   return out;
+}
+
+std::string rankRangeText(uint64_t first, uint64_t count) {
+  return count == 1 ? "rank " + std::to_string(first)
+                    : "ranks " + std::to_string(first) + "-" +
+                          std::to_string(first + count - 1);
 }
 
 std::string humanBytes(uint64_t bytes) {
@@ -197,8 +212,17 @@ constexpr int64_t kMaxDim = int64_t(1) << 40;
 constexpr uint32_t kMaxEvents = 1 << 20;
 constexpr uint32_t kMaxWorld = 1 << 20;
 
+/// "program 'P', instruction N (model.model:3:5): ", the prefix of an
+/// instruction's errors.
+std::string instructionWhere(const Plan &plan, const Program &program, size_t n,
+                             uint32_t location) {
+  const std::string &at = plan.locations[location];
+  return "program '" + program.name + "', instruction " + std::to_string(n) +
+         (at.empty() ? "" : " (" + at + ")") + ": ";
+}
+
 /// Decodes and checks the plan, in the order a reader can follow: the
-/// header, the plan-wide tables, then each rank.
+/// header, the plan-wide tables, then each template.
 class Reader {
 public:
   std::string read(const plan::Plan &in, Plan &out,
@@ -207,51 +231,42 @@ public:
       return error;
     if (std::string error = readTables(in, out); !error.empty())
       return error;
-    context.plan = &out;
-    context.vocabSize = out.vocabSize;
+    plan = &out;
     if (std::string error = readRankMap(in, out); !error.empty())
       return error;
     std::vector<uint32_t> ranks;
     if (options.ranks) {
       for (uint32_t rank : *options.ranks)
         if (rank >= out.world())
-          return "the plan is for " + std::to_string(out.world()) +
-                 " ranks (tensor " + std::to_string(out.tensorParallel) +
-                 " x data " + std::to_string(out.dataParallel) +
-                 " x pipeline " + std::to_string(out.pipelineParallel) +
-                 "); rank " + std::to_string(rank) + " is not one of them";
+          return "the plan is for " + std::to_string(out.world()) + " ranks (" +
+                 out.layoutText() + "); rank " + std::to_string(rank) +
+                 " is not one of them";
       ranks = *options.ranks;
     } else {
       for (uint32_t rank = 0; rank < out.world(); ++rank)
         ranks.push_back(rank);
     }
     // Only the templates of the ranks loaded are decoded.
-    size_t count = in.templates()->size();
-    out.templates.resize(count);
-    out.decoded.assign(count, false);
+    out.templates.resize(in.templates()->size());
     for (uint32_t rank : ranks) {
-      uint32_t t = out.rankTemplates[rank];
-      if (out.decoded[t])
+      std::optional<RankPlan> &stage = out.templates[out.rankTemplates[rank]];
+      if (stage)
         continue;
-      out.decoded[t] = true;
-      if (std::string error =
-              readTemplate(*in.templates()->Get(t), out.templates[t]);
+      const plan::Template &written =
+          *in.templates()->Get(out.rankTemplates[rank]);
+      if (std::string error = readTemplate(written, stage.emplace());
           !error.empty())
-        return "template " + std::to_string(t) + " (stage " +
-               std::to_string(in.templates()->Get(t)->stage()) + "): " + error;
+        return "template " + std::to_string(out.rankTemplates[rank]) +
+               " (stage " + std::to_string(written.stage()) + "): " + error;
     }
     if (std::string error = checkAcrossTemplates(out); !error.empty())
       return error;
-    out.ranks.resize(out.world());
-    out.loaded.assign(out.world(), false);
     if (!options.resolve)
       return "";
-    for (uint32_t rank : ranks) {
+    for (uint32_t rank : ranks)
       if (std::string error = resolveRank(out, rank, out.ranks[rank]);
           !error.empty())
         return error;
-      out.loaded[rank] = true;
-    }
     return "";
   }
 
@@ -262,10 +277,7 @@ private:
     if (map.size() != out.world())
       return "the plan maps " + std::to_string(map.size()) +
              " ranks to templates; its layout has " +
-             std::to_string(out.world()) + " (tensor " +
-             std::to_string(out.tensorParallel) + " x data " +
-             std::to_string(out.dataParallel) + " x pipeline " +
-             std::to_string(out.pipelineParallel) + ")";
+             std::to_string(out.world()) + " (" + out.layoutText() + ")";
     size_t count = in.templates()->size();
     out.rankTemplates.assign(map.begin(), map.end());
     for (uint32_t rank = 0; rank < out.world(); ++rank) {
@@ -284,7 +296,6 @@ private:
     return "";
   }
 
-private:
   std::string readHeader(const plan::Plan &in, Plan &out) {
     out.model = in.model()->str();
     out.microBatchSize = in.micro_batch_size();
@@ -431,9 +442,9 @@ private:
     out.stream = static_cast<Stream>(in.stream());
     out.when = static_cast<Condition>(in.when());
     out.location = in.location();
-    if (out.location >= context.plan->locations.size())
+    if (out.location >= plan->locations.size())
       return "an instruction names location " + std::to_string(out.location) +
-             " of " + std::to_string(context.plan->locations.size());
+             " of " + std::to_string(plan->locations.size());
     switch (in.op_type()) {
     case plan::Op::Gemm: {
       const plan::Gemm &g = *in.op_as_Gemm();
@@ -477,10 +488,16 @@ private:
         value.f = attr->f();
         if (attr->list())
           value.list.assign(attr->list()->begin(), attr->list()->end());
-        if (const plan::PerRank *perRank = attr->per_rank())
+        if (const plan::PerRank *perRank = attr->per_rank()) {
           if (std::string error = readPerRank(*perRank, value.perRank);
               !error.empty())
             return error;
+          // Strides are within 2^40 and coordinates 2^20: a value within
+          // 2^61 cannot wrap when a rank's part is added.
+          if (value.i > (int64_t(1) << 61) || value.i < -(int64_t(1) << 61))
+            return "a per-rank argument of " + std::to_string(value.i) +
+                   " is out of range";
+        }
       }
       if (l.grid())
         op.grid.assign(l.grid()->begin(), l.grid()->end());
@@ -488,9 +505,9 @@ private:
         op.block.assign(l.block()->begin(), l.block()->end());
       op.sharedBytes = l.shared_bytes();
       op.code = l.code();
-      if (op.code < -1 || op.code >= int32_t(context.plan->code.size()))
+      if (op.code < -1 || op.code >= int32_t(plan->code.size()))
         return "a launch names code object " + std::to_string(op.code) +
-               " of " + std::to_string(context.plan->code.size());
+               " of " + std::to_string(plan->code.size());
       out.op = std::move(op);
       return "";
     }
@@ -573,7 +590,6 @@ private:
     out.workspaceBytes = in.workspace_bytes();
     out.stashBytes = in.stash_bytes();
     out.events = in.events();
-    context.events = out.events;
     if (out.persistentBytes > kMaxArenaBytes ||
         out.workspaceBytes > kMaxArenaBytes || out.stashBytes > kMaxArenaBytes)
       return "an arena is larger than 64 TiB";
@@ -606,14 +622,11 @@ private:
         Instruction &i = p.instructions.emplace_back();
         // Checked against its contract once resolved for a rank.
         if (std::string error = readInstruction(*instruction, i);
-            !error.empty()) {
-          const std::vector<std::string> &locations = context.plan->locations;
-          std::string where =
-              i.location < locations.size() ? locations[i.location] : "";
-          return "program '" + p.name + "', instruction " +
-                 std::to_string(p.instructions.size() - 1) +
-                 (where.empty() ? "" : " (" + where + ")") + ": " + error;
-        }
+            !error.empty())
+          return instructionWhere(
+                     *plan, p, p.instructions.size() - 1,
+                     i.location < plan->locations.size() ? i.location : 0) +
+                 error;
       }
       if (std::string error = findBody(p); !error.empty())
         return "program '" + p.name + "': " + error;
@@ -694,12 +707,41 @@ private:
                (chunked ? "without" : "with") + " a stash slot";
       bool perMicrobatch = program.phase != Phase::Optimizer;
       if (perMicrobatch != (step->microbatch() >= 0) ||
-          step->microbatch() >= int32_t(context.plan->numMicrobatches))
+          step->microbatch() >= int32_t(plan->numMicrobatches))
         return "the schedule runs program '" + program.name +
                "' for microbatch " + std::to_string(step->microbatch()) +
-               " of " + std::to_string(context.plan->numMicrobatches);
+               " of " + std::to_string(plan->numMicrobatches);
       out.schedule.push_back({step->program(), step->microbatch(), step->slot(),
                               step->exchange()});
+    }
+    return checkStashSlots(out);
+  }
+
+  /// Every stash buffer a program names fits in the highest slot the
+  /// schedule runs it in, without the address arithmetic wrapping (stash
+  /// buffers never move with the rank: checked once per template).
+  static std::string checkStashSlots(const RankPlan &stage) {
+    std::vector<int32_t> highest(stage.programs.size(), -1);
+    for (const Step &step : stage.schedule)
+      highest[step.program] = std::max(highest[step.program], step.slot);
+    for (size_t p = 0; p < stage.programs.size(); ++p) {
+      if (highest[p] < 0)
+        continue;
+      for (const Instruction &instruction : stage.programs[p].instructions)
+        for (uint32_t index : instruction.buffers()) {
+          // An index out of range is refused with its instruction.
+          if (index >= stage.buffers.size() ||
+              stage.buffers[index].arena != Arena::Stash)
+            continue;
+          const Buffer &b = stage.buffers[index];
+          __int128 end = __int128(b.offset) +
+                         __int128(b.slotStride) * highest[p] + b.bytes;
+          if (end > __int128(stage.stashBytes))
+            return "the schedule runs program '" + stage.programs[p].name +
+                   "' in stash slot " + std::to_string(highest[p]) +
+                   ", past the stash arena's " +
+                   std::to_string(stage.stashBytes) + " bytes";
+        }
     }
     return "";
   }
@@ -708,9 +750,9 @@ private:
   static std::string checkAcrossTemplates(const Plan &plan) {
     std::map<std::string, std::pair<const Param *, uint32_t>> first;
     for (size_t t = 0; t < plan.templates.size(); ++t) {
-      if (!plan.decoded[t])
+      if (!plan.templates[t])
         continue;
-      for (const Param &param : plan.templates[t].params) {
+      for (const Param &param : plan.templates[t]->params) {
         auto [it, fresh] = first.try_emplace(param.name, &param, uint32_t(t));
         const Param &other = *it->second.first;
         if (!fresh && (other.globalShape != param.globalShape ||
@@ -724,20 +766,13 @@ private:
     return "";
   }
 
-  CheckContext context;
+  const Plan *plan = nullptr;
   std::vector<KernelId> kernelIds; // Plan.kernels resolved
 };
 
 } // namespace
 
 namespace {
-
-/// A PerRank value for the rank at `coords`, checked to stay far within
-/// 64 bits (strides and coordinates are bounded when decoded).
-int64_t perRankValue(const PerRank &value,
-                     const std::array<uint32_t, 3> &coords) {
-  return value.stride * int64_t(coords[value.axis]);
-}
 
 /// The fp32 masters of each parameter: where the optimizer's adamw launch
 /// (its windows and the rank's part) keeps the elements of the parameter
@@ -789,132 +824,18 @@ std::string placeMasters(RankPlan &rank) {
   return "";
 }
 
-/// Each step of resolving a template for a rank at `coords`, and checking
-/// what it resolved. A full resolution runs every step over everything;
-/// checkEveryRank runs them again, for a template's other ranks, over only
-/// what depends on the coordinates.
-std::string resolveBuffer(Buffer &b, const RankPlan &rank,
-                          const std::array<uint32_t, 3> &coords) {
-  // Offsets and strides are bounded (2^64, 2^60): no wrap in 128 bits.
-  unsigned __int128 at =
-      (unsigned __int128)b.offset + uint64_t(perRankValue(b.perRank, coords));
-  uint64_t arena = rank.arenaBytes(b.arena);
-  if (at > arena || b.bytes > arena - uint64_t(at))
-    return "buffer '" + b.name + "' at offset " +
-           (at >> 64 ? std::to_string(b.offset) + " + its per-rank part"
-                     : std::to_string(uint64_t(at))) +
-           " (" + std::to_string(b.bytes) + " bytes) lies outside its " +
-           arenaName(b.arena) + " arena of " + std::to_string(arena) + " bytes";
-  b.offset = uint64_t(at);
-  if (b.offset % dtypeBytes(b.dtype) != 0)
-    return "buffer '" + b.name + "' is misaligned";
-  return "";
-}
-
-std::string resolveInstruction(Instruction &i, const Program &program, size_t n,
-                               const std::vector<Buffer> &buffers,
-                               const CheckContext &context,
-                               const std::array<uint32_t, 3> &coords) {
-  auto where = [&] {
-    const std::vector<std::string> &locations = context.plan->locations;
-    const std::string &at =
-        i.location < locations.size() ? locations[i.location] : locations[0];
-    return "program '" + program.name + "', instruction " + std::to_string(n) +
-           (at.empty() ? "" : " (" + at + ")") + ": ";
-  };
-  if (LaunchOp *launch = std::get_if<LaunchOp>(&i.op))
-    for (AttrValue &attr : launch->attrs) {
-      // Strides are within 2^40 and coordinates 2^20: a value within 2^61
-      // cannot wrap.
-      if (attr.perRank.stride != 0 &&
-          (attr.i > (int64_t(1) << 61) || attr.i < -(int64_t(1) << 61)))
-        return where() + "a per-rank argument of " + std::to_string(attr.i) +
-               " is out of range";
-      attr.i += perRankValue(attr.perRank, coords);
-    }
-  if (std::string error = checkInstruction(i, buffers, context); !error.empty())
-    return where() + error;
-  return "";
-}
-
-std::string resolveShard(Param &p, const std::vector<Buffer> &buffers,
-                         const std::array<uint32_t, 3> &coords) {
-  const Buffer &value = buffers[p.value];
-  p.shardOffset.assign(value.shape.size(), 0);
-  if (p.splitDim >= 0)
-    p.shardOffset[p.splitDim] = int64_t(coords[0]) * value.shape[p.splitDim];
-  for (size_t d = 0; d < value.shape.size(); ++d)
-    if (p.shardOffset[d] > p.paddedShape[d] - value.shape[d])
-      return "parameter '" + p.name + "' has a shard outside its tensor";
-  return "";
-}
-
-CheckContext contextFor(const Plan &plan, uint32_t rankIndex,
-                        const RankPlan &rank) {
-  CheckContext context;
-  context.plan = &plan;
-  context.rank = rankIndex;
-  context.events = rank.events;
-  context.vocabSize = plan.vocabSize;
-  return context;
-}
-
-std::string checkRank(const Plan &plan, uint32_t rankIndex, RankPlan &rank) {
-  std::array<uint32_t, 3> coords = plan.coordinates(rankIndex);
-  for (Buffer &b : rank.buffers)
-    if (std::string error = resolveBuffer(b, rank, coords); !error.empty())
-      return error;
-  CheckContext context = contextFor(plan, rankIndex, rank);
-  for (Program &program : rank.programs)
-    for (size_t n = 0; n < program.instructions.size(); ++n)
-      if (std::string error =
-              resolveInstruction(program.instructions[n], program, n,
-                                 rank.buffers, context, coords);
-          !error.empty())
-        return error;
-  for (Param &p : rank.params)
-    if (std::string error = resolveShard(p, rank.buffers, coords);
-        !error.empty())
-      return error;
-  if (std::string error = placeMasters(rank); !error.empty())
-    return error;
-  // Every stash buffer a program names must fit in the highest slot the
-  // schedule runs it in, without the address arithmetic wrapping.
-  std::vector<int32_t> highest(rank.programs.size(), -1);
-  for (const Step &step : rank.schedule)
-    highest[step.program] = std::max(highest[step.program], step.slot);
-  for (size_t p = 0; p < rank.programs.size(); ++p) {
-    if (highest[p] < 0)
-      continue;
-    for (const Instruction &instruction : rank.programs[p].instructions)
-      for (uint32_t index : instruction.buffers()) {
-        const Buffer &b = rank.buffers[index];
-        if (b.arena != Arena::Stash)
-          continue;
-        __int128 end =
-            __int128(b.offset) + __int128(b.slotStride) * highest[p] + b.bytes;
-        if (end > __int128(rank.stashBytes))
-          return "the schedule runs program '" + rank.programs[p].name +
-                 "' in stash slot " + std::to_string(highest[p]) +
-                 ", past the stash arena's " + std::to_string(rank.stashBytes) +
-                 " bytes";
-      }
-  }
-  return "";
-}
-
-/// What of a template depends on its rank's coordinates: buffers with a
+/// What of a template depends on its ranks' coordinates: buffers with a
 /// per-rank offset, the instructions that name one or have a per-rank
 /// argument, and parameters split over tp. The rest resolves the same for
-/// every rank (stash buffers never move; masters' regions and the stash's
-/// slots do not depend on the rank).
+/// every rank (stash buffers never move, and the stash's slots are checked
+/// per template).
 struct Dependence {
   std::vector<uint32_t> buffers, params;
   std::vector<std::pair<uint32_t, uint32_t>> instructions; // program, index
   unsigned axes = 0; // the mesh axes read (bit a for axis a)
   // A parameter's buffers or the optimizer's regions move with the rank:
   // where its masters lie is checked again, in a full resolution.
-  bool full = false;
+  bool masters = false;
 };
 
 Dependence dependenceOf(const RankPlan &stage) {
@@ -929,16 +850,18 @@ Dependence dependenceOf(const RankPlan &stage) {
   for (uint32_t p = 0; p < stage.programs.size(); ++p) {
     const std::vector<Instruction> &code = stage.programs[p].instructions;
     for (uint32_t n = 0; n < code.size(); ++n) {
-      bool depends = false;
-      for (uint32_t b : code[n].buffers())
-        depends |= moves[b];
-      if (const LaunchOp *launch = code[n].launch())
+      bool movingOperand = false, perRankArgument = false;
+      for (uint32_t b : code[n].buffers()) // out of range: refused later
+        movingOperand |= b < moves.size() && moves[b];
+      if (const LaunchOp *launch = code[n].launch()) {
         for (const AttrValue &attr : launch->attrs)
           if (attr.perRank.stride != 0) {
-            depends = true;
+            perRankArgument = true;
             d.axes |= 1u << attr.perRank.axis;
           }
-      if (depends)
+        d.masters |= launch->kernel == KernelId::AdamW && movingOperand;
+      }
+      if (movingOperand || perRankArgument)
         d.instructions.push_back({p, n});
     }
   }
@@ -948,71 +871,125 @@ Dependence dependenceOf(const RankPlan &stage) {
       d.params.push_back(p);
       d.axes |= 1u << 0;
     }
-    d.full |= moves[param.value] || moves[param.grad];
+    d.masters |= moves[param.value] || moves[param.grad];
   }
-  for (const Program &program : stage.programs)
-    for (const Instruction &instruction : program.instructions)
-      if (const LaunchOp *l = instruction.launch();
-          l && l->kernel == KernelId::AdamW)
-        for (uint32_t b : l->operands)
-          d.full |= b != kNoBuffer && moves[b];
   return d;
 }
 
-/// The checks of rank `rankIndex` that depend on its coordinates, given a
-/// full resolution of another rank of its template passed: `scratch` holds
-/// the template's buffers (overwritten for the rank's moving ones).
-std::string checkDependentParts(const Plan &plan, uint32_t rankIndex,
-                                const RankPlan &stage, const Dependence &d,
-                                std::vector<Buffer> &scratch) {
+/// Resolves `rank`, a copy of template `stage`, for rank `rankIndex` and
+/// checks what it resolved: all of it, or with `only` just what depends
+/// on the coordinates (reset from the template first, so that one copy
+/// serves a template's ranks in turn). Masters are placed by the caller.
+std::string resolveParts(const Plan &plan, uint32_t rankIndex,
+                         const RankPlan &stage, RankPlan &rank,
+                         const Dependence *only) {
   std::array<uint32_t, 3> coords = plan.coordinates(rankIndex);
-  for (uint32_t b : d.buffers) {
-    scratch[b] = stage.buffers[b];
-    if (std::string error = resolveBuffer(scratch[b], stage, coords);
+  auto resolveBuffer = [&](uint32_t index) -> std::string {
+    Buffer &b = rank.buffers[index];
+    b.offset = stage.buffers[index].offset;
+    // Offsets and strides are bounded (2^64, 2^60): no wrap in 128 bits.
+    unsigned __int128 at = (unsigned __int128)b.offset +
+                           uint64_t(b.perRank.stride) * coords[b.perRank.axis];
+    uint64_t arena = rank.arenaBytes(b.arena);
+    if (at > arena || b.bytes > arena - uint64_t(at))
+      return "buffer '" + b.name + "' at offset " +
+             (at >> 64 ? std::to_string(b.offset) + " + its per-rank part"
+                       : std::to_string(uint64_t(at))) +
+             " (" + std::to_string(b.bytes) + " bytes) lies outside its " +
+             arenaName(b.arena) + " arena of " + std::to_string(arena) +
+             " bytes";
+    b.offset = uint64_t(at);
+    if (b.offset % dtypeBytes(b.dtype) != 0)
+      return "buffer '" + b.name + "' is misaligned";
+    return "";
+  };
+  CheckContext context;
+  context.plan = &plan;
+  context.rank = rankIndex;
+  context.events = rank.events;
+  context.vocabSize = plan.vocabSize;
+  auto resolveInstruction = [&](uint32_t p, uint32_t n) -> std::string {
+    Instruction &i = rank.programs[p].instructions[n];
+    if (LaunchOp *launch = std::get_if<LaunchOp>(&i.op)) {
+      const LaunchOp &written = *stage.programs[p].instructions[n].launch();
+      for (size_t a = 0; a < launch->attrs.size(); ++a) {
+        AttrValue &attr = launch->attrs[a];
+        attr.i = written.attrs[a].i +
+                 attr.perRank.stride * int64_t(coords[attr.perRank.axis]);
+      }
+    }
+    if (std::string error = checkInstruction(i, rank.buffers, context);
         !error.empty())
-      return error;
+      return instructionWhere(plan, rank.programs[p], n, i.location) + error;
+    return "";
+  };
+  auto resolveShard = [&](uint32_t index) -> std::string {
+    Param &p = rank.params[index];
+    const Buffer &value = rank.buffers[p.value];
+    p.shardOffset.assign(value.shape.size(), 0);
+    if (p.splitDim >= 0)
+      p.shardOffset[p.splitDim] = int64_t(coords[0]) * value.shape[p.splitDim];
+    for (size_t d = 0; d < value.shape.size(); ++d)
+      if (p.shardOffset[d] > p.paddedShape[d] - value.shape[d])
+        return "parameter '" + p.name + "' has a shard outside its tensor";
+    return "";
+  };
+  std::string error;
+  auto step = [&](std::string result) {
+    if (error.empty())
+      error = std::move(result);
+    return error.empty();
+  };
+  if (only) {
+    for (uint32_t b : only->buffers)
+      if (!step(resolveBuffer(b)))
+        return error;
+    for (auto [p, n] : only->instructions)
+      if (!step(resolveInstruction(p, n)))
+        return error;
+    for (uint32_t p : only->params)
+      if (!step(resolveShard(p)))
+        return error;
+    return "";
   }
-  CheckContext context = contextFor(plan, rankIndex, stage);
-  for (auto [p, n] : d.instructions) {
-    Instruction instruction = stage.programs[p].instructions[n];
-    if (std::string error = resolveInstruction(instruction, stage.programs[p],
-                                               n, scratch, context, coords);
-        !error.empty())
+  for (uint32_t b = 0; b < rank.buffers.size(); ++b)
+    if (!step(resolveBuffer(b)))
       return error;
-  }
-  for (uint32_t p : d.params) {
-    Param param = stage.params[p];
-    if (std::string error = resolveShard(param, scratch, coords);
-        !error.empty())
+  for (uint32_t p = 0; p < rank.programs.size(); ++p)
+    for (uint32_t n = 0; n < rank.programs[p].instructions.size(); ++n)
+      if (!step(resolveInstruction(p, n)))
+        return error;
+  for (uint32_t p = 0; p < rank.params.size(); ++p)
+    if (!step(resolveShard(p)))
       return error;
-  }
   return "";
 }
 
 } // namespace
 
 std::string resolveRank(const Plan &plan, uint32_t rank, RankPlan &out) {
-  if (rank >= plan.world() || !plan.decoded[plan.rankTemplates[rank]])
+  if (rank >= plan.world() || !plan.templates[plan.rankTemplates[rank]])
     return "rank " + std::to_string(rank) + ": its template is not loaded";
-  out = plan.templates[plan.rankTemplates[rank]];
+  const RankPlan &stage = *plan.templates[plan.rankTemplates[rank]];
+  out = stage;
   out.rank = rank;
-  if (std::string error = checkRank(plan, rank, out); !error.empty())
-    return "rank " + std::to_string(rank) + ": " + error;
-  return "";
+  std::string error = resolveParts(plan, rank, stage, out, nullptr);
+  if (error.empty())
+    error = placeMasters(out);
+  return error.empty() ? "" : "rank " + std::to_string(rank) + ": " + error;
 }
 
-std::string checkEveryRank(const Plan &plan,
-                           const std::function<void(const RankPlan &)> &each) {
-  RankPlan rank;
+std::string checkEveryRank(const Plan &plan) {
   for (size_t t = 0; t < plan.templates.size(); ++t) {
-    if (!plan.decoded[t])
+    if (!plan.templates[t])
       continue;
-    const RankPlan &stage = plan.templates[t];
+    const RankPlan &stage = *plan.templates[t];
     Dependence d = dependenceOf(stage);
-    std::vector<Buffer> scratch = stage.buffers;
     // Ranks at the same coordinates along the axes the template reads
-    // resolve alike: each such class is checked once.
+    // resolve alike: each such class is checked once, the first in full
+    // (into `rank`, then reused for the others' dependent parts).
     std::set<std::array<uint32_t, 3>> seen;
+    RankPlan rank;
     bool first = true;
     for (uint32_t r = 0; r < plan.world(); ++r) {
       if (plan.rankTemplates[r] != t)
@@ -1024,16 +1001,12 @@ std::string checkEveryRank(const Plan &plan,
       if (!seen.insert(key).second)
         continue;
       std::string error;
-      if (first || d.full) {
-        // One rank in full, the others in what depends on them.
+      if (first || d.masters) {
         error = resolveRank(plan, r, rank);
-        if (error.empty() && each && first)
-          each(rank);
         first = false;
-      } else {
-        error = checkDependentParts(plan, r, stage, d, scratch);
-        if (!error.empty())
-          error = "rank " + std::to_string(r) + ": " + error;
+      } else if (error = resolveParts(plan, r, stage, rank, &d);
+                 !error.empty()) {
+        error = "rank " + std::to_string(r) + ": " + error;
       }
       if (!error.empty())
         return error;

@@ -2,8 +2,9 @@
 //
 // The runtime's view of a plan file: plain structs, decoded once and filled
 // only after the frame's checksum, the FlatBuffers verifier and the
-// semantic checks (PlanCheck.cpp: arena bounds, names, every instruction
-// against its kind and, for launches, the kernel catalog) have passed.
+// semantic checks (Plan.cpp: arena bounds, indices, names; PlanCheck.cpp:
+// every instruction against its kind and, for launches, the kernel
+// catalog) have passed.
 // Nothing after loading needs to distrust the plan, and nothing looks up
 // an attribute by name while it runs.
 //
@@ -21,7 +22,7 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -37,6 +38,8 @@ const char *dtypeName(DType dtype);
 std::string withThousands(uint64_t value);
 /// "12.50 GiB": bytes in the largest binary unit that keeps the number >= 1.
 std::string humanBytes(uint64_t bytes);
+/// "rank 4" or "ranks 4-7": `count` ranks from `first`.
+std::string rankRangeText(uint64_t first, uint64_t count);
 
 /// A value that grows by `stride` per coordinate of the rank along mesh
 /// `axis` (0 tp, 1 dp, 2 pp); resolved into the value when a rank loads.
@@ -128,7 +131,6 @@ struct EventOp {
 
 enum class Stream : uint8_t { Compute, Comm };
 inline constexpr int kStreams = 2;
-const char *streamName(Stream stream);
 
 enum class Condition : uint8_t { Always, LastMicrobatch };
 
@@ -284,28 +286,38 @@ struct Plan {
   std::vector<std::string> locations; // [0] is ""
   std::vector<CodeObject> code;
   std::vector<uint32_t> rankTemplates; // each rank's template
-  std::vector<RankPlan> templates;     // decoded: those of loaded ranks
-  std::vector<bool> decoded;           // which templates are
-  std::vector<RankPlan> ranks; // by rank: resolved, or empty if not loaded
-  std::vector<bool> loaded;    // which ranks are
+  // The templates as written, those of the loaded ranks decoded.
+  std::vector<std::optional<RankPlan>> templates;
+  std::map<uint32_t, RankPlan> ranks; // the loaded ranks, resolved
 
   uint32_t world() const {
     return tensorParallel * dataParallel * pipelineParallel;
   }
+  /// "tensor 2 x data 1 x pipeline 4", for messages.
+  std::string layoutText() const;
   /// A rank's coordinates along tp, dp and pp (tp fastest, then dp).
   std::array<uint32_t, 3> coordinates(uint32_t rank) const {
     return {rank % tensorParallel, rank / tensorParallel % dataParallel,
             rank / (tensorParallel * dataParallel)};
   }
+  /// The rank at coordinates (tp, dp, pp).
+  uint32_t rankAt(const std::array<uint32_t, 3> &c) const {
+    return c[0] + tensorParallel * (c[1] + dataParallel * c[2]);
+  }
   /// The pipeline stage of a rank (ranks go tp fastest, then dp, then pp).
   uint32_t stageOf(uint32_t rank) const { return coordinates(rank)[2]; }
+  /// The first rank of `stage`; its ranks are the next tp · dp.
+  uint32_t firstRankOf(uint32_t stage) const { return rankAt({0, 0, stage}); }
   /// The rank at the same tp and dp coordinates as `rank` on `stage`.
   uint32_t onStage(uint32_t rank, uint32_t stage) const {
-    uint32_t perStage = tensorParallel * dataParallel;
-    return rank % perStage + stage * perStage;
+    std::array<uint32_t, 3> c = coordinates(rank);
+    c[2] = stage;
+    return rankAt(c);
   }
   /// The world ranks of `rank`'s instance of group `group`, in mesh order.
   std::vector<int> groupMembers(uint32_t group, uint32_t rank) const;
+  /// How many ranks each instance of group `group` holds.
+  int64_t groupSize(uint32_t group) const;
 };
 
 /// Which ranks a load resolves: all of them, or those listed (a process
@@ -330,14 +342,11 @@ std::string loadPlanFromBytes(const std::vector<uint8_t> &bytes, Plan &plan,
 std::string resolveRank(const Plan &plan, uint32_t rank, RankPlan &out);
 
 /// Checks every rank of a plan loaded with all its templates, none kept:
-/// per template, one rank resolved and checked in full (`each` sees it),
-/// and for each other distinct rank (its coordinates along the axes the
-/// template's per-rank values read) what depends on them, so that a
-/// 3072-rank plan checks in the time and memory of a few. Returns "" or
-/// the first error.
-std::string
-checkEveryRank(const Plan &plan,
-               const std::function<void(const RankPlan &)> &each = nullptr);
+/// per template, one rank resolved and checked in full, and for each other
+/// distinct rank (its coordinates along the axes the template's per-rank
+/// values read) what depends on them, so that a 3072-rank plan checks in
+/// the time and memory of a few. Returns "" or the first error.
+std::string checkEveryRank(const Plan &plan);
 
 } // namespace strata::runtime
 

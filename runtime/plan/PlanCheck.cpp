@@ -95,7 +95,7 @@ std::string checkCollective(const CollectiveOp &c,
                 plan.stageOf(context.rank)) == group.stages.end())
     return std::string(collectiveName(c.kind)) + " over group " +
            std::to_string(c.group) + ", which leaves out this rank's stage";
-  int64_t n = int64_t(plan.groupMembers(c.group, context.rank).size());
+  int64_t n = plan.groupSize(c.group);
   if (c.kind == CollectiveKind::AllReduceSum ||
       c.kind == CollectiveKind::AllReduceMax) {
     if (in.elements != out.elements)

@@ -201,7 +201,7 @@ std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
       group.sends = std::move(pending);
       pending.clear();
       for (size_t j = i; j < order.size(); ++j) {
-        if (j > i && exchange[s][j])
+        if (j > i && j < exchange[s].size() && exchange[s][j])
           break;
         receives(order[j], group.receives);
       }

@@ -196,9 +196,10 @@ std::string describeStats(const ModelStats &stats, const CompileOptions &opts,
                  "on each of {11} data-parallel ranks (global batch {9}), "
                  "{10}; tensor-parallel {12}{13}{14}\n",
                  prefix, stats.name, stats.layers,
-                 withThousands(stats.parameters),
-                 withThousands(stats.stepFlops()), double(stats.stepFlops()),
-                 withThousands(stats.tokens), m, opts.microBatchSize,
+                 runtime::withThousands(stats.parameters),
+                 runtime::withThousands(stats.stepFlops()),
+                 double(stats.stepFlops()),
+                 runtime::withThousands(stats.tokens), m, opts.microBatchSize,
                  opts.globalBatchSize, opts.bf16 ? "bf16" : "fp32",
                  opts.dataParallel, opts.tensorParallel,
                  opts.sequenceParallel ? ", sequence-parallel" : "",
@@ -234,29 +235,26 @@ std::string describeMemory(mlir::ModuleOp module,
                            const CompileOptions &options) {
   std::string text;
   int64_t perStage = options.tensorParallel * options.dataParallel;
-  for (auto rank : module.getOps<exec::TemplateOp>()) {
-    MemoryReport m = reportMemory(rank);
+  for (auto stage : module.getOps<exec::TemplateOp>()) {
+    MemoryReport m = reportMemory(stage);
     // Activations: the workspace, plus what a pipeline stage keeps for
     // the backward of the microbatches in flight.
     std::string kept = m.stash ? formatv(" (kept for backward {0})",
                                          runtime::humanBytes(m.stash))
                                      .str()
                                : "";
-    int64_t first = rank.getStage() * perStage;
     std::string ranks =
-        perStage == 1
-            ? formatv("rank {0}", first).str()
-            : formatv("ranks {0}-{1}", first, first + perStage - 1).str();
-    text +=
-        formatv("stage {0} ({8}) memory: parameters {1}, gradients {2}, "
-                "optimizer state {3}, activations {4}{5}; peak {6} "
-                "({7} bytes)\n",
-                rank.getStage(), runtime::humanBytes(m.parameters),
-                runtime::humanBytes(m.gradients),
-                runtime::humanBytes(m.optimizer),
-                runtime::humanBytes(m.workspace + m.stash), kept,
-                runtime::humanBytes(m.peak()), withThousands(m.peak()), ranks)
-            .str();
+        runtime::rankRangeText(stage.getStage() * perStage, perStage);
+    text += formatv("stage {0} ({8}) memory: parameters {1}, gradients {2}, "
+                    "optimizer state {3}, activations {4}{5}; peak {6} "
+                    "({7} bytes)\n",
+                    stage.getStage(), runtime::humanBytes(m.parameters),
+                    runtime::humanBytes(m.gradients),
+                    runtime::humanBytes(m.optimizer),
+                    runtime::humanBytes(m.workspace + m.stash), kept,
+                    runtime::humanBytes(m.peak()),
+                    runtime::withThousands(m.peak()), ranks)
+                .str();
   }
   return text;
 }
@@ -432,7 +430,7 @@ int main(int argc, char **argv) {
         !error.empty())
       return fail(error);
     outs() << summary << "wrote " << outputFile << " ("
-           << withThousands(bytes.size()) << " bytes)\n";
+           << runtime::withThousands(bytes.size()) << " bytes)\n";
     return 0;
   }
 

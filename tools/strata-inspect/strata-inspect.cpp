@@ -44,33 +44,26 @@ int fail(const std::string &message) {
 
 void describe(const Plan &plan) {
   std::cout << "plan for model " << plan.model << ": " << plan.world()
-            << " ranks (tensor " << plan.tensorParallel << " x data "
-            << plan.dataParallel << " x pipeline " << plan.pipelineParallel
-            << ") from " << plan.templates.size() << " templates, "
-            << plan.numMicrobatches << " microbatches of "
-            << plan.microBatchSize << " x " << plan.seqLength << " tokens"
+            << " ranks (" << plan.layoutText() << ") from "
+            << plan.templates.size() << " templates, " << plan.numMicrobatches
+            << " microbatches of " << plan.microBatchSize << " x "
+            << plan.seqLength << " tokens"
             << (plan.pipelineSchedule.empty()
                     ? std::string()
                     : ", " + plan.pipelineSchedule + " schedule")
             << "\n";
-  for (size_t t = 0; t < plan.templates.size(); ++t) {
-    const RankPlan &stage = plan.templates[t];
-    std::vector<uint32_t> ranks;
-    for (uint32_t r = 0; r < plan.world(); ++r)
-      if (plan.rankTemplates[r] == t)
-        ranks.push_back(r);
-    std::string who = ranks.empty() ? "no ranks"
-                      : ranks.size() == 1
-                          ? "rank " + std::to_string(ranks.front())
-                          : "ranks " + std::to_string(ranks.front()) + "-" +
-                                std::to_string(ranks.back());
-    std::cout << "template " << t << " (stage " << stage.stage << ", " << who
-              << "): persistent " << withThousands(stage.persistentBytes)
-              << " + workspace " << withThousands(stage.workspaceBytes)
-              << " + stash " << withThousands(stage.stashBytes)
-              << " bytes per rank; " << stage.buffers.size() << " buffers, "
-              << stage.params.size() << " parameters, " << stage.schedule.size()
-              << " steps\n";
+  // The loader gives each stage's ranks their stage's template.
+  uint32_t perStage = plan.tensorParallel * plan.dataParallel;
+  for (uint32_t s = 0; s < plan.pipelineParallel; ++s) {
+    uint32_t first = plan.firstRankOf(s), t = plan.rankTemplates[first];
+    const RankPlan &stage = *plan.templates[t];
+    std::cout << "template " << t << " (stage " << s << ", "
+              << rankRangeText(first, perStage) << "): persistent "
+              << withThousands(stage.persistentBytes) << " + workspace "
+              << withThousands(stage.workspaceBytes) << " + stash "
+              << withThousands(stage.stashBytes) << " bytes per rank; "
+              << stage.buffers.size() << " buffers, " << stage.params.size()
+              << " parameters, " << stage.schedule.size() << " steps\n";
     for (const Program &program : stage.programs)
       std::cout << "  program " << program.name << " ("
                 << phaseName(program.phase)
@@ -89,8 +82,7 @@ std::string stageOrders(const Plan &plan,
   orders.assign(plan.pipelineParallel, {});
   for (uint32_t s = 0; s < plan.pipelineParallel; ++s) {
     const RankPlan &rank =
-        plan.templates[plan.rankTemplates[s * plan.tensorParallel *
-                                          plan.dataParallel]];
+        *plan.templates[plan.rankTemplates[plan.firstRankOf(s)]];
     for (const Step &step : rank.schedule) {
       const Program &program = rank.programs[step.program];
       if (program.phase == Phase::Microbatch)
@@ -124,7 +116,7 @@ std::string traceTimes(const Plan &plan, const std::string &path,
     for (const TraceEvent &e : events)
       iteration = std::max(iteration, e.iteration);
   for (size_t s = 0; s < orders.size(); ++s) {
-    size_t rank = s * plan.tensorParallel * plan.dataParallel;
+    size_t rank = plan.firstRankOf(uint32_t(s));
     if (rank >= byRank.size())
       return "trace '" + path + "' has no steps of rank " +
              std::to_string(rank) + ": is it a trace of this plan?";

@@ -11,7 +11,6 @@
 #include "runtime/exec/Launch.h"
 #include "runtime/plan/Plan.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
@@ -99,32 +98,23 @@ int checkPlan(const std::string &path) {
   load.resolve = false;
   if (std::string error = loadPlan(path, plan, load); !error.empty())
     return fail(path + ": " + error);
-  uint32_t world = plan.world(), perStage = world / plan.pipelineParallel;
-  std::vector<uint64_t> peak(plan.pipelineParallel, 0);
-  if (std::string error =
-          checkEveryRank(plan,
-                         [&](const RankPlan &rank) {
-                           uint32_t stage = plan.stageOf(rank.rank);
-                           peak[stage] =
-                               std::max(peak[stage], rank.peakBytes());
-                         });
-      !error.empty())
+  if (std::string error = checkEveryRank(plan); !error.empty())
     return fail(path + ": " + error);
-  std::cout << path << ": " << world << " ranks (tensor " << plan.tensorParallel
-            << " x data " << plan.dataParallel << " x pipeline "
-            << plan.pipelineParallel << ") from " << plan.templates.size()
-            << " templates: every rank resolves and "
-            << "checks\n";
+  std::cout << path << ": " << plan.world() << " ranks (" << plan.layoutText()
+            << ") from " << plan.templates.size()
+            << " templates: every rank resolves and checks\n";
+  // Resolving moves no arena: a stage's memory is its template's.
+  uint32_t perStage = plan.tensorParallel * plan.dataParallel;
   for (uint32_t stage = 0; stage < plan.pipelineParallel; ++stage) {
-    const RankPlan &t = plan.templates[plan.rankTemplates[stage * perStage]];
-    std::cout << "stage " << stage << " (ranks " << stage * perStage << "-"
-              << (stage + 1) * perStage - 1 << ", template "
-              << plan.rankTemplates[stage * perStage] << "): persistent "
-              << humanBytes(t.persistentBytes) << " + workspace "
-              << humanBytes(t.workspaceBytes) << " + stash "
-              << humanBytes(t.stashBytes) << " = peak "
-              << humanBytes(peak[stage]) << " (" << withThousands(peak[stage])
-              << " bytes) per rank\n";
+    uint32_t first = plan.firstRankOf(stage), t = plan.rankTemplates[first];
+    const RankPlan &ranks = *plan.templates[t];
+    std::cout << "stage " << stage << " (" << rankRangeText(first, perStage)
+              << ", template " << t << "): persistent "
+              << humanBytes(ranks.persistentBytes) << " + workspace "
+              << humanBytes(ranks.workspaceBytes) << " + stash "
+              << humanBytes(ranks.stashBytes) << " = peak "
+              << humanBytes(ranks.peakBytes()) << " ("
+              << withThousands(ranks.peakBytes()) << " bytes) per rank\n";
   }
   return 0;
 }
@@ -268,10 +258,12 @@ int main(int argc, char **argv) {
     return fail(planPath + ": " + error);
   if (reportLoad) {
     std::string which;
-    for (size_t t = 0; t < plan.decoded.size(); ++t)
-      if (plan.decoded[t])
+    size_t decoded = 0;
+    for (size_t t = 0; t < plan.templates.size(); ++t)
+      if (plan.templates[t]) {
         which += (which.empty() ? "" : ", ") + std::to_string(t);
-    size_t decoded = std::count(plan.decoded.begin(), plan.decoded.end(), true);
+        ++decoded;
+      }
     std::cout << (me >= 0 ? "rank " + std::to_string(me) : "this process")
               << " decoded " << decoded << " of " << plan.templates.size()
               << " templates (" << which << ")\n";

@@ -146,7 +146,8 @@ case("per-rank-bad-axis", tensor,
 case("vocabulary-larger-than-logits", tensor, lambda p: p.update(vocab_size=4096))
 # Indices: a launch's operand, kernel, group, event, location, program.
 case("operand-out-of-range", pipeline,
-     lambda p: first_launch(p, "layer_norm_fwd")["operands"].__setitem__(0, 1 << 30))
+     lambda p: first_launch(p, "layer_norm_fwd")["operands"].__setitem__(0, 1 << 30),
+     check_too=True)
 case("kernel-out-of-range", pipeline,
      lambda p: first_launch(p, "layer_norm_fwd").update(kernel=len(p["kernels"])))
 case("unknown-kernel", pipeline,
