@@ -215,4 +215,23 @@ def PlanMemory : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
   }];
 }
 
+def CudaCodegen : Pass<"strata-cuda-codegen", "mlir::ModuleOp"> {
+  let summary = "Generate a CUDA kernel for every launch";
+  let description = [{
+    For each exec.launch of every template, emits one CUDA C++ kernel
+    specialized for its shapes, dtypes and constant arguments
+    (compiler/codegen), and sets the launch's `code`, `grid`, `block` and
+    `shared_bytes`. Launches whose kernels come out the same share one
+    exec.code op, at module level; a kernel is named after its catalog
+    kernel and a number. Records the architecture in the module attribute
+    `strata.cuda_arch`. Any earlier generated code is replaced. PTX comes
+    later, from NVRTC in strata-compile.
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", "\"sm_80\"",
+           "CUDA architecture: sm_80 or sm_90a">
+  ];
+  let dependentDialects = ["::strata::exec::ExecDialect"];
+}
+
 #endif // STRATA_COMPILER_PASSES_TD

@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - the passes strata-compile runs, in one place --------===//
 #include "compiler/Pipeline.h"
 #include "compiler/Passes.h"
+#include "compiler/codegen/Nvrtc.h"
 #include "dialects/exec/ExecDialect.h"
 
 using namespace mlir;
@@ -39,6 +40,11 @@ std::string checkOptions(const CompileOptions &options) {
     return "--make-vocab-size-divisible-by must be at least 1";
   if (options.bucketElements < 1)
     return "--ddp-bucket-size must be at least 1";
+  if (options.target != "cpu" && options.target != "cuda")
+    return "--target must be cpu or cuda, got '" + options.target + "'";
+  if (!codegen::isCudaArch(options.cudaArch))
+    return "--cuda-arch must be " + std::string(codegen::kCudaArchs) +
+           ", got '" + options.cudaArch + "'";
   if (options.globalBatchSize %
           (options.microBatchSize * options.dataParallel) !=
       0)
@@ -108,6 +114,11 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     lower.overlapParamGather = options.overlapParamGather;
     pm.addPass(createLowerToExec(lower));
     pm.addPass(createPlanMemory());
+  }
+  if (to == Level::Exec && options.target == "cuda") {
+    CudaCodegenOptions cuda;
+    cuda.arch = options.cudaArch;
+    pm.addPass(createCudaCodegen(cuda));
   }
 }
 

@@ -27,6 +27,8 @@ struct CompileOptions {
   int64_t bucketElements = 40000000; // Megatron's --ddp-bucket-size
   bool overlapGradReduce = true;     // reduce buckets during the backward
   bool overlapParamGather = true;    // gather parameters during the forward
+  std::string target = "cpu";        // cpu, or cuda: kernels generated
+  std::string cudaArch = "sm_80";    // the cuda target's architecture
 
   /// Whether the step is cut into forward and backward chunk functions:
   /// with pipeline stages, virtual stages, recomputation or a schedule
@@ -57,7 +59,8 @@ std::string checkOptions(const CompileOptions &options);
 
 /// Adds the passes that take a module from level `from` to level `to`:
 /// autodiff and the optimizer (the training step), the schedule (dist),
-/// then lowering and memory planning (exec).
+/// then lowering and memory planning (exec), and for the cuda target the
+/// kernels' generation (at exec, from any level).
 void buildPipeline(mlir::PassManager &pm, const CompileOptions &options,
                    Level from, Level to);
 

@@ -36,6 +36,7 @@ public:
   std::vector<uint32_t> stages; // each template's stage
   std::string pipelineSchedule; // the exec.schedule's kind, if any
   std::vector<std::string> kernels, locations = {""};
+  llvm::StringMap<int32_t> codeIndex; // exec.code by name, as written
   std::vector<std::pair<std::vector<uint8_t>, std::vector<uint32_t>>> groups;
 
 private:
@@ -167,13 +168,14 @@ Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
           out.push_back(uint32_t(v));
       return builder.CreateVector(out);
     };
-    // Generated code comes with the CUDA target; until then a launch that
-    // names some cannot be written without losing it.
-    if (launch.getCode())
-      return launch.emitOpError()
-             << "names generated code '" << *launch.getCode()
-             << "', which this strata-compile cannot write into a plan yet";
     int32_t code = -1;
+    if (std::optional<StringRef> name = launch.getCode()) {
+      auto it = codeIndex.find(*name);
+      if (it == codeIndex.end())
+        return launch.emitOpError()
+               << "names generated code '" << *name << "' the module lacks";
+      code = it->second;
+    }
     auto value = plan::CreateLaunch(
         builder, uint16_t(indexOf(kernels, kernelIndex, spec.name)),
         builder.CreateVector(operands), builder.CreateVector(attrs),
@@ -407,6 +409,21 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
   Writer writer;
   auto stagesToWrite = module.getOps<exec::TemplateOp>();
   size_t count = std::distance(stagesToWrite.begin(), stagesToWrite.end());
+  // Generated code first: the launches index it.
+  std::vector<fb::Offset<plan::Code>> codes;
+  for (auto code : module.getOps<exec::CodeOp>()) {
+    if (!code.getPtx())
+      return code.emitError()
+             << "has no PTX: strata-compile --target cuda compiles it";
+    fb::FlatBufferBuilder &b = writer.builder;
+    writer.codeIndex[code.getSymName()] = int32_t(codes.size());
+    codes.push_back(plan::CreateCode(b, b.CreateString(code.getSymName().str()),
+                                     b.CreateString(code.getKernel().str()),
+                                     b.CreateString(code.getSource().str()),
+                                     b.CreateString(code.getPtx()->str())));
+  }
+  // A CUDA plan: the loader's check holds each launch to its code.
+  auto arch = module->getAttrOfType<StringAttr>("strata.cuda_arch");
   for (auto stage : stagesToWrite) {
     size_t before = writer.builder.GetSize();
     if (failed(writer.stageTemplate(stage)))
@@ -448,7 +465,9 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
       writer.pipelineSchedule.empty() ? 0
                                       : b.CreateString(writer.pipelineSchedule),
       b.CreateVectorOfStrings(writer.kernels), b.CreateVector(groups),
-      b.CreateVectorOfStrings(writer.locations));
+      b.CreateVectorOfStrings(writer.locations),
+      codes.empty() ? 0 : b.CreateVector(codes),
+      arch ? b.CreateString(arch.str()) : 0);
   plan::FinishPlanBuffer(b, root);
   bytes = plan::encodePlanFile(b.GetBufferPointer(), b.GetSize());
   return success();

@@ -222,6 +222,25 @@ LogicalResult LaunchOp::verify() {
         return failure();
     }
   }
+  if (std::optional<StringRef> code = getCode()) {
+    // Generated code lives beside the templates, in the module.
+    Operation *stage = getOperation()->getParentOfType<TemplateOp>();
+    Operation *module = stage ? stage->getParentOp() : nullptr;
+    auto generated = module ? dyn_cast_or_null<CodeOp>(
+                                  SymbolTable::lookupSymbolIn(module, *code))
+                            : CodeOp();
+    if (!generated)
+      return emitOpError() << "names generated code '" << *code
+                           << "', which is no exec.code of the module";
+    if (generated.getKernel() != getKernel())
+      return emitOpError() << "launches '" << getKernel() << "' with code '"
+                           << *code << "', generated for '"
+                           << generated.getKernel() << "'";
+    if (!getGrid() || !getBlock() || getGrid()->size() != 3 ||
+        getBlock()->size() != 3)
+      return emitOpError() << "with generated code needs a grid and a block "
+                              "of three dimensions each";
+  }
   return success();
 }
 

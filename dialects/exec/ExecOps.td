@@ -353,6 +353,25 @@ def Exec_WaitOp : Exec_Instruction<"wait"> {
   let extraClassDeclaration = instructionClass;
 }
 
+def Exec_CodeOp : Exec_Op<"code", [Symbol]> {
+  let summary = "a generated kernel for the CUDA target";
+  let description = [{
+    One translation unit of CUDA C++ with one kernel, named after the
+    symbol, generated for launches of the catalog kernel `kernel`
+    (compiler/codegen); launches name it in their `code`. strata-compile
+    compiles `source` with NVRTC for the module's CUDA architecture and
+    keeps the PTX in `ptx` for the plan. Beside the templates, at module
+    level: launches on any stage with the same shapes share one.
+
+    ```mlir
+    exec.code @add_0 kernel "add" {source = "..."}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kernel,
+                   StrAttr:$source, OptionalAttr<StrAttr>:$ptx);
+  let assemblyFormat = "$sym_name `kernel` $kernel attr-dict";
+}
+
 def Exec_ScheduleOp : Exec_Op<"schedule", [HasParent<"TemplateOp">,
     NoTerminator, SingleBlock]> {
   let summary = "the programs of one training iteration, in order";

@@ -380,11 +380,38 @@ private:
       out.locations.push_back(location->str());
     if (out.locations.empty())
       out.locations.push_back("");
+    auto text = [](const flatbuffers::String *s) {
+      return s ? s->str() : std::string();
+    };
     if (in.code())
       for (const plan::Code *code : *in.code())
-        out.code.push_back({code->name()->str(),
-                            code->source() ? code->source()->str() : "",
-                            code->ptx() ? code->ptx()->str() : ""});
+        out.code.push_back({code->name()->str(), text(code->kernel()),
+                            text(code->source()), text(code->ptx())});
+    out.cudaArch = text(in.cuda_arch());
+    return "";
+  }
+
+  /// A CUDA plan's launch runs its generated kernel: it must have one,
+  /// for its own catalog kernel, compiled, with a launch shape.
+  std::string checkGeneratedLaunch(const LaunchOp &op) {
+    std::string kernel = kernelName(op.kernel);
+    if (op.code < 0)
+      return "a launch of '" + kernel +
+             "' in a CUDA plan has no generated code";
+    const CodeObject &code = plan->code[op.code];
+    if (code.kernel != kernel)
+      return "a launch of '" + kernel + "' names generated code '" + code.name +
+             "', made for '" + code.kernel + "'";
+    if (code.ptx.empty())
+      return "generated code '" + code.name + "' has no PTX";
+    auto shaped = [](const std::vector<uint32_t> &dims) {
+      return dims.size() == 3 && dims[0] && dims[1] && dims[2];
+    };
+    if (!shaped(op.grid) || !shaped(op.block) ||
+        uint64_t(op.block[0]) * op.block[1] * op.block[2] > 1024)
+      return "a launch of '" + code.name +
+             "' has no valid launch shape (a grid and a block of three "
+             "non-zero dimensions, at most 1024 threads a block)";
     return "";
   }
 
@@ -508,6 +535,10 @@ private:
       if (op.code < -1 || op.code >= int32_t(plan->code.size()))
         return "a launch names code object " + std::to_string(op.code) +
                " of " + std::to_string(plan->code.size());
+      if (!plan->cudaArch.empty()) {
+        if (std::string error = checkGeneratedLaunch(op); !error.empty())
+          return error;
+      }
       out.op = std::move(op);
       return "";
     }

@@ -271,8 +271,9 @@ struct RankPlan {
   }
 };
 
+/// A generated kernel of a CUDA plan (plan.fbs Code).
 struct CodeObject {
-  std::string name, source, ptx;
+  std::string name, kernel, source, ptx;
 };
 
 struct Plan {
@@ -285,6 +286,7 @@ struct Plan {
   std::vector<Group> groups;
   std::vector<std::string> locations; // [0] is ""
   std::vector<CodeObject> code;
+  std::string cudaArch;                // "" for a CPU plan
   std::vector<uint32_t> rankTemplates; // each rank's template
   // The templates as written, those of the loaded ranks decoded.
   std::vector<std::optional<RankPlan>> templates;

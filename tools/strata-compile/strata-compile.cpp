@@ -7,6 +7,7 @@
 #include "compiler/ModelStats.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Registration.h"
+#include "compiler/codegen/CompileCode.h"
 #include "compiler/plan/PlanWriter.h"
 #include "dialects/exec/ExecDialect.h"
 #include "frontend/Frontend.h"
@@ -175,6 +176,19 @@ cl::opt<double> progressAfter(
     cl::desc("announce each step on stderr once the compile has taken this "
              "many seconds (default 3)"),
     cl::init(3.0));
+
+cl::opt<std::string>
+    target("target",
+           cl::desc("cpu (default), or cuda: a CUDA kernel generated for "
+                    "every launch and compiled to PTX with NVRTC"),
+           cl::init("cpu"), cl::cat(category));
+
+cl::opt<std::string>
+    cudaArch("cuda-arch",
+             cl::desc("The GPU architecture of --target cuda: sm_80 "
+                      "(A100, and newer through the driver's JIT; the "
+                      "default) or sm_90a (H100, H200)"),
+             cl::init("sm_80"), cl::cat(category));
 
 cl::opt<bool> bf16("bf16",
                    cl::desc("bf16 parameters and activations, fp32 master "
@@ -347,6 +361,10 @@ int main(int argc, char **argv) {
   options.bucketElements = bucketSize;
   options.overlapGradReduce = !noOverlapGradReduce;
   options.overlapParamGather = !noOverlapParamGather;
+  options.target = target;
+  options.cudaArch = cudaArch;
+  if (cudaArch.getNumOccurrences() && target != "cuda")
+    return fail("--cuda-arch is for --target cuda");
   if (std::string error = checkOptions(options); !error.empty())
     return fail(error);
 
@@ -406,6 +424,17 @@ int main(int argc, char **argv) {
       stats.layers || stats.parameters ? describeStats(stats, options, "") : "";
   if (emit == Emit::Summary || emit == Emit::Plan)
     summary += describeMemory(*module, options);
+
+  if (emit == Emit::Plan && options.target == "cuda") {
+    progressOf->say("compiling the generated kernels with NVRTC");
+    if (failed(codegen::compileGeneratedCode(*module)))
+      return 1;
+    auto codes = module->getOps<exec::CodeOp>();
+    summary +=
+        formatv("CUDA kernels for {0}: {1}, compiled to PTX by NVRTC\n",
+                options.cudaArch, std::distance(codes.begin(), codes.end()))
+            .str();
+  }
 
   if (emit == Emit::Plan) {
     std::vector<uint8_t> bytes;

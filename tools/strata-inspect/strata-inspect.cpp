@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -28,14 +29,16 @@ namespace {
 
 const char *kUsage =
     "usage: strata-inspect PLAN [--schedule-text] [--schedule-svg OUT.svg]\n"
-    "                           [--trace TRACE.json]\n"
+    "                           [--trace TRACE.json] [--kernels DIR]\n"
     "  (no flag)            the plan's layout, each template's (stage's)\n"
     "                       ranks, memory and programs\n"
     "  --schedule-text      the pipeline schedule drawn for a terminal: a row\n"
     "                       per stage, a box per forward and backward\n"
     "  --schedule-svg FILE  the same drawing as an SVG picture\n"
     "  --trace FILE         time the drawing with a strata-run --trace of the\n"
-    "                       plan (its last iteration) instead of unit costs\n";
+    "                       plan (its last iteration) instead of unit costs\n"
+    "  --kernels DIR        write a CUDA plan's generated kernels into DIR,\n"
+    "                       NAME.cu (CUDA C++) and NAME.ptx for each\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-inspect: error: " << message << "\n";
@@ -52,6 +55,11 @@ void describe(const Plan &plan) {
                     ? std::string()
                     : ", " + plan.pipelineSchedule + " schedule")
             << "\n";
+  if (plan.cudaArch.empty())
+    std::cout << "target: cpu\n";
+  else
+    std::cout << "target: cuda " << plan.cudaArch << ", " << plan.code.size()
+              << " generated kernels (--kernels DIR writes them)\n";
   // The loader gives each stage's ranks their stage's template.
   uint32_t perStage = plan.tensorParallel * plan.dataParallel;
   for (uint32_t s = 0; s < plan.pipelineParallel; ++s) {
@@ -72,6 +80,40 @@ void describe(const Plan &plan) {
                         : std::string())
                 << "): " << program.instructions.size() << " instructions\n";
   }
+}
+
+/// Each generated kernel as DIR/NAME.cu and DIR/NAME.ptx.
+int writeKernels(const Plan &plan, const std::string &dir) {
+  if (plan.code.empty())
+    return fail("the plan has no generated kernels: strata-compile --target "
+                "cuda makes them");
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    return fail("cannot make directory '" + dir + "': " + error.message());
+  for (const CodeObject &code : plan.code) {
+    // A name from the plan becomes a file name: letters, digits, '_' only.
+    bool plain =
+        !code.name.empty() &&
+        std::all_of(code.name.begin(), code.name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        });
+    if (!plain)
+      return fail("generated kernel '" + code.name +
+                  "' has a name that is not a file name");
+    for (const auto &[suffix, text] :
+         {std::pair{".cu", &code.source}, std::pair{".ptx", &code.ptx}}) {
+      std::string path = dir + "/" + code.name + suffix;
+      std::ofstream out(path, std::ios::binary);
+      out << *text;
+      out.flush();
+      if (!out)
+        return fail("cannot write '" + path + "'");
+    }
+  }
+  std::cout << "wrote " << plan.code.size() << " kernels for " << plan.cudaArch
+            << " to " << dir << " (NAME.cu, NAME.ptx)\n";
+  return 0;
 }
 
 /// Each stage's order of forwards and backwards, from its first rank.
@@ -144,7 +186,7 @@ std::string traceTimes(const Plan &plan, const std::string &path,
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string planPath, svgPath, tracePath;
+  std::string planPath, svgPath, tracePath, kernelsDir;
   bool text = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -163,6 +205,9 @@ int main(int argc, char **argv) {
     } else if (arg == "--schedule-svg") {
       if (!value(svgPath))
         return fail("--schedule-svg needs a file to write");
+    } else if (arg == "--kernels") {
+      if (!value(kernelsDir))
+        return fail("--kernels needs a directory to write into");
     } else if (arg == "--trace") {
       if (!value(tracePath))
         return fail("--trace needs a trace file (strata-run --trace)");
@@ -184,6 +229,8 @@ int main(int argc, char **argv) {
   load.resolve = false;
   if (std::string error = loadPlan(planPath, plan, load); !error.empty())
     return fail(planPath + ": " + error);
+  if (!kernelsDir.empty())
+    return writeKernels(plan, kernelsDir);
   if (!text && svgPath.empty()) {
     if (!tracePath.empty())
       return fail("--trace times a drawing: add --schedule-text or "

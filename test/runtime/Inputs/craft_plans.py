@@ -4,11 +4,12 @@ value checks stand between it and the runtime. strata-run must refuse each
 with one error line and exit status 1: never a crash, a hang or a write
 outside its memory.
 
-  craft_plans.py SCHEMA PIPELINE.plan TENSOR.plan
+  craft_plans.py SCHEMA PIPELINE.plan TENSOR.plan CUDA.plan
 
 PIPELINE.plan is a two-stage plan of one rank per stage (two templates that
 share the tied embedding; it has a stash); TENSOR.plan a two-rank
-tensor-parallel plan (one template, with per-rank values).
+tensor-parallel plan (one template, with per-rank values); CUDA.plan a
+plan of the cuda target (generated kernels), which the CPU backend runs.
 Prints, per case, the case's name and strata-run's error line.
 """
 import copy
@@ -20,7 +21,7 @@ import sys
 import tempfile
 import zlib
 
-schema, pipeline_path, tensor_path = sys.argv[1:4]
+schema, pipeline_path, tensor_path, cuda_path = sys.argv[1:5]
 work = tempfile.mkdtemp(prefix="strata-craft-")
 
 
@@ -57,6 +58,7 @@ def refused(name, path, flags=("--train-iters", "1")):
 
 pipeline = decode(pipeline_path)
 tensor = decode(tensor_path)
+cuda = decode(cuda_path)
 
 
 def first(items, predicate):
@@ -168,4 +170,17 @@ case("schedule-program-out-of-range", pipeline,
      lambda p: rank0(p)["schedule"][0].update(program=99))
 case("microbatch-out-of-range", pipeline,
      lambda p: rank0(p)["schedule"][0].update(microbatch=99))
+
+# The cuda target: every launch runs its own kernel's compiled code.
+case("cuda-launch-without-code", cuda,
+     lambda p: first_launch(p, "layer_norm_fwd").update(code=-1))
+case("cuda-code-of-another-kernel", cuda,
+     lambda p: first_launch(p, "layer_norm_fwd").update(
+         code=first(p["code"], lambda c: c["kernel"] == "add")))
+case("cuda-code-without-ptx", cuda,
+     lambda p: p["code"][first_launch(p, "layer_norm_fwd")["code"]].update(ptx=""))
+case("cuda-block-too-large", cuda,
+     lambda p: first_launch(p, "layer_norm_fwd").update(block=[2048, 1, 1]))
+case("cuda-grid-empty", cuda,
+     lambda p: first_launch(p, "layer_norm_fwd").update(grid=[0, 1, 1]))
 print("refused every crafted plan cleanly")

@@ -1,0 +1,78 @@
+//===- CudaKernel.h - CUDA C++ for one launch of the catalog ----*- C++ -*-===//
+//
+// The CUDA target's code generation: each exec.launch becomes one CUDA C++
+// translation unit with one kernel, specialized for the launch's shapes,
+// dtypes and constant attributes, which NVRTC compiles to PTX at compile
+// time (Nvrtc.h). No MLIR here: a launch is described by plain values, so
+// the emitters can be tested without the compiler around them.
+//
+// The launch contract, the same for every kernel (the runtime's cuda
+// backend builds its arguments the same way, from the catalog): the
+// kernel's parameters are a pointer per operand of the catalog, inputs then
+// outputs, null for an absent optional one, then one 64-bit integer per
+// Int attribute (Kernels.def's INT), in the catalog's order, carrying the
+// rank's resolved value. Float, Bool and Ints attributes are constants of
+// the source. `sharedBytes` is the kernel's dynamic shared memory; past
+// 48 KiB the launcher must allow it first (cuFuncSetAttribute). A kernel's
+// module-scope scratch is its own: launches run on the compute stream, in
+// order, and each rank loads its own modules.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_COMPILER_CODEGEN_CUDAKERNEL_H
+#define STRATA_COMPILER_CODEGEN_CUDAKERNEL_H
+
+#include "runtime/plan/KernelCatalog.h"
+#include "runtime/plan/Plan.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::codegen {
+
+/// An operand of a launch: its buffer's dtype and shape, or absent.
+struct OperandDesc {
+  runtime::DType dtype = runtime::DType::F32;
+  std::vector<int64_t> shape;
+  bool present = true;
+  int64_t elements() const;
+};
+
+/// An attribute's value: `i` for Int and Bool, `f` for Float, `list` for
+/// Ints. `perRank`: the value differs between the template's ranks (only
+/// an Int attribute the kernel reads at run time may).
+struct AttrDesc {
+  int64_t i = 0;
+  double f = 0;
+  std::vector<int64_t> list;
+  bool perRank = false;
+};
+
+struct LaunchDesc {
+  runtime::KernelId kernel = runtime::KernelId::Fill;
+  std::vector<OperandDesc> operands; // in the catalog's order
+  std::vector<AttrDesc> attrs;       // in the catalog's order
+};
+
+/// What an emitter writes: the kernel's body, the file-scope declarations
+/// it needs (constant tables, scratch), and its launch shape.
+struct KernelCode {
+  std::string globals;
+  std::string body;
+  std::array<uint32_t, 3> grid = {1, 1, 1}, block = {1, 1, 1};
+  uint32_t sharedBytes = 0; // dynamic shared memory
+};
+
+/// Generates the kernel for `launch`. Returns "" or why the launch cannot
+/// be generated. Two launches whose units (kernelUnit) are equal share one
+/// kernel.
+std::string emitKernel(const LaunchDesc &launch, KernelCode &code);
+
+/// The translation unit of an emitted kernel, the kernel called `name`.
+std::string kernelUnit(const LaunchDesc &launch, const KernelCode &code,
+                       const std::string &name);
+
+} // namespace strata::codegen
+
+#endif

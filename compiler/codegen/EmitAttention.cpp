@@ -1,0 +1,313 @@
+//===- EmitAttention.cpp - flash attention, forward and backward ----------===//
+//
+// The flash-attention contract of runtime/cpu/Attention.cpp: no s×s matrix
+// in memory; the forward keeps each query row's log-sum-exp, the backward
+// recomputes the probabilities from it. Keys are taken 32 at a time into
+// shared memory; a warp owns a row (of queries in the forward and for dq,
+// of keys for dk and dv). Scores are computed a lane per key (or query),
+// outputs a lane per head dimension, and the probabilities pass between
+// the two by shuffles. The softmax is online (running max and sum).
+//
+// These are SIMT kernels, correct for any head dimension; the tensor-core
+// (mma.sync, wgmma) kernels that make attention fast are the next step.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/codegen/Emitters.h"
+
+#include <cmath>
+
+namespace strata::codegen {
+
+using namespace runtime::kernels;
+
+namespace {
+
+constexpr int64_t kRows = 4; // warps per block: rows in flight
+
+struct Shape {
+  int64_t batch, seq, heads, keys, kvHeads, dim, perLane;
+  bool causal;
+  explicit Shape(const View &v) {
+    const std::vector<int64_t> &q = v.shape(AttentionFwd::op::q),
+                               &k = v.shape(AttentionFwd::op::k);
+    batch = q[0];
+    seq = q[1];
+    heads = q[2];
+    dim = q[3];
+    keys = k[1];
+    kvHeads = k[2];
+    perLane = (dim + 31) / 32;
+    causal = v.flag(AttentionFwd::attr::causal);
+  }
+  /// The placeholders every attention kernel's text uses.
+  std::string apply(std::string_view text) const {
+    return fill(text, {{"SEQ", num(seq)},
+                       {"HEADS", num(heads)},
+                       {"KEYS", num(keys)},
+                       {"KVHEADS", num(kvHeads)},
+                       {"DIM", num(dim)},
+                       {"PAD", num(dim + 1)},
+                       {"PERLANE", std::to_string(perLane)},
+                       {"ROWS", num(kRows)},
+                       {"CAUSAL", causal ? "true" : "false"},
+                       {"SCALE", f32(1.0 / std::sqrt(double(dim)))}});
+  }
+};
+
+/// Index helpers: q-shaped [b, s, H, d], kv-shaped [b, t, K, d], lse
+/// [b, H, s].
+constexpr const char *kIndex = R"(
+__device__ __forceinline__ i64 qAt(i64 b, i64 i, i64 h, i64 d) {
+  return ((b * $SEQ + i) * $HEADS + h) * $DIM + d;
+}
+__device__ __forceinline__ i64 kvAt(i64 b, i64 j, i64 g, i64 d) {
+  return ((b * $KEYS + j) * $KVHEADS + g) * $DIM + d;
+}
+__device__ __forceinline__ i64 lseAt(i64 b, i64 h, i64 i) {
+  return (b * $HEADS + h) * $SEQ + i;
+}
+)";
+
+/// Loads keys j0..j0+31 of kv head g into `kTile` (rows padded to PAD, so
+/// that a lane per key reads without bank conflicts) and `vTile`.
+constexpr const char *kLoadKeys = R"(    __syncthreads();
+    for (i64 e = threadIdx.x; e < 32 * $DIM; e += blockDim.x) {
+      i64 jj = e / $DIM, d = e % $DIM, j = j0 + jj;
+      kTile[jj * $PAD + d] = j < $KEYS ? load(k, kvAt(b, j, g, d)) : 0.0f;
+      vTile[jj * $PAD + d] = j < $KEYS ? load(v, kvAt(b, j, g, d)) : 0.0f;
+    }
+    __syncthreads();
+)";
+
+} // namespace
+
+std::string emitAttentionFwd(const LaunchDesc &launch, KernelCode &code) {
+  View v{launch};
+  Shape s(v);
+  code.block = {uint32_t(32 * kRows), 1, 1};
+  code.grid = {blocksFor(s.seq, kRows, 1u << 30), uint32_t(s.heads),
+               uint32_t(s.batch)};
+  code.sharedBytes = uint32_t((2 * 32 * (s.dim + 1) + kRows * s.dim) * 4);
+  code.globals = s.apply(kIndex);
+  code.body = s.apply(R"(  extern __shared__ float tiles[];
+  float *kTile = tiles, *vTile = kTile + 32 * $PAD, *qRow = vTile + 32 * $PAD;
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  i64 b = blockIdx.z, h = blockIdx.y;
+  i64 i = blockIdx.x * $ROWS + warp;
+  bool active = i < $SEQ;
+  i64 g = (query_head_offset + h) / group_size;
+  qRow += warp * $DIM;
+  for (i64 d = lane; d < $DIM; d += 32)
+    qRow[d] = active ? load(q, qAt(b, i, h, d)) : 0.0f;
+  float rowMax = -__uint_as_float(0x7f800000u), rowSum = 0.0f;
+  float acc[$PERLANE];
+  for (int t = 0; t < $PERLANE; ++t)
+    acc[t] = 0.0f;
+  i64 lastKey = $KEYS - 1;
+  if ($CAUSAL) {
+    i64 lastRow = blockIdx.x * $ROWS + $ROWS - 1;
+    lastKey = lastRow < lastKey ? lastRow : lastKey;
+  }
+  for (i64 j0 = 0; j0 <= lastKey; j0 += 32) {
+)") + s.apply(kLoadKeys) +
+              s.apply(R"(    if (!active || ($CAUSAL && j0 > i))
+      continue;
+    i64 j = j0 + lane;
+    bool visible = j < $KEYS && (!$CAUSAL || j <= i);
+    float score = -__uint_as_float(0x7f800000u);
+    if (visible) {
+      float dot = 0.0f;
+      for (int d = 0; d < $DIM; ++d)
+        dot += qRow[d] * kTile[lane * $PAD + d];
+      score = dot * $SCALE;
+    }
+    float newMax = fmaxf(rowMax, warpMax(score));
+    float p = visible ? expf(score - newMax) : 0.0f;
+    float correction = expf(rowMax - newMax);
+    rowSum = rowSum * correction + warpSum(p);
+    for (int t = 0; t < $PERLANE; ++t)
+      acc[t] *= correction;
+    for (int jj = 0; jj < 32; ++jj) {
+      float pj = __shfl_sync(0xffffffffu, p, jj);
+      for (int t = 0; t < $PERLANE; ++t) {
+        int d = lane + 32 * t;
+        if (d < $DIM)
+          acc[t] += pj * vTile[jj * $PAD + d];
+      }
+    }
+    rowMax = newMax;
+  }
+  if (!active)
+    return;
+  for (int t = 0; t < $PERLANE; ++t) {
+    int d = lane + 32 * t;
+    if (d < $DIM)
+      store(o, qAt(b, i, h, d), acc[t] / rowSum);
+  }
+  if (lane == 0)
+    lse[lseAt(b, h, i)] = rowMax + logf(rowSum);
+)");
+  return "";
+}
+
+std::string emitAttentionBwd(const LaunchDesc &launch, KernelCode &code) {
+  View v{launch};
+  Shape s(v);
+  int64_t queryBlocks = (s.seq + kRows - 1) / kRows;
+  int64_t keyBlocks = (s.keys + kRows - 1) / kRows;
+  code.block = {uint32_t(32 * kRows), 1, 1};
+  // Blocks [0, queryBlocks) compute dq, a warp per query row; the others
+  // dk and dv, a warp per key row. Neither writes what the other reads.
+  code.grid = {uint32_t(queryBlocks + keyBlocks),
+               uint32_t(std::max(s.heads, s.kvHeads)), uint32_t(s.batch)};
+  code.sharedBytes =
+      uint32_t((2 * 32 * (s.dim + 1) + 2 * kRows * s.dim + 64) * 4);
+  code.globals = s.apply(kIndex);
+  code.body = fill(s.apply(R"(  extern __shared__ float tiles[];
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  i64 b = blockIdx.z;
+  if (blockIdx.x < $QBLOCKS) {
+    // dq_i = scale · Σ_j dS_ij k_j, dS = P ⊙ (dO·vᵀ − D), D_i = dO_i·O_i.
+    i64 h = blockIdx.y;
+    if (h >= $HEADS)
+      return;
+    float *kTile = tiles, *vTile = kTile + 32 * $PAD;
+    float *qRow = vTile + 32 * $PAD + warp * $DIM;
+    float *dORow = vTile + 32 * $PAD + $ROWS * $DIM + warp * $DIM;
+    i64 i = blockIdx.x * $ROWS + warp;
+    bool active = i < $SEQ;
+    i64 g = (query_head_offset + h) / group_size;
+    float dotOut = 0.0f;
+    for (i64 d = lane; d < $DIM; d += 32) {
+      qRow[d] = active ? load(q, qAt(b, i, h, d)) : 0.0f;
+      dORow[d] = active ? load(dout, qAt(b, i, h, d)) : 0.0f;
+      dotOut += active ? dORow[d] * load(o, qAt(b, i, h, d)) : 0.0f;
+    }
+    float rowD = warpSum(dotOut);
+    float rowLse = active ? lse[lseAt(b, h, i)] : 0.0f;
+    float acc[$PERLANE];
+    for (int t = 0; t < $PERLANE; ++t)
+      acc[t] = 0.0f;
+    i64 lastKey = $KEYS - 1;
+    if ($CAUSAL) {
+      i64 lastRow = blockIdx.x * $ROWS + $ROWS - 1;
+      lastKey = lastRow < lastKey ? lastRow : lastKey;
+    }
+    for (i64 j0 = 0; j0 <= lastKey; j0 += 32) {
+)") + s.apply(kLoadKeys) +
+                       s.apply(R"(      if (!active || ($CAUSAL && j0 > i))
+        continue;
+      i64 j = j0 + lane;
+      bool visible = j < $KEYS && (!$CAUSAL || j <= i);
+      float dS = 0.0f;
+      if (visible) {
+        float score = 0.0f, dP = 0.0f;
+        for (int d = 0; d < $DIM; ++d) {
+          score += qRow[d] * kTile[lane * $PAD + d];
+          dP += dORow[d] * vTile[lane * $PAD + d];
+        }
+        float p = expf(score * $SCALE - rowLse);
+        dS = p * (dP - rowD);
+      }
+      for (int jj = 0; jj < 32; ++jj) {
+        float dSj = __shfl_sync(0xffffffffu, dS, jj);
+        for (int t = 0; t < $PERLANE; ++t) {
+          int d = lane + 32 * t;
+          if (d < $DIM)
+            acc[t] += dSj * kTile[jj * $PAD + d];
+        }
+      }
+    }
+    if (!active)
+      return;
+    for (int t = 0; t < $PERLANE; ++t) {
+      int d = lane + 32 * t;
+      if (d < $DIM)
+        store(dq, qAt(b, i, h, d), acc[t] * $SCALE);
+    }
+    return;
+  }
+  // dk_j = scale · Σ_i dS_ij q_i and dv_j = Σ_i P_ij dO_i over the query
+  // heads that read kv head g, in head order.
+  i64 g = blockIdx.y;
+  if (g >= $KVHEADS)
+    return;
+  float *qTile = tiles, *dOTile = qTile + 32 * $PAD;
+  float *kRow = dOTile + 32 * $PAD + warp * $DIM;
+  float *vRow = dOTile + 32 * $PAD + $ROWS * $DIM + warp * $DIM;
+  float *rowD = dOTile + 32 * $PAD + 2 * $ROWS * $DIM, *rowLse = rowD + 32;
+  i64 firstKey = (blockIdx.x - $QBLOCKS) * $ROWS;
+  i64 j = firstKey + warp;
+  bool active = j < $KEYS;
+  for (i64 d = lane; d < $DIM; d += 32) {
+    kRow[d] = active ? load(k, kvAt(b, j, g, d)) : 0.0f;
+    vRow[d] = active ? load(v, kvAt(b, j, g, d)) : 0.0f;
+  }
+  float dkAcc[$PERLANE], dvAcc[$PERLANE];
+  for (int t = 0; t < $PERLANE; ++t)
+    dkAcc[t] = dvAcc[t] = 0.0f;
+  i64 firstQuery = $CAUSAL ? firstKey / 32 * 32 : 0;
+  for (i64 h = 0; h < $HEADS; ++h) {
+    if ((query_head_offset + h) / group_size != g)
+      continue;
+    for (i64 i0 = firstQuery; i0 < $SEQ; i0 += 32) {
+      __syncthreads();
+      for (i64 e = threadIdx.x; e < 32 * $DIM; e += blockDim.x) {
+        i64 ii = e / $DIM, d = e % $DIM, i = i0 + ii;
+        qTile[ii * $PAD + d] = i < $SEQ ? load(q, qAt(b, i, h, d)) : 0.0f;
+        dOTile[ii * $PAD + d] = i < $SEQ ? load(dout, qAt(b, i, h, d)) : 0.0f;
+      }
+      for (i64 ii = warp; ii < 32; ii += $ROWS) {
+        i64 i = i0 + ii;
+        float dot = 0.0f;
+        for (i64 d = lane; d < $DIM; d += 32)
+          dot += i < $SEQ ? load(dout, qAt(b, i, h, d)) * load(o, qAt(b, i, h, d)) : 0.0f;
+        dot = warpSum(dot);
+        if (lane == 0) {
+          rowD[ii] = dot;
+          rowLse[ii] = i < $SEQ ? lse[lseAt(b, h, i)] : 0.0f;
+        }
+      }
+      __syncthreads();
+      if (!active || ($CAUSAL && i0 + 31 < j))
+        continue;
+      i64 i = i0 + lane;
+      bool visible = i < $SEQ && (!$CAUSAL || i >= j);
+      float p = 0.0f, dS = 0.0f;
+      if (visible) {
+        float score = 0.0f, dP = 0.0f;
+        for (int d = 0; d < $DIM; ++d) {
+          score += qTile[lane * $PAD + d] * kRow[d];
+          dP += dOTile[lane * $PAD + d] * vRow[d];
+        }
+        p = expf(score * $SCALE - rowLse[lane]);
+        dS = p * (dP - rowD[lane]);
+      }
+      for (int ii = 0; ii < 32; ++ii) {
+        float pi = __shfl_sync(0xffffffffu, p, ii);
+        float dSi = __shfl_sync(0xffffffffu, dS, ii);
+        for (int t = 0; t < $PERLANE; ++t) {
+          int d = lane + 32 * t;
+          if (d < $DIM) {
+            dvAcc[t] += pi * dOTile[ii * $PAD + d];
+            dkAcc[t] += dSi * qTile[ii * $PAD + d];
+          }
+        }
+      }
+    }
+  }
+  if (!active)
+    return;
+  for (int t = 0; t < $PERLANE; ++t) {
+    int d = lane + 32 * t;
+    if (d < $DIM) {
+      store(dk, kvAt(b, j, g, d), dkAcc[t] * $SCALE);
+      store(dv, kvAt(b, j, g, d), dvAcc[t]);
+    }
+  }
+)"),
+                   {{"QBLOCKS", num(queryBlocks)}});
+  return "";
+}
+
+} // namespace strata::codegen

@@ -1,0 +1,182 @@
+//===- EmitLoss.cpp - softmax cross-entropy, whole and vocabulary-parallel
+//-===//
+//
+// The math of runtime/cpu/Loss.cpp (exponentials and sums in double, as
+// there), a block per row of logits; the
+// gradient kernels recompute the softmax from the row statistics and
+// never store it. The mean over tokens adds the rows' losses in row order
+// in one thread, so the loss is the same on every run.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/codegen/Emitters.h"
+
+namespace strata::codegen {
+
+using namespace runtime::kernels;
+
+namespace {
+
+constexpr uint32_t kRowThreads = 256;
+
+/// A kernel with a block per row of `rows` (a grid-stride loop over them).
+void perRow(KernelCode &code, int64_t rows, std::string_view body) {
+  code.block = {kRowThreads, 1, 1};
+  code.grid = {blocksFor(rows, 1, 1u << 20), 1, 1};
+  code.body = fill(R"(  for (i64 r = blockIdx.x; r < $ROWS; r += gridDim.x) {
+    i64 base = r * $COLUMNS;
+$BODY  }
+)",
+                   {{"ROWS", num(rows)},
+                    {"BODY", std::string(body)},
+                    {"COLUMNS", "$COLUMNS"}});
+}
+
+/// The row's max and sum of exp(z − max) over its first `valid` columns,
+/// in every thread.
+constexpr const char *kRowSoftmax =
+    R"(    float rowMax = -__uint_as_float(0x7f800000u);
+    for (i64 c = threadIdx.x; c < valid; c += blockDim.x)
+      rowMax = fmaxf(rowMax, load(logits, base + c));
+    rowMax = blockMax<$THREADS>(rowMax);
+    double rowSum = 0.0;
+    for (i64 c = threadIdx.x; c < valid; c += blockDim.x)
+      rowSum += exp((double)load(logits, base + c) - rowMax);
+    rowSum = blockSum<$THREADS>(rowSum);
+)";
+
+/// The columns of a rank's shard that are vocabulary, not padding.
+constexpr const char *kValidColumns =
+    "  i64 valid = vocab_size - vocab_offset;\n"
+    "  valid = valid < 0 ? 0 : valid > $COLUMNS ? $COLUMNS : valid;\n";
+
+std::string withShape(std::string text, int64_t columns) {
+  return fill(text, {{"COLUMNS", num(columns)},
+                     {"THREADS", std::to_string(kRowThreads)}});
+}
+
+} // namespace
+
+std::string emitCrossEntropyFwd(const LaunchDesc &launch, KernelCode &code) {
+  using namespace CrossEntropyFwd;
+  View v{launch};
+  int64_t columns = v.lastDim(op::logits), rows = v.count(op::labels);
+  code.globals = "__device__ float rowLoss[" + num(rows) + "];\n";
+  perRow(code, rows, std::string(kRowSoftmax) + R"(    if (threadIdx.x == 0) {
+      i64 label = labels[r];
+      float target = label >= 0 && label < $COLUMNS ? load(logits, base + label) : 0.0f;
+      rowLoss[r] = (float)(rowMax + log(rowSum) - target);
+    }
+)");
+  code.body = std::string("  i64 valid = vocab_size < $COLUMNS ? vocab_size : "
+                          "$COLUMNS;\n") +
+              code.body +
+              fill(R"(  if (!lastBlock() || threadIdx.x != 0)
+    return;
+  double total = 0.0;
+  for (i64 r = 0; r < $ROWS; ++r)
+    total += __ldcg(&rowLoss[r]);
+  loss[0] = (float)(total / $ROWS);
+)",
+                   {{"ROWS", num(rows)}});
+  code.body = withShape(code.body, columns);
+  return "";
+}
+
+std::string emitCrossEntropyBwd(const LaunchDesc &launch, KernelCode &code) {
+  using namespace CrossEntropyBwd;
+  View v{launch};
+  int64_t columns = v.lastDim(op::logits), rows = v.count(op::labels);
+  perRow(code, rows,
+         std::string(kRowSoftmax) + R"(    double lse = rowMax + log(rowSum);
+    double scale = (double)dloss[0] / $ROWS;
+    for (i64 c = threadIdx.x; c < $COLUMNS; c += blockDim.x) {
+      double p = c < valid ? exp(load(logits, base + c) - lse) : 0.0;
+      store(dlogits, base + c, (float)((p - (c == labels[r] ? 1.0 : 0.0)) * scale));
+    }
+)");
+  code.body = "  i64 valid = vocab_size < $COLUMNS ? vocab_size : $COLUMNS;\n" +
+              fill(code.body, {{"ROWS", num(rows)}});
+  code.body = withShape(code.body, columns);
+  return "";
+}
+
+std::string emitLogitsMax(const LaunchDesc &launch, KernelCode &code) {
+  View v{launch};
+  int64_t columns = v.lastDim(LogitsMax::op::logits);
+  int64_t rows = v.count(LogitsMax::op::logits) / columns;
+  perRow(code, rows, R"(    float m = -__uint_as_float(0x7f800000u);
+    for (i64 c = threadIdx.x; c < valid; c += blockDim.x)
+      m = fmaxf(m, load(logits, base + c));
+    m = blockMax<$THREADS>(m);
+    if (threadIdx.x == 0)
+      max[r] = m;
+)");
+  code.body = withShape(kValidColumns + code.body, columns);
+  return "";
+}
+
+std::string emitLogitsTarget(const LaunchDesc &launch, KernelCode &code) {
+  View v{launch};
+  int64_t columns = v.lastDim(LogitsTarget::op::logits);
+  int64_t rows = v.count(LogitsTarget::op::logits) / columns;
+  code.block = {kThreads, 1, 1};
+  code.grid = {blocksFor(rows, kThreads), 1, 1};
+  code.body =
+      withShape(kValidColumns +
+                    forEach(rows, R"(    i64 c = (i64)labels[i] - vocab_offset;
+    target[i] = c >= 0 && c < valid ? load(logits, i * $COLUMNS + c) : 0.0f;)"),
+                columns);
+  return "";
+}
+
+std::string emitLogitsSumExp(const LaunchDesc &launch, KernelCode &code) {
+  View v{launch};
+  int64_t columns = v.lastDim(LogitsSumExp::op::logits);
+  int64_t rows = v.count(LogitsSumExp::op::logits) / columns;
+  perRow(code, rows, R"(    double s = 0.0;
+    for (i64 c = threadIdx.x; c < valid; c += blockDim.x)
+      s += exp((double)load(logits, base + c) - max[r]);
+    s = blockSum<$THREADS>(s);
+    if (threadIdx.x == 0)
+      sum[r] = (float)s;
+)");
+  code.body = withShape(kValidColumns + code.body, columns);
+  return "";
+}
+
+std::string emitCrossEntropyFromStats(const LaunchDesc &launch,
+                                      KernelCode &code) {
+  int64_t rows = View{launch}.count(CrossEntropyFromStats::op::max);
+  // One block: each thread's rows, then the block's sum, in fixed order.
+  code.block = {kRowThreads, 1, 1};
+  code.body =
+      fill(R"(  double total = 0.0;
+  for (i64 r = threadIdx.x; r < $ROWS; r += blockDim.x)
+    total += log((double)sum[r]) + max[r] - target[r];
+  total = blockSum<$THREADS>(total);
+  if (threadIdx.x == 0)
+    loss[0] = (float)(total / $ROWS);
+)",
+           {{"ROWS", num(rows)}, {"THREADS", std::to_string(kRowThreads)}});
+  return "";
+}
+
+std::string emitCrossEntropyGradFromStats(const LaunchDesc &launch,
+                                          KernelCode &code) {
+  using namespace CrossEntropyGradFromStats;
+  View v{launch};
+  int64_t columns = v.lastDim(op::logits);
+  int64_t rows = v.count(op::logits) / columns;
+  perRow(code, rows, R"(    i64 own = (i64)labels[r] - vocab_offset;
+    double scale = (double)dloss[0] / $ROWS;
+    for (i64 c = threadIdx.x; c < $COLUMNS; c += blockDim.x) {
+      double p = c < valid ? exp((double)load(logits, base + c) - max[r]) / sum[r] : 0.0;
+      store(dlogits, base + c, (float)((p - (c == own ? 1.0 : 0.0)) * scale));
+    }
+)");
+  code.body = withShape(kValidColumns + fill(code.body, {{"ROWS", num(rows)}}),
+                        columns);
+  return "";
+}
+
+} // namespace strata::codegen

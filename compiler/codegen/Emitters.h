@@ -1,0 +1,62 @@
+//===- Emitters.h - what the kernel emitters share --------------*- C++ -*-===//
+//
+// One emitter per kernel of the catalog, emit<Name> (a kernel without one
+// does not link), grouped by family in the Emit*.cpp files, and the
+// helpers they write their text with.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_COMPILER_CODEGEN_EMITTERS_H
+#define STRATA_COMPILER_CODEGEN_EMITTERS_H
+
+#include "compiler/codegen/CudaKernel.h"
+
+#include <initializer_list>
+#include <string_view>
+#include <utility>
+
+namespace strata::codegen {
+
+/// `pattern` with each `$NAME` replaced by its value (longest names are
+/// not special: names must not be prefixes of each other).
+std::string
+fill(std::string_view pattern,
+     std::initializer_list<std::pair<std::string_view, std::string>> values);
+
+/// Literals: an integer, an f32 constant, an f64 constant (exact).
+std::string num(int64_t value);
+std::string f32(double value);
+std::string f64(double value);
+
+/// The C type an operand's elements are stored as.
+const char *ctype(runtime::DType dtype);
+
+/// Threads per block of the one-dimensional kernels.
+inline constexpr uint32_t kThreads = 256;
+
+/// A grid of blocks of `threads` covering `n` items, at most `cap` blocks
+/// (kernels loop when there are more).
+uint32_t blocksFor(int64_t n, uint32_t threads, uint32_t cap = 65535);
+
+/// A launch's operands and attributes by catalog position.
+struct View {
+  const LaunchDesc &launch;
+  const OperandDesc &op(unsigned i) const { return launch.operands[i]; }
+  int64_t count(unsigned i) const { return op(i).elements(); }
+  const std::vector<int64_t> &shape(unsigned i) const { return op(i).shape; }
+  int64_t lastDim(unsigned i) const {
+    return shape(i).empty() ? 1 : shape(i).back();
+  }
+  const AttrDesc &attr(unsigned i) const { return launch.attrs[i]; }
+  bool flag(unsigned i) const { return attr(i).i != 0; }
+};
+
+/// The body of a loop over `n` items, `i` the item: a grid-stride loop.
+std::string forEach(int64_t n, std::string_view body);
+
+#define KERNEL(Name, text)                                                     \
+  std::string emit##Name(const LaunchDesc &launch, KernelCode &code);
+#include "runtime/plan/Kernels.def"
+
+} // namespace strata::codegen
+
+#endif

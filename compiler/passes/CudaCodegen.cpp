@@ -1,0 +1,152 @@
+//===- CudaCodegen.cpp - a CUDA kernel for every launch -------------------===//
+//
+// The pass reads each launch's operands off its buffers and hands a plain
+// description to the emitters (compiler/codegen/CudaKernel.h); equal
+// translation units are emitted once.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Passes.h"
+#include "compiler/codegen/CudaKernel.h"
+#include "compiler/codegen/Nvrtc.h"
+#include "dialects/exec/ExecDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+
+namespace strata {
+#define GEN_PASS_DEF_CUDACODEGEN
+#include "compiler/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+std::optional<runtime::DType> dtypeOf(Type type) {
+  Type element = cast<ShapedType>(type).getElementType();
+  if (element.isF32())
+    return runtime::DType::F32;
+  if (element.isBF16())
+    return runtime::DType::BF16;
+  if (element.isInteger(32))
+    return runtime::DType::I32;
+  return std::nullopt;
+}
+
+/// The launch as the emitters see it.
+FailureOr<codegen::LaunchDesc>
+describe(exec::LaunchOp launch,
+         const llvm::StringMap<exec::BufferOp> &buffers) {
+  int id = runtime::findKernel(launch.getKernel().str());
+  if (id < 0)
+    return launch.emitOpError() << "launches no kernel of the catalog";
+  codegen::LaunchDesc desc;
+  desc.kernel = runtime::KernelId(id);
+  const runtime::KernelSpec &spec = runtime::kernelSpec(desc.kernel);
+  SmallVector<Attribute> names(launch.getInputs().getValue());
+  llvm::append_range(names, launch.getOutputs().getValue());
+  for (size_t i = 0; i < spec.operands.size(); ++i) {
+    codegen::OperandDesc operand;
+    if (i >= names.size()) {
+      operand.present = false; // an optional output left out
+      desc.operands.push_back(operand);
+      continue;
+    }
+    StringRef name = cast<FlatSymbolRefAttr>(names[i]).getValue();
+    exec::BufferOp buffer = buffers.lookup(name);
+    if (!buffer)
+      return launch.emitOpError() << "names no buffer '" << name << "'";
+    auto type = dyn_cast<RankedTensorType>(buffer.getType());
+    std::optional<runtime::DType> dtype = type ? dtypeOf(type) : std::nullopt;
+    if (!dtype)
+      return launch.emitOpError()
+             << "operand '" << name << "' has a type no kernel takes";
+    operand.dtype = *dtype;
+    operand.shape.assign(type.getShape().begin(), type.getShape().end());
+    desc.operands.push_back(operand);
+  }
+  DictionaryAttr perRank = launch.getPerRankAttr();
+  for (const runtime::AttrSpec &spec : spec.attrs) {
+    codegen::AttrDesc attr;
+    Attribute value = launch.getArgs().get(spec.name);
+    if (auto b = dyn_cast_or_null<BoolAttr>(value))
+      attr.i = b.getValue();
+    else if (auto n = dyn_cast_or_null<IntegerAttr>(value))
+      attr.i = n.getInt();
+    else if (auto f = dyn_cast_or_null<FloatAttr>(value))
+      attr.f = f.getValueAsDouble();
+    else if (auto list = dyn_cast_or_null<DenseI64ArrayAttr>(value))
+      attr.list.assign(list.asArrayRef().begin(), list.asArrayRef().end());
+    attr.perRank = perRank && perRank.get(spec.name);
+    desc.attrs.push_back(std::move(attr));
+  }
+  return desc;
+}
+
+struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
+  using CudaCodegenBase::CudaCodegenBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (!codegen::isCudaArch(arch)) {
+      module.emitError() << "unknown CUDA architecture '" << arch << "' ("
+                         << codegen::kCudaArchs << ")";
+      return signalPassFailure();
+    }
+    for (auto old : llvm::make_early_inc_range(module.getOps<exec::CodeOp>()))
+      old.erase();
+    Builder b(module.getContext());
+    // Each distinct unit once: its name by the unit's text.
+    std::map<std::string, std::string> nameOf;
+    std::vector<std::pair<std::string, std::string>> codes; // name, kernel
+    std::vector<std::string> sources;
+    llvm::StringMap<int> perKernel;
+    for (auto stage : module.getOps<exec::TemplateOp>()) {
+      llvm::StringMap<exec::BufferOp> buffers;
+      for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
+        buffers[buffer.getSymName()] = buffer;
+      WalkResult walked = stage.walk([&](exec::LaunchOp launch) {
+        FailureOr<codegen::LaunchDesc> desc = describe(launch, buffers);
+        if (failed(desc))
+          return WalkResult::interrupt();
+        codegen::KernelCode code;
+        std::string error = codegen::emitKernel(*desc, code);
+        if (!error.empty()) {
+          launch.emitOpError() << "has no CUDA kernel: " << error;
+          return WalkResult::interrupt();
+        }
+        std::string key = codegen::kernelUnit(*desc, code, "kernel");
+        auto [it, fresh] = nameOf.try_emplace(key, "");
+        if (fresh) {
+          std::string kernel = launch.getKernel().str();
+          it->second = kernel + "_" + std::to_string(perKernel[kernel]++);
+          codes.push_back({it->second, kernel});
+          sources.push_back(codegen::kernelUnit(*desc, code, it->second));
+        }
+        auto dims = [&](const std::array<uint32_t, 3> &d) {
+          return b.getDenseI64ArrayAttr({d[0], d[1], d[2]});
+        };
+        launch.setGridAttr(dims(code.grid));
+        launch.setBlockAttr(dims(code.block));
+        if (code.sharedBytes)
+          launch.setSharedBytesAttr(b.getI64IntegerAttr(code.sharedBytes));
+        else
+          launch.removeSharedBytesAttr();
+        launch.setCodeAttr(b.getStringAttr(it->second));
+        return WalkResult::advance();
+      });
+      if (walked.wasInterrupted())
+        return signalPassFailure();
+    }
+    OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
+    for (size_t i = 0; i < codes.size(); ++i)
+      exec::CodeOp::create(builder, module.getLoc(), codes[i].first,
+                           codes[i].second, sources[i], StringAttr());
+    module->setAttr("strata.cuda_arch", b.getStringAttr(arch));
+  }
+};
+
+} // namespace

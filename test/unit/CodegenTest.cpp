@@ -1,0 +1,270 @@
+//===- CodegenTest.cpp - the CUDA kernels' generation, without a GPU ------===//
+//
+// Every kernel of the catalog is emitted for small shapes in f32 and bf16
+// and compiled by NVRTC for both architectures; the launch shapes cover
+// the work; equal launches share a unit; the kernel's parameters follow
+// the launch contract (CudaKernel.h). Whether the kernels compute the
+// right numbers needs a GPU (test/gpu).
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/codegen/CudaKernel.h"
+#include "compiler/codegen/Nvrtc.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+using namespace strata;
+using namespace strata::codegen;
+using runtime::DType;
+using runtime::KernelId;
+
+namespace {
+
+/// Each kernel's operands' shapes, in the catalog's order.
+std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
+  using S = std::vector<std::vector<int64_t>>;
+  const std::vector<int64_t> m = {5, 7}, row = {7}, one = {1};
+  const std::vector<int64_t> q = {2, 9, 4, 16}, kv = {2, 9, 2, 16},
+                             lse = {2, 4, 9};
+  const std::vector<int64_t> logits = {6, 10}, stat = {6}, flat = {100};
+  switch (id) {
+  case KernelId::Fill:
+    return S{m};
+  case KernelId::Copy:
+  case KernelId::Scale:
+  case KernelId::Accumulate:
+  case KernelId::GeluFwd:
+  case KernelId::SiluFwd:
+  case KernelId::KeepOnFirst:
+    return S{m, m};
+  case KernelId::GeluBwd:
+  case KernelId::SiluBwd:
+    return S{m, m, m};
+  case KernelId::Add:
+  case KernelId::Sub:
+  case KernelId::Mul:
+    return S{m, row, m};
+  case KernelId::SumTo:
+    return S{m, row};
+  case KernelId::EmbeddingFwd:
+    return S{{11, 6}, {2, 3}, {2, 3, 6}};
+  case KernelId::EmbeddingBwd:
+    return S{{2, 3, 6}, {2, 3}, {11, 6}};
+  case KernelId::LayerNormFwd:
+    return S{m, row, row, m};
+  case KernelId::LayerNormBwd:
+    return S{m, row, m, m, row, row};
+  case KernelId::RmsNormFwd:
+    return S{m, row, m};
+  case KernelId::RmsNormBwd:
+    return S{m, row, m, m, row};
+  case KernelId::Transpose:
+    return S{{2, 3, 4}, {4, 2, 3}};
+  case KernelId::Rope:
+    return S{{2, 5, 3, 8}, {2, 5, 3, 8}};
+  case KernelId::AttentionFwd:
+    return S{q, kv, kv, q, lse};
+  case KernelId::AttentionBwd:
+    return S{q, kv, kv, q, lse, q, q, kv, kv};
+  case KernelId::CrossEntropyFwd:
+    return S{logits, stat, one};
+  case KernelId::CrossEntropyBwd:
+    return S{logits, stat, one, logits};
+  case KernelId::Slice:
+    return S{{4, 6}, {4, 3}};
+  case KernelId::LogitsMax:
+    return S{logits, stat};
+  case KernelId::LogitsTarget:
+    return S{logits, stat, stat};
+  case KernelId::LogitsSumExp:
+    return S{logits, stat, stat};
+  case KernelId::CrossEntropyFromStats:
+    return S{stat, stat, stat, one};
+  case KernelId::CrossEntropyGradFromStats:
+    return S{logits, stat, stat, stat, one, logits};
+  case KernelId::SumSquares:
+    return S{flat, one};
+  case KernelId::ClipCoefficient:
+    return S{one, {9}, one, one};
+  case KernelId::AdamW:
+    return S{flat, one, {9}, flat, flat, flat, flat};
+  case KernelId::Count:
+    break;
+  }
+  return {};
+}
+
+/// A launch of `id` at the sample shapes, its float operands `dtype`.
+LaunchDesc sample(KernelId id, DType dtype) {
+  const runtime::KernelSpec &spec = runtime::kernelSpec(id);
+  std::vector<std::vector<int64_t>> shapes = sampleShapes(id);
+  EXPECT_EQ(shapes.size(), spec.operands.size()) << spec.name;
+  LaunchDesc launch;
+  launch.kernel = id;
+  for (size_t i = 0; i < spec.operands.size() && i < shapes.size(); ++i) {
+    OperandDesc operand;
+    operand.shape = shapes[i];
+    operand.dtype = spec.operands[i].dtypes == runtime::DTypes::Float ? dtype
+                    : spec.operands[i].dtypes == runtime::DTypes::I32
+                        ? DType::I32
+                        : DType::F32;
+    // The fp32 masters exist only for bf16 parameters.
+    operand.present = !spec.operands[i].optional || dtype == DType::BF16;
+    launch.operands.push_back(operand);
+  }
+  std::map<std::string, AttrDesc> attrs;
+  attrs["value"].f = 0.5;
+  attrs["factor"].f = -2.0;
+  attrs["epsilon"].f = 1e-5;
+  attrs["base"].f = 10000.0;
+  attrs["causal"].i = 1;
+  attrs["group_size"].i = 2;
+  attrs["vocab_size"].i = 9;
+  attrs["dim"].i = 1;
+  attrs["parts"].i = 2;
+  attrs["part"].perRank = true;
+  attrs["vocab_offset"].perRank = true;
+  attrs["permutation"].list = {2, 0, 1};
+  attrs["segments"].list = id == KernelId::AdamW
+                               ? std::vector<int64_t>{0, 40, 1, 50, 30, 0}
+                               : std::vector<int64_t>{0, 40, 50, 30};
+  attrs["first_segments"].list = {40, 10};
+  attrs["windows"].list = {0, 50, 0, 50, 50, 50};
+  for (const runtime::AttrSpec &attr : spec.attrs)
+    launch.attrs.push_back(attrs[attr.name]);
+  return launch;
+}
+
+std::vector<KernelId> everyKernel() {
+  std::vector<KernelId> ids;
+  for (int i = 0; i < runtime::kKernelCount; ++i)
+    ids.push_back(KernelId(i));
+  return ids;
+}
+
+TEST(Codegen, EveryKernelCompilesForBothArchitecturesInBothDtypes) {
+  for (KernelId id : everyKernel())
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      LaunchDesc launch = sample(id, dtype);
+      KernelCode code;
+      ASSERT_EQ(emitKernel(launch, code), "") << runtime::kernelName(id);
+      std::string name = std::string(runtime::kernelName(id)) + "_0";
+      std::string unit = kernelUnit(launch, code, name);
+      for (const char *arch : {"sm_80", "sm_90a"}) {
+        std::string ptx;
+        std::string error = compileToPtx(unit, name, arch, ptx);
+        ASSERT_EQ(error, "") << name << " for " << arch << "\n" << unit;
+        EXPECT_NE(ptx.find(".entry " + name), std::string::npos) << name;
+        EXPECT_NE(ptx.find(std::string(".target ") + arch), std::string::npos)
+            << name;
+      }
+    }
+}
+
+TEST(Codegen, ParametersFollowTheLaunchContract) {
+  // Operands in the catalog's order, then its Int attributes as i64.
+  LaunchDesc launch = sample(KernelId::EmbeddingFwd, DType::BF16);
+  KernelCode code;
+  ASSERT_EQ(emitKernel(launch, code), "");
+  std::string unit = kernelUnit(launch, code, "k");
+  EXPECT_NE(unit.find("k(const bf16 *table, const int *ids, bf16 *y, "
+                      "i64 vocab_offset)"),
+            std::string::npos)
+      << unit;
+  // An absent optional output is still a parameter (null at run time);
+  // Ints lists and bools are constants, not parameters.
+  launch = sample(KernelId::AdamW, DType::F32);
+  ASSERT_EQ(emitKernel(launch, code), "");
+  unit = kernelUnit(launch, code, "k");
+  EXPECT_NE(unit.find("float *exp_avg_sq, float *master, i64 part)"),
+            std::string::npos)
+      << unit;
+}
+
+TEST(Codegen, LaunchShapesCoverTheWork) {
+  KernelCode code;
+  // Pointwise: a grid-stride loop over every element.
+  LaunchDesc add = sample(KernelId::Add, DType::F32);
+  add.operands[0].shape = add.operands[2].shape = {1000, 1000};
+  add.operands[1].shape = {1000};
+  ASSERT_EQ(emitKernel(add, code), "");
+  EXPECT_EQ(code.block[0], 256u);
+  EXPECT_EQ(code.grid[0], (1000000u + 255) / 256);
+  // Norms: a warp per row, four rows a block.
+  LaunchDesc norm = sample(KernelId::LayerNormFwd, DType::F32);
+  norm.operands[0].shape = norm.operands[3].shape = {2, 1023, 7};
+  ASSERT_EQ(emitKernel(norm, code), "");
+  EXPECT_EQ(code.block[0], 128u);
+  EXPECT_EQ(code.grid[0], (2046u + 3) / 4);
+  // The backward's column sums: a block per 32 rows, a scratch row each.
+  LaunchDesc normBwd = sample(KernelId::LayerNormBwd, DType::F32);
+  ASSERT_EQ(emitKernel(normBwd, code), "");
+  EXPECT_EQ(code.grid[0], 1u);
+  EXPECT_NE(code.globals.find("scratch[14LL]"), std::string::npos)
+      << code.globals;
+  // Attention: (query rows / 4, heads, batch), the key tiles in dynamic
+  // shared memory; the backward adds key-row blocks, over max(H, K).
+  LaunchDesc attention = sample(KernelId::AttentionFwd, DType::BF16);
+  ASSERT_EQ(emitKernel(attention, code), "");
+  EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{3, 4, 2}));
+  EXPECT_EQ(code.block, (std::array<uint32_t, 3>{128, 1, 1}));
+  EXPECT_EQ(code.sharedBytes, (2u * 32 * 17 + 4 * 16) * 4);
+  LaunchDesc attentionBwd = sample(KernelId::AttentionBwd, DType::BF16);
+  ASSERT_EQ(emitKernel(attentionBwd, code), "");
+  EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{3 + 3, 4, 2}));
+  // Row kernels of the loss: a block per row.
+  LaunchDesc loss = sample(KernelId::LogitsSumExp, DType::F32);
+  ASSERT_EQ(emitKernel(loss, code), "");
+  EXPECT_EQ(code.grid[0], 6u);
+  // The optimizer's owned elements: windows of 50, grid-stride.
+  LaunchDesc adamw = sample(KernelId::AdamW, DType::BF16);
+  ASSERT_EQ(emitKernel(adamw, code), "");
+  EXPECT_EQ(code.grid[0], 1u);
+  EXPECT_NE(code.body.find("u < 100LL"), std::string::npos) << code.body;
+}
+
+TEST(Codegen, EqualLaunchesShareAUnitAndShapesTellThemApart) {
+  auto unitOf = [](const LaunchDesc &launch) {
+    KernelCode code;
+    EXPECT_EQ(emitKernel(launch, code), "");
+    return kernelUnit(launch, code, "k");
+  };
+  LaunchDesc a = sample(KernelId::GeluFwd, DType::F32);
+  LaunchDesc b = sample(KernelId::GeluFwd, DType::F32);
+  EXPECT_EQ(unitOf(a), unitOf(b));
+  b.operands[0].shape = b.operands[1].shape = {5, 8};
+  EXPECT_NE(unitOf(a), unitOf(b));
+  b = sample(KernelId::GeluFwd, DType::BF16);
+  EXPECT_NE(unitOf(a), unitOf(b));
+  // A per-rank value is a parameter: ranks with different offsets share.
+  LaunchDesc e = sample(KernelId::EmbeddingFwd, DType::F32);
+  LaunchDesc f = e;
+  f.attrs[0].i = 128;
+  EXPECT_EQ(unitOf(e), unitOf(f));
+}
+
+TEST(Codegen, RefusesWhatItCannotGenerate) {
+  KernelCode code;
+  LaunchDesc slice = sample(KernelId::Slice, DType::F32);
+  slice.attrs[0].perRank = true; // dim
+  EXPECT_EQ(emitKernel(slice, code),
+            "slice's dim and parts must be the same on every rank");
+  LaunchDesc rope = sample(KernelId::Rope, DType::F32);
+  rope.operands[0].shape = rope.operands[1].shape = {2, 5, 3, 7};
+  EXPECT_EQ(emitKernel(rope, code),
+            "rope needs [batch, seq, heads, even head_dim]");
+  LaunchDesc missing = sample(KernelId::Add, DType::F32);
+  missing.operands.pop_back();
+  EXPECT_EQ(emitKernel(missing, code),
+            "'add' takes 3 operands and 0 attributes");
+  std::string ptx;
+  EXPECT_EQ(compileToPtx("", "k", "sm_70", ptx),
+            "unknown CUDA architecture 'sm_70' (sm_80 or sm_90a)");
+  std::string error = compileToPtx("this is not C++", "broken", "sm_80", ptx);
+  EXPECT_NE(error.find("NVRTC cannot compile broken.cu for sm_80"),
+            std::string::npos)
+      << error;
+}
+
+} // namespace
