@@ -66,6 +66,10 @@ std::string shapeText(const Buffer &b) {
   return os.str();
 }
 
+std::string named(const Buffer &b) {
+  return "'" + b.name + "' " + shapeText(b);
+}
+
 namespace {
 
 /// One launch's operands and attributes, and the first rule it breaks.
@@ -92,8 +96,8 @@ public:
   }
   void sameCount(unsigned a, unsigned b) {
     require(at(a).elements == at(b).elements,
-            "'" + at(a).name + "' " + shapeText(at(a)) + " and '" + at(b).name +
-                "' " + shapeText(at(b)) + " must have as many elements");
+            named(at(a)) + " and " + named(at(b)) +
+                " must have as many elements");
   }
   void scalar(unsigned operand) {
     require(at(operand).elements == 1, "'" + at(operand).name +
@@ -119,9 +123,7 @@ public:
   /// The right operand broadcasts over the rows of the left.
   void broadcasts(unsigned x, unsigned y) {
     require(at(y).elements > 0 && at(x).elements % at(y).elements == 0,
-            "'" + at(y).name + "' " + shapeText(at(y)) +
-                " does not broadcast over '" + at(x).name + "' " +
-                shapeText(at(x)));
+            named(at(y)) + " does not broadcast over " + named(at(x)));
   }
   /// A vocabulary of `size` with this rank's columns from `offset` (past
   /// the vocabulary, a shard of padding only).
@@ -132,7 +134,7 @@ public:
                 std::to_string(columns) + " columns");
     // Labels are tokens of the plan's vocabulary: every one must be a
     // column of the loss, or one rank's read would run past its row.
-    require(context.vocabSize == 0 || uint64_t(size) >= context.vocabSize,
+    require(uint64_t(size) >= context.vocabSize,
             "the loss's vocabulary (" + std::to_string(size) +
                 ") is smaller than the plan's (" +
                 std::to_string(context.vocabSize) + ")");
@@ -212,7 +214,8 @@ void checkEmbedding(Rules &r, unsigned table, unsigned ids, unsigned rows) {
                                    "' must be [vocab, hidden], is " +
                                    shapeText(r.at(table)));
   if (shape.size() == 2)
-    r.require(r.at(rows).elements == r.at(ids).elements * shape[1],
+    r.require(r.at(rows).elements % shape[1] == 0 &&
+                  r.at(rows).elements / shape[1] == r.at(ids).elements,
               "'" + r.at(rows).name + "' must be ids x hidden");
 }
 void checkEmbeddingFwd(Rules &r) {
@@ -260,9 +263,8 @@ void checkNormWeights(Rules &r, unsigned x, std::vector<unsigned> vectors) {
   int64_t cols = r.lastDim(x);
   for (unsigned v : vectors)
     r.require(r.at(v).elements == cols,
-              "'" + r.at(v).name + "' " + shapeText(r.at(v)) +
-                  " must match the last dimension of '" + r.at(x).name + "' " +
-                  shapeText(r.at(x)));
+              named(r.at(v)) + " must match the last dimension of " +
+                  named(r.at(x)));
 }
 void checkLayerNormFwd(Rules &r) {
   using namespace LayerNormFwd;
@@ -364,7 +366,8 @@ void checkAttentionBwd(Rules &r) {
 void checkCrossEntropy(Rules &r, unsigned logits, unsigned labels,
                        int64_t vocab) {
   int64_t columns = r.lastDim(logits);
-  r.require(r.at(labels).elements * columns == r.at(logits).elements,
+  r.require(r.at(logits).elements % columns == 0 &&
+                r.at(logits).elements / columns == r.at(labels).elements,
             "the labels must be the logits without the vocabulary");
   r.vocabulary(vocab, 0, columns);
   r.require(vocab <= columns, "vocab_size " + std::to_string(vocab) +
@@ -391,8 +394,9 @@ void checkSlice(Rules &r) {
   bool ok = dim >= 0 && dim < int64_t(x.shape.size()) && parts > 0 &&
             part >= 0 && part < parts && x.shape.size() == y.shape.size();
   for (size_t d = 0; ok && d < x.shape.size(); ++d)
-    ok = int64_t(d) == dim ? x.shape[d] == y.shape[d] * parts
-                           : x.shape[d] == y.shape[d];
+    ok = int64_t(d) == dim
+             ? x.shape[d] % parts == 0 && y.shape[d] == x.shape[d] / parts
+             : x.shape[d] == y.shape[d];
   r.require(ok, "slice of " + shapeText(x) + " into " + shapeText(y) +
                     " does not fit its part");
 }
@@ -550,6 +554,10 @@ std::string checkLaunch(const LaunchOp &launch,
       ok = std::isfinite(value.f);
       break;
     case AttrKind::Int:
+      // An offset, a count, a part: within a buffer's extent, so that the
+      // shape rules' sums cannot wrap.
+      ok = value.i >= -kMaxDim && value.i <= kMaxDim;
+      break;
     case AttrKind::Ints:
       break;
     }

@@ -208,7 +208,6 @@ namespace {
 
 // Limits a sane plan stays far within; past them a value is corrupt.
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 46; // 64 TiB
-constexpr int64_t kMaxDim = int64_t(1) << 40;
 constexpr uint32_t kMaxEvents = 1 << 20;
 constexpr uint32_t kMaxWorld = 1 << 20;
 
@@ -394,14 +393,15 @@ private:
   /// A CUDA plan's launch runs its generated kernel: it must have one,
   /// for its own catalog kernel, compiled, with a launch shape.
   std::string checkGeneratedLaunch(const LaunchOp &op) {
-    std::string kernel = kernelName(op.kernel);
+    const char *kernel = kernelName(op.kernel); // no string per launch
     if (op.code < 0)
-      return "a launch of '" + kernel +
+      return std::string("a launch of '") + kernel +
              "' in a CUDA plan has no generated code";
     const CodeObject &code = plan->code[op.code];
     if (code.kernel != kernel)
-      return "a launch of '" + kernel + "' names generated code '" + code.name +
-             "', made for '" + code.kernel + "'";
+      return std::string("a launch of '") + kernel +
+             "' names generated code '" + code.name + "', made for '" +
+             code.kernel + "'";
     if (code.ptx.empty())
       return "generated code '" + code.name + "' has no PTX";
     auto shaped = [](const std::vector<uint32_t> &dims) {
@@ -865,7 +865,7 @@ struct Dependence {
   std::vector<std::pair<uint32_t, uint32_t>> instructions; // program, index
   unsigned axes = 0; // the mesh axes read (bit a for axis a)
   // A parameter's buffers or the optimizer's regions move with the rank:
-  // where its masters lie is checked again, in a full resolution.
+  // its masters are placed (and checked) again.
   bool masters = false;
 };
 
@@ -965,33 +965,26 @@ std::string resolveParts(const Plan &plan, uint32_t rankIndex,
         return "parameter '" + p.name + "' has a shard outside its tensor";
     return "";
   };
-  std::string error;
-  auto step = [&](std::string result) {
-    if (error.empty())
-      error = std::move(result);
-    return error.empty();
-  };
-  if (only) {
-    for (uint32_t b : only->buffers)
-      if (!step(resolveBuffer(b)))
-        return error;
-    for (auto [p, n] : only->instructions)
-      if (!step(resolveInstruction(p, n)))
-        return error;
-    for (uint32_t p : only->params)
-      if (!step(resolveShard(p)))
-        return error;
-    return "";
+  // Everything, or what depends on the coordinates.
+  std::vector<uint32_t> buffers, params;
+  std::vector<std::pair<uint32_t, uint32_t>> instructions;
+  if (!only) {
+    for (uint32_t b = 0; b < rank.buffers.size(); ++b)
+      buffers.push_back(b);
+    for (uint32_t p = 0; p < rank.programs.size(); ++p)
+      for (uint32_t n = 0; n < rank.programs[p].instructions.size(); ++n)
+        instructions.push_back({p, n});
+    for (uint32_t p = 0; p < rank.params.size(); ++p)
+      params.push_back(p);
   }
-  for (uint32_t b = 0; b < rank.buffers.size(); ++b)
-    if (!step(resolveBuffer(b)))
+  for (uint32_t b : only ? only->buffers : buffers)
+    if (std::string error = resolveBuffer(b); !error.empty())
       return error;
-  for (uint32_t p = 0; p < rank.programs.size(); ++p)
-    for (uint32_t n = 0; n < rank.programs[p].instructions.size(); ++n)
-      if (!step(resolveInstruction(p, n)))
-        return error;
-  for (uint32_t p = 0; p < rank.params.size(); ++p)
-    if (!step(resolveShard(p)))
+  for (auto [p, n] : only ? only->instructions : instructions)
+    if (std::string error = resolveInstruction(p, n); !error.empty())
+      return error;
+  for (uint32_t p : only ? only->params : params)
+    if (std::string error = resolveShard(p); !error.empty())
       return error;
   return "";
 }
@@ -1032,12 +1025,20 @@ std::string checkEveryRank(const Plan &plan) {
       if (!seen.insert(key).second)
         continue;
       std::string error;
-      if (first || d.masters) {
+      if (first) {
         error = resolveRank(plan, r, rank);
         first = false;
-      } else if (error = resolveParts(plan, r, stage, rank, &d);
-                 !error.empty()) {
-        error = "rank " + std::to_string(r) + ": " + error;
+      } else {
+        error = resolveParts(plan, r, stage, rank, &d);
+        // Masters follow the moved buffers and the adamw launch's part,
+        // both resolved again above.
+        if (error.empty() && d.masters) {
+          for (Param &param : rank.params)
+            param.masters.clear();
+          error = placeMasters(rank);
+        }
+        if (!error.empty())
+          error = "rank " + std::to_string(r) + ": " + error;
       }
       if (!error.empty())
         return error;

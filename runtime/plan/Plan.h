@@ -31,6 +31,14 @@
 namespace strata::runtime {
 
 enum class DType : uint8_t { F32, BF16, I32 };
+
+/// The most elements a dimension, a buffer or a parameter may have, and the
+/// largest integer a kernel argument may be: past it a plan is corrupt.
+inline constexpr int64_t kMaxDim = int64_t(1) << 40;
+
+/// Pipeline channels a plan may use: their transfers' tags must stay
+/// within what every MPI guarantees (comm/Collectives.h transferTag).
+inline constexpr uint32_t kMaxChannels = 500;
 inline size_t dtypeBytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
 const char *dtypeName(DType dtype);
 

@@ -6,15 +6,7 @@
 
 namespace strata::runtime {
 
-/// Pipeline channels a plan may use: tags must stay within what every MPI
-/// guarantees (32767).
-inline constexpr uint32_t kMaxChannels = 500;
-
 namespace {
-
-std::string named(const Buffer &b) {
-  return "'" + b.name + "' " + shapeText(b);
-}
 
 /// The last element index + 1 that a strided, batched matrix touches:
 /// (batch − 1)·stride + (rows − 1)·ld + cols, or -1 if it overflows.

@@ -29,6 +29,8 @@ struct CheckContext {
 
 /// "bf16[2, 64]": a buffer's dtype and shape, for messages.
 std::string shapeText(const Buffer &buffer);
+/// "'t3' bf16[2, 64]": a buffer's name, dtype and shape.
+std::string named(const Buffer &buffer);
 
 /// A launch against its kernel's contract; "" when it keeps it.
 std::string checkLaunch(const LaunchOp &launch,

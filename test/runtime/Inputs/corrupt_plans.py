@@ -7,9 +7,10 @@ version, and a file that is not a plan at all.
 """
 import os
 import struct
-import subprocess
 import sys
 import tempfile
+
+import refusal
 
 plan_path = sys.argv[1]
 with open(plan_path, "rb") as f:
@@ -21,15 +22,7 @@ def refused(name, data):
     path = os.path.join(work, name + ".plan")
     with open(path, "wb") as f:
         f.write(data)
-    result = subprocess.run(["strata-run", path, "--train-iters", "1"],
-                            capture_output=True, text=True, timeout=60)
-    lines = result.stderr.strip().splitlines()
-    ok = (result.returncode == 1 and len(lines) == 1 and lines[0].startswith("strata-run: error: ")
-          and not result.stdout)
-    if not ok:
-        print(f"NOT REFUSED CLEANLY: {name}: exit {result.returncode}\n{result.stdout}\n{result.stderr}")
-        sys.exit(1)
-    return lines[0]
+    return refusal.refused(name, path, timeout=60)
 
 
 messages = set()

@@ -21,6 +21,8 @@ import sys
 import tempfile
 import zlib
 
+import refusal
+
 schema, pipeline_path, tensor_path, cuda_path = sys.argv[1:5]
 work = tempfile.mkdtemp(prefix="strata-craft-")
 
@@ -45,15 +47,7 @@ def encode(header, plan, path):
 
 
 def refused(name, path, flags=("--train-iters", "1")):
-    result = subprocess.run(["strata-run", path, *flags],
-                            capture_output=True, text=True, timeout=120)
-    lines = result.stderr.strip().splitlines()
-    if not (result.returncode == 1 and len(lines) == 1 and
-            lines[0].startswith("strata-run: error: ")):
-        print(f"NOT REFUSED CLEANLY: {name}: exit {result.returncode}\n"
-              f"{result.stdout}\n{result.stderr}")
-        sys.exit(1)
-    print(f"{name}: {lines[0]}")
+    print(f"{name}: {refusal.refused(name, path, flags)}")
 
 
 pipeline = decode(pipeline_path)
@@ -110,8 +104,8 @@ case("offset-wraps", pipeline,
 case("slot-stride-wraps", pipeline,
      lambda p: stash_buffer(p).update(slot_stride=(1 << 63) + 64))
 case("slot-past-stash", pipeline,
-     lambda p: [s.update(slot=1 << 30) for s in rank0(p)["schedule"]
-                if s["slot"] >= 0][:1])
+     lambda p: next(s for s in rank0(p)["schedule"]
+                    if s["slot"] >= 0).update(slot=1 << 30))
 # Names: buffers, parameters, programs, io twice.
 case("duplicate-buffer", pipeline,
      lambda p: rank0(p)["buffers"][1].update(name=rank0(p)["buffers"][0]["name"]))
@@ -160,8 +154,8 @@ case("operand-wrong-dtype", pipeline,
 case("argument-missing", pipeline,
      lambda p: first_launch(p, "layer_norm_fwd").update(attrs=[]))
 case("group-out-of-range", tensor,
-     lambda p: [i["op"].update(group=99) for prog in rank0(p)["programs"]
-                for i in prog["instructions"] if i["op_type"] == "Collective"][:1])
+     lambda p: next(i for prog in rank0(p)["programs"] for i in prog["instructions"]
+                    if i["op_type"] == "Collective")["op"].update(group=99))
 case("group-bad-axes", tensor, lambda p: p["groups"][0].update(axes=[1, 0]))
 case("event-out-of-range", pipeline, lambda p: rank0(p).update(events=0))
 case("location-out-of-range", pipeline,
@@ -170,6 +164,22 @@ case("schedule-program-out-of-range", pipeline,
      lambda p: rank0(p)["schedule"][0].update(program=99))
 case("microbatch-out-of-range", pipeline,
      lambda p: rank0(p)["schedule"][0].update(microbatch=99))
+
+# Integer arguments past any buffer's extent, which the shape rules'
+# arithmetic would wrap on: a query head offset of 2^63 - 1, a slice of
+# 2^58 + 1 parts (an accumulate turned into a slice of its operands).
+case("attention-offset-wraps", pipeline,
+     lambda p: first_launch(p, "attention_fwd")["attrs"][2].update(i=(1 << 63) - 1))
+
+
+def huge_slice(p):
+    launch = first_launch(p, "accumulate")
+    p["kernels"].append("slice")
+    launch.update(kernel=len(p["kernels"]) - 1,
+                  attrs=[{"i": 0}, {"i": 1 << 40}, {"i": (1 << 58) + 1}])
+
+
+case("slice-parts-wrap", pipeline, huge_slice)
 
 # The cuda target: every launch runs its own kernel's compiled code.
 case("cuda-launch-without-code", cuda,
