@@ -26,7 +26,7 @@ struct Transfer {
   Operand buffer;
   int peer = 0;      // world rank
   int tag = 0;       // channel and microbatch
-  std::string where; // for a timeout's message
+  std::string where; // a receive's, for its timeout's message
 };
 
 class Collectives {
@@ -58,11 +58,26 @@ public:
   virtual std::map<std::string, uint64_t> bytesByKind() const = 0;
 };
 
+/// Every message tag a rank uses, in one place: each stream's collectives
+/// (a reduction's and a gather's rounds), the host's, the final gathers to
+/// rank 0, and the pipeline transfers from kFirstTransferTag on.
+enum MessageTag : int {
+  kTagComputeReduce = 1,
+  kTagComputeGather = 2,
+  kTagCommReduce = 3,
+  kTagCommGather = 4,
+  kTagHost = 5,
+  kTagGatherParams = 7,
+  kTagGatherTrace = 8,
+  kFirstTransferTag = 16,
+};
+
 /// A pipeline transfer's tag: its channel and microbatch (mod 64), so that
-/// a receive can only match the transfer it waits for. Tags below 16 are
-/// the collectives' own.
+/// a receive can only match the transfer it waits for.
+static_assert(kFirstTransferTag + (kMaxChannels - 1) * 64 + 63 <= 32767,
+              "a plan's channels must give tags every MPI accepts");
 inline int transferTag(uint32_t channel, int64_t microbatch) {
-  return 16 + int(channel * 64 + (microbatch & 63));
+  return kFirstTransferTag + int(channel * 64 + (microbatch & 63));
 }
 
 } // namespace strata::runtime

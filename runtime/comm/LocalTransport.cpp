@@ -53,14 +53,13 @@ public:
     this->recv(from, recv, recvBytes, tag, deadline, what);
   }
 
-  void send(int to, const void *data, size_t bytes, int tag,
-            Clock::time_point, const std::string &) override {
+  void send(int to, const void *data, size_t bytes, int tag, Clock::time_point,
+            const std::string &) override {
     LocalHub::Box &out = hub->box(me, to);
     const auto *begin = static_cast<const uint8_t *>(data);
     std::lock_guard<std::mutex> lock(out.mutex);
     out.messages.push_back({tag, std::vector<uint8_t>(begin, begin + bytes)});
     out.ready.notify_all();
-    bytesSent += bytes;
   }
 
   void recv(int from, void *recv, size_t recvBytes, int tag,
@@ -69,10 +68,9 @@ public:
     std::unique_lock<std::mutex> lock(in.mutex);
     auto found = in.messages.end();
     auto arrived = [&] {
-      found = std::find_if(in.messages.begin(), in.messages.end(),
-                           [&](const LocalHub::Message &m) {
-                             return m.tag == tag;
-                           });
+      found = std::find_if(
+          in.messages.begin(), in.messages.end(),
+          [&](const LocalHub::Message &m) { return m.tag == tag; });
       return found != in.messages.end();
     };
     if (!in.ready.wait_until(lock, deadline, arrived))
@@ -81,8 +79,8 @@ public:
     if (found->bytes.size() != recvBytes)
       throw CommTimeout("rank " + std::to_string(me) + ": in " + what +
                         ", rank " + std::to_string(from) + " sent " +
-                        std::to_string(found->bytes.size()) +
-                        " bytes where " + std::to_string(recvBytes) +
+                        std::to_string(found->bytes.size()) + " bytes where " +
+                        std::to_string(recvBytes) +
                         " were expected (the ranks' programs disagree)");
     std::memcpy(recv, found->bytes.data(), recvBytes);
     in.messages.erase(found);

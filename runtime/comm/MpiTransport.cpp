@@ -69,36 +69,15 @@ public:
   void exchange(int to, const void *send, size_t sendBytes, int from,
                 void *recv, size_t recvBytes, int tag,
                 Clock::time_point deadline, const std::string &what) override {
-    MPI_Request requests[2];
+    MPI_Request sent, received;
     locked([&] {
       MPI_Irecv(recv, static_cast<int>(recvBytes), MPI_BYTE, from, tag,
-                MPI_COMM_WORLD, &requests[1]);
+                MPI_COMM_WORLD, &received);
       return MPI_Isend(send, static_cast<int>(sendBytes), MPI_BYTE, to, tag,
-                       MPI_COMM_WORLD, &requests[0]);
+                       MPI_COMM_WORLD, &sent);
     });
-    bytesSent += sendBytes;
-    bool done[2] = {false, false};
-    while (!done[0] || !done[1]) {
-      for (int i = 0; i < 2; ++i) {
-        if (done[i])
-          continue;
-        int flag = 0;
-        if (locked([&] {
-              return MPI_Test(&requests[i], &flag, MPI_STATUS_IGNORE);
-            }) != MPI_SUCCESS)
-          throw CommTimeout("rank " + std::to_string(me) + ": MPI failed in " +
-                            what + " with rank " +
-                            std::to_string(i ? from : to));
-        done[i] = flag != 0;
-      }
-      if (done[0] && done[1])
-        break;
-      if (Clock::now() > deadline)
-        throw CommTimeout("rank " + std::to_string(me) + ": timed out in " +
-                          what + " waiting for rank " +
-                          std::to_string(done[1] ? to : from));
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
+    wait(sent, to, deadline, what);
+    finishReceive(received, from, recvBytes, deadline, what);
   }
 
   void send(int to, const void *data, size_t bytes, int tag,
@@ -108,7 +87,6 @@ public:
       return MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, to, tag,
                        MPI_COMM_WORLD, &request);
     });
-    bytesSent += bytes;
     wait(request, to, deadline, what);
   }
 
@@ -119,16 +97,7 @@ public:
       return MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, from, tag,
                        MPI_COMM_WORLD, &request);
     });
-    MPI_Status status;
-    wait(request, from, deadline, what, &status);
-    int count = 0;
-    locked([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
-    if (size_t(count) != bytes)
-      throw CommTimeout("rank " + std::to_string(me) + ": in " + what +
-                        ", rank " + std::to_string(from) + " sent " +
-                        std::to_string(count) + " bytes where " +
-                        std::to_string(bytes) +
-                        " were expected (the ranks' programs disagree)");
+    finishReceive(request, from, bytes, deadline, what);
     reap();
   }
 
@@ -143,7 +112,6 @@ public:
       return MPI_Isend(message.bytes.data(), static_cast<int>(bytes), MPI_BYTE,
                        to, tag, MPI_COMM_WORLD, &message.request);
     });
-    bytesSent += bytes;
   }
 
   void flush(Clock::time_point deadline) override {
@@ -173,6 +141,22 @@ private:
   }
   std::mutex pendingMutex;
   std::list<Posted> pending;
+
+  /// Waits for a receive and checks it got the bytes it expected: a
+  /// shorter message means the ranks' programs disagree.
+  void finishReceive(MPI_Request &request, int from, size_t bytes,
+                     Clock::time_point deadline, const std::string &what) {
+    MPI_Status status;
+    wait(request, from, deadline, what, &status);
+    int count = 0;
+    locked([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
+    if (size_t(count) != bytes)
+      throw CommTimeout("rank " + std::to_string(me) + ": in " + what +
+                        ", rank " + std::to_string(from) + " sent " +
+                        std::to_string(count) + " bytes where " +
+                        std::to_string(bytes) +
+                        " were expected (the ranks' programs disagree)");
+  }
 
   void wait(MPI_Request &request, int peer, Clock::time_point deadline,
             const std::string &what, MPI_Status *status = MPI_STATUS_IGNORE) {

@@ -58,9 +58,6 @@ public:
   virtual void post(int to, const void *data, size_t bytes, int tag) = 0;
   /// Waits until every posted message has left (before shutting down).
   virtual void flush(Clock::time_point deadline) = 0;
-
-  /// Bytes this rank has sent (from either of its streams).
-  std::atomic<uint64_t> bytesSent{0};
 };
 
 /// The transports of `ranks` threads of this process, one per rank.

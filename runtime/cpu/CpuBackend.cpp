@@ -362,14 +362,15 @@ void CpuBackend::launch(Stream stream, const LaunchOp &op,
 void CpuBackend::runLaunch(const LaunchOp &op,
                            const std::vector<Operand> &operands) {
   const KernelSpec &spec = kernelSpec(op.kernel);
-  KernelArgs args{op, {}, {}};
   Widened widened(scratch);
+  launchData.clear();
+  launchBuffers.clear();
   for (size_t o = 0; o < operands.size(); ++o) {
-    args.data.push_back(spec.operands[o].output ? widened.out(operands[o])
-                                                : widened.in(operands[o]));
-    args.buffer.push_back(operands[o].buffer);
+    launchData.push_back(spec.operands[o].output ? widened.out(operands[o])
+                                                 : widened.in(operands[o]));
+    launchBuffers.push_back(operands[o].buffer);
   }
-  kernelFunction(op.kernel)(args);
+  kernelFunction(op.kernel)(KernelArgs{op, launchData, launchBuffers});
   widened.narrow();
 }
 

@@ -113,6 +113,10 @@ private:
   uint64_t arenaBytes[kArenas] = {0, 0, 0};
   bool asyncCompute;
   std::vector<std::vector<float>> scratch; // widened bf16 operands
+  // A launch's operands as its kernel reads them, reused by every launch
+  // (launches run on the compute stream only).
+  std::vector<void *> launchData;
+  std::vector<const Buffer *> launchBuffers;
 
   mutable std::mutex mutex;
   std::condition_variable changed;

@@ -30,8 +30,8 @@ inline float gelu(float x) {
 
 struct KernelArgs {
   const LaunchOp &launch;
-  std::vector<void *> data;           // per operand; f32 for float ones
-  std::vector<const Buffer *> buffer; // per operand; null when absent
+  const std::vector<void *> &data;           // per operand; f32 for floats
+  const std::vector<const Buffer *> &buffer; // per operand; null if absent
 
   bool has(unsigned operand) const { return buffer[operand] != nullptr; }
   float *f(unsigned operand) const {

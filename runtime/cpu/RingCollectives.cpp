@@ -7,11 +7,8 @@
 
 namespace strata::runtime {
 
-// Tags 1..4 are the streams' collectives, 5 the host's; 7 and 8 gather
-// checkpoints and traces (Launch.cpp); pipeline transfers start at 16
-// (transferTag).
+// Message tags: Collectives.h (MessageTag).
 namespace {
-constexpr int kTagHost = 5;
 
 const char *axisName(int axis) {
   return axis == 0 ? "tp" : axis == 1 ? "dp" : "pp";
@@ -180,14 +177,18 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
   size_t partBytes = part.bytes, innerBytes = partBytes / outer;
   int i = indexIn(group, transport.rank());
   if (gather) {
-    std::vector<uint8_t> blocks(partBytes * n);
-    std::memcpy(blocks.data() + i * partBytes, in.data, partBytes);
+    // Along the first dimension the ranks' blocks are the output's layout:
+    // gathered in place. Else through [n][outer][inner], then reordered.
+    auto *target = static_cast<uint8_t *>(out.data);
+    std::vector<uint8_t> blocks(outer == 1 ? 0 : partBytes * n);
+    uint8_t *whole = outer == 1 ? target : blocks.data();
+    std::memmove(whole + i * partBytes, in.data, partBytes); // may alias
     std::vector<size_t> begin(n + 1);
     for (size_t c = 0; c <= n; ++c)
       begin[c] = c * partBytes;
-    uint64_t sent =
-        ringAllGather(group, blocks.data(), begin, tags.gather, what);
-    auto *target = static_cast<uint8_t *>(out.data);
+    uint64_t sent = ringAllGather(group, whole, begin, tags.gather, what);
+    if (outer == 1)
+      return sent;
     for (int64_t o = 0; o < outer; ++o)
       for (size_t r = 0; r < n; ++r)
         std::memcpy(target + (o * n + r) * innerBytes,

@@ -45,7 +45,9 @@ private:
     int reduce, gather;
   };
   static Tags tagsOf(Stream stream) {
-    return stream == Stream::Compute ? Tags{1, 2} : Tags{3, 4};
+    return stream == Stream::Compute
+               ? Tags{kTagComputeReduce, kTagComputeGather}
+               : Tags{kTagCommReduce, kTagCommGather};
   }
   Clock::time_point deadline() const { return Clock::now() + timeout; }
   // Each returns the bytes this rank sent.

@@ -180,9 +180,11 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
     out.buffer = operand(t.buffer, step.slot);
     out.peer = int(whole.onStage(me, t.peerStage));
     out.tag = transferTag(t.channel, step.microbatch);
-    out.where = std::string(t.send ? "send" : "recv") + " of channel " +
-                std::to_string(t.channel) + " for microbatch " +
-                std::to_string(step.microbatch) + " (" + where + ")";
+    // Only a receive waits, so only its timeout needs the words.
+    if (!t.send)
+      out.where = "recv of channel " + std::to_string(t.channel) +
+                  " for microbatch " + std::to_string(step.microbatch) + " (" +
+                  where + ")";
     return out;
   };
   // The sections' events go around the group on the communication

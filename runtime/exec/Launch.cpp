@@ -99,16 +99,20 @@ void gatherTrace(Transport &transport, LocalRank &rank,
   std::string mine = traceOf(rank);
   if (me != 0) {
     uint64_t size = mine.size();
-    transport.send(0, &size, 8, 8, deadline, "gathering the trace");
-    transport.send(0, mine.data(), size, 8, deadline, "gathering the trace");
+    transport.send(0, &size, 8, kTagGatherTrace, deadline,
+                   "gathering the trace");
+    transport.send(0, mine.data(), size, kTagGatherTrace, deadline,
+                   "gathering the trace");
     return;
   }
   std::vector<std::string> all = {mine};
   for (int r = 1; r < world; ++r) {
     uint64_t size = 0;
-    transport.recv(r, &size, 8, 8, deadline, "gathering the trace");
+    transport.recv(r, &size, 8, kTagGatherTrace, deadline,
+                   "gathering the trace");
     std::string lines(size, '\0');
-    transport.recv(r, lines.data(), size, 8, deadline, "gathering the trace");
+    transport.recv(r, lines.data(), size, kTagGatherTrace, deadline,
+                   "gathering the trace");
     all.push_back(std::move(lines));
   }
   if (std::string error = writeTrace(options.tracePath, all); !error.empty())
@@ -123,11 +127,12 @@ void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
   if (me != 0) {
     for (const ParamPiece &piece : mine) {
       uint64_t count = piece.exact.size();
-      transport.send(0, piece.values.data(), piece.values.size() * 4, 7,
-                     deadline, "gathering parameters");
-      transport.send(0, &count, 8, 7, deadline, "gathering parameters");
-      transport.send(0, piece.exact.data(), count * 16, 7, deadline,
+      transport.send(0, piece.values.data(), piece.values.size() * 4,
+                     kTagGatherParams, deadline, "gathering parameters");
+      transport.send(0, &count, 8, kTagGatherParams, deadline,
                      "gathering parameters");
+      transport.send(0, piece.exact.data(), count * 16, kTagGatherParams,
+                     deadline, "gathering parameters");
     }
     return;
   }
@@ -138,13 +143,14 @@ void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
     for (const Param &param : other.params) {
       ParamPiece piece;
       piece.values.resize(other.buffers[param.value].elements);
-      transport.recv(r, piece.values.data(), piece.values.size() * 4, 7,
-                     deadline, "gathering parameters");
+      transport.recv(r, piece.values.data(), piece.values.size() * 4,
+                     kTagGatherParams, deadline, "gathering parameters");
       uint64_t count = 0;
-      transport.recv(r, &count, 8, 7, deadline, "gathering parameters");
-      piece.exact.resize(count);
-      transport.recv(r, piece.exact.data(), count * 16, 7, deadline,
+      transport.recv(r, &count, 8, kTagGatherParams, deadline,
                      "gathering parameters");
+      piece.exact.resize(count);
+      transport.recv(r, piece.exact.data(), count * 16, kTagGatherParams,
+                     deadline, "gathering parameters");
       all[r].push_back(std::move(piece));
     }
   }

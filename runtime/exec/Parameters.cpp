@@ -18,11 +18,13 @@ void initializeParameters(Executor &executor, uint64_t seed) {
     const Buffer &value = rank.buffers[param.value];
     std::vector<float> values(value.elements);
     uint64_t key = philoxKey(seed, param.name);
+    // The initializer decided once, not per element.
+    bool zeros = param.init == "zeros", ones = param.init == "ones";
     forEachShardElement(
         param, value.shape, [&](int64_t e, int64_t global, bool padding) {
-          if (padding || param.init == "zeros")
+          if (padding || zeros)
             values[e] = 0.0f;
-          else if (param.init == "ones")
+          else if (ones)
             values[e] = 1.0f;
           else
             values[e] =

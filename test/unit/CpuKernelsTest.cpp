@@ -1,12 +1,13 @@
-//===- CpuKernelsTest.cpp - every CPU kernel against float64 --------------===//
+//===- CpuKernelsTest.cpp - the CPU kernels against float64 ---------------===//
 //
-// Each kernel runs through the real path (a plan's buffers in a CPU
+// Each kernel here runs through the real path (a plan's buffers in a CPU
 // backend's arena, the instruction checked against the kernel catalog as a
 // plan load checks it, the backend's launch) on fresh random inputs, and is
 // compared with a float64 reference written here. Backward kernels are compared
 // with the vector-Jacobian product of the float64 forward reference taken by
 // central differences, so a reference shares no derivation with the kernel it
-// checks.
+// checks. Not here: slice and the vocabulary-parallel loss's five kernels,
+// which the tensor-parallel parity layouts check against one device.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/CpuBackend.h"
@@ -1017,10 +1018,12 @@ TEST(CpuStreams, EventsOrderTheTwoStreams) {
   std::vector<int> seen;
   std::mutex mutex;
   backend.wait(Stream::Comm, 0); // never recorded yet: passes
-  backend.submit(Stream::Comm, "first", [&] {
+  // What each observing task does: note the value as it sees it.
+  auto observe = [&] {
     std::lock_guard<std::mutex> lock(mutex);
     seen.push_back(value.load());
-  });
+  };
+  backend.submit(Stream::Comm, "first", observe);
   // The communication stream waits for event 0, which the compute stream
   // records after a slow task sets the value.
   backend.submit(Stream::Compute, "set", [&] {
@@ -1029,10 +1032,7 @@ TEST(CpuStreams, EventsOrderTheTwoStreams) {
   });
   backend.record(Stream::Compute, 0);
   backend.wait(Stream::Comm, 0);
-  backend.submit(Stream::Comm, "second", [&] {
-    std::lock_guard<std::mutex> lock(mutex);
-    seen.push_back(value.load());
-  });
+  backend.submit(Stream::Comm, "second", observe);
   // And the compute stream waits for the communication stream's record.
   backend.submit(Stream::Comm, "slow", [&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -1040,10 +1040,7 @@ TEST(CpuStreams, EventsOrderTheTwoStreams) {
   });
   backend.record(Stream::Comm, 1);
   backend.wait(Stream::Compute, 1);
-  backend.submit(Stream::Compute, "after", [&] {
-    std::lock_guard<std::mutex> lock(mutex);
-    seen.push_back(value.load());
-  });
+  backend.submit(Stream::Compute, "after", observe);
   backend.synchronize();
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[0], 0);

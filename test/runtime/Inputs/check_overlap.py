@@ -2,21 +2,21 @@
 reductions on its communication stream began while the last iteration's
 backward was still running on its compute stream (they overlap it), and
 how many ran at all."""
-import json
 import sys
 
-events = json.load(open(sys.argv[1]))["traceEvents"]
+from trace_events import comm, load, steps
+
+events = load(sys.argv[1])
 ranks = int(sys.argv[2])
 for r in range(ranks):
-    steps = [e for e in events if e.get("cat") == "step" and e["pid"] == r]
-    last = max(s["args"]["iteration"] for s in steps)
-    backward = [s for s in steps if s["args"]["iteration"] == last and
+    ran = steps(events, r)
+    last = max(s["args"]["iteration"] for s in ran)
+    backward = [s for s in ran if s["args"]["iteration"] == last and
                 s["args"]["phase"] in ("microbatch", "backward")]
     begin = min(s["ts"] for s in backward)
     end = max(s["ts"] + s["dur"] for s in backward)
-    reductions = [e for e in events if e.get("cat") == "communication" and e["pid"] == r and
-                  e["tid"] == 1 and e["name"].startswith(("all_reduce_sum over dp",
-                                                          "reduce_scatter over dp"))]
+    reductions = [e for e in comm(events, r)
+                  if e["name"].startswith(("all_reduce_sum over dp", "reduce_scatter over dp"))]
     during = [e for e in reductions if begin <= e["ts"] < end]
     print(f"rank {r}: {len(during)} gradient reductions began before the backward ended, "
           f"{len(reductions)} on the communication stream in all")

@@ -3,26 +3,25 @@ the ranks (a process each), each rank's step count on its compute track,
 whether every instruction lies inside a step of its rank, how many pieces
 of work its communication track holds, and rank 0's step order in the last
 iteration."""
-import json
 import sys
 
-trace = json.load(open(sys.argv[1]))
+from trace_events import comm, load, steps
+
+events = load(sys.argv[1])
 ranks = int(sys.argv[2])
-events = trace["traceEvents"]
 names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
 print("tracks: " + "; ".join(names[r] for r in sorted(names)))
 streams = sorted({e["args"]["name"] for e in events if e.get("name") == "thread_name"})
 print("streams: " + ", ".join(streams))
 last = 0
 for r in range(ranks):
-    steps = [e for e in events if e.get("cat") == "step" and e["pid"] == r and e["tid"] == 0]
+    ran = steps(events, r)
     kernels = [e for e in events if e.get("cat") == "kernel" and e["pid"] == r]
-    comm = [e for e in events if e.get("cat") == "communication" and e["pid"] == r and e["tid"] == 1]
     nested = all(any(s["ts"] <= k["ts"] + 1e-3 and k["ts"] + k["dur"] <= s["ts"] + s["dur"] + 1e-3
-                     for s in steps) for k in kernels)
-    print(f"rank {r}: {len(steps)} steps, instructions nested: {nested and len(kernels) > 0}, "
-          f"communication stream: {'busy' if comm else 'idle'}")
-    last = max([last] + [s["args"]["iteration"] for s in steps])
+                     for s in ran) for k in kernels)
+    print(f"rank {r}: {len(ran)} steps, instructions nested: {nested and len(kernels) > 0}, "
+          f"communication stream: {'busy' if comm(events, r) else 'idle'}")
+    last = max([last] + [s["args"]["iteration"] for s in ran])
 order = [e["name"] for e in events
          if e.get("cat") == "step" and e["pid"] == 0 and e["args"]["iteration"] == last]
 print(f"rank 0 iteration {last}: " + " ".join(order))
