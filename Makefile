@@ -13,10 +13,15 @@ PACKAGES := cmake ninja-build ccache g++ \
   libopenmpi-dev openmpi-bin googletest libgtest-dev \
   python3-torch fortunes-min
 
+# Not a Debian package: the CUDA Toolkit the machines carry, whose NVRTC and
+# ptxas the cuda target's tests use (no GPU needed).
+CUDA_HOME ?= /usr/local/cuda
+export CUDA_HOME
+
 BIN := $(BUILD_DIR)/bin
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps configure build test test-tsan demo clean format
+.PHONY: all deps cuda-toolkit configure build test test-tsan demo clean format
 
 all: build
 
@@ -29,6 +34,10 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+cuda-toolkit:
+	@ls $(CUDA_HOME)/lib64/libnvrtc.so* >/dev/null 2>&1 && [ -x $(CUDA_HOME)/bin/ptxas ] || \
+	  { echo "error: the tests need the CUDA Toolkit's NVRTC and ptxas in $(CUDA_HOME) (CUDA_HOME=... to point elsewhere)"; exit 1; }
+
 $(BUILD_DIR)/build.ninja:
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
 
@@ -37,7 +46,7 @@ configure: deps $(BUILD_DIR)/build.ninja
 build: configure
 	ninja -C $(BUILD_DIR) -j $(JOBS)
 
-test: build
+test: build cuda-toolkit
 	cd $(BUILD_DIR) && ctest --output-on-failure
 
 # The parity layouts under ThreadSanitizer alone (make test runs them too).

@@ -1,6 +1,7 @@
 //===- CudaKernel.cpp - a launch's translation unit -----------------------===//
 #include "compiler/codegen/Emitters.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -81,7 +82,7 @@ std::string f64(double value) {
   char text[48];
   std::snprintf(text, sizeof text, "%.17g", value);
   std::string out = text;
-  if (out.find_first_of(".en") == std::string::npos)
+  if (out.find_first_of(".e") == std::string::npos)
     out += ".0";
   return out;
 }

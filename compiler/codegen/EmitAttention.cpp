@@ -68,16 +68,64 @@ __device__ __forceinline__ i64 lseAt(i64 b, i64 h, i64 i) {
 }
 )";
 
-/// Loads keys j0..j0+31 of kv head g into `kTile` (rows padded to PAD, so
-/// that a lane per key reads without bank conflicts) and `vTile`.
-constexpr const char *kLoadKeys = R"(    __syncthreads();
+/// A query row's walk over the keys it sees (the forward's and dq's): the
+/// row's accumulator `acc`, then per tile of 32 keys, loaded into `kTile`
+/// (rows padded to PAD, so that a lane per key reads without bank
+/// conflicts) and `vTile`, the lane's key `j` and whether row i sees it.
+constexpr const char *kQueryWalk = R"(  float acc[$PERLANE];
+  for (int t = 0; t < $PERLANE; ++t)
+    acc[t] = 0.0f;
+  i64 lastKey = $KEYS - 1;
+  if ($CAUSAL) {
+    i64 lastRow = blockIdx.x * $ROWS + $ROWS - 1;
+    lastKey = lastRow < lastKey ? lastRow : lastKey;
+  }
+  for (i64 j0 = 0; j0 <= lastKey; j0 += 32) {
+    __syncthreads();
     for (i64 e = threadIdx.x; e < 32 * $DIM; e += blockDim.x) {
       i64 jj = e / $DIM, d = e % $DIM, j = j0 + jj;
       kTile[jj * $PAD + d] = j < $KEYS ? load(k, kvAt(b, j, g, d)) : 0.0f;
       vTile[jj * $PAD + d] = j < $KEYS ? load(v, kvAt(b, j, g, d)) : 0.0f;
     }
     __syncthreads();
+    if (!active || ($CAUSAL && j0 > i))
+      continue;
+    i64 j = j0 + lane;
+    bool visible = j < $KEYS && (!$CAUSAL || j <= i);
 )";
+
+/// acc[d] += Σ over the tile's keys jj of $WEIGHT (lane jj's) · $TILE[jj][d],
+/// a lane per head dimension; then the walk's loop closes.
+constexpr const char *kAccumulate = R"(    for (int jj = 0; jj < 32; ++jj) {
+      float w = __shfl_sync(0xffffffffu, $WEIGHT, jj);
+      for (int t = 0; t < $PERLANE; ++t) {
+        int d = lane + 32 * t;
+        if (d < $DIM)
+          acc[t] += w * $TILE[jj * $PAD + d];
+      }
+    }
+)";
+
+/// Row i of q-shaped `$OUT` = acc $SCALED.
+constexpr const char *kStoreRow = R"(  if (!active)
+    return;
+  for (int t = 0; t < $PERLANE; ++t) {
+    int d = lane + 32 * t;
+    if (d < $DIM)
+      store($OUT, qAt(b, i, h, d), acc[t]$SCALED);
+  }
+)";
+
+/// `text` with every line indented two more spaces.
+std::string indented(const std::string &text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((i == 0 || text[i - 1] == '\n') && text[i] != '\n')
+      out += "  ";
+    out += text[i];
+  }
+  return out;
+}
 
 } // namespace
 
@@ -89,7 +137,7 @@ std::string emitAttentionFwd(const LaunchDesc &launch, KernelCode &code) {
                uint32_t(s.batch)};
   code.sharedBytes = uint32_t((2 * 32 * (s.dim + 1) + kRows * s.dim) * 4);
   code.globals = s.apply(kIndex);
-  code.body = s.apply(R"(  extern __shared__ float tiles[];
+  code.body = s.apply(std::string(R"(  extern __shared__ float tiles[];
   float *kTile = tiles, *vTile = kTile + 32 * $PAD, *qRow = vTile + 32 * $PAD;
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   i64 b = blockIdx.z, h = blockIdx.y;
@@ -100,21 +148,7 @@ std::string emitAttentionFwd(const LaunchDesc &launch, KernelCode &code) {
   for (i64 d = lane; d < $DIM; d += 32)
     qRow[d] = active ? load(q, qAt(b, i, h, d)) : 0.0f;
   float rowMax = -__uint_as_float(0x7f800000u), rowSum = 0.0f;
-  float acc[$PERLANE];
-  for (int t = 0; t < $PERLANE; ++t)
-    acc[t] = 0.0f;
-  i64 lastKey = $KEYS - 1;
-  if ($CAUSAL) {
-    i64 lastRow = blockIdx.x * $ROWS + $ROWS - 1;
-    lastKey = lastRow < lastKey ? lastRow : lastKey;
-  }
-  for (i64 j0 = 0; j0 <= lastKey; j0 += 32) {
-)") + s.apply(kLoadKeys) +
-              s.apply(R"(    if (!active || ($CAUSAL && j0 > i))
-      continue;
-    i64 j = j0 + lane;
-    bool visible = j < $KEYS && (!$CAUSAL || j <= i);
-    float score = -__uint_as_float(0x7f800000u);
+)") + kQueryWalk + R"(    float score = -__uint_as_float(0x7f800000u);
     if (visible) {
       float dot = 0.0f;
       for (int d = 0; d < $DIM; ++d)
@@ -127,24 +161,11 @@ std::string emitAttentionFwd(const LaunchDesc &launch, KernelCode &code) {
     rowSum = rowSum * correction + warpSum(p);
     for (int t = 0; t < $PERLANE; ++t)
       acc[t] *= correction;
-    for (int jj = 0; jj < 32; ++jj) {
-      float pj = __shfl_sync(0xffffffffu, p, jj);
-      for (int t = 0; t < $PERLANE; ++t) {
-        int d = lane + 32 * t;
-        if (d < $DIM)
-          acc[t] += pj * vTile[jj * $PAD + d];
-      }
-    }
-    rowMax = newMax;
+)" + fill(kAccumulate, {{"WEIGHT", "p"}, {"TILE", "vTile"}}) +
+                      R"(    rowMax = newMax;
   }
-  if (!active)
-    return;
-  for (int t = 0; t < $PERLANE; ++t) {
-    int d = lane + 32 * t;
-    if (d < $DIM)
-      store(o, qAt(b, i, h, d), acc[t] / rowSum);
-  }
-  if (lane == 0)
+)" + fill(kStoreRow, {{"OUT", "o"}, {"SCALED", " / rowSum"}}) +
+                      R"(  if (lane == 0)
     lse[lseAt(b, h, i)] = rowMax + logf(rowSum);
 )");
   return "";
@@ -163,69 +184,43 @@ std::string emitAttentionBwd(const LaunchDesc &launch, KernelCode &code) {
   code.sharedBytes =
       uint32_t((2 * 32 * (s.dim + 1) + 2 * kRows * s.dim + 64) * 4);
   code.globals = s.apply(kIndex);
+  // dq_i = scale · Σ_j dS_ij k_j, dS = P ⊙ (dO·vᵀ − D), D_i = dO_i·O_i.
+  std::string queryRows = std::string(R"(i64 h = blockIdx.y;
+if (h >= $HEADS)
+  return;
+float *kTile = tiles, *vTile = kTile + 32 * $PAD;
+float *qRow = vTile + 32 * $PAD + warp * $DIM;
+float *dORow = vTile + 32 * $PAD + $ROWS * $DIM + warp * $DIM;
+i64 i = blockIdx.x * $ROWS + warp;
+bool active = i < $SEQ;
+i64 g = (query_head_offset + h) / group_size;
+float dotOut = 0.0f;
+for (i64 d = lane; d < $DIM; d += 32) {
+  qRow[d] = active ? load(q, qAt(b, i, h, d)) : 0.0f;
+  dORow[d] = active ? load(dout, qAt(b, i, h, d)) : 0.0f;
+  dotOut += active ? dORow[d] * load(o, qAt(b, i, h, d)) : 0.0f;
+}
+float rowD = warpSum(dotOut);
+float rowLse = active ? lse[lseAt(b, h, i)] : 0.0f;
+)");
+  queryRows = indented(queryRows) + kQueryWalk + R"(    float dS = 0.0f;
+    if (visible) {
+      float score = 0.0f, dP = 0.0f;
+      for (int d = 0; d < $DIM; ++d) {
+        score += qRow[d] * kTile[lane * $PAD + d];
+        dP += dORow[d] * vTile[lane * $PAD + d];
+      }
+      float p = expf(score * $SCALE - rowLse);
+      dS = p * (dP - rowD);
+    }
+)" + fill(kAccumulate, {{"WEIGHT", "dS"}, {"TILE", "kTile"}}) +
+              "  }\n" +
+              fill(kStoreRow, {{"OUT", "dq"}, {"SCALED", " * $SCALE"}});
   code.body = fill(s.apply(R"(  extern __shared__ float tiles[];
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   i64 b = blockIdx.z;
   if (blockIdx.x < $QBLOCKS) {
-    // dq_i = scale · Σ_j dS_ij k_j, dS = P ⊙ (dO·vᵀ − D), D_i = dO_i·O_i.
-    i64 h = blockIdx.y;
-    if (h >= $HEADS)
-      return;
-    float *kTile = tiles, *vTile = kTile + 32 * $PAD;
-    float *qRow = vTile + 32 * $PAD + warp * $DIM;
-    float *dORow = vTile + 32 * $PAD + $ROWS * $DIM + warp * $DIM;
-    i64 i = blockIdx.x * $ROWS + warp;
-    bool active = i < $SEQ;
-    i64 g = (query_head_offset + h) / group_size;
-    float dotOut = 0.0f;
-    for (i64 d = lane; d < $DIM; d += 32) {
-      qRow[d] = active ? load(q, qAt(b, i, h, d)) : 0.0f;
-      dORow[d] = active ? load(dout, qAt(b, i, h, d)) : 0.0f;
-      dotOut += active ? dORow[d] * load(o, qAt(b, i, h, d)) : 0.0f;
-    }
-    float rowD = warpSum(dotOut);
-    float rowLse = active ? lse[lseAt(b, h, i)] : 0.0f;
-    float acc[$PERLANE];
-    for (int t = 0; t < $PERLANE; ++t)
-      acc[t] = 0.0f;
-    i64 lastKey = $KEYS - 1;
-    if ($CAUSAL) {
-      i64 lastRow = blockIdx.x * $ROWS + $ROWS - 1;
-      lastKey = lastRow < lastKey ? lastRow : lastKey;
-    }
-    for (i64 j0 = 0; j0 <= lastKey; j0 += 32) {
-)") + s.apply(kLoadKeys) +
-                       s.apply(R"(      if (!active || ($CAUSAL && j0 > i))
-        continue;
-      i64 j = j0 + lane;
-      bool visible = j < $KEYS && (!$CAUSAL || j <= i);
-      float dS = 0.0f;
-      if (visible) {
-        float score = 0.0f, dP = 0.0f;
-        for (int d = 0; d < $DIM; ++d) {
-          score += qRow[d] * kTile[lane * $PAD + d];
-          dP += dORow[d] * vTile[lane * $PAD + d];
-        }
-        float p = expf(score * $SCALE - rowLse);
-        dS = p * (dP - rowD);
-      }
-      for (int jj = 0; jj < 32; ++jj) {
-        float dSj = __shfl_sync(0xffffffffu, dS, jj);
-        for (int t = 0; t < $PERLANE; ++t) {
-          int d = lane + 32 * t;
-          if (d < $DIM)
-            acc[t] += dSj * kTile[jj * $PAD + d];
-        }
-      }
-    }
-    if (!active)
-      return;
-    for (int t = 0; t < $PERLANE; ++t) {
-      int d = lane + 32 * t;
-      if (d < $DIM)
-        store(dq, qAt(b, i, h, d), acc[t] * $SCALE);
-    }
-    return;
+)" + indented(queryRows) + R"(    return;
   }
   // dk_j = scale · Σ_i dS_ij q_i and dv_j = Σ_i P_ij dO_i over the query
   // heads that read kv head g, in head order.

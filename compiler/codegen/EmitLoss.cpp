@@ -26,9 +26,7 @@ void perRow(KernelCode &code, int64_t rows, std::string_view body) {
     i64 base = r * $COLUMNS;
 $BODY  }
 )",
-                   {{"ROWS", num(rows)},
-                    {"BODY", std::string(body)},
-                    {"COLUMNS", "$COLUMNS"}});
+                   {{"ROWS", num(rows)}, {"BODY", std::string(body)}});
 }
 
 /// The row's max and sum of exp(z − max) over its first `valid` columns,
@@ -44,10 +42,14 @@ constexpr const char *kRowSoftmax =
     rowSum = blockSum<$THREADS>(rowSum);
 )";
 
-/// The columns of a rank's shard that are vocabulary, not padding.
-constexpr const char *kValidColumns =
-    "  i64 valid = vocab_size - vocab_offset;\n"
-    "  valid = valid < 0 ? 0 : valid > $COLUMNS ? $COLUMNS : valid;\n";
+/// `valid`: the columns that are vocabulary, not padding, of logits whose
+/// first column is vocabulary entry `offset` (0, or a shard's vocab_offset).
+std::string validColumns(const char *offset) {
+  return fill(
+      "  i64 valid = vocab_size - $OFFSET;\n"
+      "  valid = valid < 0 ? 0 : valid > $COLUMNS ? $COLUMNS : valid;\n",
+      {{"OFFSET", offset}});
+}
 
 std::string withShape(std::string text, int64_t columns) {
   return fill(text, {{"COLUMNS", num(columns)},
@@ -67,9 +69,7 @@ std::string emitCrossEntropyFwd(const LaunchDesc &launch, KernelCode &code) {
       rowLoss[r] = (float)(rowMax + log(rowSum) - target);
     }
 )");
-  code.body = std::string("  i64 valid = vocab_size < $COLUMNS ? vocab_size : "
-                          "$COLUMNS;\n") +
-              code.body +
+  code.body = validColumns("0") + code.body +
               fill(R"(  if (!lastBlock() || threadIdx.x != 0)
     return;
   double total = 0.0;
@@ -94,8 +94,7 @@ std::string emitCrossEntropyBwd(const LaunchDesc &launch, KernelCode &code) {
       store(dlogits, base + c, (float)((p - (c == labels[r] ? 1.0 : 0.0)) * scale));
     }
 )");
-  code.body = "  i64 valid = vocab_size < $COLUMNS ? vocab_size : $COLUMNS;\n" +
-              fill(code.body, {{"ROWS", num(rows)}});
+  code.body = validColumns("0") + fill(code.body, {{"ROWS", num(rows)}});
   code.body = withShape(code.body, columns);
   return "";
 }
@@ -111,7 +110,7 @@ std::string emitLogitsMax(const LaunchDesc &launch, KernelCode &code) {
     if (threadIdx.x == 0)
       max[r] = m;
 )");
-  code.body = withShape(kValidColumns + code.body, columns);
+  code.body = withShape(validColumns("vocab_offset") + code.body, columns);
   return "";
 }
 
@@ -122,7 +121,7 @@ std::string emitLogitsTarget(const LaunchDesc &launch, KernelCode &code) {
   code.block = {kThreads, 1, 1};
   code.grid = {blocksFor(rows, kThreads), 1, 1};
   code.body =
-      withShape(kValidColumns +
+      withShape(validColumns("vocab_offset") +
                     forEach(rows, R"(    i64 c = (i64)labels[i] - vocab_offset;
     target[i] = c >= 0 && c < valid ? load(logits, i * $COLUMNS + c) : 0.0f;)"),
                 columns);
@@ -140,7 +139,7 @@ std::string emitLogitsSumExp(const LaunchDesc &launch, KernelCode &code) {
     if (threadIdx.x == 0)
       sum[r] = (float)s;
 )");
-  code.body = withShape(kValidColumns + code.body, columns);
+  code.body = withShape(validColumns("vocab_offset") + code.body, columns);
   return "";
 }
 
@@ -174,7 +173,8 @@ std::string emitCrossEntropyGradFromStats(const LaunchDesc &launch,
       store(dlogits, base + c, (float)((p - (c == own ? 1.0 : 0.0)) * scale));
     }
 )");
-  code.body = withShape(kValidColumns + fill(code.body, {{"ROWS", num(rows)}}),
+  code.body = withShape(validColumns("vocab_offset") +
+                            fill(code.body, {{"ROWS", num(rows)}}),
                         columns);
   return "";
 }

@@ -80,7 +80,8 @@ std::string normBwd(const LaunchDesc &launch, KernelCode &code,
       fill(kRowStats, {{"CENTER", layerNorm ? "true" : "false"},
                        {"COLS", num(cols)},
                        {"EPS", f64(v.attr(LayerNormBwd::attr::epsilon).f)}});
-  code.body = fill(R"(  __shared__ double rowMean[$TILE], rowRstd[$TILE];
+  code.body =
+      fill(R"(  __shared__ double rowMean[$TILE], rowRstd[$TILE];
   int lane = threadIdx.x & 31;
   i64 first = blockIdx.x * $TILE;
   // dx, a warp per row.
@@ -135,14 +136,14 @@ $STATS    double sumG = 0.0, sumGX = 0.0;
     store(dweight, c, (float)w);$DBIAS
   }
 )",
-                   {{"TILE", num(kTileRows)},
-                    {"WARPS", num(kWarps)},
-                    {"ROWS", num(rows)},
-                    {"COLS", num(cols)},
-                    {"BLOCKS", num(blocks)},
-                    {"STATS", stats},
-                    {"CENTER", layerNorm ? "true" : "false"},
-                    {"DBIAS", layerNorm ? "\n    store(dbias, c, (float)b);" : ""}});
+           {{"TILE", num(kTileRows)},
+            {"WARPS", num(kWarps)},
+            {"ROWS", num(rows)},
+            {"COLS", num(cols)},
+            {"BLOCKS", num(blocks)},
+            {"STATS", stats},
+            {"CENTER", layerNorm ? "true" : "false"},
+            {"DBIAS", layerNorm ? "\n    store(dbias, c, (float)b);" : ""}});
   return "";
 }
 

@@ -28,43 +28,43 @@ std::string table(const char *name, const std::vector<int64_t> &values) {
   return out + (values.empty() ? "0};\n" : "};\n");
 }
 
-/// The windows' tables and the walk from an owned element `u` to its flat
-/// index `flat` and state index `state`.
+/// The search both kernels' tables need, once.
+constexpr const char *kLastAtMost = R"(
+// The last of `count` tuples of `width` in `table` whose first field is at
+// most x, or -1: the window of an owned element, the segment of an index.
+__device__ i64 lastAtMost(const i64 *table, i64 count, i64 width, i64 x) {
+  i64 lo = -1, hi = count - 1;
+  while (lo < hi) {
+    i64 mid = (lo + hi + 1) / 2;
+    if (table[mid * width] <= x) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+)";
+
+/// The windows' tables, and `windowOf(u)`, the window of owned element u
+/// (windows are numbered by where their owned elements start).
 std::string windowTables(const std::vector<int64_t> &windows, int64_t &owned) {
   std::vector<int64_t> starts = {0};
   for (size_t w = 0; w + runtime::kWindowWidth <= windows.size();
        w += runtime::kWindowWidth)
     starts.push_back(starts.back() + windows[w + 1]);
   owned = starts.back();
-  return table("kWindows", windows) + table("kWindowStarts", starts) +
-         fill(R"(
-// The window of owned element u: the last whose start is at most u.
-__device__ i64 windowOf(i64 u) {
-  i64 lo = 0, hi = $COUNT - 1;
-  while (lo < hi) {
-    i64 mid = (lo + hi + 1) / 2;
-    if (kWindowStarts[mid] <= u) lo = mid; else hi = mid - 1;
-  }
-  return lo;
-}
-)",
+  return kLastAtMost + table("kWindows", windows) +
+         table("kWindowStarts", starts) +
+         fill("__device__ i64 windowOf(i64 u) {\n"
+              "  return lastAtMost(kWindowStarts, $COUNT, 1, u);\n}\n",
               {{"COUNT", num(int64_t(starts.size() - 1))}});
 }
 
 /// A function `name(flat)` giving the segment of `list` (tuples of
-/// `width`) that holds flat index `flat`, or -1.
+/// `width`: begin, length, ...) that holds flat index `flat`, or -1.
 std::string segmentFinder(const char *name, const char *tableName,
                           const std::vector<int64_t> &list, int64_t width) {
   return table(tableName, list) +
          fill(R"(__device__ i64 $NAME(i64 flat) {
-  i64 lo = 0, hi = $COUNT - 1;
-  if (hi < 0 || $TABLE[0] > flat)
-    return -1;
-  while (lo < hi) {
-    i64 mid = (lo + hi + 1) / 2;
-    if ($TABLE[mid * $WIDTH] <= flat) lo = mid; else hi = mid - 1;
-  }
-  return flat < $TABLE[lo * $WIDTH] + $TABLE[lo * $WIDTH + 1] ? lo : -1;
+  i64 s = lastAtMost($TABLE, $COUNT, $WIDTH, flat);
+  return s >= 0 && flat < $TABLE[s * $WIDTH] + $TABLE[s * $WIDTH + 1] ? s : -1;
 }
 )",
               {{"NAME", name},

@@ -1,6 +1,7 @@
 //===- Nvrtc.cpp - NVRTC, loaded only when asked --------------------------===//
 #include "compiler/codegen/Nvrtc.h"
 
+#include <cstdlib>
 #include <dlfcn.h>
 #include <mutex>
 #include <vector>
@@ -30,17 +31,20 @@ const Api *loadApi(std::string &error) {
   static std::string failure;
   static std::once_flag once;
   std::call_once(once, [] {
+    // The library path first, then the toolkit ($CUDA_HOME, else its
+    // usual place).
+    const char *home = std::getenv("CUDA_HOME");
+    std::string toolkit =
+        std::string(home && *home ? home : "/usr/local/cuda") + "/lib64/";
     void *library = nullptr;
-    for (const char *name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so",
-                             "/usr/local/cuda/lib64/libnvrtc.so.13",
-                             "/usr/local/cuda/lib64/libnvrtc.so.12",
-                             "/usr/local/cuda/lib64/libnvrtc.so"})
-      if ((library = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
+    for (std::string name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
+      if ((library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) ||
+          (library = dlopen((toolkit + name).c_str(), RTLD_NOW | RTLD_LOCAL)))
         break;
     if (!library) {
       failure = "--target cuda needs NVRTC from the CUDA Toolkit "
-                "(libnvrtc.so), found neither on the library path nor in "
-                "/usr/local/cuda/lib64";
+                "(libnvrtc.so), found neither on the library path nor in " +
+                toolkit;
       return;
     }
     auto get = [&](auto &fn, const char *symbol) {

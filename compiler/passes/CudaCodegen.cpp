@@ -69,9 +69,9 @@ describe(exec::LaunchOp launch,
     desc.operands.push_back(operand);
   }
   DictionaryAttr perRank = launch.getPerRankAttr();
-  for (const runtime::AttrSpec &spec : spec.attrs) {
+  for (const runtime::AttrSpec &attrSpec : spec.attrs) {
     codegen::AttrDesc attr;
-    Attribute value = launch.getArgs().get(spec.name);
+    Attribute value = launch.getArgs().get(attrSpec.name);
     if (auto b = dyn_cast_or_null<BoolAttr>(value))
       attr.i = b.getValue();
     else if (auto n = dyn_cast_or_null<IntegerAttr>(value))
@@ -80,7 +80,7 @@ describe(exec::LaunchOp launch,
       attr.f = f.getValueAsDouble();
     else if (auto list = dyn_cast_or_null<DenseI64ArrayAttr>(value))
       attr.list.assign(list.asArrayRef().begin(), list.asArrayRef().end());
-    attr.perRank = perRank && perRank.get(spec.name);
+    attr.perRank = perRank && perRank.get(attrSpec.name);
     desc.attrs.push_back(std::move(attr));
   }
   return desc;

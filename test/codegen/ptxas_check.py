@@ -7,13 +7,15 @@ usage: ptxas_check.py ARCH DIR
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 
 
 def main():
     arch, directory = sys.argv[1], sys.argv[2]
-    ptxas = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "ptxas")
+    ptxas = shutil.which("ptxas") or os.path.join(
+        os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "ptxas")
     files = sorted(f for f in os.listdir(directory) if f.endswith(".ptx"))
     if not files:
         sys.exit(f"no .ptx files in {directory}")
