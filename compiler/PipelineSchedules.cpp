@@ -65,65 +65,61 @@ int warmupCount(ScheduleKind kind, int p, int v, int m, int stage) {
   return 0;
 }
 
-std::vector<Work> stageOrder(ScheduleKind kind, int p, int v, int m,
-                             int stage) {
+std::vector<Work> stageOrder(ScheduleKind kind, int p, int v, int m, int stage,
+                             std::vector<bool> *exchange) {
   std::vector<Work> order;
+  std::vector<bool> points;
+  // Where the exchange points fall, as Megatron's schedules post: before
+  // every work, except that the interleaved steady state's forward and
+  // its backward share one (its batched four-way exchange).
+  auto add = [&](Work work, bool point) {
+    order.push_back(work);
+    points.push_back(point);
+  };
   if (kind == ScheduleKind::GPipe) {
     for (int j = 0; j < v; ++j)
       for (int mb = 0; mb < m; ++mb)
-        order.push_back({Phase::Forward, j * p + stage, mb});
+        add({Phase::Forward, j * p + stage, mb}, true);
     for (int j = v; j-- > 0;)
       for (int mb = 0; mb < m; ++mb)
-        order.push_back({Phase::Backward, j * p + stage, mb});
-    return order;
+        add({Phase::Backward, j * p + stage, mb}, true);
+  } else {
+    // The k-th forward (or backward) of the stage: microbatches go in
+    // groups of p through each chunk in turn, forward through chunks
+    // 0..v−1 and backward through v−1..0.
+    auto nth = [&](int k, Phase phase) {
+      int group = k / (p * v), inGroup = k % (p * v);
+      int j = inGroup / p;
+      if (phase == Phase::Backward)
+        j = v - 1 - j;
+      return Work{phase, j * p + stage, group * p + inGroup % p};
+    };
+    int total = v * m;
+    int warmup = warmupCount(kind, p, v, m, stage);
+    bool pairs = kind == ScheduleKind::Interleaved;
+    for (int k = 0; k < warmup; ++k)
+      add(nth(k, Phase::Forward), true);
+    for (int k = 0; k < total - warmup; ++k) {
+      add(nth(warmup + k, Phase::Forward), true);
+      add(nth(k, Phase::Backward), !pairs);
+    }
+    for (int k = total - warmup; k < total; ++k)
+      add(nth(k, Phase::Backward), true);
   }
-  // The k-th forward (or backward) of the stage: microbatches go in groups
-  // of p through each chunk in turn, forward through chunks 0..v−1 and
-  // backward through v−1..0.
-  auto nth = [&](int k, Phase phase) {
-    int group = k / (p * v), inGroup = k % (p * v);
-    int j = inGroup / p;
-    if (phase == Phase::Backward)
-      j = v - 1 - j;
-    return Work{phase, j * p + stage, group * p + inGroup % p};
-  };
-  int total = v * m;
-  int warmup = warmupCount(kind, p, v, m, stage);
-  for (int k = 0; k < warmup; ++k)
-    order.push_back(nth(k, Phase::Forward));
-  for (int k = 0; k < total - warmup; ++k) {
-    order.push_back(nth(warmup + k, Phase::Forward));
-    order.push_back(nth(k, Phase::Backward));
-  }
-  for (int k = total - warmup; k < total; ++k)
-    order.push_back(nth(k, Phase::Backward));
+  if (exchange)
+    *exchange = std::move(points);
   return order;
 }
 
-std::vector<bool> exchangePoints(ScheduleKind kind, int p, int v, int m,
-                                 int stage) {
-  int total = v * m;
-  // GPipe, and 1F1B: one before every work (1F1B's steady state posts
-  // send_forward_recv_backward between a forward and its backward, and
-  // send_backward_recv_forward after it).
-  if (kind != ScheduleKind::Interleaved)
-    return std::vector<bool>(2 * total, true);
-  int warmup = warmupCount(kind, p, v, m, stage);
-  std::vector<bool> points;
-  for (int k = 0; k < warmup; ++k)
-    points.push_back(true);
-  for (int k = 0; k < total - warmup; ++k)
-    points.insert(points.end(), {true, false}); // a forward, its backward
-  for (int k = total - warmup; k < total; ++k)
-    points.push_back(true);
-  return points;
-}
-
-std::vector<std::vector<Work>> scheduleOrders(ScheduleKind kind, int p, int v,
-                                              int m) {
+std::vector<std::vector<Work>>
+scheduleOrders(ScheduleKind kind, int p, int v, int m,
+               std::vector<std::vector<bool>> *exchange) {
   std::vector<std::vector<Work>> orders;
+  if (exchange)
+    exchange->assign(p, {});
   for (int s = 0; s < p; ++s)
-    orders.push_back(stageOrder(kind, p, v, m, s));
+    orders.push_back(
+        stageOrder(kind, p, v, m, s, exchange ? &(*exchange)[s] : nullptr));
   return orders;
 }
 

@@ -33,27 +33,24 @@ int warmupCount(ScheduleKind kind, int stages, int chunksPerStage,
                 int microbatches, int stage);
 
 /// The order of work on `stage` (chunk c = j·p + stage for the stage's
-/// j-th chunk).
+/// j-th chunk), and with `exchange` where the stage posts its pipeline
+/// transfers, as Megatron's schedules do: one flag per work, true where an
+/// exchange point comes before it. GPipe and 1F1B have one before every
+/// work (1F1B's steady state: send_forward_recv_backward between a forward
+/// and its backward, send_backward_recv_forward after); the interleaved
+/// schedule's steady-state forward-backward pairs share one (its batched
+/// four-way exchange), its warm-up forwards and cool-down backwards each
+/// have one.
 std::vector<sim::Work> stageOrder(ScheduleKind kind, int stages,
                                   int chunksPerStage, int microbatches,
-                                  int stage);
+                                  int stage,
+                                  std::vector<bool> *exchange = nullptr);
 
-/// Every stage's order.
-std::vector<std::vector<sim::Work>> scheduleOrders(ScheduleKind kind,
-                                                   int stages,
-                                                   int chunksPerStage,
-                                                   int microbatches);
-
-/// Where a stage posts its pipeline transfers, as Megatron's schedules do:
-/// one flag per work of stageOrder(), true where an exchange point comes
-/// before it. GPipe and 1F1B have one before every work (1F1B's steady
-/// state: send_forward_recv_backward between a forward and its backward,
-/// send_backward_recv_forward after); the interleaved schedule's
-/// steady-state forward-backward pairs share one (its batched four-way
-/// exchange), its warm-up forwards and cool-down backwards each have one.
-std::vector<bool> exchangePoints(ScheduleKind kind, int stages,
-                                 int chunksPerStage, int microbatches,
-                                 int stage);
+/// Every stage's order (and exchange points).
+std::vector<std::vector<sim::Work>>
+scheduleOrders(ScheduleKind kind, int stages, int chunksPerStage,
+               int microbatches,
+               std::vector<std::vector<bool>> *exchange = nullptr);
 
 } // namespace strata::pipeline
 

@@ -103,7 +103,7 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
   }
   // Special gradients are reduced by the optimizer, in one last bucket.
   auto special = [&](StringRef name) {
-    const ParamFacts &f = facts[name];
+    const ParamFacts &f = facts.lookup(name);
     return f.partialOverTp || !f.tiedStages.empty();
   };
   // Buckets: per chunk, in reverse order, whole parameters up to about
@@ -123,10 +123,11 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
         chunkBuckets.emplace_back();
         size = 0;
       }
-      chunkBuckets.back().insert(chunkBuckets.back().begin(), param);
+      chunkBuckets.back().push_back(param); // in reverse: turned below
       size += p.elements;
     }
     for (auto &bucket : llvm::reverse(chunkBuckets)) {
+      std::reverse(bucket.begin(), bucket.end());
       members.push_back(bucket);
       buckets.emplace_back().chunk = chunk;
     }
@@ -134,11 +135,11 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
   SmallVector<graph::ParamOp> last;
   // Partial gradients together (one all-reduce over tp), then tied ones.
   for (graph::ParamOp param : ops)
-    if (facts[param.getName()].partialOverTp &&
-        facts[param.getName()].tiedStages.empty())
+    if (facts.lookup(param.getName()).partialOverTp &&
+        facts.lookup(param.getName()).tiedStages.empty())
       last.push_back(param);
   for (graph::ParamOp param : ops)
-    if (!facts[param.getName()].tiedStages.empty())
+    if (!facts.lookup(param.getName()).tiedStages.empty())
       last.push_back(param);
   if (!last.empty()) {
     members.push_back(last);
@@ -215,8 +216,10 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
     p.value = makeBuffer(
         "param:" + name, stored, exec::Arena::Persistent, paramRegion,
         p.flatOffset * exec::elementBytes(stored.getElementType()));
-    p.grad = makeBuffer("grad:" + name, asF32(local), exec::Arena::Persistent,
-                        gradRegion, p.flatOffset * 4);
+    RankedTensorType grad = asF32(local);
+    p.grad =
+        makeBuffer("grad:" + name, grad, exec::Arena::Persistent, gradRegion,
+                   p.flatOffset * exec::elementBytes(grad.getElementType()));
     // Which part of the global tensor a rank holds: a tensor-parallel
     // split is the rank's coordinate's slice along `split_dim`.
     SmallVector<int64_t> global(local.getShape());
@@ -263,7 +266,7 @@ Lowering::NormSegments Lowering::normSegments() {
   NormSegments segments;
   for (const std::string &name : paramOrder) {
     const ParamBuffers &p = params[name];
-    const ParamFacts &f = facts[name];
+    const ParamFacts &f = facts.lookup(name);
     // Counted once across the ranks that hold it: a tied parameter on its
     // first stage, a replicated one on the first tensor-parallel rank (the
     // kernel's first_part). The windows keep a distributed optimizer's
@@ -280,7 +283,7 @@ SmallVector<int64_t> Lowering::adamSegments() {
   SmallVector<int64_t> segments;
   for (const std::string &name : paramOrder)
     appendSegment(segments, params[name].flatOffset, params[name].elements,
-                  {facts[name].decay ? 1 : 0});
+                  {facts.lookup(name).decay ? 1 : 0});
   return segments;
 }
 
@@ -328,8 +331,8 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
     int64_t partialBegin = -1, partialEnd = -1;
     for (const std::string &name : paramOrder) {
       const ParamBuffers &p = params[name];
-      if (&buckets[p.bucket] != &bucket || !facts[name].partialOverTp ||
-          !facts[name].tiedStages.empty())
+      if (&buckets[p.bucket] != &bucket || !facts.lookup(name).partialOverTp ||
+          !facts.lookup(name).tiedStages.empty())
         continue;
       if (partialBegin < 0)
         partialBegin = p.flatOffset;
@@ -347,12 +350,12 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
     // reductions in the same order, whatever order each first uses them in.
     SmallVector<std::string> tied;
     for (const std::string &name : paramOrder)
-      if (!facts[name].tiedStages.empty() &&
+      if (!facts.lookup(name).tiedStages.empty() &&
           &buckets[params[name].bucket] == &bucket)
         tied.push_back(name);
     llvm::sort(tied);
     for (const std::string &name : tied) {
-      const ParamFacts &f = facts[name];
+      const ParamFacts &f = facts.lookup(name);
       // A tied parameter's accumulators summed over the stages that hold
       // it, before the data-parallel sum (so that the distributed
       // optimizer's parts need no second reduction).

@@ -277,9 +277,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
 }
 
 LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
-  auto op = exec::ScheduleOp::create(programs, schedule.getLoc());
-  if (auto kind = schedule->getAttrOfType<StringAttr>("kind"))
-    op->setAttr("kind", kind);
+  auto op = exec::ScheduleOp::create(programs, schedule.getLoc(),
+                                     schedule.getKindAttr());
   OpBuilder steps(ctx());
   steps.setInsertionPointToEnd(&op.getBody().emplaceBlock());
   // Stash slots: a chunk's forward takes the lowest free slot of its
@@ -288,15 +287,18 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   std::map<std::pair<int64_t, int64_t>, int64_t> slotOf; // (chunk, mb)
   SmallVector<int64_t> slots; // per chunk of the stage: the most in use
   for (auto step : schedule.getBody().front().getOps<dist::StepOp>()) {
-    auto function = module.lookupSymbol<func::FuncOp>(step.getFunction());
-    auto chunkAttr = function->getAttrOfType<IntegerAttr>("dist.chunk");
+    // The stage's programs are lowered by now, each with its phase.
+    exec::ProgramOp program = programByName.lookup(step.getFunction());
+    if (!program)
+      return step.emitOpError() << "runs '" << step.getFunction()
+                                << "', which this stage has no program for";
     IntegerAttr slotAttr;
-    if (chunkAttr) {
+    if (std::optional<uint64_t> chunkOf = program.getChunk()) {
       if (!step.getMicrobatch())
         return step.emitOpError() << "runs a chunk without a microbatch";
-      int64_t chunk = chunkAttr.getInt(), mb = int64_t(*step.getMicrobatch());
+      int64_t chunk = int64_t(*chunkOf), mb = int64_t(*step.getMicrobatch());
       int64_t slot;
-      if (step.getFunction().starts_with("forward_")) {
+      if (program.getPhase() == "forward") {
         std::vector<bool> &used = busy[chunk];
         slot = std::find(used.begin(), used.end(), false) - used.begin();
         if (slot == int64_t(used.size()))
@@ -319,9 +321,9 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
       }
       slotAttr = b.getI64IntegerAttr(slot);
     }
-    exec::RunOp::create(
-        steps, step.getLoc(), step.getFunctionAttr(), step.getMicrobatchAttr(),
-        slotAttr, step->hasAttr("exchange") ? b.getUnitAttr() : UnitAttr());
+    exec::RunOp::create(steps, step.getLoc(), step.getFunctionAttr(),
+                        step.getMicrobatchAttr(), slotAttr,
+                        step.getExchangeAttr());
   }
   if (!slots.empty())
     op->getParentOfType<exec::TemplateOp>().setStashSlotsAttr(

@@ -297,7 +297,7 @@ private:
   StageCoords coords;
   bool overlapGradReduce, overlapParamGather;
   // From @optimizer.
-  llvm::StringMap<ParamFacts> facts;
+  llvm::StringMap<ParamFacts> facts; // read with lookup: none is no facts
   bool distributedOptimizer = false;
   bool reducesOverData = false; // dist.reduce_gradients is there
   int64_t bucketElements = 40000000;

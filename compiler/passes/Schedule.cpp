@@ -74,15 +74,16 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     b.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
     auto schedule = dist::ScheduleOp::create(b, loc, b.getI64IntegerAttr(0),
-                                             b.getI64IntegerAttr(microbatches));
+                                             b.getI64IntegerAttr(microbatches),
+                                             /*kind=*/StringAttr());
     b.setInsertionPointToEnd(&schedule.getBody().emplaceBlock());
     for (int64_t mb = 0; mb < microbatches; ++mb)
       dist::StepOp::create(b, loc,
                            FlatSymbolRefAttr::get(b.getContext(), "microbatch"),
-                           b.getI64IntegerAttr(mb));
+                           b.getI64IntegerAttr(mb), /*exchange=*/UnitAttr());
     dist::StepOp::create(b, loc,
                          FlatSymbolRefAttr::get(b.getContext(), "optimizer"),
-                         IntegerAttr());
+                         IntegerAttr(), /*exchange=*/UnitAttr());
   }
 
   LogicalResult schedulePipeline(ModuleOp module, int64_t chunks) {
@@ -107,15 +108,12 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     if (std::string error = pipeline::checkSchedule(kind, int(p), v, m);
         !error.empty())
       return module.emitError() << error;
-    auto orders = pipeline::scheduleOrders(kind, int(p), v, m);
+    std::vector<std::vector<bool>> exchange;
+    auto orders = pipeline::scheduleOrders(kind, int(p), v, m, &exchange);
     sim::SimResult run = sim::simulate(orders, int(chunks), m, sim::Costs());
     if (!run.deadlock.empty())
       return module.emitError() << "the " << pipeline::scheduleName(kind)
                                 << " schedule would deadlock: " << run.deadlock;
-    std::vector<std::vector<bool>> exchange;
-    for (int64_t stage = 0; stage < p; ++stage)
-      exchange.push_back(
-          pipeline::exchangePoints(kind, int(p), v, m, int(stage)));
     if (std::string stuck =
             sim::checkTransferGroups(orders, exchange, int(chunks));
         !stuck.empty())
@@ -133,26 +131,24 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     Location loc = module.getLoc();
     for (int64_t stage = 0; stage < p; ++stage) {
       auto schedule = dist::ScheduleOp::create(
-          b, loc, b.getI64IntegerAttr(stage), b.getI64IntegerAttr(m));
-      schedule->setAttr("kind", b.getStringAttr(pipeline::scheduleName(kind)));
+          b, loc, b.getI64IntegerAttr(stage), b.getI64IntegerAttr(m),
+          b.getStringAttr(pipeline::scheduleName(kind)));
       OpBuilder steps(module.getContext());
       steps.setInsertionPointToEnd(&schedule.getBody().emplaceBlock());
       for (auto [work, point] : llvm::zip(orders[stage], exchange[stage])) {
         std::string name =
             (work.phase == sim::Phase::Forward ? "forward_" : "backward_") +
             std::to_string(work.chunk);
-        auto step = dist::StepOp::create(
-            steps, loc, FlatSymbolRefAttr::get(b.getContext(), name),
-            steps.getI64IntegerAttr(work.microbatch));
-        if (point)
-          step->setAttr("exchange", steps.getUnitAttr());
+        dist::StepOp::create(steps, loc,
+                             FlatSymbolRefAttr::get(b.getContext(), name),
+                             steps.getI64IntegerAttr(work.microbatch),
+                             point ? steps.getUnitAttr() : UnitAttr());
       }
       // The last sends go out before the optimizer, whose collectives
       // (a tied embedding's, the norm's) the peers reach only after them.
       dist::StepOp::create(steps, loc,
                            FlatSymbolRefAttr::get(b.getContext(), "optimizer"),
-                           IntegerAttr())
-          ->setAttr("exchange", steps.getUnitAttr());
+                           IntegerAttr(), /*exchange=*/steps.getUnitAttr());
     }
     return success();
   }

@@ -299,8 +299,8 @@ LogicalResult Writer::stageTemplate(exec::TemplateOp stage) {
         program.getChunk() ? int32_t(*program.getChunk()) : -1));
   }
   for (auto schedules : body.getOps<exec::ScheduleOp>()) {
-    if (auto kind = schedules->getAttrOfType<StringAttr>("kind"))
-      pipelineSchedule = kind.str();
+    if (std::optional<StringRef> kind = schedules.getKind())
+      pipelineSchedule = kind->str();
     for (auto run : schedules.getBody().front().getOps<exec::RunOp>())
       schedule.push_back(plan::Step(
           programIndex.lookup(run.getProgram()),

@@ -23,7 +23,12 @@ class Dist_Op<string mnemonic, list<Trait> traits = []>
 
 def Dist_ScheduleOp : Dist_Op<"schedule", [NoTerminator, SingleBlock]> {
   let summary = "one stage's order of work in a training iteration";
-  let arguments = (ins I64Attr:$stage, I64Attr:$microbatches);
+  let description = [{
+    `kind` names the pipeline schedule the order follows (gpipe, 1f1b,
+    interleaved); none without pipeline chunks.
+  }];
+  let arguments = (ins I64Attr:$stage, I64Attr:$microbatches,
+                   OptionalAttr<StrAttr>:$kind);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     `stage` $stage `microbatches` $microbatches attr-dict-with-keyword $body
@@ -32,8 +37,12 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [NoTerminator, SingleBlock]> {
 
 def Dist_StepOp : Dist_Op<"step", [HasParent<"ScheduleOp">]> {
   let summary = "run a function of the step, for a microbatch if it has one";
+  let description = [{
+    `exchange`: the pipeline transfers since the last exchange point are
+    posted here as one group (exec.run's, which it becomes).
+  }];
   let arguments = (ins FlatSymbolRefAttr:$function,
-                   OptionalAttr<I64Attr>:$microbatch);
+                   OptionalAttr<I64Attr>:$microbatch, UnitAttr:$exchange);
   let assemblyFormat = "$function (`microbatch` $microbatch^)? attr-dict";
   let hasVerifier = 1;
 }

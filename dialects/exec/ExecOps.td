@@ -375,6 +375,11 @@ def Exec_CodeOp : Exec_Op<"code", [Symbol]> {
 def Exec_ScheduleOp : Exec_Op<"schedule", [HasParent<"TemplateOp">,
     NoTerminator, SingleBlock]> {
   let summary = "the programs of one training iteration, in order";
+  let description = [{
+    `kind`: the pipeline schedule (gpipe, 1f1b, interleaved), as the
+    plan's `pipeline_schedule` records it; none without pipeline chunks.
+  }];
+  let arguments = (ins OptionalAttr<StrAttr>:$kind);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
 }

@@ -5,16 +5,16 @@
 // RUN: strata-opt %s --strata-plan-memory | FileCheck %s
 
 // CHECK: exec.template stage 0 attributes {persistent_bytes = 68 : i64, workspace_bytes = 768 : i64}
-// CHECK-DAG: exec.buffer @p : tensor<1xf32> persistent at 0
-// CHECK-DAG: exec.buffer @q : tensor<1xf32> persistent at 64
+// CHECK-DAG: exec.buffer @p : tensor<1xf32> persistent at 0{{$}}
+// CHECK-DAG: exec.buffer @q : tensor<1xf32> persistent at 64{{$}}
 // r (received on the communication stream) first, alone: 0-255.
-// CHECK-DAG: exec.buffer @r : tensor<64xf32> workspace at 0
+// CHECK-DAG: exec.buffer @r : tensor<64xf32> workspace at 0{{$}}
 // a (256 B) lives over instructions 0-1, b (256 B) over 1-2: both alive at
 // 1, so b goes above a; c (256 B) lives over 2-3, after a is dead, so it
 // takes a's place; all of them above r.
-// CHECK-DAG: exec.buffer @a : tensor<64xf32> workspace at 256
-// CHECK-DAG: exec.buffer @b : tensor<64xf32> workspace at 512
-// CHECK-DAG: exec.buffer @c : tensor<64xf32> workspace at 256
+// CHECK-DAG: exec.buffer @a : tensor<64xf32> workspace at 256{{$}}
+// CHECK-DAG: exec.buffer @b : tensor<64xf32> workspace at 512{{$}}
+// CHECK-DAG: exec.buffer @c : tensor<64xf32> workspace at 256{{$}}
 // CHECK-DAG: exec.buffer @view : tensor<8x8xf32> workspace at 512 alias @b
 module {
   exec.template stage 0 {

@@ -155,31 +155,38 @@ TEST(PipelineSchedules, EveryScheduleRunsWithoutDeadlock) {
         }
 }
 
+/// A stage's exchange points, as stageOrder gives them with its order.
+std::vector<bool> exchangePoints(ScheduleKind kind, int p, int v, int m,
+                                 int stage) {
+  std::vector<bool> points;
+  pipeline::stageOrder(kind, p, v, m, stage, &points);
+  return points;
+}
+
 std::vector<std::vector<bool>> exchangePoints(ScheduleKind kind, int p, int v,
                                               int m) {
   std::vector<std::vector<bool>> points;
-  for (int s = 0; s < p; ++s)
-    points.push_back(pipeline::exchangePoints(kind, p, v, m, s));
+  pipeline::scheduleOrders(kind, p, v, m, &points);
   return points;
 }
 
 TEST(PipelineSchedules, ExchangePointsAreMegatrons) {
   // 1F1B: one before every work (send_forward_recv_backward between a
   // forward and its backward, send_backward_recv_forward after).
-  EXPECT_EQ(pipeline::exchangePoints(ScheduleKind::OneFOneB, 4, 1, 8, 0),
+  EXPECT_EQ(exchangePoints(ScheduleKind::OneFOneB, 4, 1, 8, 0),
             std::vector<bool>(16, true));
   // Interleaved, p=2, v=2, m=4, stage 0: four warm-up forwards each
   // alone, the steady state's forward-backward pairs sharing one (the
   // batched four-way exchange), the cool-down backwards each alone.
   std::vector<bool> points =
-      pipeline::exchangePoints(ScheduleKind::Interleaved, 2, 2, 4, 0);
+      exchangePoints(ScheduleKind::Interleaved, 2, 2, 4, 0);
   std::vector<bool> expected = {true, true, true, true};
   for (int k = 0; k < 4; ++k)
     expected.insert(expected.end(), {true, false});
   expected.insert(expected.end(), {true, true, true, true});
   EXPECT_EQ(points, expected);
   // GPipe: one before every work.
-  EXPECT_EQ(pipeline::exchangePoints(ScheduleKind::GPipe, 2, 1, 3, 1),
+  EXPECT_EQ(exchangePoints(ScheduleKind::GPipe, 2, 1, 3, 1),
             std::vector<bool>(6, true));
 }
 

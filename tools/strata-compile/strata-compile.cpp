@@ -175,7 +175,7 @@ cl::opt<double> progressAfter(
     "progress-after",
     cl::desc("announce each step on stderr once the compile has taken this "
              "many seconds (default 3)"),
-    cl::init(3.0));
+    cl::init(3.0), cl::cat(category));
 
 cl::opt<std::string>
     target("target",
