@@ -215,6 +215,21 @@ def PlanMemory : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
   }];
 }
 
+def CudaEpilogues : Pass<"strata-cuda-epilogues", "mlir::ModuleOp"> {
+  let summary = "Rewrite the gemm epilogues cuBLASLt computes differently";
+  let description = [{
+    For the CUDA target: a gemm whose epilogue is `gelu_bias` keeps the bias
+    add, writes the pre-activation to its `aux` buffer and is followed by a
+    `gelu_fwd` launch from it (cuBLASLt's GELU epilogue is the tanh
+    approximation; the model's GELU is the erf form); a gemm whose epilogue
+    is `bias_grad` loses it and is followed by a `sum_to` launch of op(B)
+    into the bias, accumulating when the gemm's beta is not 0 (cuBLASLt's
+    bias gradient overwrites). Runs before --strata-plan-memory, so the new
+    launches' reads count in the buffers' lives.
+  }];
+  let dependentDialects = ["::strata::exec::ExecDialect"];
+}
+
 def CudaCodegen : Pass<"strata-cuda-codegen", "mlir::ModuleOp"> {
   let summary = "Generate a CUDA kernel for every launch";
   let description = [{

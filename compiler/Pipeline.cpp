@@ -113,6 +113,8 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     lower.overlapGradReduce = options.overlapGradReduce;
     lower.overlapParamGather = options.overlapParamGather;
     pm.addPass(createLowerToExec(lower));
+    if (options.target == "cuda")
+      pm.addPass(createCudaEpilogues());
     pm.addPass(createPlanMemory());
   }
   if (to == Level::Exec && options.target == "cuda") {
