@@ -16,3 +16,23 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%strata_bin", config.strata_tools_dir))
 config.environment["PATH"] = os.pathsep.join(
     [config.strata_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+
+
+def has_gpu():
+    """Whether the NVIDIA driver is here and finds a device (as strata-run's
+    cuda backend asks it)."""
+    import ctypes
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return (driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0
+            and count.value > 0)
+
+
+if has_gpu():
+    config.available_features.add("gpu")
+else:
+    lit_config.note("skipped: no GPU: the tests that need one (REQUIRES: gpu, under test/gpu/) "
+                    "are reported UNSUPPORTED")

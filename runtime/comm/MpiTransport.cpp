@@ -37,6 +37,14 @@ int launcherRank() {
   return -1;
 }
 
+int launcherLocalRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                           "PMIX_LOCAL_RANK", "SLURM_LOCALID"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return 0;
+}
+
 namespace {
 
 bool started = false;

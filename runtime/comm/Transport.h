@@ -74,6 +74,9 @@ int launcherWorldSize();
 /// This process's rank as the launcher's environment announces it (read
 /// before MPI starts, to load only this rank's part of a plan), or -1.
 int launcherRank();
+/// This process's index among the launcher's processes on its node (which
+/// GPU it takes), or 0.
+int launcherLocalRank();
 /// Ends MPI (after the last exchange), if it was started.
 void finishMpi();
 /// Ends every process of the MPI job, after an error this rank reported.

@@ -226,8 +226,8 @@ void CpuBackend::synchronize() {
   rethrow();
 }
 
-void CpuBackend::synchronizeCompute() {
-  drain(Stream::Compute);
+void CpuBackend::synchronizeStream(Stream stream) {
+  drain(stream);
   rethrow();
 }
 

@@ -65,7 +65,7 @@ public:
                size_t bytes) override;
   void fillZero(Stream stream, void *device, size_t bytes) override;
   void synchronize() override;
-  void synchronizeCompute() override;
+  void synchronizeStream(Stream stream) override;
   int64_t highWater(Arena arena) const override;
   double exposedSeconds() const override;
   double communicationSeconds() const override;

@@ -222,11 +222,10 @@ void RingCollectives::collective(Stream stream, const CollectiveOp &op,
   std::string kind =
       std::string(collectiveName(op.kind)) + " over " + groupNames[op.group];
   Tags tags = tagsOf(stream);
-  backend.submit(
-      stream, kind,
-      [this, op, in, out, tags, kind, what = kind + " (" + where + ")"] {
-        count(kind, run(op, in, out, tags, what));
-      });
+  submit(stream, kind,
+         [this, op, in, out, tags, kind, what = kind + " (" + where + ")"] {
+           count(kind, run(op, in, out, tags, what));
+         });
 }
 
 void RingCollectives::exchange(Stream stream, std::vector<Transfer> sends,
@@ -236,7 +235,7 @@ void RingCollectives::exchange(Stream stream, std::vector<Transfer> sends,
   uint64_t sent = 0;
   for (const Transfer &t : sends)
     sent += t.buffer.buffer->bytes;
-  backend.submit(
+  submit(
       stream, "exchange",
       [this, sends = std::move(sends), receives = std::move(receives), sent] {
         // Sends are posted (copied) first, so that receives that wait can

@@ -3,13 +3,14 @@
 // The CPU backend's Collectives: ring all-reduce, all-gather and
 // reduce-scatter over a Transport (runtime/comm/: threads or MPI processes)
 // among the ranks of a plan's group, and pipeline exchange groups, each run
-// on a stream of the rank's CPU backend (the communication stream is its
-// thread) over buffers in host memory. A ring sends each rank (n−1)/n of
-// the data per phase; the bytes a rank sends are counted per collective
-// and group. An all-reduce computes each chunk's sum on one rank and copies
-// it to the others, so every rank holds bitwise the same result. Each
-// stream (and the host) uses tags of its own, so that two collectives in
-// flight at once on one rank never take each other's messages.
+// on a stream of the rank's backend over buffers in host memory: the CPU
+// backend's streams (the communication stream is its thread), or, staged
+// through host memory, the cuda backend's (runtime/cuda/StagedCollectives.h). A
+// ring sends each rank (n−1)/n of the data per phase; the bytes a rank sends
+// are counted per collective and group. An all-reduce computes each chunk's sum
+// on one rank and copies it to the others, so every rank holds bitwise the same
+// result. Each stream (and the host) uses tags of its own, so that two
+// collectives in flight at once on one rank never take each other's messages.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_CPU_RINGCOLLECTIVES_H
@@ -17,17 +18,22 @@
 
 #include "runtime/comm/Collectives.h"
 #include "runtime/comm/Transport.h"
-#include "runtime/cpu/CpuBackend.h"
 
+#include <functional>
 #include <mutex>
 
 namespace strata::runtime {
 
+/// Runs a collective's work in the order of `stream`: a name for traces,
+/// and the work.
+using SubmitToStream =
+    std::function<void(Stream, const std::string &, std::function<void()>)>;
+
 class RingCollectives : public Collectives {
 public:
-  RingCollectives(Transport &transport, cpu::CpuBackend &backend,
+  RingCollectives(Transport &transport, SubmitToStream submit,
                   std::chrono::milliseconds timeout)
-      : transport(transport), backend(backend), timeout(timeout) {}
+      : transport(transport), submit(std::move(submit)), timeout(timeout) {}
 
   std::string createGroups(const Plan &plan, uint32_t rank) override;
   void collective(Stream stream, const CollectiveOp &op, Operand in,
@@ -64,7 +70,7 @@ private:
   void count(const std::string &kind, uint64_t bytes);
 
   Transport &transport;
-  cpu::CpuBackend &backend;
+  SubmitToStream submit;
   std::chrono::milliseconds timeout;
   std::vector<std::vector<int>> members; // per plan group
   std::vector<std::string> groupNames;   // "tp", "dp+pp", "pp (stages 0, 3)"

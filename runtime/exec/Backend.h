@@ -39,6 +39,10 @@ public:
   virtual uint8_t *arena(Arena arena) const = 0;
   /// Creates the rank's events (index 0..count-1).
   virtual void createEvents(uint32_t count) = 0;
+  /// Readies what the rank's instructions need beyond memory and events (a
+  /// GPU's modules and GEMM algorithms), once the arenas exist; "" or why
+  /// the rank cannot run here.
+  virtual std::string prepare(const Plan &, const RankPlan &) { return ""; }
 
   /// `operands`: A, B, D, bias, aux.
   virtual void gemm(Stream stream, const GemmOp &op,
@@ -63,8 +67,10 @@ public:
   virtual void fillZero(Stream stream, void *device, size_t bytes) = 0;
   /// Waits for every stream; rethrows what failed on one of them.
   virtual void synchronize() = 0;
-  /// Waits for the compute stream alone (to read what it wrote).
-  virtual void synchronizeCompute() = 0;
+  /// Waits for one stream alone (to read what it wrote); rethrows what
+  /// failed on it.
+  virtual void synchronizeStream(Stream stream) = 0;
+  void synchronizeCompute() { synchronizeStream(Stream::Compute); }
 
   /// The highest byte written in an arena, + 1, where the backend can tell
   /// (the CPU backend starts its arenas filled with a marker); else -1.

@@ -49,6 +49,8 @@ std::string Executor::load() {
         !error.empty())
       return error;
   backend.createEvents(rank.events);
+  if (std::string error = backend.prepare(whole, rank); !error.empty())
+    return error;
   if (std::string error = collectives.createGroups(whole, rank.rank);
       !error.empty())
     return error;

@@ -8,7 +8,8 @@
 #include "runtime/comm/Transport.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/RingCollectives.h"
-#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/StagedCollectives.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/Parameters.h"
 #include "runtime/io/Safetensors.h"
@@ -16,6 +17,7 @@
 
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace strata::runtime {
@@ -46,30 +48,79 @@ std::chrono::milliseconds commTimeout(const TrainOptions &options) {
   return std::chrono::milliseconds(int64_t(options.commTimeoutSeconds * 1000));
 }
 
-/// One rank and what it runs on: a CPU backend (its arenas and
-/// streams), ring collectives over its transport, the executor and the
+/// The GPU the ranks of this process run on (the cuda backend), opened
+/// and checked before any rank is made.
+struct Gpu {
+  CUcontext context = nullptr;
+  cuda::DeviceInfo info;
+};
+
+/// One rank and what it runs on: its backend (a CPU's arenas and streams,
+/// or a GPU's), its collectives over its transport, the executor and the
 /// training loop. The backend goes first: its threads stop before the
 /// collectives its queued work refers to go.
 struct LocalRank {
-  LocalRank(const Plan &plan, uint32_t rank, Transport &transport,
-            const TrainOptions &options, const Dataset &data, int threads)
-      : backend(
-            std::make_unique<cpu::CpuBackend>(options.asyncCompute, threads)),
-        collectives(transport, *backend, commTimeout(options)),
-        executor(plan, rank, *backend, collectives),
+  LocalRank(std::unique_ptr<Backend> device,
+            std::unique_ptr<Collectives> communication, const Plan &plan,
+            uint32_t rank, const TrainOptions &options, const Dataset &data)
+      : backend(std::move(device)), collectives(std::move(communication)),
+        executor(plan, rank, *backend, *collectives),
         loop(executor, options, data) {}
   ~LocalRank() { backend.reset(); }
 
-  std::unique_ptr<cpu::CpuBackend> backend;
-  RingCollectives collectives;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Collectives> collectives;
   Executor executor;
   TrainingLoop loop;
 };
 
-/// The memory the ranks of this process need, against what there is: a
-/// plan too large for the machine is an error before anything is
-/// allocated.
-std::string checkMemory(const Plan &plan, uint32_t first, uint32_t count) {
+/// Rank `rank` on a CPU backend, or on `gpu` when there is one; "" or why
+/// it cannot be made. A GPU's collectives, and the CPU's with
+/// --staged-collectives, are staged through the host; else the CPU's rings
+/// run on its streams.
+std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
+                     const TrainOptions &options, const Dataset &data,
+                     int threads, const Gpu *gpu,
+                     std::unique_ptr<LocalRank> &made) {
+  std::unique_ptr<Backend> device;
+  std::unique_ptr<Collectives> collectives;
+  if (gpu) {
+    auto gpuDevice = std::make_unique<cuda::CudaBackend>(gpu->context);
+    if (std::string error = gpuDevice->create(); !error.empty())
+      return error;
+    device = std::move(gpuDevice);
+  } else {
+    auto cpuDevice =
+        std::make_unique<cpu::CpuBackend>(options.asyncCompute, threads);
+    if (!options.stagedCollectives) {
+      cpu::CpuBackend *streams = cpuDevice.get();
+      collectives = std::make_unique<RingCollectives>(
+          transport,
+          [streams](Stream stream, const std::string &name,
+                    std::function<void()> work) {
+            streams->submit(stream, name, std::move(work));
+          },
+          commTimeout(options));
+    }
+    device = std::move(cpuDevice);
+  }
+  if (!collectives)
+    collectives = std::make_unique<cuda::StagedCollectives>(
+        transport, *device, commTimeout(options));
+  made = std::make_unique<LocalRank>(std::move(device), std::move(collectives),
+                                     plan, rank, options, data);
+  return "";
+}
+
+/// The memory the ranks of this process need, against what there is (the
+/// host's, or the GPU's): a plan too large for the machine is an error
+/// before anything is allocated.
+std::string checkMemory(const Plan &plan, uint32_t first, uint32_t count,
+                        const Gpu *gpu) {
+  if (gpu)
+    return cuda::checkDeviceMemory(plan, first, count,
+                                   kStreams * cuda::GemmRunner::kWorkspaceBytes,
+                                   gpu->info);
   uint64_t needed = 0;
   for (uint32_t r = first; r < first + count; ++r)
     needed += plan.ranks.at(r).peakBytes();
@@ -162,7 +213,7 @@ void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
 
 /// One process, one rank, under an MPI launcher.
 int trainAsProcess(const Plan &plan, const TrainOptions &options,
-                   const Dataset &data, std::ostream &log,
+                   const Dataset &data, const Gpu *gpu, std::ostream &log,
                    std::ostream &errors) {
   int world = int(plan.world());
   int launched = launcherWorldSize();
@@ -176,10 +227,15 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
     die(errors,
         "rank " + std::to_string(me) + ": the plan was loaded without it",
         /*mpi=*/true);
-  if (std::string error = checkMemory(plan, me, 1); !error.empty())
+  if (std::string error = checkMemory(plan, me, 1, gpu); !error.empty())
     die(errors, error, /*mpi=*/true);
   cpu::setThreads(options.threads);
-  LocalRank rank(plan, me, *transport, options, data, options.threads);
+  std::unique_ptr<LocalRank> made;
+  if (std::string error = makeRank(plan, me, *transport, options, data,
+                                   options.threads, gpu, made);
+      !error.empty())
+    die(errors, "rank " + std::to_string(me) + ": " + error, /*mpi=*/true);
+  LocalRank &rank = *made;
   if (std::string error = rank.executor.load(); !error.empty())
     die(errors, "rank " + std::to_string(me) + ": " + error, /*mpi=*/true);
   auto epoch = Clock::now();
@@ -190,7 +246,7 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
   try {
     initializeParameters(rank.executor, options.seed);
     rank.loop.run(me == loggingRank(plan) ? &log : nullptr);
-    rank.collectives.flush();
+    rank.collectives->flush();
     rank.loop.printReports(log);
     if (!options.tracePath.empty())
       gatherTrace(*transport, rank, options, errors);
@@ -205,7 +261,7 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
 
 /// Every rank a thread of this process.
 int trainAsThreads(const Plan &plan, const TrainOptions &options,
-                   const Dataset &data, std::ostream &log,
+                   const Dataset &data, const Gpu *gpu, std::ostream &log,
                    std::ostream &errors) {
   int world = int(plan.world());
   if (options.ranks != 0 && options.ranks != world)
@@ -213,7 +269,8 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
                               " ranks, --ranks " +
                               std::to_string(options.ranks) + " asks for " +
                               std::to_string(options.ranks));
-  if (std::string error = checkMemory(plan, 0, uint32_t(world)); !error.empty())
+  if (std::string error = checkMemory(plan, 0, uint32_t(world), gpu);
+      !error.empty())
     return refuse(errors, error);
   int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   int threadsPerRank =
@@ -224,8 +281,12 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
   auto epoch = Clock::now();
   for (int r = 0; r < world; ++r) {
     transports.push_back(makeLocalTransport(hub, r));
-    ranks.push_back(std::make_unique<LocalRank>(
-        plan, uint32_t(r), *transports.back(), options, data, threadsPerRank));
+    ranks.emplace_back();
+    if (std::string error =
+            makeRank(plan, uint32_t(r), *transports.back(), options, data,
+                     threadsPerRank, gpu, ranks.back());
+        !error.empty())
+      return refuse(errors, "rank " + std::to_string(r) + ": " + error);
     if (std::string error = ranks.back()->executor.load(); !error.empty())
       return refuse(errors, "rank " + std::to_string(r) + ": " + error);
     if (!options.tracePath.empty())
@@ -273,16 +334,30 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
 
 int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
           std::ostream &errors) {
+  std::optional<Gpu> gpu;
   if (options.backend == "cuda") {
+    if (plan.cudaArch.empty())
+      return refuse(errors, "the plan has no CUDA kernels: make it with "
+                            "strata-compile --target cuda");
     // The driver is loaded only here: a CPU run never touches it.
     cuda::DriverInfo driver;
     if (std::string error = cuda::probeDriver(driver); !error.empty())
       return refuse(errors, error);
-    return refuse(errors, "this strata-run has no cuda backend yet (driver " +
-                              std::to_string(driver.version / 1000) + "." +
-                              std::to_string(driver.version % 1000 / 10) +
-                              ", " + std::to_string(driver.devices) +
-                              " GPUs): run with --backend cpu");
+    // Ranks as threads share GPU 0; processes under a launcher take one
+    // GPU each.
+    int ordinal =
+        launcherWorldSize() > 0 ? launcherLocalRank() % driver.devices : 0;
+    gpu.emplace();
+    if (std::string error = cuda::openDevice(ordinal, gpu->context, gpu->info);
+        !error.empty())
+      return refuse(errors, error);
+    if (std::string error = cuda::checkArchitecture(plan.cudaArch, gpu->info);
+        !error.empty())
+      return refuse(errors, error);
+    for (const auto &[index, rank] : plan.ranks)
+      if (std::string error = cuda::checkSharedMemory(plan, rank, gpu->info);
+          !error.empty())
+        return refuse(errors, error);
   }
   std::unique_ptr<Dataset> data;
   if (!options.dataPath.empty()) {
@@ -294,8 +369,10 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
     data = makeSyntheticDataset(options.seed, plan.vocabSize, plan.seqLength);
   }
   if (launcherWorldSize() > 0)
-    return trainAsProcess(plan, options, *data, log, errors);
-  return trainAsThreads(plan, options, *data, log, errors);
+    return trainAsProcess(plan, options, *data, gpu ? &*gpu : nullptr, log,
+                          errors);
+  return trainAsThreads(plan, options, *data, gpu ? &*gpu : nullptr, log,
+                        errors);
 }
 
 } // namespace strata::runtime

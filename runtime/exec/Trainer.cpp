@@ -224,14 +224,20 @@ void TrainingLoop::printReports(std::ostream &log) {
     auto stashText = [&](uint64_t bytes) {
       return rank.stashBytes ? " + stash " + withThousands(bytes) : "";
     };
+    log << who << "memory: planned peak " << withThousands(rank.peakBytes())
+        << " bytes (persistent " << withThousands(rank.persistentBytes)
+        << " + workspace " << withThousands(rank.workspaceBytes)
+        << stashText(rank.stashBytes) << "); ";
+    // A GPU's arenas are not marked: there is no high-water mark to read.
+    if (device.highWater(Arena::Persistent) < 0) {
+      log << "measured high-water: not known on this backend\n";
+      return;
+    }
     uint64_t persistent = uint64_t(device.highWater(Arena::Persistent));
     uint64_t workspace = uint64_t(device.highWater(Arena::Workspace));
     uint64_t stash =
         rank.stashBytes ? uint64_t(device.highWater(Arena::Stash)) : 0;
-    log << who << "memory: planned peak " << withThousands(rank.peakBytes())
-        << " bytes (persistent " << withThousands(rank.persistentBytes)
-        << " + workspace " << withThousands(rank.workspaceBytes)
-        << stashText(rank.stashBytes) << "); measured high-water "
+    log << "measured high-water "
         << withThousands(persistent + workspace + stash)
         << " bytes (persistent " << withThousands(persistent) << " + workspace "
         << withThousands(workspace) << stashText(stash) << ")\n";

@@ -40,6 +40,10 @@ struct TrainOptions {
   // wait the communication stream needs and a plan lacks is a data race
   // (for ThreadSanitizer runs; traces then time issue, not execution).
   bool asyncCompute = false;
+  // The CPU backend's collectives staged through host copies, as the cuda
+  // backend's are (runtime/cuda/StagedCollectives.h), to test the staging
+  // where no GPU is.
+  bool stagedCollectives = false;
   std::string backend = "cpu"; // cpu, or cuda (runtime/cuda/)
   double commTimeoutSeconds = 300;
   // Fault injection for tests: this rank stops (a thread) or is killed

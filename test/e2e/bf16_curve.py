@@ -22,12 +22,14 @@ p.add_argument("--iterations", type=int, default=200)
 p.add_argument("--micro-batch-size", type=int, default=8)
 p.add_argument("--global-batch-size", type=int, default=16)
 p.add_argument("--layout", action="append", default=[])
+p.add_argument("--cuda", action="store_true",
+               help="the bf16 curves compiled for and run on the cuda backend (fp32 stays the CPU's)")
 args = p.parse_args()
 layouts = args.layout or [""]
 work = tempfile.mkdtemp(prefix="strata-bf16-")
 
 
-def curve(name, flags):
+def curve(name, flags, run_flags=()):
     plan = os.path.join(work, name + ".plan")
     compiled = subprocess.run(["strata-compile", os.path.join(args.examples, args.model + ".model"),
                                "-o", plan, "--micro-batch-size", str(args.micro_batch_size),
@@ -37,7 +39,7 @@ def curve(name, flags):
         sys.exit(f"FAILED: {name}: strata-compile {' '.join(flags)}\n{compiled.stderr}")
     run = subprocess.run(["strata-run", plan, "--train-iters", str(args.iterations), "--lr", "6e-4",
                           "--lr-warmup-iters", "20", "--lr-decay-style", "cosine", "--min-lr", "6e-5",
-                          "--data-path", args.data, "--seed", "3"],
+                          "--data-path", args.data, "--seed", "3"] + list(run_flags),
                          capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"FAILED: {name}: strata-run\n{run.stdout}\n{run.stderr}")
@@ -54,7 +56,8 @@ print(f"{args.model}: fp32 loss {fp32[0]:.4f} -> {fp32[-1]:.4f}")
 failed = False
 for i, layout in enumerate(layouts):
     name = "bf16 " + (layout or "one device")
-    bf16 = curve(f"bf16-{i}", ["--bf16"] + layout.split())
+    bf16 = curve(f"bf16-{i}", ["--bf16"] + layout.split() + (["--target", "cuda"] if args.cuda else []),
+                 ["--backend", "cuda"] if args.cuda else [])
     worst = max(abs(b - f) / f for f, b in zip(fp32, bf16))
     at = max(range(args.iterations), key=lambda k: abs(bf16[k] - fp32[k]) / fp32[k])
     ok = worst <= 0.02 and bf16 != fp32

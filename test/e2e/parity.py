@@ -101,12 +101,12 @@ def compile_plan(args, work, name, flags):
     return plan
 
 
-def train(args, work, name, layout, mpi=False):
+def train(args, work, name, layout, mpi=False, run_flags=None):
     plan = compile_plan(args, work, name, layout.flags(args))
     params = os.path.join(work, name + ".safetensors")
     cmd = [args.strata_run, plan, "--train-iters", str(args.train_iters), "--seed", str(args.seed),
            "--lr", str(args.lr), "--clip-grad", "1.0", "--save-params", params,
-           "--adam-eps", str(args.adam_eps)] + args.run_flag
+           "--adam-eps", str(args.adam_eps)] + (args.run_flag if run_flags is None else run_flags)
     if args.data:  # else synthetic tokens from the seed
         cmd += ["--data-path", args.data]
     env = None
@@ -200,6 +200,10 @@ def main():
                    help="a flag for strata-run (repeatable)")
     p.add_argument("--print-load", action="store_true",
                    help="run with --report-load and print which templates each process decoded")
+    p.add_argument("--baseline-run-flag", action="append", default=None,
+                   help="strata-run's flags for the one-device baseline, if not --run-flag's "
+                        "(the cuda layouts against the CPU: --baseline-run-flag=--backend "
+                        "--baseline-run-flag=cpu)")
     p.add_argument("--compile-flag", action="append", default=[],
                    help="a flag for strata-compile (repeatable)")
     p.add_argument("--data-path", dest="data", default="/usr/share/common-licenses/GPL-3",
@@ -226,7 +230,8 @@ def main():
 
     def baseline(gb):
         if gb not in baselines:
-            losses, params = train(args, work, f"single-gb{gb}", Layout(m=gb // args.micro_batch_size))
+            losses, params = train(args, work, f"single-gb{gb}", Layout(m=gb // args.micro_batch_size),
+                                   run_flags=args.baseline_run_flag)
             start = os.path.join(work, f"start-gb{gb}.safetensors")
             plan = compile_plan(args, work, f"start-gb{gb}", ["--global-batch-size", str(gb)])
             run(["strata-run", plan, "--seed", str(args.seed), "--save-params", start])

@@ -53,6 +53,9 @@ const char *kUsage =
     "  --profile                 print the time spent in each kernel\n"
     "  --trace FILE              write when every step and instruction ran,\n"
     "                            per rank, as a Chrome/Perfetto trace\n"
+    "  --staged-collectives      (testing) stage the CPU backend's\n"
+    "                            collectives through host copies, as the\n"
+    "                            cuda backend does\n"
     "  --async-compute           (testing) run each rank's compute stream\n"
     "                            on a thread of its own, as a GPU runs\n"
     "                            ahead of its host: with ThreadSanitizer, a\n"
@@ -196,6 +199,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--async-compute") {
       options.asyncCompute = true;
+      continue;
+    }
+    if (arg == "--staged-collectives") {
+      options.stagedCollectives = true;
       continue;
     }
     if (arg.rfind("--", 0) != 0) {

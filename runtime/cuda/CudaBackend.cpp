@@ -1,0 +1,238 @@
+//===- CudaBackend.cpp - a rank's device on an NVIDIA GPU -----------------===//
+#include "runtime/cuda/CudaBackend.h"
+
+#include <stdexcept>
+
+namespace strata::runtime::cuda {
+
+namespace {
+
+/// A CUDA device address as the executor's pointers carry it.
+CUdeviceptr address(const void *pointer) {
+  return CUdeviceptr(reinterpret_cast<uintptr_t>(pointer));
+}
+
+} // namespace
+
+std::string openDevice(int ordinal, CUcontext &context, DeviceInfo &info) {
+  const Driver &d = driver();
+  CUdevice device = 0;
+  if (CUresult r = d.cuDeviceGet(&device, ordinal); r != CUDA_SUCCESS)
+    return "GPU " + std::to_string(ordinal) + ": " + d.error(r, "cuDeviceGet");
+  char name[256] = {};
+  if (d.cuDeviceGetName(name, sizeof name - 1, device) != CUDA_SUCCESS)
+    std::snprintf(name, sizeof name, "GPU %d", ordinal);
+  info.name = name;
+  int shared = 0;
+  if (CUresult r = d.cuDeviceGetAttribute(
+          &info.major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+      r != CUDA_SUCCESS)
+    return info.name + ": " + d.error(r, "cuDeviceGetAttribute");
+  d.cuDeviceGetAttribute(&info.minor,
+                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  d.cuDeviceGetAttribute(
+      &shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
+  info.sharedPerBlockOptIn = uint64_t(shared);
+  if (CUresult r = d.cuDevicePrimaryCtxRetain(&context, device);
+      r != CUDA_SUCCESS)
+    return info.name + ": " + d.error(r, "cuDevicePrimaryCtxRetain");
+  if (CUresult r = d.cuCtxSetCurrent(context); r != CUDA_SUCCESS)
+    return info.name + ": " + d.error(r, "cuCtxSetCurrent");
+  size_t free = 0, total = 0;
+  if (CUresult r = d.cuMemGetInfo(&free, &total); r != CUDA_SUCCESS)
+    return info.name + ": " + d.error(r, "cuMemGetInfo");
+  info.freeBytes = free;
+  return "";
+}
+
+CudaBackend::CudaBackend(CUcontext context) : context(context) {}
+
+void CudaBackend::bind() const {
+  // Each rank's thread, and the thread that loads the plan, call in.
+  thread_local CUcontext current = nullptr;
+  if (current != context) {
+    check(driver().cuCtxSetCurrent(context), "cuCtxSetCurrent");
+    current = context;
+  }
+}
+
+std::string CudaBackend::create() {
+  const Driver &d = driver();
+  bind();
+  for (CUstream &stream : streams)
+    if (CUresult r = d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+        r != CUDA_SUCCESS)
+      return d.error(r, "cuStreamCreate");
+  if (std::string error = loadCublasLt(); !error.empty())
+    return error;
+  if (std::string error = gemms.create(); !error.empty())
+    return error;
+  for (void *&workspace : workspaces) {
+    CUdeviceptr bytes = 0;
+    if (CUresult r = d.cuMemAlloc(&bytes, GemmRunner::kWorkspaceBytes);
+        r != CUDA_SUCCESS)
+      return "cuBLASLt's workspace: " + d.error(r, "cuMemAlloc");
+    workspace = reinterpret_cast<void *>(uintptr_t(bytes));
+  }
+  return "";
+}
+
+CudaBackend::~CudaBackend() {
+  // Nothing here may throw: errors are ignored on the way out.
+  const Driver &d = driver();
+  if (d.cuCtxSetCurrent(context) != CUDA_SUCCESS)
+    return;
+  for (CUstream stream : streams)
+    if (stream)
+      d.cuStreamSynchronize(stream);
+  for (CUevent event : events)
+    d.cuEventDestroy(event);
+  for (CUmodule module : modules)
+    d.cuModuleUnload(module);
+  for (void *pointer : workspaces)
+    if (pointer)
+      d.cuMemFree(address(pointer));
+  for (uint8_t *pointer : arenas)
+    if (pointer)
+      d.cuMemFree(address(pointer));
+  for (CUstream stream : streams)
+    if (stream)
+      d.cuStreamDestroy(stream);
+}
+
+std::string CudaBackend::allocate(Arena which, uint64_t bytes) {
+  if (bytes == 0)
+    return "";
+  bind();
+  const Driver &d = driver();
+  CUdeviceptr pointer = 0;
+  if (CUresult r = d.cuMemAlloc(&pointer, bytes); r != CUDA_SUCCESS)
+    return std::string("the ") + arenaName(which) + " arena (" +
+           humanBytes(bytes) + "): " + d.error(r, "cuMemAlloc");
+  arenas[int(which)] = reinterpret_cast<uint8_t *>(uintptr_t(pointer));
+  return "";
+}
+
+void CudaBackend::createEvents(uint32_t count) {
+  bind();
+  events.resize(count, nullptr);
+  for (CUevent &event : events)
+    check(driver().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING),
+          "cuEventCreate");
+}
+
+std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
+  bind();
+  const Driver &d = driver();
+  if (plan.cudaArch.empty())
+    return "the plan has no CUDA kernels: make it with strata-compile "
+           "--target cuda";
+  // Each rank its own modules: a kernel's module-scope scratch is the
+  // rank's alone.
+  for (const CodeObject &code : plan.code) {
+    char log[4096] = {};
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                              CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof log))};
+    CUmodule module = nullptr;
+    if (CUresult r =
+            d.cuModuleLoadDataEx(&module, code.ptx.c_str(), 2, options, values);
+        r != CUDA_SUCCESS)
+      return "the plan's PTX for kernel " + code.name +
+             " does not load: " + d.error(r, "cuModuleLoadDataEx") +
+             (log[0] ? std::string(": ") + log : std::string());
+    modules.push_back(module);
+    CUfunction function = nullptr;
+    if (CUresult r =
+            d.cuModuleGetFunction(&function, module, code.name.c_str());
+        r != CUDA_SUCCESS)
+      return "the plan's PTX for kernel " + code.name + " has no kernel " +
+             code.name + ": " + d.error(r, "cuModuleGetFunction");
+    functions.push_back(function);
+  }
+  // Dynamic shared memory past 48 KiB must be allowed per function.
+  for (const Program &program : rank.programs)
+    for (const Instruction &instruction : program.instructions) {
+      if (const LaunchOp *launch = instruction.launch();
+          launch && launch->sharedBytes > 48 * 1024) {
+        if (CUresult r = d.cuFuncSetAttribute(
+                functions[launch->code],
+                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                int(launch->sharedBytes));
+            r != CUDA_SUCCESS)
+          return "kernel " + plan.code[launch->code].name + ": " +
+                 d.error(r, "cuFuncSetAttribute");
+      } else if (const GemmOp *gemm = instruction.gemm()) {
+        if (std::string error = gemms.prepare(*gemm, rank.buffers);
+            !error.empty())
+          return error;
+      }
+    }
+  return "";
+}
+
+void CudaBackend::gemm(Stream stream, const GemmOp &op,
+                       const Operand operands[5]) {
+  bind();
+  gemms.run(op, streamOf(stream), operands[0].data, operands[1].data,
+            operands[2].data, operands[3].data, workspaces[int(stream)]);
+}
+
+void CudaBackend::launch(Stream stream, const LaunchOp &op,
+                         const std::vector<Operand> &operands) {
+  bind();
+  args.build(op, operands);
+  check(driver().cuLaunchKernel(functions[op.code], op.grid[0], op.grid[1],
+                                op.grid[2], op.block[0], op.block[1],
+                                op.block[2], op.sharedBytes, streamOf(stream),
+                                args.params(), nullptr),
+        "cuLaunchKernel");
+}
+
+void CudaBackend::record(Stream stream, uint32_t event) {
+  bind();
+  check(driver().cuEventRecord(events[event], streamOf(stream)),
+        "cuEventRecord");
+}
+
+void CudaBackend::wait(Stream stream, uint32_t event) {
+  bind();
+  check(driver().cuStreamWaitEvent(streamOf(stream), events[event], 0),
+        "cuStreamWaitEvent");
+}
+
+void CudaBackend::copyIn(Stream stream, void *device, const void *host,
+                         size_t bytes) {
+  bind();
+  // From pageable memory the driver stages the bytes before it returns,
+  // so the host bytes may be reused at once, as the interface promises.
+  check(driver().cuMemcpyHtoDAsync(address(device), host, bytes,
+                                   streamOf(stream)),
+        "cuMemcpyHtoDAsync");
+}
+
+void CudaBackend::copyOut(Stream stream, void *host, const void *device,
+                          size_t bytes) {
+  bind();
+  check(driver().cuMemcpyDtoHAsync(host, address(device), bytes,
+                                   streamOf(stream)),
+        "cuMemcpyDtoHAsync");
+}
+
+void CudaBackend::fillZero(Stream stream, void *device, size_t bytes) {
+  bind();
+  check(driver().cuMemsetD8Async(address(device), 0, bytes, streamOf(stream)),
+        "cuMemsetD8Async");
+}
+
+void CudaBackend::synchronizeStream(Stream stream) {
+  bind();
+  check(driver().cuStreamSynchronize(streamOf(stream)), "cuStreamSynchronize");
+}
+
+void CudaBackend::synchronize() {
+  synchronizeStream(Stream::Compute);
+  synchronizeStream(Stream::Comm);
+}
+
+} // namespace strata::runtime::cuda

@@ -1,0 +1,77 @@
+//===- CudaBackend.h - a rank's device on an NVIDIA GPU ---------*- C++ -*-===//
+//
+// The second implementation of Backend (runtime/exec/Backend.h): each arena
+// is one device allocation; the compute and communication streams are CUDA
+// streams and the plan's events CUDA events, so the plan's records and
+// waits order them as on the CPU backend. Launches run the plan's
+// generated kernels: the rank loads the plan's PTX into modules of its own
+// (a kernel's scratch is its module's) and launches them with the
+// parameters of the launch contract (LaunchArgs.h). Gemms go through
+// cuBLASLt (CublasLt.h). Ranks that share a GPU (threads of one process)
+// share its primary context; every call first makes it current on the
+// calling thread.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_CUDA_CUDABACKEND_H
+#define STRATA_RUNTIME_CUDA_CUDABACKEND_H
+
+#include "runtime/cuda/CublasLt.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/DeviceChecks.h"
+#include "runtime/cuda/LaunchArgs.h"
+#include "runtime/exec/Backend.h"
+
+#include <vector>
+
+namespace strata::runtime::cuda {
+
+/// Opens device `ordinal` (its primary context) and reads what the checks
+/// need; "" or why not. probeDriver must have succeeded.
+std::string openDevice(int ordinal, CUcontext &context, DeviceInfo &info);
+
+class CudaBackend : public Backend {
+public:
+  /// On `context` (openDevice's); create() makes the streams.
+  explicit CudaBackend(CUcontext context);
+  ~CudaBackend() override;
+  /// The streams and cuBLASLt's handle and workspaces; "" or why not.
+  std::string create();
+
+  std::string allocate(Arena arena, uint64_t bytes) override;
+  uint8_t *arena(Arena arena) const override { return arenas[int(arena)]; }
+  void createEvents(uint32_t count) override;
+  std::string prepare(const Plan &plan, const RankPlan &rank) override;
+
+  void gemm(Stream stream, const GemmOp &op,
+            const Operand operands[5]) override;
+  void launch(Stream stream, const LaunchOp &op,
+              const std::vector<Operand> &operands) override;
+  void record(Stream stream, uint32_t event) override;
+  void wait(Stream stream, uint32_t event) override;
+  void copyIn(Stream stream, void *device, const void *host,
+              size_t bytes) override;
+  void copyOut(Stream stream, void *host, const void *device,
+               size_t bytes) override;
+  void fillZero(Stream stream, void *device, size_t bytes) override;
+  void synchronize() override;
+  void synchronizeStream(Stream stream) override;
+
+private:
+  /// Makes the context current on the calling thread.
+  void bind() const;
+  CUstream streamOf(Stream stream) const { return streams[int(stream)]; }
+
+  CUcontext context;
+  CUstream streams[kStreams] = {nullptr, nullptr};
+  uint8_t *arenas[kArenas] = {nullptr, nullptr, nullptr};
+  std::vector<CUevent> events;
+  std::vector<CUmodule> modules;
+  std::vector<CUfunction> functions;               // by the plan's code index
+  void *workspaces[kStreams] = {nullptr, nullptr}; // cuBLASLt's
+  GemmRunner gemms;
+  LaunchArgs args;
+};
+
+} // namespace strata::runtime::cuda
+
+#endif

@@ -1,0 +1,27 @@
+//===- LaunchArgs.cpp - a generated kernel's parameters -------------------===//
+#include "runtime/cuda/LaunchArgs.h"
+
+#include <cstring>
+
+namespace strata::runtime::cuda {
+
+void LaunchArgs::build(const LaunchOp &op,
+                       const std::vector<Operand> &operands) {
+  const KernelSpec &spec = kernelSpec(op.kernel);
+  slots.clear();
+  for (size_t i = 0; i < spec.operands.size(); ++i)
+    slots.push_back(i < operands.size() ? uint64_t(reinterpret_cast<uintptr_t>(
+                                              operands[i].data))
+                                        : 0);
+  for (size_t a = 0; a < spec.attrs.size(); ++a)
+    if (spec.attrs[a].kind == AttrKind::Int) {
+      uint64_t bits;
+      std::memcpy(&bits, &op.attrs[a].i, 8);
+      slots.push_back(bits);
+    }
+  pointers.resize(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i)
+    pointers[i] = &slots[i];
+}
+
+} // namespace strata::runtime::cuda

@@ -1,0 +1,56 @@
+//===- StagedCollectives.h - GPU collectives through host memory -*- C++
+//-*-===//
+//
+// The cuda backend's first Collectives: the CPU's ring collectives and
+// pipeline exchanges (runtime/cpu/RingCollectives.h) over the same
+// transports, with each operand staged through host memory. When a
+// collective is issued, its stream is synchronized, the input copied to
+// the host, the ring run there, and the result copied back on the stream.
+// Slow (nothing overlaps) but exactly the CPU's arithmetic in the CPU's
+// order, for ranks that share one GPU as threads and for processes under
+// MPI alike: the cuda parity suite compares against it. It needs only the
+// Backend interface, so the CPU parity tests run it too (strata-run
+// --staged-collectives), where no GPU is. Issue order is
+// execution order, and every rank of a group issues its collectives in the
+// same order (the schedule simulator's guarantee for the exchanges).
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_CUDA_STAGEDCOLLECTIVES_H
+#define STRATA_RUNTIME_CUDA_STAGEDCOLLECTIVES_H
+
+#include "runtime/cpu/RingCollectives.h"
+
+namespace strata::runtime::cuda {
+
+class StagedCollectives : public Collectives {
+public:
+  StagedCollectives(Transport &transport, Backend &device,
+                    std::chrono::milliseconds timeout);
+
+  std::string createGroups(const Plan &plan, uint32_t rank) override {
+    return ring.createGroups(plan, rank);
+  }
+  void collective(Stream stream, const CollectiveOp &op, Operand in,
+                  Operand out, const std::string &where) override;
+  void exchange(Stream stream, std::vector<Transfer> sends,
+                std::vector<Transfer> receives) override;
+  void hostAllReduce(const std::vector<int> &group, float *values, size_t count,
+                     const std::string &what) override {
+    ring.hostAllReduce(group, values, count, what);
+  }
+  void flush() override { ring.flush(); }
+  std::map<std::string, uint64_t> bytesByKind() const override {
+    return ring.bytesByKind();
+  }
+
+private:
+  /// `operand`'s bytes, copied from the device (the stream is idle).
+  std::vector<uint8_t> fetch(Stream stream, Operand operand);
+
+  Backend &device;
+  RingCollectives ring;
+};
+
+} // namespace strata::runtime::cuda
+
+#endif
