@@ -1,5 +1,6 @@
 //===- CudaBackend.cpp - a rank's device on an NVIDIA GPU -----------------===//
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/comm/Transport.h"
 
 #include <stdexcept>
 
@@ -14,6 +15,10 @@ CUdeviceptr address(const void *pointer) {
 
 } // namespace
 
+namespace {
+
+/// Opens device `ordinal` (its primary context) and reads what the checks
+/// need; "" or why not.
 std::string openDevice(int ordinal, CUcontext &context, DeviceInfo &info) {
   const Driver &d = driver();
   CUdevice device = 0;
@@ -42,6 +47,31 @@ std::string openDevice(int ordinal, CUcontext &context, DeviceInfo &info) {
   if (CUresult r = d.cuMemGetInfo(&free, &total); r != CUDA_SUCCESS)
     return info.name + ": " + d.error(r, "cuMemGetInfo");
   info.freeBytes = free;
+  return "";
+}
+
+} // namespace
+
+std::string openGpu(const Plan &plan, Gpu &gpu) {
+  if (plan.cudaArch.empty())
+    return "the plan has no CUDA kernels: make it with strata-compile "
+           "--target cuda";
+  // The driver is loaded only here: a CPU run never touches it.
+  DriverInfo driver;
+  if (std::string error = probeDriver(driver); !error.empty())
+    return error;
+  int ordinal =
+      launcherWorldSize() > 0 ? launcherLocalRank() % driver.devices : 0;
+  if (std::string error = openDevice(ordinal, gpu.context, gpu.info);
+      !error.empty())
+    return error;
+  if (std::string error = checkArchitecture(plan.cudaArch, gpu.info);
+      !error.empty())
+    return error;
+  for (const auto &[index, rank] : plan.ranks)
+    if (std::string error = checkSharedMemory(plan, rank, gpu.info);
+        !error.empty())
+      return error;
   return "";
 }
 
@@ -124,9 +154,6 @@ void CudaBackend::createEvents(uint32_t count) {
 std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
   bind();
   const Driver &d = driver();
-  if (plan.cudaArch.empty())
-    return "the plan has no CUDA kernels: make it with strata-compile "
-           "--target cuda";
   // Each rank its own modules: a kernel's module-scope scratch is the
   // rank's alone.
   for (const CodeObject &code : plan.code) {

@@ -25,13 +25,26 @@
 
 namespace strata::runtime::cuda {
 
-/// Opens device `ordinal` (its primary context) and reads what the checks
-/// need; "" or why not. probeDriver must have succeeded.
-std::string openDevice(int ordinal, CUcontext &context, DeviceInfo &info);
+/// The GPU the ranks of a process run on: its primary context and what the
+/// checks read of it.
+struct Gpu {
+  CUcontext context = nullptr;
+  DeviceInfo info;
+};
+
+/// Everything checked before a rank is made: a plan of the cuda target,
+/// the driver and a GPU (GPU 0 for ranks as threads, one per process under
+/// a launcher), the plan's architecture and shared memory against the
+/// GPU's. Opens the GPU into `gpu`; "" or why the plan cannot run here.
+std::string openGpu(const Plan &plan, Gpu &gpu);
 
 class CudaBackend : public Backend {
 public:
-  /// On `context` (openDevice's); create() makes the streams.
+  /// Device memory a rank takes beyond its arenas: cuBLASLt's workspaces.
+  static constexpr uint64_t kExtraBytes =
+      kStreams * GemmRunner::kWorkspaceBytes;
+
+  /// On `context` (openGpu's); create() makes the streams.
   explicit CudaBackend(CUcontext context);
   ~CudaBackend() override;
   /// The streams and cuBLASLt's handle and workspaces; "" or why not.

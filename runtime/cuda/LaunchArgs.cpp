@@ -7,12 +7,12 @@ namespace strata::runtime::cuda {
 
 void LaunchArgs::build(const LaunchOp &op,
                        const std::vector<Operand> &operands) {
+  // One operand per catalog operand (the loader checks the count), an
+  // absent one null.
   const KernelSpec &spec = kernelSpec(op.kernel);
   slots.clear();
-  for (size_t i = 0; i < spec.operands.size(); ++i)
-    slots.push_back(i < operands.size() ? uint64_t(reinterpret_cast<uintptr_t>(
-                                              operands[i].data))
-                                        : 0);
+  for (const Operand &operand : operands)
+    slots.push_back(uint64_t(reinterpret_cast<uintptr_t>(operand.data)));
   for (size_t a = 0; a < spec.attrs.size(); ++a)
     if (spec.attrs[a].kind == AttrKind::Int) {
       uint64_t bits;

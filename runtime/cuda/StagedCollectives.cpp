@@ -16,6 +16,8 @@ StagedCollectives::StagedCollectives(Transport &transport, Backend &device,
           timeout) {}
 
 std::vector<uint8_t> StagedCollectives::fetch(Stream stream, Operand operand) {
+  // Stream-ordered: the copy sees the stream's earlier work; waiting for
+  // it makes the host bytes readable.
   std::vector<uint8_t> host(operand.buffer->bytes);
   device.copyOut(stream, host.data(), operand.data, host.size());
   device.synchronizeStream(stream);
@@ -25,7 +27,6 @@ std::vector<uint8_t> StagedCollectives::fetch(Stream stream, Operand operand) {
 void StagedCollectives::collective(Stream stream, const CollectiveOp &op,
                                    Operand in, Operand out,
                                    const std::string &where) {
-  device.synchronizeStream(stream);
   // An operand that lies inside the other (an in-place all-reduce, a
   // gather whose input is its own block of the output, a scatter whose
   // output is its block of the input) is a view of the one host copy, as
@@ -62,7 +63,6 @@ void StagedCollectives::exchange(Stream stream, std::vector<Transfer> sends,
                                  std::vector<Transfer> receives) {
   if (sends.empty() && receives.empty())
     return;
-  device.synchronizeStream(stream);
   std::vector<std::vector<uint8_t>> staged;
   staged.reserve(sends.size() + receives.size());
   std::vector<Transfer> hostSends = sends, hostReceives = receives;

@@ -4,8 +4,9 @@
 // The cuda backend's first Collectives: the CPU's ring collectives and
 // pipeline exchanges (runtime/cpu/RingCollectives.h) over the same
 // transports, with each operand staged through host memory. When a
-// collective is issued, its stream is synchronized, the input copied to
-// the host, the ring run there, and the result copied back on the stream.
+// collective is issued, the input is copied to the host once its stream
+// gets there (the issuing thread waits), the ring runs there, and the
+// result is copied back on the stream.
 // Slow (nothing overlaps) but exactly the CPU's arithmetic in the CPU's
 // order, for ranks that share one GPU as threads and for processes under
 // MPI alike: the cuda parity suite compares against it. It needs only the

@@ -48,13 +48,6 @@ std::chrono::milliseconds commTimeout(const TrainOptions &options) {
   return std::chrono::milliseconds(int64_t(options.commTimeoutSeconds * 1000));
 }
 
-/// The GPU the ranks of this process run on (the cuda backend), opened
-/// and checked before any rank is made.
-struct Gpu {
-  CUcontext context = nullptr;
-  cuda::DeviceInfo info;
-};
-
 /// One rank and what it runs on: its backend (a CPU's arenas and streams,
 /// or a GPU's), its collectives over its transport, the executor and the
 /// training loop. The backend goes first: its threads stop before the
@@ -74,13 +67,13 @@ struct LocalRank {
   TrainingLoop loop;
 };
 
-/// Rank `rank` on a CPU backend, or on `gpu` when there is one; "" or why
-/// it cannot be made. A GPU's collectives, and the CPU's with
-/// --staged-collectives, are staged through the host; else the CPU's rings
-/// run on its streams.
+/// Rank `rank` on a CPU backend, or on `gpu` when there is one, made and
+/// its plan loaded (arenas, events, modules, groups); "" or why not. A GPU's
+/// collectives, and the CPU's with --staged-collectives, are staged through the
+/// host; else the CPU's rings run on its streams.
 std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
                      const TrainOptions &options, const Dataset &data,
-                     int threads, const Gpu *gpu,
+                     int threads, const cuda::Gpu *gpu,
                      std::unique_ptr<LocalRank> &made) {
   std::unique_ptr<Backend> device;
   std::unique_ptr<Collectives> collectives;
@@ -109,18 +102,32 @@ std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
         transport, *device, commTimeout(options));
   made = std::make_unique<LocalRank>(std::move(device), std::move(collectives),
                                      plan, rank, options, data);
-  return "";
+  return made->executor.load();
+}
+
+/// makeRank, with the rank named in its error, and a device call that
+/// threw (a GPU's) an error too rather than an uncaught exception.
+std::string loadRank(const Plan &plan, uint32_t rank, Transport &transport,
+                     const TrainOptions &options, const Dataset &data,
+                     int threads, const cuda::Gpu *gpu,
+                     std::unique_ptr<LocalRank> &made) {
+  std::string error;
+  try {
+    error = makeRank(plan, rank, transport, options, data, threads, gpu, made);
+  } catch (const std::exception &failure) {
+    error = failure.what();
+  }
+  return error.empty() ? "" : "rank " + std::to_string(rank) + ": " + error;
 }
 
 /// The memory the ranks of this process need, against what there is (the
 /// host's, or the GPU's): a plan too large for the machine is an error
 /// before anything is allocated.
 std::string checkMemory(const Plan &plan, uint32_t first, uint32_t count,
-                        const Gpu *gpu) {
+                        const cuda::Gpu *gpu) {
   if (gpu)
     return cuda::checkDeviceMemory(plan, first, count,
-                                   kStreams * cuda::GemmRunner::kWorkspaceBytes,
-                                   gpu->info);
+                                   cuda::CudaBackend::kExtraBytes, gpu->info);
   uint64_t needed = 0;
   for (uint32_t r = first; r < first + count; ++r)
     needed += plan.ranks.at(r).peakBytes();
@@ -213,7 +220,7 @@ void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
 
 /// One process, one rank, under an MPI launcher.
 int trainAsProcess(const Plan &plan, const TrainOptions &options,
-                   const Dataset &data, const Gpu *gpu, std::ostream &log,
+                   const Dataset &data, const cuda::Gpu *gpu, std::ostream &log,
                    std::ostream &errors) {
   int world = int(plan.world());
   int launched = launcherWorldSize();
@@ -231,13 +238,11 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
     die(errors, error, /*mpi=*/true);
   cpu::setThreads(options.threads);
   std::unique_ptr<LocalRank> made;
-  if (std::string error = makeRank(plan, me, *transport, options, data,
+  if (std::string error = loadRank(plan, me, *transport, options, data,
                                    options.threads, gpu, made);
       !error.empty())
-    die(errors, "rank " + std::to_string(me) + ": " + error, /*mpi=*/true);
+    die(errors, error, /*mpi=*/true);
   LocalRank &rank = *made;
-  if (std::string error = rank.executor.load(); !error.empty())
-    die(errors, "rank " + std::to_string(me) + ": " + error, /*mpi=*/true);
   auto epoch = Clock::now();
   if (!options.tracePath.empty())
     rank.executor.enableTrace(epoch);
@@ -261,7 +266,7 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
 
 /// Every rank a thread of this process.
 int trainAsThreads(const Plan &plan, const TrainOptions &options,
-                   const Dataset &data, const Gpu *gpu, std::ostream &log,
+                   const Dataset &data, const cuda::Gpu *gpu, std::ostream &log,
                    std::ostream &errors) {
   int world = int(plan.world());
   if (options.ranks != 0 && options.ranks != world)
@@ -283,12 +288,10 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
     transports.push_back(makeLocalTransport(hub, r));
     ranks.emplace_back();
     if (std::string error =
-            makeRank(plan, uint32_t(r), *transports.back(), options, data,
+            loadRank(plan, uint32_t(r), *transports.back(), options, data,
                      threadsPerRank, gpu, ranks.back());
         !error.empty())
-      return refuse(errors, "rank " + std::to_string(r) + ": " + error);
-    if (std::string error = ranks.back()->executor.load(); !error.empty())
-      return refuse(errors, "rank " + std::to_string(r) + ": " + error);
+      return refuse(errors, error);
     if (!options.tracePath.empty())
       ranks.back()->executor.enableTrace(epoch);
     if (options.profile)
@@ -334,31 +337,10 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
 
 int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
           std::ostream &errors) {
-  std::optional<Gpu> gpu;
-  if (options.backend == "cuda") {
-    if (plan.cudaArch.empty())
-      return refuse(errors, "the plan has no CUDA kernels: make it with "
-                            "strata-compile --target cuda");
-    // The driver is loaded only here: a CPU run never touches it.
-    cuda::DriverInfo driver;
-    if (std::string error = cuda::probeDriver(driver); !error.empty())
+  std::optional<cuda::Gpu> gpu;
+  if (options.backend == "cuda")
+    if (std::string error = cuda::openGpu(plan, gpu.emplace()); !error.empty())
       return refuse(errors, error);
-    // Ranks as threads share GPU 0; processes under a launcher take one
-    // GPU each.
-    int ordinal =
-        launcherWorldSize() > 0 ? launcherLocalRank() % driver.devices : 0;
-    gpu.emplace();
-    if (std::string error = cuda::openDevice(ordinal, gpu->context, gpu->info);
-        !error.empty())
-      return refuse(errors, error);
-    if (std::string error = cuda::checkArchitecture(plan.cudaArch, gpu->info);
-        !error.empty())
-      return refuse(errors, error);
-    for (const auto &[index, rank] : plan.ranks)
-      if (std::string error = cuda::checkSharedMemory(plan, rank, gpu->info);
-          !error.empty())
-        return refuse(errors, error);
-  }
   std::unique_ptr<Dataset> data;
   if (!options.dataPath.empty()) {
     if (std::string error = makeTextDataset(options.dataPath, plan.vocabSize,

@@ -231,16 +231,17 @@ void TrainingLoop::printReports(std::ostream &log) {
     // A GPU's arenas are not marked: there is no high-water mark to read.
     if (device.highWater(Arena::Persistent) < 0) {
       log << "measured high-water: not known on this backend\n";
-      return;
+    } else {
+      uint64_t persistent = uint64_t(device.highWater(Arena::Persistent));
+      uint64_t workspace = uint64_t(device.highWater(Arena::Workspace));
+      uint64_t stash =
+          rank.stashBytes ? uint64_t(device.highWater(Arena::Stash)) : 0;
+      log << "measured high-water "
+          << withThousands(persistent + workspace + stash)
+          << " bytes (persistent " << withThousands(persistent)
+          << " + workspace " << withThousands(workspace) << stashText(stash)
+          << ")\n";
     }
-    uint64_t persistent = uint64_t(device.highWater(Arena::Persistent));
-    uint64_t workspace = uint64_t(device.highWater(Arena::Workspace));
-    uint64_t stash =
-        rank.stashBytes ? uint64_t(device.highWater(Arena::Stash)) : 0;
-    log << "measured high-water "
-        << withThousands(persistent + workspace + stash)
-        << " bytes (persistent " << withThousands(persistent) << " + workspace "
-        << withThousands(workspace) << stashText(stash) << ")\n";
   }
 }
 
