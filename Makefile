@@ -13,8 +13,9 @@ PACKAGES := cmake ninja-build ccache g++ \
   libopenmpi-dev openmpi-bin googletest libgtest-dev \
   python3-torch fortunes-min
 
-# Not a Debian package: the CUDA Toolkit the machines carry, whose NVRTC and
-# ptxas the cuda target's tests use (no GPU needed).
+# Not a Debian package: the CUDA Toolkit the machines carry: its headers
+# build the cuda backend, its NVRTC and ptxas make and check the cuda
+# target's kernels (no GPU needed).
 CUDA_HOME ?= /usr/local/cuda
 export CUDA_HOME
 
@@ -36,17 +37,18 @@ deps:
 
 cuda-toolkit:
 	@ls $(CUDA_HOME)/lib64/libnvrtc.so* >/dev/null 2>&1 && [ -x $(CUDA_HOME)/bin/ptxas ] || \
-	  { echo "error: the tests need the CUDA Toolkit's NVRTC and ptxas in $(CUDA_HOME) (CUDA_HOME=... to point elsewhere)"; exit 1; }
+	  { echo "error: strata needs the CUDA Toolkit (its headers, NVRTC and ptxas; no GPU) in $(CUDA_HOME) (CUDA_HOME=... to point elsewhere)"; exit 1; }
 
 $(BUILD_DIR)/build.ninja:
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DCUDAToolkit_ROOT=$(CUDA_HOME)
 
-configure: deps $(BUILD_DIR)/build.ninja
+configure: deps cuda-toolkit $(BUILD_DIR)/build.ninja
 
 build: configure
 	ninja -C $(BUILD_DIR) -j $(JOBS)
 
-test: build cuda-toolkit
+test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure
 
 # The parity layouts under ThreadSanitizer alone (make test runs them too).

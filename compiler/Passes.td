@@ -175,7 +175,9 @@ def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
     one exec.template per pipeline stage, whose rank-dependent values are
     per_rank expressions the runtime resolves at load. A
     weight gradient that only feeds its accumulator is written straight
-    into it (a gemm with beta 1). Parameters, gradients and the optimizer
+    into it (a gemm with beta 1). A linear layer's bias add, the GELU after
+    it and its bias gradient go into the gemms' epilogues (only the bias
+    add with `bias-only-epilogues`). Parameters, gradients and the optimizer
     state live in flat regions laid out in buckets; @optimizer becomes a
     fixed handful of instructions (one sum of squares, one multi-tensor
     AdamW) whatever the parameter count. Pipeline transfers, gradient
@@ -193,7 +195,11 @@ def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
            "Reduce each gradient bucket as the backward produces it">,
     Option<"overlapParamGather", "overlap-param-gather", "bool", "true",
            "Gather the distributed optimizer's parameters during the next "
-           "forward">
+           "forward">,
+    Option<"biasOnlyEpilogues", "bias-only-epilogues", "bool", "false",
+           "Fuse only a bias add into a gemm's epilogue, not a GELU after "
+           "it or a bias gradient beside it (the CUDA target: cuBLASLt's "
+           "GELU is the tanh form, its bias gradient overwrites)">
   ];
   let dependentDialects = ["::strata::exec::ExecDialect"];
 }
@@ -215,28 +221,16 @@ def PlanMemory : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
   }];
 }
 
-def CudaEpilogues : Pass<"strata-cuda-epilogues", "mlir::ModuleOp"> {
-  let summary = "Rewrite the gemm epilogues cuBLASLt computes differently";
-  let description = [{
-    For the CUDA target: a gemm whose epilogue is `gelu_bias` keeps the bias
-    add, writes the pre-activation to its `aux` buffer and is followed by a
-    `gelu_fwd` launch from it (cuBLASLt's GELU epilogue is the tanh
-    approximation; the model's GELU is the erf form); a gemm whose epilogue
-    is `bias_grad` loses it and is followed by a `sum_to` launch of op(B)
-    into the bias, accumulating when the gemm's beta is not 0 (cuBLASLt's
-    bias gradient overwrites). Runs before --strata-plan-memory, so the new
-    launches' reads count in the buffers' lives.
-  }];
-  let dependentDialects = ["::strata::exec::ExecDialect"];
-}
-
 def CudaCodegen : Pass<"strata-cuda-codegen", "mlir::ModuleOp"> {
   let summary = "Generate a CUDA kernel for every launch";
   let description = [{
     For each exec.launch of every template, emits one CUDA C++ kernel
     specialized for its shapes, dtypes and constant arguments
     (compiler/codegen), and sets the launch's `code`, `grid`, `block` and
-    `shared_bytes`. Launches whose kernels come out the same share one
+    `shared_bytes`. A gemm whose epilogue cuBLASLt would compute
+    differently (gelu_bias: its GELU is the tanh form; bias_grad: it
+    overwrites the bias) is an error: the CUDA target lowers with
+    `bias-only-epilogues`. Launches whose kernels come out the same share one
     exec.code op, at module level; a kernel is named after its catalog
     kernel and a number. Records the architecture in the module attribute
     `strata.cuda_arch`. Any earlier generated code is replaced. PTX comes

@@ -112,9 +112,8 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     lower.bf16 = options.bf16;
     lower.overlapGradReduce = options.overlapGradReduce;
     lower.overlapParamGather = options.overlapParamGather;
+    lower.biasOnlyEpilogues = options.target == "cuda";
     pm.addPass(createLowerToExec(lower));
-    if (options.target == "cuda")
-      pm.addPass(createCudaEpilogues());
     pm.addPass(createPlanMemory());
   }
   if (to == Level::Exec && options.target == "cuda") {

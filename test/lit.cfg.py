@@ -14,6 +14,9 @@ config.substitutions.append(("%examples", os.path.join(config.strata_src_root, "
 config.substitutions.append(("%{strata_src}", config.strata_src_root))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%strata_bin", config.strata_tools_dir))
+# NVRTC (strata-compile --target cuda) and ptxas_check.py find the toolkit
+# through it; lit passes no variable it is not given.
+config.environment["CUDA_HOME"] = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 config.environment["PATH"] = os.pathsep.join(
     [config.strata_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 

@@ -62,11 +62,11 @@ std::string emitCrossEntropyFwd(const LaunchDesc &launch, KernelCode &code) {
   using namespace CrossEntropyFwd;
   View v{launch};
   int64_t columns = v.lastDim(op::logits), rows = v.count(op::labels);
-  code.globals = "__device__ float rowLoss[" + num(rows) + "];\n";
+  code.globals = "__device__ double rowLoss[" + num(rows) + "];\n";
   perRow(code, rows, std::string(kRowSoftmax) + R"(    if (threadIdx.x == 0) {
       i64 label = labels[r];
       float target = label >= 0 && label < $COLUMNS ? load(logits, base + label) : 0.0f;
-      rowLoss[r] = (float)(rowMax + log(rowSum) - target);
+      rowLoss[r] = rowMax + log(rowSum) - target;
     }
 )");
   code.body = validColumns("0") + code.body +

@@ -96,6 +96,23 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
                          << codegen::kCudaArchs << ")";
       return signalPassFailure();
     }
+    // What cuBLASLt's epilogues compute differently from the plan's meaning
+    // (an exec-level input lowered for the CPU) must not reach a GPU.
+    WalkResult epilogues = module.walk([&](exec::GemmOp gemm) {
+      exec::Epilogue epilogue = gemm.getEpilogue();
+      if (epilogue != exec::Epilogue::GeluBias &&
+          epilogue != exec::Epilogue::BiasGrad)
+        return WalkResult::advance();
+      gemm.emitOpError()
+          << "epilogue " << exec::stringifyEpilogue(epilogue)
+          << " has no cuBLASLt equivalent (its GELU is the tanh form, its "
+             "bias gradient overwrites): lower for the CUDA target with "
+             "--strata-lower-to-exec=bias-only-epilogues, as strata-compile "
+             "--target cuda does";
+      return WalkResult::interrupt();
+    });
+    if (epilogues.wasInterrupted())
+      return signalPassFailure();
     for (auto old : llvm::make_early_inc_range(module.getOps<exec::CodeOp>()))
       old.erase();
     Builder b(module.getContext());

@@ -130,10 +130,12 @@ struct Bucket {
 class Lowering {
 public:
   Lowering(ModuleOp module, exec::TemplateOp stage, bool bf16,
-           StageCoords coords, bool overlapGradReduce, bool overlapParamGather)
+           StageCoords coords, bool overlapGradReduce, bool overlapParamGather,
+           bool biasOnlyEpilogues)
       : module(module), b(module.getContext()), bf16(bf16), coords(coords),
         overlapGradReduce(overlapGradReduce),
-        overlapParamGather(overlapParamGather) {
+        overlapParamGather(overlapParamGather),
+        biasOnlyEpilogues(biasOnlyEpilogues) {
     declarations.setInsertionPointToEnd(&stage.getBody().front());
     programs.setInsertionPointToEnd(&stage.getBody().front());
   }
@@ -296,6 +298,9 @@ private:
   bool bf16;
   StageCoords coords;
   bool overlapGradReduce, overlapParamGather;
+  // Gemms take only a bias into their epilogue; a GELU after one and a bias
+  // gradient beside one stay launches of their own (the CUDA target).
+  bool biasOnlyEpilogues;
   // From @optimizer.
   llvm::StringMap<ParamFacts> facts; // read with lookup: none is no facts
   bool distributedOptimizer = false;

@@ -134,7 +134,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     // A linear layer's bias, and a GELU after it, go into the gemm's
     // epilogue (cuBLASLt's bias and GELU_AUX_BIAS).
     graph::AddOp biasAdd = biasAddOf(matmul);
-    graph::GeluOp gelu = biasAdd ? geluOf(biasAdd) : graph::GeluOp();
+    graph::GeluOp gelu =
+        biasAdd && !biasOnlyEpilogues ? geluOf(biasAdd) : graph::GeluOp();
     exec::BufferOp pre = biasAdd ? out(biasAdd) : out(matmul);
     exec::GemmOp g = gemm(
         loc, in(matmul.getLhs()), in(matmul.getRhs()), gelu ? out(gelu) : pre,
@@ -192,7 +193,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto sum = dyn_cast<graph::SumToOp>(op)) {
-    if (auto wgrad = weightGradBeside(sum, params)) {
+    if (auto wgrad = biasOnlyEpilogues ? graph::MatmulWeightGradOp()
+                                       : weightGradBeside(sum, params)) {
       // Summed in the weight gradient's epilogue, straight into the
       // accumulator: its accumulate_grad (before the weight gradient) is
       // done there too.

@@ -13,6 +13,7 @@
 // The C API only: no C++ bindings to link.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
+#include <initializer_list>
 #include <list>
 #include <mpi.h>
 #include <mutex>
@@ -21,28 +22,33 @@
 
 namespace strata::runtime {
 
-int launcherWorldSize() {
-  for (const char *name :
-       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"})
+namespace {
+
+/// The first of the launchers' variables for one value that is set (Open
+/// MPI's, MPICH's, PMIx's, Slurm's), or `absent`.
+int launcherValue(std::initializer_list<const char *> names, int absent) {
+  for (const char *name : names)
     if (const char *value = std::getenv(name))
       return std::atoi(value);
-  return 0;
+  return absent;
+}
+
+} // namespace
+
+int launcherWorldSize() {
+  return launcherValue(
+      {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}, 0);
 }
 
 int launcherRank() {
-  for (const char *name :
-       {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
-    if (const char *value = std::getenv(name))
-      return std::atoi(value);
-  return -1;
+  return launcherValue(
+      {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}, -1);
 }
 
 int launcherLocalRank() {
-  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                           "PMIX_LOCAL_RANK", "SLURM_LOCALID"})
-    if (const char *value = std::getenv(name))
-      return std::atoi(value);
-  return 0;
+  return launcherValue({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                        "PMIX_LOCAL_RANK", "SLURM_LOCALID"},
+                       0);
 }
 
 namespace {

@@ -616,7 +616,6 @@ private:
   }
 
   std::string readTemplate(const plan::Template &in, RankPlan &out) {
-    out.stage = in.stage();
     out.persistentBytes = in.persistent_bytes();
     out.workspaceBytes = in.workspace_bytes();
     out.stashBytes = in.stash_bytes();
@@ -856,8 +855,10 @@ std::string placeMasters(RankPlan &rank) {
 }
 
 /// What of a template depends on its ranks' coordinates: buffers with a
-/// per-rank offset, the instructions that name one or have a per-rank
-/// argument, and parameters split over tp. The rest resolves the same for
+/// per-rank offset, the instructions with a per-rank argument (an
+/// instruction's checks read its buffers' shapes and dtypes, never their
+/// offsets, whose bounds resolveBuffer checks), and parameters split over
+/// tp. The rest resolves the same for
 /// every rank (stash buffers never move, and the stash's slots are checked
 /// per template).
 struct Dependence {
@@ -892,7 +893,7 @@ Dependence dependenceOf(const RankPlan &stage) {
           }
         d.masters |= launch->kernel == KernelId::AdamW && movingOperand;
       }
-      if (movingOperand || perRankArgument)
+      if (perRankArgument)
         d.instructions.push_back({p, n});
     }
   }

@@ -252,8 +252,7 @@ struct Group {
 
 /// A template as written, or a rank's resolved copy of one.
 struct RankPlan {
-  uint32_t rank = 0;  // resolved: the rank
-  uint32_t stage = 0; // the template's pipeline stage
+  uint32_t rank = 0; // resolved: the rank
   uint64_t persistentBytes = 0, workspaceBytes = 0, stashBytes = 0;
   uint32_t events = 0;
   std::vector<Buffer> buffers;

@@ -3,7 +3,7 @@ in bf16 (bf16 parameters and activations, fp32 master weights, gradients and
 moments) on one device or in the parallel layouts given, on the same text and
 seed; every iteration's loss within 2% of the fp32 curve.
 
-  bf16_curve.py EXAMPLES TEXT [--model M] [--iterations N] [--layout FLAGS]...
+  bf16_curve.py EXAMPLES TEXT [--model M] [--iterations N] [--layout FLAGS]... [--cuda]
 
 A layout is strata-compile's flags as one string ("" for one device)."""
 import argparse

@@ -22,6 +22,5 @@ for r in range(ranks):
     print(f"rank {r}: {len(ran)} steps, instructions nested: {nested and len(kernels) > 0}, "
           f"communication stream: {'busy' if comm(events, r) else 'idle'}")
     last = max([last] + [s["args"]["iteration"] for s in ran])
-order = [e["name"] for e in events
-         if e.get("cat") == "step" and e["pid"] == 0 and e["args"]["iteration"] == last]
+order = [e["name"] for e in steps(events, 0) if e["args"]["iteration"] == last]
 print(f"rank 0 iteration {last}: " + " ".join(order))
