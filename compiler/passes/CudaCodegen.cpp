@@ -46,8 +46,7 @@ describe(exec::LaunchOp launch,
   codegen::LaunchDesc desc;
   desc.kernel = runtime::KernelId(id);
   const runtime::KernelSpec &spec = runtime::kernelSpec(desc.kernel);
-  SmallVector<Attribute> names(launch.getInputs().getValue());
-  llvm::append_range(names, launch.getOutputs().getValue());
+  SmallVector<FlatSymbolRefAttr> names = exec::launchOperands(launch);
   for (size_t i = 0; i < spec.operands.size(); ++i) {
     codegen::OperandDesc operand;
     if (i >= names.size()) {
@@ -55,7 +54,7 @@ describe(exec::LaunchOp launch,
       desc.operands.push_back(operand);
       continue;
     }
-    StringRef name = cast<FlatSymbolRefAttr>(names[i]).getValue();
+    StringRef name = names[i].getValue();
     exec::BufferOp buffer = buffers.lookup(name);
     if (!buffer)
       return launch.emitOpError() << "names no buffer '" << name << "'";
@@ -68,19 +67,13 @@ describe(exec::LaunchOp launch,
     operand.shape.assign(type.getShape().begin(), type.getShape().end());
     desc.operands.push_back(operand);
   }
-  DictionaryAttr perRank = launch.getPerRankAttr();
   for (const runtime::AttrSpec &attrSpec : spec.attrs) {
+    exec::LaunchArgument argument = exec::launchArgument(launch, attrSpec.name);
     codegen::AttrDesc attr;
-    Attribute value = launch.getArgs().get(attrSpec.name);
-    if (auto b = dyn_cast_or_null<BoolAttr>(value))
-      attr.i = b.getValue();
-    else if (auto n = dyn_cast_or_null<IntegerAttr>(value))
-      attr.i = n.getInt();
-    else if (auto f = dyn_cast_or_null<FloatAttr>(value))
-      attr.f = f.getValueAsDouble();
-    else if (auto list = dyn_cast_or_null<DenseI64ArrayAttr>(value))
-      attr.list.assign(list.asArrayRef().begin(), list.asArrayRef().end());
-    attr.perRank = perRank && perRank.get(attrSpec.name);
+    attr.i = argument.i;
+    attr.f = argument.f;
+    attr.list.assign(argument.list.begin(), argument.list.end());
+    attr.perRank = bool(argument.perRank);
     desc.attrs.push_back(std::move(attr));
   }
   return desc;

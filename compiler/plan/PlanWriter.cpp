@@ -130,36 +130,21 @@ Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
     const runtime::KernelSpec &spec =
         runtime::kernelSpec(runtime::KernelId(id));
     std::vector<uint32_t> operands;
-    for (Attribute ref : launch.getInputs())
-      operands.push_back(index(cast<FlatSymbolRefAttr>(ref)));
-    for (Attribute ref : launch.getOutputs())
-      operands.push_back(index(cast<FlatSymbolRefAttr>(ref)));
+    for (FlatSymbolRefAttr ref : exec::launchOperands(launch))
+      operands.push_back(index(ref));
     // Absent optional outputs, at the end.
     while (operands.size() < spec.operands.size())
       operands.push_back(runtime::kNoBuffer);
     std::vector<fb::Offset<plan::Attr>> attrs;
     for (const runtime::AttrSpec &attrSpec : spec.attrs) {
-      Attribute value = launch.getArgs().get(attrSpec.name);
-      int64_t i = 0;
-      double f = 0;
+      exec::LaunchArgument argument =
+          exec::launchArgument(launch, attrSpec.name);
       fb::Offset<fb::Vector<int64_t>> list;
-      if (auto b = dyn_cast_or_null<BoolAttr>(value))
-        i = b.getValue();
-      else if (auto n = dyn_cast_or_null<IntegerAttr>(value))
-        i = n.getInt();
-      else if (auto x = dyn_cast_or_null<FloatAttr>(value))
-        f = x.getValueAsDouble();
-      else if (auto ints = dyn_cast_or_null<DenseI64ArrayAttr>(value))
-        list = builder.CreateVector(ints.asArrayRef().data(),
-                                    ints.asArrayRef().size());
-      else
-        return launch.emitOpError() << "has no argument '" << attrSpec.name
-                                    << "' of the kind its kernel takes";
-      std::optional<plan::PerRank> perRank;
-      if (DictionaryAttr entries = launch.getPerRankAttr())
-        perRank = perRankOf(entries.get(attrSpec.name));
-      attrs.push_back(
-          plan::CreateAttr(builder, i, f, list, perRank ? &*perRank : nullptr));
+      if (attrSpec.kind == runtime::AttrKind::Ints)
+        list = builder.CreateVector(argument.list.data(), argument.list.size());
+      std::optional<plan::PerRank> perRank = perRankOf(argument.perRank);
+      attrs.push_back(plan::CreateAttr(builder, argument.i, argument.f, list,
+                                       perRank ? &*perRank : nullptr));
     }
     auto vector = [&](std::optional<ArrayRef<int64_t>> values) {
       std::vector<uint32_t> out;

@@ -30,6 +30,21 @@ void instructionBuffers(mlir::Operation *op,
 /// always on the communication stream); compute for a non-instruction.
 Stream instructionStream(mlir::Operation *op);
 
+/// A launch's operands in its kernel's order: inputs, then outputs (absent
+/// optional outputs are the last and not listed).
+llvm::SmallVector<mlir::FlatSymbolRefAttr> launchOperands(LaunchOp launch);
+
+/// A verified launch's argument `name`, read as its catalog kind: `i` for
+/// Int and Bool, `f` for Float, `list` for Ints; `perRank` its [axis,
+/// stride] entry in `per_rank`, or null.
+struct LaunchArgument {
+  int64_t i = 0;
+  double f = 0;
+  llvm::ArrayRef<int64_t> list;
+  mlir::Attribute perRank;
+};
+LaunchArgument launchArgument(LaunchOp launch, llvm::StringRef name);
+
 /// A `per_rank` value: [axis, stride], the stride a value grows by per
 /// coordinate of the rank along mesh axis 0 (tp), 1 (dp) or 2 (pp).
 mlir::LogicalResult verifyPerRank(mlir::Operation *op, mlir::Attribute value);

@@ -76,6 +76,31 @@ int64_t strata::exec::elementBytes(Type elementType) {
   return elementType.isBF16() ? 2 : 4;
 }
 
+SmallVector<FlatSymbolRefAttr> strata::exec::launchOperands(LaunchOp launch) {
+  SmallVector<FlatSymbolRefAttr> operands;
+  for (ArrayAttr list : {launch.getInputs(), launch.getOutputs()})
+    for (Attribute ref : list)
+      operands.push_back(cast<FlatSymbolRefAttr>(ref));
+  return operands;
+}
+
+strata::exec::LaunchArgument strata::exec::launchArgument(LaunchOp launch,
+                                                          StringRef name) {
+  LaunchArgument argument;
+  Attribute value = launch.getArgs().get(name);
+  if (auto flag = dyn_cast_or_null<BoolAttr>(value))
+    argument.i = flag.getValue();
+  else if (auto integer = dyn_cast_or_null<IntegerAttr>(value))
+    argument.i = integer.getInt();
+  else if (auto real = dyn_cast_or_null<FloatAttr>(value))
+    argument.f = real.getValueAsDouble();
+  else if (auto list = dyn_cast_or_null<DenseI64ArrayAttr>(value))
+    argument.list = list.asArrayRef();
+  if (DictionaryAttr perRank = launch.getPerRankAttr())
+    argument.perRank = perRank.get(name);
+  return argument;
+}
+
 void strata::exec::instructionBuffers(
     Operation *op, SmallVectorImpl<FlatSymbolRefAttr> &reads,
     SmallVectorImpl<FlatSymbolRefAttr> &writes) {
