@@ -1,16 +1,24 @@
-//===- CpuKernelsTest.cpp - the CPU kernels against float64 ---------------===//
+//===- KernelsTest.cpp - every kernel against float64, on each device -----===//
 //
-// Each kernel here runs through the real path (a plan's buffers in a CPU
-// backend's arena, the instruction checked against the kernel catalog as a
-// plan load checks it, the backend's launch) on fresh random inputs, and is
-// compared with a float64 reference written here. Backward kernels are compared
-// with the vector-Jacobian product of the float64 forward reference taken by
-// central differences, so a reference shares no derivation with the kernel it
-// checks. Not here: slice and the vocabulary-parallel loss's five kernels,
-// which the tensor-parallel parity layouts check against one device.
+// Each kernel runs through the real path of a device on fresh random
+// inputs, its outputs poisoned (NaN) first, and is compared with a float64
+// reference written here. On the CPU: a plan's buffers in a CPU backend's
+// arena, the instruction checked against the kernel catalog as a plan load
+// checks it, the backend's launch. On a GPU, for sm_80 and for sm_90a: the
+// launch's kernel generated as strata-compile --target cuda generates it
+// (compiler/codegen), compiled by NVRTC, loaded by a CudaBackend and
+// launched by the launch contract; gemms through cuBLASLt. Without a GPU
+// the GPU instances skip and say so. Backward kernels are compared with
+// the vector-Jacobian product of the float64 forward reference taken by
+// central differences, so a reference shares no derivation with the kernel
+// it checks. fp32 kernels hold to 1e-5, bf16 ones to 1e-2, relative to the
+// largest expected value (or 1).
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/codegen/CudaKernel.h"
+#include "compiler/codegen/Nvrtc.h"
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/cuda/CudaBackend.h"
 #include "runtime/exec/BFloat16.h"
 #include "runtime/plan/PlanCheck.h"
 
@@ -26,6 +34,7 @@
 #include <random>
 #include <thread>
 
+using namespace strata;
 using namespace strata::runtime;
 using Vec = std::vector<double>;
 
@@ -41,6 +50,13 @@ Vec randomVec(size_t n, double scale = 1.0) {
   Vec v(n);
   for (double &x : v)
     x = static_cast<float>(normal(rng())); // representable in f32
+  return v;
+}
+
+/// `v` rounded to bf16, as a bf16 buffer holds it.
+Vec roundedToBf16(Vec v) {
+  for (double &x : v)
+    x = roundToBf16(float(x));
   return v;
 }
 
@@ -70,10 +86,61 @@ Arg boolArg(bool v) { return {v ? 1 : 0, 0, {}}; }
 Arg floatArg(double v) { return {0, v, {}}; }
 Arg listArg(std::vector<int64_t> v) { return {0, 0, std::move(v)}; }
 
-/// A one-instruction plan: buffers end to end in the persistent arena of a
-/// CPU backend.
+//===----------------------------------------------------------------------===//
+// Devices
+//===----------------------------------------------------------------------===//
+
+/// Where a test's kernels run: "cpu", or a GPU with kernels generated for
+/// "sm_80" or "sm_90a".
+using Device = std::string;
+
+/// The process's GPU for kernels of `arch`, opened once; "" or why the
+/// kernels of `arch` cannot run here.
+std::string openGpuFor(const std::string &arch, cuda::Gpu *&gpu) {
+  struct Opened {
+    cuda::Gpu gpu;
+    std::string error;
+  };
+  static std::map<std::string, Opened> opened;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, fresh] = opened.try_emplace(arch);
+  if (fresh) {
+    Plan plan;
+    plan.cudaArch = arch;
+    it->second.error = cuda::openGpu(plan, it->second.gpu);
+  }
+  gpu = &it->second.gpu;
+  return it->second.error;
+}
+
+/// The generated kernel's parts of a launch: its operands' shapes and
+/// dtypes off the buffers, its attributes' values.
+codegen::LaunchDesc describe(const LaunchOp &launch,
+                             const std::vector<Buffer> &buffers) {
+  codegen::LaunchDesc desc;
+  desc.kernel = launch.kernel;
+  for (uint32_t index : launch.operands) {
+    codegen::OperandDesc operand;
+    operand.present = index != kNoBuffer;
+    if (operand.present) {
+      operand.dtype = buffers[index].dtype;
+      operand.shape = buffers[index].shape;
+    }
+    desc.operands.push_back(operand);
+  }
+  for (const AttrValue &value : launch.attrs)
+    desc.attrs.push_back({value.i, value.f, value.list, false});
+  return desc;
+}
+
+/// A one-instruction plan on one device: buffers end to end in the
+/// persistent arena, written and read through a host copy of the arena
+/// (the backend's copies, as the executor's inputs and outputs go).
 class Harness {
 public:
+  explicit Harness(const Device &device) : device(device) {}
+
   uint32_t add(const std::vector<int64_t> &shape, DType dtype = DType::F32) {
     Buffer b;
     b.name = "b" + std::to_string(rank.buffers.size());
@@ -83,7 +150,7 @@ public:
     b.elements = count(shape);
     b.bytes = b.elements * dtypeBytes(dtype);
     b.offset = rank.persistentBytes;
-    rank.persistentBytes += (b.bytes + 63) / 64 * 64;
+    rank.persistentBytes += (b.bytes + 255) / 256 * 256;
     rank.buffers.push_back(b);
     return rank.buffers.size() - 1;
   }
@@ -105,6 +172,10 @@ public:
     hyperValues(hyper, values);
     return input({kHyperSlots}, Vec(values, values + kHyperSlots));
   }
+  /// Values an output starts with (for kernels that accumulate into it).
+  void presetOutput(uint32_t index, const Vec &values) {
+    preset.push_back({index, values});
+  }
 
   /// Checks the launch as a plan load would, then runs it.
   void run(const std::string &kernel, std::vector<uint32_t> ins,
@@ -123,38 +194,44 @@ public:
       launch.attrs.push_back({arg.i, arg.f, arg.list});
     }
     ASSERT_EQ(checkLaunch(launch, rank.buffers, CheckContext()), "");
-    prepare();
+    if (device != "cpu")
+      ASSERT_NO_FATAL_FAILURE(generate(launch));
+    Instruction instruction;
+    instruction.op = launch;
+    ASSERT_NO_FATAL_FAILURE(load(instruction));
+    const LaunchOp &loaded = *rank.programs[0].instructions[0].launch();
     std::vector<Operand> operands;
-    for (uint32_t index : launch.operands)
+    for (uint32_t index : loaded.operands)
       operands.push_back(operand(index));
-    backend.launch(Stream::Compute, launch, operands);
+    backend->launch(Stream::Compute, loaded, operands);
   }
 
   void runGemm(const GemmOp &gemm) {
     Instruction instruction;
     instruction.op = gemm;
     ASSERT_EQ(checkInstruction(instruction, rank.buffers, CheckContext()), "");
-    prepare();
-    Operand operands[5] = {operand(gemm.a), operand(gemm.b), operand(gemm.d),
-                           operand(gemm.bias), operand(gemm.aux)};
-    backend.gemm(Stream::Compute, gemm, operands);
+    ASSERT_NO_FATAL_FAILURE(load(instruction));
+    // cuBLASLt's choice is kept by the loaded instruction's address.
+    const GemmOp &loaded = *rank.programs[0].instructions[0].gemm();
+    Operand operands[5] = {operand(loaded.a), operand(loaded.b),
+                           operand(loaded.d), operand(loaded.bias),
+                           operand(loaded.aux)};
+    backend->gemm(Stream::Compute, loaded, operands);
   }
 
-  /// Values an output starts with (for kernels that accumulate into it).
-  void presetOutput(uint32_t index, const Vec &values) {
-    preset.push_back({index, values});
-  }
-
-  Vec read(uint32_t index) const {
+  /// A buffer's values, once what was launched has run.
+  Vec read(uint32_t index) {
     const Buffer &b = rank.buffers[index];
+    uint8_t *data = host.data() + b.offset;
+    backend->copyOut(Stream::Compute, data, address(index), b.bytes);
+    backend->synchronize();
     Vec out(b.elements);
-    const void *data = address(index);
     if (b.dtype == DType::BF16) {
-      auto *p = static_cast<const uint16_t *>(data);
+      auto *p = reinterpret_cast<const uint16_t *>(data);
       for (int64_t i = 0; i < b.elements; ++i)
         out[i] = bf16ToFloat(p[i]);
     } else {
-      const float *p = static_cast<const float *>(data);
+      auto *p = reinterpret_cast<const float *>(data);
       for (int64_t i = 0; i < b.elements; ++i)
         out[i] = p[i];
     }
@@ -164,41 +241,105 @@ public:
 
 private:
   void *address(uint32_t index) const {
-    return backend.arena(Arena::Persistent) + rank.buffers[index].offset;
+    return backend->arena(Arena::Persistent) + rank.buffers[index].offset;
   }
   Operand operand(uint32_t index) const {
     if (index == kNoBuffer)
       return {};
     return {address(index), &rank.buffers[index]};
   }
-  void prepare() {
-    ASSERT_EQ(backend.allocate(Arena::Persistent, rank.persistentBytes), "");
+
+  /// The launch's kernel as the CUDA target generates it, into the plan.
+  void generate(LaunchOp &launch) {
+    codegen::LaunchDesc desc = describe(launch, rank.buffers);
+    codegen::KernelCode code;
+    ASSERT_EQ(codegen::emitKernel(desc, code), "");
+    CodeObject object;
+    object.name = "kernel_under_test";
+    object.kernel = kernelSpec(launch.kernel).name;
+    object.source = codegen::kernelUnit(desc, code, object.name);
+    ASSERT_EQ(
+        codegen::compileToPtx(object.source, object.name, device, object.ptx),
+        "")
+        << object.source;
+    launch.grid.assign(code.grid.begin(), code.grid.end());
+    launch.block.assign(code.block.begin(), code.block.end());
+    launch.sharedBytes = code.sharedBytes;
+    launch.code = int32_t(plan.code.size());
+    plan.code.push_back(std::move(object));
+    plan.cudaArch = device;
+  }
+
+  /// Makes the device's backend for the one instruction, then writes the
+  /// arena: inputs and presets their values, every other byte poisoned
+  /// (NaN in a float output) so an output the kernel skips shows.
+  void load(const Instruction &instruction) {
+    ASSERT_TRUE(rank.programs.empty()) << "a harness runs one instruction";
+    rank.programs.push_back({"test", {instruction}});
+    if (device == "cpu") {
+      backend = std::make_unique<cpu::CpuBackend>();
+    } else {
+      cuda::Gpu *gpu = nullptr;
+      ASSERT_EQ(openGpuFor(device, gpu), "");
+      auto made = std::make_unique<cuda::CudaBackend>(gpu->context);
+      ASSERT_EQ(made->create(), "");
+      backend = std::move(made);
+    }
+    ASSERT_EQ(backend->allocate(Arena::Persistent, rank.persistentBytes), "");
+    ASSERT_EQ(backend->prepare(plan, rank), "");
+    host.assign(rank.persistentBytes, 0xFF);
     for (auto &[index, values] : pending)
       write(index, values);
     for (auto &[index, values] : pendingIds)
-      std::memcpy(address(index), values.data(), values.size() * 4);
+      std::memcpy(host.data() + rank.buffers[index].offset, values.data(),
+                  values.size() * 4);
     for (auto &[index, values] : preset)
       write(index, values);
+    backend->copyIn(Stream::Compute, backend->arena(Arena::Persistent),
+                    host.data(), host.size());
   }
   void write(uint32_t index, const Vec &values) {
     const Buffer &b = rank.buffers[index];
     ASSERT_EQ(int64_t(values.size()), b.elements);
+    uint8_t *data = host.data() + b.offset;
     if (b.dtype == DType::BF16) {
-      auto *p = static_cast<uint16_t *>(address(index));
+      auto *p = reinterpret_cast<uint16_t *>(data);
       for (int64_t i = 0; i < b.elements; ++i)
         p[i] = floatToBf16(float(values[i]));
     } else {
-      float *p = static_cast<float *>(address(index));
+      auto *p = reinterpret_cast<float *>(data);
       for (int64_t i = 0; i < b.elements; ++i)
         p[i] = float(values[i]);
     }
   }
 
+  Device device;
+  Plan plan;
   RankPlan rank;
   std::vector<std::pair<uint32_t, Vec>> pending, preset;
   std::vector<std::pair<uint32_t, std::vector<int32_t>>> pendingIds;
-  cpu::CpuBackend backend;
+  std::unique_ptr<Backend> backend;
+  std::vector<uint8_t> host; // the arena's bytes on the host
 };
+
+/// The kernel tests, once per device; a GPU's skip when none can run them.
+class Kernels : public testing::TestWithParam<Device> {
+protected:
+  void SetUp() override {
+    if (GetParam() == "cpu")
+      return;
+    cuda::Gpu *gpu = nullptr;
+    if (std::string error = openGpuFor(GetParam(), gpu); !error.empty())
+      GTEST_SKIP() << "skipped: no GPU for " << GetParam() << " kernels ("
+                   << error << ")";
+  }
+  const Device &on() const { return GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(On, Kernels, testing::Values("cpu", "sm_80", "sm_90a"),
+                         [](const testing::TestParamInfo<Device> &info) {
+                           return info.param;
+                         });
 
 /// A contiguous row-major gemm's descriptor.
 GemmOp plainGemm(uint32_t a, uint32_t b, uint32_t d, int64_t m, int64_t n,
@@ -258,7 +399,8 @@ Vec vjp(const std::function<Vec(const Vec &)> &f, const Vec &x, const Vec &dy) {
   return grad;
 }
 
-constexpr double kTol = 2e-5; // fp32 kernels against float64
+constexpr double kTol = 1e-5;     // fp32 kernels against float64
+constexpr double kTolBf16 = 1e-2; // bf16 ones
 
 //===----------------------------------------------------------------------===//
 // Float64 references
@@ -376,12 +518,12 @@ double silu(double x) { return x / (1 + std::exp(-x)); }
 // Tests
 //===----------------------------------------------------------------------===//
 
-TEST(CpuKernels, GemmAllTransposesAndAccumulate) {
+TEST_P(Kernels, GemmAllTransposesAndAccumulate) {
   const int64_t m = 13, n = 7, k = 19;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (bool accumulate : {false, true}) {
-        Harness h;
+        Harness h(on());
         Vec a = randomVec(m * k), b = randomVec(k * n), c0 = randomVec(m * n);
         uint32_t ia = h.input(
             ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, a);
@@ -399,12 +541,12 @@ TEST(CpuKernels, GemmAllTransposesAndAccumulate) {
       }
 }
 
-TEST(CpuKernels, GemmBatchedStridedWithAlphaBeta) {
+TEST_P(Kernels, GemmBatchedStridedWithAlphaBeta) {
   // Two [m, k] x [k, n] products read from padded rows (lda > k) and
   // written into padded rows (ldd > n): D = alpha·A·B + beta·D.
   const int64_t m = 5, n = 6, k = 4, lda = 7, ldb = 9, ldd = 8, batch = 2;
   const float alpha = 0.5f, beta = -2.0f;
-  Harness h;
+  Harness h(on());
   Vec a = randomVec(batch * m * lda), b = randomVec(batch * k * ldb),
       d0 = randomVec(batch * m * ldd);
   uint32_t ia = h.input({batch * m * lda}, a),
@@ -434,14 +576,19 @@ TEST(CpuKernels, GemmBatchedStridedWithAlphaBeta) {
   expectClose(h.read(id), expected, kTol, "batched gemm");
 }
 
-TEST(CpuKernels, GemmEpilogues) {
+TEST_P(Kernels, GemmEpilogues) {
   const int64_t m = 11, n = 6, k = 9;
   Vec a = randomVec(m * k), b = randomVec(k * n), bias = randomVec(n);
   Vec product = refGemm(a, b, m, n, k, false, false);
   // bias: D = A·B + bias; gelu_bias: aux = A·B + bias, D = GELU(aux).
   for (Epilogue epilogue : {Epilogue::Bias, Epilogue::GeluBias}) {
     bool withGelu = epilogue == Epilogue::GeluBias;
-    Harness h;
+    // A CUDA plan has bias-only epilogues (cuBLASLt's GELU is the tanh
+    // form, its bias gradient overwrites); GELU and the bias gradient are
+    // launches there.
+    if (withGelu && on() != "cpu")
+      continue;
+    Harness h(on());
     uint32_t ia = h.input({m, k}, a), ib = h.input({k, n}, b),
              ibias = h.input({n}, bias), id = h.add({m, n});
     GemmOp g = plainGemm(ia, ib, id, m, n, k, false, false);
@@ -462,7 +609,9 @@ TEST(CpuKernels, GemmEpilogues) {
   // bias_grad beside a weight gradient dW = xᵀ·dy: bias = beta·bias +
   // the column sums of dy.
   for (float beta : {0.0f, 1.0f}) {
-    Harness h;
+    if (on() != "cpu")
+      break;
+    Harness h(on());
     Vec x = randomVec(k * m), dy = randomVec(k * n), w0 = randomVec(m * n),
         db0 = randomVec(n);
     uint32_t ix = h.input({k, m}, x), idy = h.input({k, n}, dy),
@@ -487,8 +636,8 @@ TEST(CpuKernels, GemmEpilogues) {
   }
 }
 
-TEST(CpuKernels, GemmChecksItsOperands) {
-  Harness h;
+TEST(KernelChecks, GemmChecksItsOperands) {
+  Harness h("cpu");
   uint32_t ia = h.add({4, 3}), ib = h.add({3, 5}), id = h.add({4, 5});
   Instruction instruction;
   auto refusal = [&] {
@@ -517,9 +666,9 @@ TEST(CpuKernels, GemmChecksItsOperands) {
   EXPECT_EQ(refusal(), "");
 }
 
-TEST(CpuKernels, EmbeddingForwardAndBackward) {
+TEST_P(Kernels, EmbeddingForwardAndBackward) {
   const int64_t vocab = 11, hidden = 6, tokens = 17;
-  Harness h;
+  Harness h(on());
   Vec table = randomVec(vocab * hidden);
   auto ids = randomIds(tokens, vocab);
   uint32_t it = h.input({vocab, hidden}, table), ii = h.ids({tokens}, ids);
@@ -532,7 +681,7 @@ TEST(CpuKernels, EmbeddingForwardAndBackward) {
   expectClose(h.read(out), expected, 0, "embedding_fwd");
 
   for (bool accumulate : {false, true}) {
-    Harness g;
+    Harness g(on());
     Vec dy = randomVec(tokens * hidden), start = randomVec(vocab * hidden);
     uint32_t idy = g.input({tokens, hidden}, dy), iid = g.ids({tokens}, ids);
     uint32_t grad = g.add({vocab, hidden});
@@ -555,11 +704,11 @@ TEST(CpuKernels, EmbeddingForwardAndBackward) {
   }
 }
 
-TEST(CpuKernels, BroadcastArithmetic) {
+TEST_P(Kernels, BroadcastArithmetic) {
   const int64_t rows = 5, width = 8;
   for (const char *kernel : {"add", "sub", "mul"}) {
     for (int64_t rhsWidth : {width * rows, width}) {
-      Harness h;
+      Harness h(on());
       Vec a = randomVec(rows * width), b = randomVec(rhsWidth);
       uint32_t ia = h.input({rows, width}, a);
       uint32_t ib =
@@ -580,9 +729,9 @@ TEST(CpuKernels, BroadcastArithmetic) {
   }
 }
 
-TEST(CpuKernels, ScaleFillCopyAccumulate) {
+TEST_P(Kernels, ScaleFillCopyAccumulate) {
   Vec x = randomVec(37), y0 = randomVec(37);
-  Harness h;
+  Harness h(on());
   uint32_t ix = h.input({37}, x), out = h.add({37});
   h.run("scale", {ix}, {out}, {{"factor", floatArg(-0.75)}});
   Vec expected(37);
@@ -590,17 +739,17 @@ TEST(CpuKernels, ScaleFillCopyAccumulate) {
     expected[i] = -0.75 * x[i];
   expectClose(h.read(out), expected, 1e-7, "scale");
 
-  Harness f;
+  Harness f(on());
   uint32_t filled = f.add({9});
   f.run("fill", {}, {filled}, {{"value", floatArg(0.25)}});
   expectClose(f.read(filled), Vec(9, 0.25), 0, "fill");
 
-  Harness c;
+  Harness c(on());
   uint32_t cx = c.input({37}, x), cy = c.add({37});
   c.run("copy", {cx}, {cy});
   expectClose(c.read(cy), x, 0, "copy");
 
-  Harness a;
+  Harness a(on());
   uint32_t ax = a.input({37}, x), ay = a.add({37});
   a.presetOutput(ay, y0);
   a.run("accumulate", {ax}, {ay});
@@ -609,10 +758,10 @@ TEST(CpuKernels, ScaleFillCopyAccumulate) {
   expectClose(a.read(ay), expected, 1e-6, "accumulate");
 }
 
-TEST(CpuKernels, SumToRowsAndAccumulate) {
+TEST_P(Kernels, SumToRowsAndAccumulate) {
   const int64_t rows = 23, width = 10;
   for (bool accumulate : {false, true}) {
-    Harness h;
+    Harness h(on());
     Vec x = randomVec(rows * width), start = randomVec(width);
     uint32_t ix = h.input({rows, width}, x), out = h.add({width});
     if (accumulate)
@@ -629,11 +778,11 @@ TEST(CpuKernels, SumToRowsAndAccumulate) {
   }
 }
 
-TEST(CpuKernels, ActivationsAndTheirGradients) {
+TEST_P(Kernels, ActivationsAndTheirGradients) {
   for (auto [fwd, bwd, fn] : {std::tuple{"gelu_fwd", "gelu_bwd", &gelu},
                               std::tuple{"silu_fwd", "silu_bwd", &silu}}) {
     Vec x = randomVec(64, 2.0), dy = randomVec(64);
-    Harness h;
+    Harness h(on());
     uint32_t ix = h.input({64}, x), out = h.add({64});
     h.run(fwd, {ix}, {out});
     Vec expected(64);
@@ -641,7 +790,7 @@ TEST(CpuKernels, ActivationsAndTheirGradients) {
       expected[i] = fn(x[i]);
     expectClose(h.read(out), expected, kTol, fwd);
 
-    Harness g;
+    Harness g(on());
     uint32_t gx = g.input({64}, x), gdy = g.input({64}, dy), dx = g.add({64});
     g.run(bwd, {gx, gdy}, {dx});
     auto forward = [&](const Vec &v) {
@@ -654,13 +803,13 @@ TEST(CpuKernels, ActivationsAndTheirGradients) {
   }
 }
 
-TEST(CpuKernels, NormsAndTheirGradients) {
+TEST_P(Kernels, NormsAndTheirGradients) {
   const int64_t rows = 9, cols = 16;
   const double eps = 1e-5;
   for (bool layerNorm : {true, false}) {
     Vec x = randomVec(rows * cols, 3.0), w = randomVec(cols),
         b = randomVec(cols), dy = randomVec(rows * cols);
-    Harness h;
+    Harness h(on());
     uint32_t ix = h.input({rows, cols}, x), iw = h.input({cols}, w);
     std::vector<uint32_t> ins = {ix, iw};
     if (layerNorm)
@@ -671,7 +820,7 @@ TEST(CpuKernels, NormsAndTheirGradients) {
     expectClose(h.read(out), refNorm(x, w, layerNorm ? &b : nullptr, cols, eps),
                 kTol, layerNorm ? "layer_norm_fwd" : "rms_norm_fwd");
 
-    Harness g;
+    Harness g(on());
     uint32_t gx = g.input({rows, cols}, x), gw = g.input({cols}, w),
              gdy = g.input({rows, cols}, dy);
     uint32_t dx = g.add({rows, cols}), dw = g.add({cols});
@@ -700,10 +849,10 @@ TEST(CpuKernels, NormsAndTheirGradients) {
   }
 }
 
-TEST(CpuKernels, TransposeFourDimensions) {
+TEST_P(Kernels, TransposeFourDimensions) {
   const std::vector<int64_t> shape = {2, 3, 4, 5}, perm = {0, 2, 3, 1};
   Vec x = randomVec(count(shape));
-  Harness h;
+  Harness h(on());
   uint32_t ix = h.input(shape, x), out = h.add({2, 4, 5, 3});
   h.run("transpose", {ix}, {out}, {{"permutation", listArg(perm)}});
   Vec expected(x.size());
@@ -716,11 +865,11 @@ TEST(CpuKernels, TransposeFourDimensions) {
   expectClose(h.read(out), expected, 0, "transpose");
 }
 
-TEST(CpuKernels, RopeAndItsInverse) {
+TEST_P(Kernels, RopeAndItsInverse) {
   const int64_t b = 2, s = 7, heads = 3, d = 8;
   Vec x = randomVec(b * s * heads * d);
   for (bool inverse : {false, true}) {
-    Harness h;
+    Harness h(on());
     uint32_t ix = h.input({b, s, heads, d}, x), out = h.add({b, s, heads, d});
     h.run("rope", {ix}, {out},
           {{"base", floatArg(10000.0)}, {"inverse", boolArg(inverse)}});
@@ -738,7 +887,7 @@ TEST(CpuKernels, RopeAndItsInverse) {
   }
 }
 
-TEST(CpuKernels, AttentionGroupedQueryCausalAndNot) {
+TEST_P(Kernels, AttentionGroupedQueryCausalAndNot) {
   for (bool causal : {true, false}) {
     AttnDims a{2, 6, 4, 2, 4, causal};
     Vec q = randomVec(a.b * a.s * a.h * a.d),
@@ -746,7 +895,7 @@ TEST(CpuKernels, AttentionGroupedQueryCausalAndNot) {
         v = randomVec(a.b * a.s * a.kv * a.d), dout = randomVec(q.size());
     std::map<std::string, Arg> args = {{"causal", boolArg(causal)},
                                        {"group_size", intArg(a.h / a.kv)}};
-    Harness h;
+    Harness h(on());
     uint32_t iq = h.input({a.b, a.s, a.h, a.d}, q),
              ik = h.input({a.b, a.s, a.kv, a.d}, k),
              iv = h.input({a.b, a.s, a.kv, a.d}, v),
@@ -758,7 +907,7 @@ TEST(CpuKernels, AttentionGroupedQueryCausalAndNot) {
     expectClose(h.read(lse), expectedLse, kTol, "attention_fwd log-sum-exp");
 
     // The backward takes the forward's log-sum-exp.
-    Harness g;
+    Harness g(on());
     uint32_t gq = g.input({a.b, a.s, a.h, a.d}, q),
              gk = g.input({a.b, a.s, a.kv, a.d}, k),
              gv = g.input({a.b, a.s, a.kv, a.d}, v),
@@ -784,18 +933,18 @@ TEST(CpuKernels, AttentionGroupedQueryCausalAndNot) {
   }
 }
 
-TEST(CpuKernels, CrossEntropyAndItsGradient) {
+TEST_P(Kernels, CrossEntropyAndItsGradient) {
   const int64_t tokens = 12, vocab = 9;
   Vec logits = randomVec(tokens * vocab, 2.0);
   auto labels = randomIds(tokens, vocab);
-  Harness h;
+  Harness h(on());
   uint32_t il = h.input({tokens, vocab}, logits), ii = h.ids({tokens}, labels);
   uint32_t loss = h.add({});
   h.run("cross_entropy_fwd", {il, ii}, {loss}, {{"vocab_size", intArg(vocab)}});
   expectClose(h.read(loss), {refCrossEntropy(logits, labels, vocab)}, kTol,
               "cross_entropy_fwd");
 
-  Harness g;
+  Harness g(on());
   double seed = 0.25;
   uint32_t gl = g.input({tokens, vocab}, logits), gi = g.ids({tokens}, labels),
            gs = g.input({}, {seed}), grad = g.add({tokens, vocab});
@@ -808,7 +957,7 @@ TEST(CpuKernels, CrossEntropyAndItsGradient) {
       kTol, "cross_entropy_bwd");
 }
 
-TEST(CpuKernels, GradientNormOverSegmentsAndClipping) {
+TEST_P(Kernels, GradientNormOverSegmentsAndClipping) {
   // Counted: the segments, the first-only ones where first_part is 0, each
   // within the rank's part of the windows: two buckets [0, 500) and
   // [500, 1000), each split between two data-parallel parts of 250.
@@ -817,7 +966,7 @@ TEST(CpuKernels, GradientNormOverSegmentsAndClipping) {
   double expected = 0, overParts = 0;
   for (int64_t part : {0, 1}) {
     for (int64_t firstPart : {0, 1}) {
-      Harness h;
+      Harness h(on());
       uint32_t ig = h.input({1000}, g), sum = h.add({});
       h.run("sum_squares", {ig}, {sum},
             {{"segments", listArg({0, 300, 400, 600})},
@@ -848,7 +997,7 @@ TEST(CpuKernels, GradientNormOverSegmentsAndClipping) {
   for (double clip : {0.0, 1.0, 1e6}) {
     Hyper hyper;
     hyper.clipGrad = clip;
-    Harness c;
+    Harness c(on());
     uint32_t is = c.input({}, {expected}), ih = c.hyper(hyper),
              norm = c.add({}), coef = c.add({});
     c.run("clip_coefficient", {is, ih}, {norm, coef});
@@ -860,10 +1009,10 @@ TEST(CpuKernels, GradientNormOverSegmentsAndClipping) {
   }
 }
 
-TEST(CpuKernels, KeepOnFirstKeepsOnPartZeroOnly) {
+TEST_P(Kernels, KeepOnFirstKeepsOnPartZeroOnly) {
   Vec x = randomVec(64);
   for (int64_t part : {0, 1, 3}) {
-    Harness h;
+    Harness h(on());
     uint32_t ix = h.input({64}, x), y = h.add({64});
     h.presetOutput(y, randomVec(64));
     h.run("keep_on_first", {ix}, {y}, {{"part", intArg(part)}});
@@ -871,7 +1020,7 @@ TEST(CpuKernels, KeepOnFirstKeepsOnPartZeroOnly) {
   }
 }
 
-TEST(CpuKernels, MultiTensorAdamWAgainstTheFormula) {
+TEST_P(Kernels, MultiTensorAdamWAgainstTheFormula) {
   // Two segments of one flat region: [0, 20) decayed, [30, 50) not. Two
   // windows split each between two data-parallel parts of 10: part k owns
   // [10k, 10k + 10) with its state at 0 and [30 + 10k, 40 + 10k) with its
@@ -889,7 +1038,7 @@ TEST(CpuKernels, MultiTensorAdamWAgainstTheFormula) {
     for (double &x : v)
       x = std::fabs(x);
     double coefficient = 0.5;
-    Harness h;
+    Harness h(on());
     uint32_t ig = h.input({n}, grad), ic = h.input({}, {coefficient}),
              ih = h.hyper(hyper);
     uint32_t value = h.add({n}, master ? DType::BF16 : DType::F32);
@@ -946,11 +1095,282 @@ TEST(CpuKernels, MultiTensorAdamWAgainstTheFormula) {
   }
 }
 
-TEST(CpuKernels, Bf16OperandsRoundThroughF32) {
+TEST_P(Kernels, SliceEachPartAlongEachDimension) {
+  const std::vector<int64_t> shape = {4, 6, 8};
+  Vec x = randomVec(count(shape));
+  for (int64_t dim : {0, 1, 2}) {
+    const int64_t parts = 2;
+    std::vector<int64_t> part = shape;
+    part[dim] /= parts;
+    for (int64_t p = 0; p < parts; ++p) {
+      Harness h(on());
+      uint32_t ix = h.input(shape, x), out = h.add(part);
+      h.run("slice", {ix}, {out},
+            {{"dim", intArg(dim)},
+             {"part", intArg(p)},
+             {"parts", intArg(parts)}});
+      Vec expected;
+      for (int64_t a = 0; a < part[0]; ++a)
+        for (int64_t b = 0; b < part[1]; ++b)
+          for (int64_t c = 0; c < part[2]; ++c) {
+            int64_t at[3] = {a, b, c};
+            at[dim] += p * part[dim];
+            expected.push_back(
+                x[(at[0] * shape[1] + at[1]) * shape[2] + at[2]]);
+          }
+      expectClose(h.read(out), expected, 0, "slice");
+    }
+  }
+}
+
+/// The mean cross-entropy over rows of `width` columns of which the first
+/// `valid` are the vocabulary (the rest padding).
+double refPaddedCrossEntropy(const Vec &logits,
+                             const std::vector<int32_t> &labels, int64_t width,
+                             int64_t valid) {
+  Vec real;
+  for (size_t i = 0; i < labels.size(); ++i)
+    real.insert(real.end(), logits.begin() + i * width,
+                logits.begin() + i * width + valid);
+  return refCrossEntropy(real, labels, valid);
+}
+
+TEST_P(Kernels, VocabularyParallelLossFromRowStatistics) {
+  // A vocabulary of 19 padded to 24 columns, split between three ranks of
+  // 8: the last holds 3 real columns and 5 of padding. Each kernel gets
+  // the float64 statistics (as the all-reduces would give them) and is
+  // compared alone.
+  const int64_t tokens = 7, vocab = 19, width = 24, columns = 8;
+  Vec logits = randomVec(tokens * width, 2.0);
+  auto labels = randomIds(tokens, vocab);
+  Vec max(tokens, -INFINITY), target(tokens, 0.0), sum(tokens, 0.0);
+  for (int64_t i = 0; i < tokens; ++i) {
+    for (int64_t c = 0; c < vocab; ++c)
+      max[i] = std::max(max[i], logits[i * width + c]);
+    for (int64_t c = 0; c < vocab; ++c)
+      sum[i] += std::exp(logits[i * width + c] - max[i]);
+    target[i] = logits[i * width + labels[i]];
+  }
+  const double seed = 0.5;
+  auto loss = [&](const Vec &z) {
+    return Vec{refPaddedCrossEntropy(z, labels, width, vocab)};
+  };
+  Vec gradient = vjp(loss, logits, {seed});
+  for (int64_t part = 0; part < 3; ++part) {
+    int64_t offset = part * columns;
+    int64_t valid = std::min(columns, vocab - offset);
+    auto shard = [&](const Vec &full) {
+      Vec out;
+      for (int64_t i = 0; i < tokens; ++i)
+        out.insert(out.end(), full.begin() + i * width + offset,
+                   full.begin() + i * width + offset + columns);
+      return out;
+    };
+    std::map<std::string, Arg> args = {{"vocab_size", intArg(vocab)},
+                                       {"vocab_offset", intArg(offset)}};
+    Vec ownMax(tokens, -INFINITY), ownTarget(tokens, 0.0), ownSum(tokens, 0.0);
+    for (int64_t i = 0; i < tokens; ++i) {
+      for (int64_t c = 0; c < valid; ++c) {
+        double z = logits[i * width + offset + c];
+        ownMax[i] = std::max(ownMax[i], z);
+        ownSum[i] += std::exp(z - max[i]);
+      }
+      if (labels[i] >= offset && labels[i] < offset + valid)
+        ownTarget[i] = logits[i * width + labels[i]];
+    }
+    Harness m(on());
+    uint32_t ml = m.input({tokens, columns}, shard(logits)),
+             mo = m.add({tokens});
+    m.run("logits_max", {ml}, {mo}, args);
+    expectClose(m.read(mo), ownMax, 0, "logits_max");
+
+    Harness t(on());
+    uint32_t tl = t.input({tokens, columns}, shard(logits)),
+             ti = t.ids({tokens}, labels), to = t.add({tokens});
+    t.run("logits_target", {tl, ti}, {to}, args);
+    expectClose(t.read(to), ownTarget, 0, "logits_target");
+
+    Harness s(on());
+    uint32_t sl = s.input({tokens, columns}, shard(logits)),
+             sm = s.input({tokens}, max), so = s.add({tokens});
+    s.run("logits_sum_exp", {sl, sm}, {so}, args);
+    expectClose(s.read(so), ownSum, kTol, "logits_sum_exp");
+
+    Harness g(on());
+    uint32_t gl = g.input({tokens, columns}, shard(logits)),
+             gi = g.ids({tokens}, labels), gm = g.input({tokens}, max),
+             gs = g.input({tokens}, sum), gd = g.input({}, {seed}),
+             go = g.add({tokens, columns});
+    g.run("cross_entropy_grad_from_stats", {gl, gi, gm, gs, gd}, {go}, args);
+    expectClose(g.read(go), shard(gradient), kTol,
+                "cross_entropy_grad_from_stats");
+  }
+  Harness l(on());
+  uint32_t lm = l.input({tokens}, max), ls = l.input({tokens}, sum),
+           lt = l.input({tokens}, target), lo = l.add({});
+  l.run("cross_entropy_from_stats", {lm, ls, lt}, {lo});
+  expectClose(l.read(lo), loss(logits), kTol, "cross_entropy_from_stats");
+}
+
+// bf16 operands in, bf16 results out: each kernel against the float64
+// reference of its rounded inputs, within 1e-2.
+TEST_P(Kernels, Bf16ElementwiseNormsAndRope) {
+  const DType bf16 = DType::BF16;
+  const int64_t rows = 6, cols = 32;
+  Vec x = roundedToBf16(randomVec(rows * cols, 2.0)),
+      dy = roundedToBf16(randomVec(rows * cols)),
+      w = roundedToBf16(randomVec(cols)), b = roundedToBf16(randomVec(cols));
+  for (auto [fwd, bwd, fn] : {std::tuple{"gelu_fwd", "gelu_bwd", &gelu},
+                              std::tuple{"silu_fwd", "silu_bwd", &silu}}) {
+    auto forward = [&](const Vec &v) {
+      Vec y(v.size());
+      for (size_t i = 0; i < v.size(); ++i)
+        y[i] = fn(v[i]);
+      return y;
+    };
+    Harness h(on());
+    uint32_t ix = h.input({rows, cols}, x, bf16),
+             out = h.add({rows, cols}, bf16);
+    h.run(fwd, {ix}, {out});
+    expectClose(h.read(out), forward(x), kTolBf16, fwd);
+    Harness g(on());
+    uint32_t gx = g.input({rows, cols}, x, bf16),
+             gdy = g.input({rows, cols}, dy, bf16),
+             dx = g.add({rows, cols}, bf16);
+    g.run(bwd, {gx, gdy}, {dx});
+    expectClose(g.read(dx), vjp(forward, x, dy), kTolBf16, bwd);
+  }
+  {
+    Harness h(on());
+    uint32_t ix = h.input({rows, cols}, x, bf16), iw = h.input({cols}, w, bf16),
+             out = h.add({rows, cols}, bf16);
+    h.run("add", {ix, iw}, {out});
+    Vec expected(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      expected[i] = x[i] + w[i % cols];
+    expectClose(h.read(out), expected, kTolBf16, "add");
+  }
+  const double eps = 1e-5;
+  for (bool layerNorm : {true, false}) {
+    const Vec *bias = layerNorm ? &b : nullptr;
+    const char *name = layerNorm ? "layer_norm" : "rms_norm";
+    Harness h(on());
+    std::vector<uint32_t> ins = {h.input({rows, cols}, x, bf16),
+                                 h.input({cols}, w, bf16)};
+    if (layerNorm)
+      ins.push_back(h.input({cols}, b, bf16));
+    uint32_t out = h.add({rows, cols}, bf16);
+    h.run(std::string(name) + "_fwd", ins, {out}, {{"epsilon", floatArg(eps)}});
+    expectClose(h.read(out), refNorm(x, w, bias, cols, eps), kTolBf16, name);
+
+    Harness g(on());
+    uint32_t gx = g.input({rows, cols}, x, bf16), gw = g.input({cols}, w, bf16),
+             gdy = g.input({rows, cols}, dy, bf16);
+    std::vector<uint32_t> outs = {g.add({rows, cols}, bf16),
+                                  g.add({cols}, bf16)};
+    if (layerNorm)
+      outs.push_back(g.add({cols}, bf16));
+    g.run(std::string(name) + "_bwd", {gx, gw, gdy}, outs,
+          {{"epsilon", floatArg(eps)}});
+    expectClose(
+        g.read(outs[0]),
+        vjp([&](const Vec &v) { return refNorm(v, w, bias, cols, eps); }, x,
+            dy),
+        kTolBf16, "bf16 input gradient");
+    expectClose(
+        g.read(outs[1]),
+        vjp([&](const Vec &v) { return refNorm(x, v, bias, cols, eps); }, w,
+            dy),
+        kTolBf16, "bf16 weight gradient");
+  }
+  {
+    const int64_t batch = 2, seq = 3, heads = 2, dim = 16;
+    ASSERT_EQ(batch * seq * heads * dim, rows * cols);
+    Harness h(on());
+    uint32_t ix = h.input({batch, seq, heads, dim}, x, bf16),
+             out = h.add({batch, seq, heads, dim}, bf16);
+    h.run("rope", {ix}, {out},
+          {{"base", floatArg(10000.0)}, {"inverse", boolArg(false)}});
+    expectClose(h.read(out), refRope(x, batch, seq, heads, dim, 10000.0, false),
+                kTolBf16, "rope");
+  }
+}
+
+TEST_P(Kernels, Bf16AttentionAndLoss) {
+  const DType bf16 = DType::BF16;
+  AttnDims a{1, 16, 4, 2, 16, true};
+  Vec q = roundedToBf16(randomVec(a.b * a.s * a.h * a.d)),
+      k = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
+      v = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
+      dout = roundedToBf16(randomVec(q.size()));
+  std::map<std::string, Arg> args = {{"causal", boolArg(true)},
+                                     {"group_size", intArg(a.h / a.kv)}};
+  const std::vector<int64_t> qShape = {a.b, a.s, a.h, a.d},
+                             kvShape = {a.b, a.s, a.kv, a.d};
+  Vec lse;
+  Vec o = refAttention(a, q, k, v, &lse);
+  Harness h(on());
+  uint32_t out = h.add(qShape, bf16), ilse = h.add({a.b, a.h, a.s});
+  h.run("attention_fwd",
+        {h.input(qShape, q, bf16), h.input(kvShape, k, bf16),
+         h.input(kvShape, v, bf16)},
+        {out, ilse}, args);
+  expectClose(h.read(out), o, kTolBf16, "bf16 attention_fwd");
+  expectClose(h.read(ilse), lse, kTolBf16, "bf16 attention_fwd log-sum-exp");
+
+  Harness g(on());
+  uint32_t dq = g.add(qShape, bf16), dk = g.add(kvShape, bf16),
+           dv = g.add(kvShape, bf16);
+  g.run("attention_bwd",
+        {g.input(qShape, q, bf16), g.input(kvShape, k, bf16),
+         g.input(kvShape, v, bf16), g.input(qShape, roundedToBf16(o), bf16),
+         g.input({a.b, a.h, a.s}, lse), g.input(qShape, dout, bf16)},
+        {dq, dk, dv}, args);
+  expectClose(
+      g.read(dq),
+      vjp([&](const Vec &x) { return refAttention(a, x, k, v); }, q, dout),
+      kTolBf16, "bf16 query gradient");
+  expectClose(
+      g.read(dk),
+      vjp([&](const Vec &x) { return refAttention(a, q, x, v); }, k, dout),
+      kTolBf16, "bf16 key gradient");
+  expectClose(
+      g.read(dv),
+      vjp([&](const Vec &x) { return refAttention(a, q, k, x); }, v, dout),
+      kTolBf16, "bf16 value gradient");
+
+  const int64_t tokens = 12, vocab = 40;
+  Vec logits = roundedToBf16(randomVec(tokens * vocab, 2.0));
+  auto labels = randomIds(tokens, vocab);
+  Harness l(on());
+  uint32_t loss = l.add({});
+  l.run("cross_entropy_fwd",
+        {l.input({tokens, vocab}, logits, bf16), l.ids({tokens}, labels)},
+        {loss}, {{"vocab_size", intArg(vocab)}});
+  expectClose(l.read(loss), {refCrossEntropy(logits, labels, vocab)}, kTolBf16,
+              "bf16 cross_entropy_fwd");
+  Harness lg(on());
+  uint32_t grad = lg.add({tokens, vocab}, bf16);
+  lg.run("cross_entropy_bwd",
+         {lg.input({tokens, vocab}, logits, bf16), lg.ids({tokens}, labels),
+          lg.input({}, {1.0})},
+         {grad}, {{"vocab_size", intArg(vocab)}});
+  // The gradient's entries are O(1/tokens): relative to its largest.
+  Vec expected =
+      vjp([&](const Vec &z) { return Vec{refCrossEntropy(z, labels, vocab)}; },
+          logits, {1.0});
+  double largest = 0;
+  for (double e : expected)
+    largest = std::max(largest, std::fabs(e));
+  expectClose(lg.read(grad), expected, kTolBf16 * largest,
+              "bf16 cross_entropy_bwd");
+}
+
+TEST_P(Kernels, Bf16OperandsRoundThroughF32) {
   // A bf16 gemm equals the f32 gemm of the rounded inputs, rounded.
   const int64_t m = 8, n = 8, k = 32;
   Vec a = randomVec(m * k), b = randomVec(k * n);
-  Harness h;
+  Harness h(on());
   uint32_t ia = h.input({m, k}, a, DType::BF16),
            ib = h.input({k, n}, b, DType::BF16),
            ic = h.add({m, n}, DType::BF16);
@@ -965,8 +1385,8 @@ TEST(CpuKernels, Bf16OperandsRoundThroughF32) {
   expectClose(h.read(ic), expected, 1.0 / 256, "bf16 gemm");
 }
 
-TEST(CpuKernels, CatalogChecksDtypesCountsAndArguments) {
-  Harness h;
+TEST(KernelChecks, CatalogChecksDtypesCountsAndArguments) {
+  Harness h("cpu");
   uint32_t ids = h.ids({4}, {0, 1, 2, 3}), x = h.add({4}), y = h.add({4});
   auto check = [&](const std::string &kernel, std::vector<uint32_t> operands,
                    std::vector<AttrValue> attrs) {
