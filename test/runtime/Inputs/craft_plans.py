@@ -13,37 +13,17 @@ plan of the cuda target (generated kernels), which the CPU backend runs.
 Prints, per case, the case's name and strata-run's error line.
 """
 import copy
-import json
 import os
-import struct
-import subprocess
 import sys
 import tempfile
-import zlib
 
 import refusal
+from plan_json import PlanJson
 
 schema, pipeline_path, tensor_path, cuda_path = sys.argv[1:5]
 work = tempfile.mkdtemp(prefix="strata-craft-")
-
-
-def decode(path):
-    data = open(path, "rb").read()
-    header, payload = data[:16], data[16:]
-    binary = os.path.join(work, "plan.bin")
-    open(binary, "wb").write(payload)
-    subprocess.run(["flatc", "--json", "--strict-json", "--defaults-json", "--raw-binary",
-                    "-o", work, schema, "--", binary], check=True)
-    return header, json.load(open(os.path.join(work, "plan.json")))
-
-
-def encode(header, plan, path):
-    source = os.path.join(work, "crafted.json")
-    json.dump(plan, open(source, "w"))
-    subprocess.run(["flatc", "-b", "-o", work, schema, source], check=True)
-    payload = open(os.path.join(work, "crafted.bin"), "rb").read()
-    frame = header[:12] + struct.pack("<I", zlib.crc32(payload) & 0xFFFFFFFF)
-    open(path, "wb").write(frame + payload)
+plans = PlanJson(schema, work)
+decode, encode = plans.decode, plans.encode
 
 
 def refused(name, path, flags=("--train-iters", "1")):
