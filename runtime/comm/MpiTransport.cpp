@@ -3,19 +3,20 @@
 // Non-blocking sends and receives, polled against the deadline, so that a
 // rank whose peer died or hangs reports it instead of blocking in MPI. A
 // rank's two streams (its thread and its communication thread) both use
-// MPI: every call holds one lock, which MPI_THREAD_SERIALIZED allows.
+// MPI: every call holds one lock, which MPI_THREAD_SERIALIZED allows. MPI
+// itself is reached through libstrata-mpi.so (MpiShim.h), loaded when the
+// transport is made: strata-run links no MPI.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/comm/MpiShim.h"
 #include "runtime/comm/Transport.h"
 
-#include <cstdio>
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <cstdlib>
-// The C API only: no C++ bindings to link.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
 #include <initializer_list>
 #include <list>
-#include <mpi.h>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -53,10 +54,57 @@ int launcherLocalRank() {
 
 namespace {
 
-bool started = false;
+/// The shim's functions, looked up once.
+struct Shim {
+#define STRATA_MPI_POINTER(name) decltype(&::name) name = nullptr;
+  STRATA_MPI_SHIM_FUNCTIONS(STRATA_MPI_POINTER)
+#undef STRATA_MPI_POINTER
+};
+Shim shim;
+bool loaded = false, started = false;
 std::mutex mpiMutex; // held around every MPI call
 
-/// Calls an MPI function under the lock.
+/// The directory of the running executable, with its trailing slash.
+std::string executableDirectory() {
+  char path[4096];
+  ssize_t length = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (length <= 0)
+    return "";
+  std::string text(path, size_t(length));
+  return text.substr(0, text.rfind('/') + 1);
+}
+
+/// Loads libstrata-mpi.so: from the build's lib/ beside the executable's
+/// bin/, the executable's own directory, or the library path. "" or why
+/// not.
+std::string loadShim() {
+  if (loaded)
+    return "";
+  const std::string prefix = "this process was started by an MPI launcher, "
+                             "but strata's MPI shim does not load: ";
+  std::string directory = executableDirectory();
+  void *library = nullptr;
+  // One that is there but does not load (its MPI missing) says why.
+  for (const std::string &candidate :
+       {directory + "../lib/libstrata-mpi.so", directory + "libstrata-mpi.so"})
+    if (!library && access(candidate.c_str(), F_OK) == 0 &&
+        !(library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)))
+      return prefix + dlerror();
+  if (!library &&
+      !(library = dlopen("libstrata-mpi.so", RTLD_NOW | RTLD_LOCAL)))
+    return prefix + dlerror() + " (looked in " + directory + "../lib, " +
+           directory + " and the library path)";
+#define STRATA_MPI_LOOKUP(name)                                                \
+  shim.name = reinterpret_cast<decltype(shim.name)>(dlsym(library, #name));    \
+  if (!shim.name)                                                              \
+    return "strata's MPI shim has no " #name " (it is from another build)";
+  STRATA_MPI_SHIM_FUNCTIONS(STRATA_MPI_LOOKUP)
+#undef STRATA_MPI_LOOKUP
+  loaded = true;
+  return "";
+}
+
+/// Calls a function of the shim under the lock.
 template <typename Fn> int locked(Fn fn) {
   std::lock_guard<std::mutex> lock(mpiMutex);
   return fn();
@@ -64,54 +112,28 @@ template <typename Fn> int locked(Fn fn) {
 
 class MpiTransport : public Transport {
 public:
-  MpiTransport() {
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
-    if (provided < MPI_THREAD_SERIALIZED) {
-      std::fprintf(stderr, "strata-run: error: this MPI cannot be called from "
-                           "a rank's two threads (MPI_THREAD_SERIALIZED)\n");
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    started = true;
-  }
+  MpiTransport(int me, int world) : me(me), world(world) {}
   int rank() const override { return me; }
   int size() const override { return world; }
 
   void exchange(int to, const void *send, size_t sendBytes, int from,
                 void *recv, size_t recvBytes, int tag,
                 Clock::time_point deadline, const std::string &what) override {
-    MPI_Request sent, received;
-    locked([&] {
-      MPI_Irecv(recv, static_cast<int>(recvBytes), MPI_BYTE, from, tag,
-                MPI_COMM_WORLD, &received);
-      return MPI_Isend(send, static_cast<int>(sendBytes), MPI_BYTE, to, tag,
-                       MPI_COMM_WORLD, &sent);
-    });
+    void *received = startReceive(recv, recvBytes, from, tag, what);
+    void *sent = startSend(send, sendBytes, to, tag, what);
     wait(sent, to, deadline, what);
     finishReceive(received, from, recvBytes, deadline, what);
   }
 
   void send(int to, const void *data, size_t bytes, int tag,
             Clock::time_point deadline, const std::string &what) override {
-    MPI_Request request;
-    locked([&] {
-      return MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, to, tag,
-                       MPI_COMM_WORLD, &request);
-    });
-    wait(request, to, deadline, what);
+    wait(startSend(data, bytes, to, tag, what), to, deadline, what);
   }
 
   void recv(int from, void *data, size_t bytes, int tag,
             Clock::time_point deadline, const std::string &what) override {
-    MPI_Request request;
-    locked([&] {
-      return MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, from, tag,
-                       MPI_COMM_WORLD, &request);
-    });
-    finishReceive(request, from, bytes, deadline, what);
+    finishReceive(startReceive(data, bytes, from, tag, what), from, bytes,
+                  deadline, what);
     reap();
   }
 
@@ -122,35 +144,62 @@ public:
     message.bytes.assign(static_cast<const uint8_t *>(data),
                          static_cast<const uint8_t *>(data) + bytes);
     message.to = to;
-    locked([&] {
-      return MPI_Isend(message.bytes.data(), static_cast<int>(bytes), MPI_BYTE,
-                       to, tag, MPI_COMM_WORLD, &message.request);
-    });
+    message.request = startSend(message.bytes.data(), bytes, to, tag,
+                                "posting a pipeline transfer");
   }
 
   void flush(Clock::time_point deadline) override {
     std::lock_guard<std::mutex> lock(pendingMutex);
     for (Posted &message : pending)
-      wait(message.request, message.to, deadline,
-           "delivering a pipeline transfer");
+      if (message.request)
+        wait(message.request, message.to, deadline,
+             "delivering a pipeline transfer");
     pending.clear();
   }
 
 private:
+  /// Starts a send; the shim's request.
+  void *startSend(const void *data, size_t bytes, int to, int tag,
+                  const std::string &what) {
+    void *request = nullptr;
+    if (locked([&] {
+          return shim.strata_mpi_isend(data, bytes, to, tag, &request);
+        }) != 0)
+      throw CommTimeout(failed(what, to));
+    return request;
+  }
+  /// Starts a receive; the shim's request.
+  void *startReceive(void *data, size_t bytes, int from, int tag,
+                     const std::string &what) {
+    void *request = nullptr;
+    if (locked([&] {
+          return shim.strata_mpi_irecv(data, bytes, from, tag, &request);
+        }) != 0)
+      throw CommTimeout(failed(what, from));
+    return request;
+  }
+  std::string failed(const std::string &what, int peer) const {
+    return "rank " + std::to_string(me) + ": MPI failed in " + what +
+           " with rank " + std::to_string(peer);
+  }
+
   /// A posted send and the copy of its bytes, kept until it completes.
   struct Posted {
     std::vector<uint8_t> bytes;
     int to = 0;
-    MPI_Request request = MPI_REQUEST_NULL;
+    void *request = nullptr; // the shim's; null once done
   };
   /// Forgets posted sends that have completed.
   void reap() {
     std::lock_guard<std::mutex> lock(pendingMutex);
     pending.remove_if([](Posted &message) {
-      int flag = 0;
+      int done = 0;
+      uint64_t bytes = 0;
       locked(
-          [&] { return MPI_Test(&message.request, &flag, MPI_STATUS_IGNORE); });
-      return flag != 0;
+          [&] { return shim.strata_mpi_test(message.request, &done, &bytes); });
+      if (done)
+        message.request = nullptr;
+      return done != 0;
     });
   }
   std::mutex pendingMutex;
@@ -158,13 +207,10 @@ private:
 
   /// Waits for a receive and checks it got the bytes it expected: a
   /// shorter message means the ranks' programs disagree.
-  void finishReceive(MPI_Request &request, int from, size_t bytes,
+  void finishReceive(void *request, int from, size_t bytes,
                      Clock::time_point deadline, const std::string &what) {
-    MPI_Status status;
-    wait(request, from, deadline, what, &status);
-    int count = 0;
-    locked([&] { return MPI_Get_count(&status, MPI_BYTE, &count); });
-    if (size_t(count) != bytes)
+    uint64_t count = wait(request, from, deadline, what);
+    if (count != bytes)
       throw CommTimeout("rank " + std::to_string(me) + ": in " + what +
                         ", rank " + std::to_string(from) + " sent " +
                         std::to_string(count) + " bytes where " +
@@ -172,16 +218,18 @@ private:
                         " were expected (the ranks' programs disagree)");
   }
 
-  void wait(MPI_Request &request, int peer, Clock::time_point deadline,
-            const std::string &what, MPI_Status *status = MPI_STATUS_IGNORE) {
+  /// Polls `request` until it is done; the bytes it moved.
+  uint64_t wait(void *request, int peer, Clock::time_point deadline,
+                const std::string &what) {
     while (true) {
-      int flag = 0;
-      if (locked([&] { return MPI_Test(&request, &flag, status); }) !=
-          MPI_SUCCESS)
-        throw CommTimeout("rank " + std::to_string(me) + ": MPI failed in " +
-                          what + " with rank " + std::to_string(peer));
-      if (flag)
-        return;
+      int done = 0;
+      uint64_t bytes = 0;
+      if (locked([&] {
+            return shim.strata_mpi_test(request, &done, &bytes);
+          }) != 0)
+        throw CommTimeout(failed(what, peer));
+      if (done)
+        return bytes;
       if (Clock::now() > deadline)
         throw CommTimeout("rank " + std::to_string(me) + ": timed out in " +
                           what + " waiting for rank " + std::to_string(peer));
@@ -194,22 +242,27 @@ private:
 
 } // namespace
 
-std::unique_ptr<Transport> makeMpiTransport() {
-  return std::make_unique<MpiTransport>();
+std::string makeMpiTransport(std::unique_ptr<Transport> &transport) {
+  if (std::string error = loadShim(); !error.empty())
+    return error;
+  int me = 0, world = 1;
+  char error[512] = {};
+  if (shim.strata_mpi_start(&me, &world, error, sizeof error) != 0)
+    return std::string("MPI does not start: ") + error;
+  started = true;
+  transport = std::make_unique<MpiTransport>(me, world);
+  return "";
 }
 
 void finishMpi() {
   if (started)
-    MPI_Finalize();
+    shim.strata_mpi_finish();
   started = false;
 }
 
-} // namespace strata::runtime
-
-namespace strata::runtime {
-
 void abortMpi() {
-  MPI_Abort(MPI_COMM_WORLD, 1);
+  if (started)
+    shim.strata_mpi_abort();
   std::_Exit(1);
 }
 

@@ -67,8 +67,9 @@ std::unique_ptr<Transport> makeLocalTransport(std::shared_ptr<LocalHub> hub,
                                               int rank);
 
 /// This process's rank under an MPI launcher, if it was started by one
-/// (mpirun or srun set the environment). Initializes MPI.
-std::unique_ptr<Transport> makeMpiTransport();
+/// (mpirun or srun set the environment): loads MPI (libstrata-mpi.so,
+/// MpiShim.h) and initializes it. "" or why not.
+std::string makeMpiTransport(std::unique_ptr<Transport> &transport);
 /// The world size the launcher's environment announces, or 0 without one.
 int launcherWorldSize();
 /// This process's rank as the launcher's environment announces it (read

@@ -228,7 +228,9 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
     return refuse(errors, "the plan is for " + std::to_string(world) +
                               " ranks; the launcher started " +
                               std::to_string(launched));
-  std::unique_ptr<Transport> transport = makeMpiTransport();
+  std::unique_ptr<Transport> transport;
+  if (std::string error = makeMpiTransport(transport); !error.empty())
+    return refuse(errors, error);
   uint32_t me = uint32_t(transport->rank());
   if (!plan.ranks.count(me))
     die(errors,
