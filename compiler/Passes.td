@@ -221,6 +221,26 @@ def PlanMemory : Pass<"strata-plan-memory", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseElementwise : Pass<"strata-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Group chains of pointwise launches into one CUDA kernel";
+  let description = [{
+    For the CUDA target, after memory planning: each run of adjacent
+    pointwise launches of a program (bias and residual adds, scaling,
+    GELU, SiLU and their gradients, casts, accumulation) over the same
+    number of elements and under the same condition becomes one group: its
+    first launch gets `fuses N`, and strata-cuda-codegen generates one
+    kernel for the group that reads what the group reads once and keeps
+    what one member passes to the next in registers. The members stay in
+    the plan (the CPU runs them one by one). A launch joins a group only
+    when every element is still read and written by one thread: buffers
+    the group writes and any it touches either are the same bytes or do
+    not overlap, and no operand broadcast over rows overlaps what the
+    group writes. Buffers whose place differs between ranks are left out.
+    Any earlier grouping is replaced.
+  }];
+  let dependentDialects = ["::strata::exec::ExecDialect"];
+}
+
 def CudaCodegen : Pass<"strata-cuda-codegen", "mlir::ModuleOp"> {
   let summary = "Generate a CUDA kernel for every launch";
   let description = [{

@@ -117,6 +117,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     pm.addPass(createPlanMemory());
   }
   if (to == Level::Exec && options.target == "cuda") {
+    pm.addPass(createFuseElementwise());
     CudaCodegenOptions cuda;
     cuda.arch = options.cudaArch;
     pm.addPass(createCudaCodegen(cuda));

@@ -132,13 +132,35 @@ __device__ __forceinline__ float load(const float *p, i64 i) { return p[i]; }
 __device__ __forceinline__ float load(const bf16 *p, i64 i) {
   return __uint_as_float((unsigned)p[i] << 16);
 }
-__device__ __forceinline__ void store(float *p, i64 i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(bf16 *p, i64 i, float v) {
+__device__ __forceinline__ bf16 toBf16(float v) {
   unsigned bits = __float_as_uint(v);
   if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu))
-    p[i] = (bf16)((bits >> 16) | 0x0040u);
-  else
-    p[i] = (bf16)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+    return (bf16)((bits >> 16) | 0x0040u);
+  return (bf16)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ void store(float *p, i64 i, float v) { p[i] = v; }
+__device__ __forceinline__ void store(bf16 *p, i64 i, float v) {
+  p[i] = toBf16(v);
+}
+// What a store of `v` to a buffer of p's type leaves there, as f32.
+__device__ __forceinline__ float stored(const float *, float v) { return v; }
+__device__ __forceinline__ float stored(const bf16 *, float v) {
+  return __uint_as_float((unsigned)toBf16(v) << 16);
+}
+
+// The activations, exact (erf) GELU and SiLU, and their gradients.
+__device__ __forceinline__ float gelu(float v) {
+  return 0.5f * v * (1.0f + erff(v * 0.70710678118654752440f));
+}
+__device__ __forceinline__ float geluGrad(float v, float dy) {
+  float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752440f));
+  float pdf = 0.39894228040143267794f * expf(-0.5f * v * v);
+  return dy * (cdf + v * pdf);
+}
+__device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
+__device__ __forceinline__ float siluGrad(float v, float dy) {
+  float s = 1.0f / (1.0f + expf(-v));
+  return dy * s * (1.0f + v * (1.0f - s));
 }
 
 template <typename T> __device__ __forceinline__ T warpSum(T v) {
@@ -235,13 +257,18 @@ std::string kernelUnit(const LaunchDesc &launch, const KernelCode &code,
   for (const runtime::AttrSpec &attr : spec.attrs)
     if (attr.kind == runtime::AttrKind::Int)
       params += std::string(", i64 ") + attr.name;
+  return unitText(code, spec.name, name, params);
+}
+
+std::string unitText(const KernelCode &code, const std::string &what,
+                     const std::string &name, const std::string &params) {
   // Blocks enough to fill half an SM's 2048 threads: ptxas then has 64
   // registers a thread, where the bare thread count would hold it to the
   // 32 of full occupancy and make it spill.
   uint32_t threads = code.block[0] * code.block[1] * code.block[2];
   uint32_t blocks =
       std::max<uint32_t>(1, 1024 / std::max<uint32_t>(1, threads));
-  return std::string(kPrelude) + code.globals + "\n// " + spec.name +
+  return std::string(kPrelude) + code.globals + "\n// " + what +
          "\nextern \"C\" __global__ void __launch_bounds__(" +
          std::to_string(threads) + ", " + std::to_string(blocks) + ")\n" +
          name + "(" + params + ") {\n" + code.body + "}\n";

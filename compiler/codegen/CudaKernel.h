@@ -73,6 +73,30 @@ std::string emitKernel(const LaunchDesc &launch, KernelCode &code);
 std::string kernelUnit(const LaunchDesc &launch, const KernelCode &code,
                        const std::string &name);
 
+/// Kernels whose one output's element i reads element i of each input
+/// (or i modulo the size of an input broadcast over the rows), with no
+/// Int attribute: what the fusion pass chains (FuseElementwise.cpp).
+bool isPointwise(runtime::KernelId kernel);
+
+/// A member of a fused kernel: its launch, and an id per operand of the
+/// buffer it names (equal ids, the same buffer).
+struct FusedMember {
+  LaunchDesc launch;
+  std::vector<int> buffers;
+};
+
+/// One kernel that computes pointwise `members` in order, in one pass over
+/// their elements: an input an earlier member wrote is read from a
+/// register (as its buffer holds it: bf16-rounded for a bf16 buffer), the
+/// others loaded once; every output is stored. Its parameters, the launch
+/// contract of a fused group: a pointer per operand of each member, the
+/// members in order. "" or why the members cannot be one kernel.
+std::string emitFused(const std::vector<FusedMember> &members,
+                      KernelCode &code);
+/// The translation unit of a fused kernel, the kernel called `name`.
+std::string fusedUnit(const std::vector<FusedMember> &members,
+                      const KernelCode &code, const std::string &name);
+
 } // namespace strata::codegen
 
 #endif

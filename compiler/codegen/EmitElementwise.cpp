@@ -16,7 +16,7 @@ using namespace runtime::kernels;
 
 namespace {
 
-/// A pointwise kernel over `n` elements; `body` sees the index `i`.
+/// A kernel over `n` elements, one thread each; `body` sees the index `i`.
 std::string pointwise(KernelCode &code, int64_t n, std::string_view body) {
   code.block = {kThreads, 1, 1};
   code.grid = {blocksFor(n, kThreads), 1, 1};
@@ -24,18 +24,79 @@ std::string pointwise(KernelCode &code, int64_t n, std::string_view body) {
   return "";
 }
 
-/// Add, Sub and Mul: z = x op y, y broadcast over the rows of x.
-std::string broadcast(const LaunchDesc &launch, KernelCode &code,
-                      const char *op) {
-  View v{launch};
-  int64_t n = v.count(Add::op::x), width = v.count(Add::op::y);
-  std::string y = width == n ? "load(y, i)" : "load(y, i % " + num(width) + ")";
-  return pointwise(
-      code, n,
-      fill("    store(z, i, load(x, i) $OP $Y);", {{"OP", op}, {"Y", y}}));
+/// A kernel of pointwiseValue's: its one output from its inputs.
+std::string emitPointwise(const LaunchDesc &launch, KernelCode &code) {
+  const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
+  unsigned inputs = spec.inputs();
+  std::vector<std::string> in;
+  for (unsigned k = 0; k < inputs; ++k)
+    in.push_back("load(" + std::string(spec.operands[k].name) + ", " +
+                 pointwiseIndex(launch, k) + ")");
+  std::string out = spec.operands[inputs].name;
+  if (launch.kernel == runtime::KernelId::Accumulate)
+    in.push_back("load(" + out + ", i)");
+  return pointwise(code, launch.operands[inputs].elements(),
+                   "    store(" + out + ", i, " + pointwiseValue(launch, in) +
+                       ");");
 }
 
 } // namespace
+
+bool isPointwise(runtime::KernelId kernel) {
+  using runtime::KernelId;
+  switch (kernel) {
+  case KernelId::Copy:
+  case KernelId::Add:
+  case KernelId::Sub:
+  case KernelId::Mul:
+  case KernelId::Scale:
+  case KernelId::Accumulate:
+  case KernelId::GeluFwd:
+  case KernelId::GeluBwd:
+  case KernelId::SiluFwd:
+  case KernelId::SiluBwd:
+    return true;
+  default:
+    return false;
+  }
+}
+
+std::string pointwiseIndex(const LaunchDesc &launch, unsigned input) {
+  int64_t n = launch.operands[runtime::kernelSpec(launch.kernel).inputs()]
+                  .elements(),
+          width = launch.operands[input].elements();
+  return width == n ? "i" : "i % " + num(width);
+}
+
+std::string pointwiseValue(const LaunchDesc &launch,
+                           const std::vector<std::string> &in) {
+  using runtime::KernelId;
+  View v{launch};
+  switch (launch.kernel) {
+  case KernelId::Copy:
+    return in[0];
+  case KernelId::Add:
+    return "(" + in[0] + " + " + in[1] + ")";
+  case KernelId::Sub:
+    return "(" + in[0] + " - " + in[1] + ")";
+  case KernelId::Mul:
+    return "(" + in[0] + " * " + in[1] + ")";
+  case KernelId::Scale:
+    return "(" + in[0] + " * " + f32(v.attr(Scale::attr::factor).f) + ")";
+  case KernelId::Accumulate: // y + x, y's current value last
+    return "(" + in[1] + " + " + in[0] + ")";
+  case KernelId::GeluFwd:
+    return "gelu(" + in[0] + ")";
+  case KernelId::GeluBwd:
+    return "geluGrad(" + in[0] + ", " + in[1] + ")";
+  case KernelId::SiluFwd:
+    return "silu(" + in[0] + ")";
+  case KernelId::SiluBwd:
+    return "siluGrad(" + in[0] + ", " + in[1] + ")";
+  default:
+    return "";
+  }
+}
 
 std::string emitFill(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
@@ -44,64 +105,26 @@ std::string emitFill(const LaunchDesc &launch, KernelCode &code) {
                        ");");
 }
 
-std::string emitCopy(const LaunchDesc &launch, KernelCode &code) {
-  return pointwise(code, View{launch}.count(Copy::op::x),
-                   "    store(y, i, load(x, i));");
-}
-
 std::string emitKeepOnFirst(const LaunchDesc &launch, KernelCode &code) {
   return pointwise(code, View{launch}.count(KeepOnFirst::op::y),
                    "    store(y, i, part == 0 ? load(x, i) : 0.0f);");
 }
 
-std::string emitAccumulate(const LaunchDesc &launch, KernelCode &code) {
-  return pointwise(code, View{launch}.count(Accumulate::op::x),
-                   "    store(y, i, load(y, i) + load(x, i));");
-}
-
-std::string emitAdd(const LaunchDesc &launch, KernelCode &code) {
-  return broadcast(launch, code, "+");
-}
-std::string emitSub(const LaunchDesc &launch, KernelCode &code) {
-  return broadcast(launch, code, "-");
-}
-std::string emitMul(const LaunchDesc &launch, KernelCode &code) {
-  return broadcast(launch, code, "*");
-}
-
-std::string emitScale(const LaunchDesc &launch, KernelCode &code) {
-  View v{launch};
-  return pointwise(code, v.count(Scale::op::x),
-                   "    store(y, i, load(x, i) * " +
-                       f32(v.attr(Scale::attr::factor).f) + ");");
-}
-
-std::string emitGeluFwd(const LaunchDesc &launch, KernelCode &code) {
-  return pointwise(code, View{launch}.count(GeluFwd::op::x),
-                   R"(    float v = load(x, i);
-    store(y, i, 0.5f * v * (1.0f + erff(v * 0.70710678118654752440f)));)");
-}
-
-std::string emitGeluBwd(const LaunchDesc &launch, KernelCode &code) {
-  return pointwise(code, View{launch}.count(GeluBwd::op::x),
-                   R"(    float v = load(x, i);
-    float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752440f));
-    float pdf = 0.39894228040143267794f * expf(-0.5f * v * v);
-    store(dx, i, load(dy, i) * (cdf + v * pdf));)");
-}
-
-std::string emitSiluFwd(const LaunchDesc &launch, KernelCode &code) {
-  return pointwise(code, View{launch}.count(SiluFwd::op::x),
-                   R"(    float v = load(x, i);
-    store(y, i, v / (1.0f + expf(-v)));)");
-}
-
-std::string emitSiluBwd(const LaunchDesc &launch, KernelCode &code) {
-  return pointwise(code, View{launch}.count(SiluBwd::op::x),
-                   R"(    float v = load(x, i);
-    float s = 1.0f / (1.0f + expf(-v));
-    store(dx, i, load(dy, i) * s * (1.0f + v * (1.0f - s)));)");
-}
+#define POINTWISE(Name)                                                        \
+  std::string emit##Name(const LaunchDesc &launch, KernelCode &code) {         \
+    return emitPointwise(launch, code);                                        \
+  }
+POINTWISE(Copy)
+POINTWISE(Add)
+POINTWISE(Sub)
+POINTWISE(Mul)
+POINTWISE(Scale)
+POINTWISE(Accumulate)
+POINTWISE(GeluFwd)
+POINTWISE(GeluBwd)
+POINTWISE(SiluFwd)
+POINTWISE(SiluBwd)
+#undef POINTWISE
 
 std::string emitSumTo(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};

@@ -53,6 +53,20 @@ struct View {
 /// The body of a loop over `n` items, `i` the item: a grid-stride loop.
 std::string forEach(int64_t n, std::string_view body);
 
+/// A unit's text: the prelude, the code's globals and its kernel `name`
+/// with `params`, a comment saying `what` it computes.
+std::string unitText(const KernelCode &code, const std::string &what,
+                     const std::string &name, const std::string &params);
+
+/// A pointwise kernel's output at element `i`, from C expressions of its
+/// inputs' elements in catalog order (accumulate's then its output's
+/// current value); "" for a kernel that is not pointwise.
+std::string pointwiseValue(const LaunchDesc &launch,
+                           const std::vector<std::string> &inputs);
+/// Which element of input `input` element `i` of the output reads: `i`,
+/// or `i % width` for an operand broadcast over the output's rows.
+std::string pointwiseIndex(const LaunchDesc &launch, unsigned input);
+
 #define KERNEL(Name, text)                                                     \
   std::string emit##Name(const LaunchDesc &launch, KernelCode &code);
 #include "runtime/plan/Kernels.def"

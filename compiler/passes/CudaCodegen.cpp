@@ -11,6 +11,7 @@
 #include "dialects/exec/ExecDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
@@ -118,23 +119,60 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
       llvm::StringMap<exec::BufferOp> buffers;
       for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
         buffers[buffer.getSymName()] = buffer;
+      // The members of a fused group after its first launch: computed by
+      // the first's code, they have none of their own.
+      llvm::DenseSet<Operation *> members;
+      llvm::StringMap<int> bufferIds; // a fused kernel's operands by buffer
       WalkResult walked = stage.walk([&](exec::LaunchOp launch) {
-        FailureOr<codegen::LaunchDesc> desc = describe(launch, buffers);
-        if (failed(desc))
+        if (members.contains(launch)) {
+          launch.removeCodeAttr();
+          launch.removeGridAttr();
+          launch.removeBlockAttr();
+          launch.removeSharedBytesAttr();
+          return WalkResult::advance();
+        }
+        FailureOr<SmallVector<exec::LaunchOp>> group = exec::fusedGroup(launch);
+        if (failed(group))
           return WalkResult::interrupt();
+        std::vector<codegen::FusedMember> fused;
+        for (exec::LaunchOp member : *group) {
+          FailureOr<codegen::LaunchDesc> desc = describe(member, buffers);
+          if (failed(desc))
+            return WalkResult::interrupt();
+          codegen::FusedMember &entry = fused.emplace_back();
+          entry.launch = std::move(*desc);
+          for (FlatSymbolRefAttr name : exec::launchOperands(member))
+            entry.buffers.push_back(
+                bufferIds.try_emplace(name.getValue(), int(bufferIds.size()))
+                    .first->second);
+          if (member != launch)
+            members.insert(member);
+        }
         codegen::KernelCode code;
-        std::string error = codegen::emitKernel(*desc, code);
+        std::string error = fused.size() > 1
+                                ? codegen::emitFused(fused, code)
+                                : codegen::emitKernel(fused[0].launch, code);
         if (!error.empty()) {
           launch.emitOpError() << "has no CUDA kernel: " << error;
           return WalkResult::interrupt();
         }
-        std::string key = codegen::kernelUnit(*desc, code, "kernel");
+        auto unit = [&](const std::string &name) {
+          return fused.size() > 1
+                     ? codegen::fusedUnit(fused, code, name)
+                     : codegen::kernelUnit(fused[0].launch, code, name);
+        };
+        std::string key = unit("kernel");
         auto [it, fresh] = nameOf.try_emplace(key, "");
         if (fresh) {
-          std::string kernel = launch.getKernel().str();
-          it->second = kernel + "_" + std::to_string(perKernel[kernel]++);
+          std::vector<runtime::KernelId> kernels;
+          for (const codegen::FusedMember &member : fused)
+            kernels.push_back(member.launch.kernel);
+          std::string kernel = runtime::fusedKernelName(kernels);
+          std::string prefix =
+              fused.size() > 1 ? "fused" : launch.getKernel().str();
+          it->second = prefix + "_" + std::to_string(perKernel[prefix]++);
           codes.push_back({it->second, kernel});
-          sources.push_back(codegen::kernelUnit(*desc, code, it->second));
+          sources.push_back(unit(it->second));
         }
         auto dims = [&](const std::array<uint32_t, 3> &d) {
           return b.getDenseI64ArrayAttr({d[0], d[1], d[2]});

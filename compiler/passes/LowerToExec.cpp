@@ -78,7 +78,8 @@ exec::LaunchOp Lowering::launchCollected(Location loc, StringRef name,
   return exec::LaunchOp::create(
       body, loc, b.getStringAttr(name), symbolRefs(b, c.inputs),
       symbolRefs(b, c.outputs), b.getDictionaryAttr(c.args), DictionaryAttr(),
-      DenseI64ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(), StringAttr(),
+      IntegerAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(),
+      StringAttr(),
       exec::StreamAttr(), exec::ConditionAttr());
 }
 

@@ -165,7 +165,8 @@ Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
         builder, uint16_t(indexOf(kernels, kernelIndex, spec.name)),
         builder.CreateVector(operands), builder.CreateVector(attrs),
         vector(launch.getGrid()), vector(launch.getBlock()),
-        uint32_t(launch.getSharedBytes().value_or(0)), code);
+        uint32_t(launch.getSharedBytes().value_or(0)), code,
+        uint32_t(launch.getFuse().value_or(0)));
     emit(plan::Op::Launch, value.Union(), launch.getWhen());
     return success();
   }

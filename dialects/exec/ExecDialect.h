@@ -45,6 +45,10 @@ struct LaunchArgument {
 };
 LaunchArgument launchArgument(LaunchOp launch, llvm::StringRef name);
 
+/// `launch` and, when it fuses (`fuses N`), the launches its code computes
+/// with it; failure, said at the op, when the ops after it are not such.
+mlir::FailureOr<llvm::SmallVector<LaunchOp>> fusedGroup(LaunchOp launch);
+
 /// A `per_rank` value: [axis, stride], the stride a value grows by per
 /// coordinate of the rank along mesh axis 0 (tp), 1 (dp) or 2 (pp).
 mlir::LogicalResult verifyPerRank(mlir::Operation *op, mlir::Attribute value);

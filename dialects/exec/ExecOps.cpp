@@ -247,6 +247,15 @@ LogicalResult LaunchOp::verify() {
         return failure();
     }
   }
+  FailureOr<SmallVector<LaunchOp>> group = fusedGroup(*this);
+  if (failed(group))
+    return failure();
+  std::vector<runtime::KernelId> kernels;
+  for (LaunchOp member : *group)
+    kernels.push_back(
+        runtime::KernelId(runtime::findKernel(member.getKernel().str())));
+  std::string computes =
+      group->size() > 1 ? runtime::fusedKernelName(kernels) : getKernel().str();
   if (std::optional<StringRef> code = getCode()) {
     // Generated code lives beside the templates, in the module.
     Operation *stage = getOperation()->getParentOfType<TemplateOp>();
@@ -257,8 +266,8 @@ LogicalResult LaunchOp::verify() {
     if (!generated)
       return emitOpError() << "names generated code '" << *code
                            << "', which is no exec.code of the module";
-    if (generated.getKernel() != getKernel())
-      return emitOpError() << "launches '" << getKernel() << "' with code '"
+    if (generated.getKernel() != computes)
+      return emitOpError() << "launches '" << computes << "' with code '"
                            << *code << "', generated for '"
                            << generated.getKernel() << "'";
     if (!getGrid() || !getBlock() || getGrid()->size() != 3 ||
@@ -267,6 +276,28 @@ LogicalResult LaunchOp::verify() {
                               "of three dimensions each";
   }
   return success();
+}
+
+FailureOr<SmallVector<LaunchOp>> strata::exec::fusedGroup(LaunchOp launch) {
+  SmallVector<LaunchOp> group = {launch};
+  std::optional<uint64_t> fuse = launch.getFuse();
+  if (!fuse)
+    return group;
+  if (*fuse < 2)
+    return launch.emitOpError()
+           << "fuses " << *fuse << " launches: a fused group has two or more";
+  Operation *next = launch->getNextNode();
+  for (uint64_t i = 1; i < *fuse; ++i, next = next->getNextNode()) {
+    auto member = dyn_cast_or_null<LaunchOp>(next);
+    if (!member || member.getFuse() || member.getCode() || member.getGrid() ||
+        member.getWhen() != launch.getWhen())
+      return launch.emitOpError()
+             << "fuses " << *fuse << " launches, but instruction " << i
+             << " after it is not a launch under the same condition without "
+                "code or fusion of its own";
+    group.push_back(member);
+  }
+  return group;
 }
 
 LogicalResult CollectiveOp::verify() {

@@ -252,6 +252,11 @@ def Exec_LaunchOp : Exec_Instruction<"launch"> {
     carry its CUDA launch shape (`grid`, `block`, `shared_bytes`) and the
     name of its generated code; CPU plans leave them out.
 
+    `fuses N` (the CUDA target's fusion pass, strata-fuse-elementwise): on
+    a GPU this launch's code computes it and the N - 1 launches after it,
+    its members, which have no code of their own; the CPU runs each
+    member as written.
+
     ```mlir
     exec.launch "layer_norm_fwd" (@x, @w, @b) -> (@y) args {epsilon = 1.0e-05 : f64}
     ```
@@ -259,6 +264,7 @@ def Exec_LaunchOp : Exec_Instruction<"launch"> {
   let arguments = (ins StrAttr:$kernel, FlatSymbolRefArrayAttr:$inputs,
                    FlatSymbolRefArrayAttr:$outputs, DictionaryAttr:$args,
                    OptionalAttr<DictionaryAttr>:$per_rank,
+                   OptionalAttr<I64Attr>:$fuse,
                    OptionalAttr<DenseI64ArrayAttr>:$grid,
                    OptionalAttr<DenseI64ArrayAttr>:$block,
                    OptionalAttr<I64Attr>:$shared_bytes,
@@ -267,8 +273,8 @@ def Exec_LaunchOp : Exec_Instruction<"launch"> {
                    OptionalAttr<Exec_Condition>:$when);
   let assemblyFormat = [{
     $kernel custom<SymbolList>($inputs) `->` custom<SymbolList>($outputs)
-    `args` $args (`per_rank` $per_rank^)? (`on` $stream^)? (`if` $when^)?
-    attr-dict
+    `args` $args (`per_rank` $per_rank^)? (`fuses` $fuse^)? (`on` $stream^)?
+    (`if` $when^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = instructionClass;

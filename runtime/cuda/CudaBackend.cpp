@@ -207,6 +207,8 @@ void CudaBackend::gemm(Stream stream, const GemmOp &op,
 
 void CudaBackend::launch(Stream stream, const LaunchOp &op,
                          const std::vector<Operand> &operands) {
+  if (op.code < 0) // a fused group's member: its group's kernel ran it
+    return;
   bind();
   args.build(op, operands);
   check(driver().cuLaunchKernel(functions[op.code], op.grid[0], op.grid[1],

@@ -68,6 +68,7 @@ public:
   void fillZero(Stream stream, void *device, size_t bytes) override;
   void synchronize() override;
   void synchronizeStream(Stream stream) override;
+  bool runsFusedKernels() const override { return true; }
 
 private:
   /// Makes the context current on the calling thread.

@@ -2,7 +2,8 @@
 //
 // The launch contract of compiler/codegen/CudaKernel.h, on the runtime's
 // side, from the same catalog: a pointer per operand of the kernel in
-// catalog order (null for an absent optional one), then one 64-bit integer
+// catalog order (null for an absent optional one; a fused group's kernel
+// takes each member's in turn), then one 64-bit integer
 // per Int attribute with the rank's resolved value. Every parameter is 8
 // bytes, so each has a slot of its own and cuLaunchKernel gets a pointer to
 // each slot.

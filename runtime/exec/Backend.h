@@ -48,9 +48,14 @@ public:
   virtual void gemm(Stream stream, const GemmOp &op,
                     const Operand operands[5]) = 0;
   /// `operands` in the kernel's order (Kernels.def). `hyper` is not passed:
-  /// the optimizer kernels read the plan's hyper buffer.
+  /// the optimizer kernels read the plan's hyper buffer. On a backend that
+  /// runs fused kernels, a launch that fuses gets its members' operands
+  /// after its own, and each member is launched as well (to do nothing).
   virtual void launch(Stream stream, const LaunchOp &op,
                       const std::vector<Operand> &operands) = 0;
+  /// Whether a fused group runs as its first launch's kernel (the CPU runs
+  /// each member instead).
+  virtual bool runsFusedKernels() const { return false; }
   /// Marks the point of `stream` that later waits on `event` wait for.
   virtual void record(Stream stream, uint32_t event) = 0;
   /// Holds `stream` until the stream of the event's latest record has

@@ -104,8 +104,9 @@ double Executor::now() const {
       .count();
 }
 
-void Executor::runInstruction(const Instruction &instruction, const Step &step,
-                              const std::string &where) {
+void Executor::runInstruction(const Program &program, size_t index,
+                              const Step &step, const std::string &where) {
+  const Instruction &instruction = program.instructions[index];
   Stream stream = instruction.stream;
   int32_t slot = step.slot;
   if (const GemmOp *g = instruction.gemm()) {
@@ -115,8 +116,15 @@ void Executor::runInstruction(const Instruction &instruction, const Step &step,
     backend.gemm(stream, *g, operands);
   } else if (const LaunchOp *l = instruction.launch()) {
     scratch.clear();
-    for (uint32_t index : l->operands)
-      scratch.push_back(operand(index, slot));
+    for (uint32_t buffer : l->operands)
+      scratch.push_back(operand(buffer, slot));
+    // A fused kernel takes its members' operands too (the plan's checks
+    // keep them launches of the program).
+    if (l->fuse > 1 && backend.runsFusedKernels())
+      for (size_t m = 1; m < l->fuse; ++m)
+        for (uint32_t buffer :
+             program.instructions[index + m].launch()->operands)
+          scratch.push_back(operand(buffer, slot));
     backend.launch(stream, *l, scratch);
   } else if (const CollectiveOp *c = instruction.collective()) {
     auto start = std::chrono::steady_clock::now();
@@ -152,7 +160,7 @@ void Executor::runBody(const Step &step) {
     bool timed =
         (tracing || profiling) && instruction.stream == Stream::Compute;
     double start = timed ? now() : 0;
-    runInstruction(instruction, step, info.where[i]);
+    runInstruction(program, i, step, info.where[i]);
     if (!timed)
       continue;
     double duration = now() - start;

@@ -75,7 +75,7 @@ private:
   };
 
   void runBody(const Step &step);
-  void runInstruction(const Instruction &instruction, const Step &step,
+  void runInstruction(const Program &program, size_t index, const Step &step,
                       const std::string &where);
   /// Posts the exchange group at schedule position `at`: the trailing
   /// sends of `pending` steps and the leading receives of the steps up to

@@ -50,6 +50,13 @@ const KernelSpec &kernelSpec(KernelId id) {
   return specs()[static_cast<size_t>(id)];
 }
 
+std::string fusedKernelName(const std::vector<KernelId> &members) {
+  std::string name;
+  for (KernelId kernel : members)
+    name += (name.empty() ? "" : "+") + std::string(kernelName(kernel));
+  return name;
+}
+
 int findKernel(const std::string &name) {
   for (int i = 0; i < kKernelCount; ++i)
     if (name == specs()[i].name)

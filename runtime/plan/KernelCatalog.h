@@ -51,6 +51,9 @@ const KernelSpec &kernelSpec(KernelId id);
 /// The id of a kernel name, or -1.
 int findKernel(const std::string &name);
 inline const char *kernelName(KernelId id) { return kernelSpec(id).name; }
+/// What a fused kernel computes: its members' names joined by '+'
+/// ("add+gelu_fwd"), the `kernel` of its generated code.
+std::string fusedKernelName(const std::vector<KernelId> &members);
 
 /// Operand and attribute positions by name, for kernels and their callers:
 /// kernels::GeluBwd::op::dy is the position of GeluBwd's `dy` operand.

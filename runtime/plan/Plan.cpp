@@ -390,18 +390,41 @@ private:
     return "";
   }
 
-  /// A CUDA plan's launch runs its generated kernel: it must have one,
-  /// for its own catalog kernel, compiled, with a launch shape.
-  std::string checkGeneratedLaunch(const LaunchOp &op) {
-    const char *kernel = kernelName(op.kernel); // no string per launch
+  /// A CUDA plan's launch at `at` runs its generated kernel: it must have
+  /// one, for its own catalog kernel (a fused group's: for its members'),
+  /// compiled, with a launch shape. A group's members, which the first's
+  /// code computes, have none; `at` steps past them.
+  std::string checkGeneratedLaunch(const Program &program, size_t &at) {
+    const Instruction &first = program.instructions[at];
+    const LaunchOp &op = *first.launch();
+    std::string kernel = kernelName(op.kernel);
+    if (op.fuse > 1) {
+      std::vector<KernelId> kernels = {op.kernel};
+      if (op.fuse > program.instructions.size() - at)
+        return "a launch fuses " + std::to_string(op.fuse) +
+               " launches, past the end of its program";
+      for (size_t i = 1; i < op.fuse; ++i) {
+        const Instruction &next = program.instructions[at + i];
+        const LaunchOp *member = next.launch();
+        if (!member || member->fuse > 1 || member->code >= 0 ||
+            !member->grid.empty() || next.when != first.when ||
+            next.stream != first.stream)
+          return "a launch fuses " + std::to_string(op.fuse) +
+                 " launches, but instruction " + std::to_string(i) +
+                 " after it is not a launch under the same condition "
+                 "without code of its own";
+        kernels.push_back(member->kernel);
+      }
+      kernel = fusedKernelName(kernels);
+      at += op.fuse - 1;
+    }
     if (op.code < 0)
-      return std::string("a launch of '") + kernel +
+      return "a launch of '" + kernel +
              "' in a CUDA plan has no generated code";
     const CodeObject &code = plan->code[op.code];
     if (code.kernel != kernel)
-      return std::string("a launch of '") + kernel +
-             "' names generated code '" + code.name + "', made for '" +
-             code.kernel + "'";
+      return "a launch of '" + kernel + "' names generated code '" + code.name +
+             "', made for '" + code.kernel + "'";
     if (code.ptx.empty())
       return "generated code '" + code.name + "' has no PTX";
     auto shaped = [](const std::vector<uint32_t> &dims) {
@@ -535,10 +558,7 @@ private:
       if (op.code < -1 || op.code >= int32_t(plan->code.size()))
         return "a launch names code object " + std::to_string(op.code) +
                " of " + std::to_string(plan->code.size());
-      if (!plan->cudaArch.empty()) {
-        if (std::string error = checkGeneratedLaunch(op); !error.empty())
-          return error;
-      }
+      op.fuse = l.fuse();
       out.op = std::move(op);
       return "";
     }
@@ -660,6 +680,18 @@ private:
       }
       if (std::string error = findBody(p); !error.empty())
         return "program '" + p.name + "': " + error;
+      for (size_t i = 0; !plan->cudaArch.empty() && i < p.instructions.size();
+           ++i) {
+        size_t at = i;
+        if (p.instructions[i].launch())
+          if (std::string error = checkGeneratedLaunch(p, i); !error.empty())
+            return instructionWhere(*plan, p, at,
+                                    p.instructions[at].location <
+                                            plan->locations.size()
+                                        ? p.instructions[at].location
+                                        : 0) +
+                   error;
+      }
     }
     if (std::string error = readParams(in, out); !error.empty())
       return error;

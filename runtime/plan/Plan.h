@@ -105,6 +105,9 @@ struct LaunchOp {
   std::vector<uint32_t> grid, block;
   uint32_t sharedBytes = 0;
   int32_t code = -1;
+  // N > 1 in a CUDA plan: `code` computes this launch and the N - 1 after
+  // it (its members, which have none); the CPU runs each as written.
+  uint32_t fuse = 0;
 };
 
 enum class CollectiveKind : uint8_t {

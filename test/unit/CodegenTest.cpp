@@ -267,4 +267,64 @@ TEST(Codegen, RefusesWhatItCannotGenerate) {
       << error;
 }
 
+/// A fused member over [5, 7] with buffer ids.
+FusedMember member(KernelId id, DType dtype, std::vector<int> buffers) {
+  return {sample(id, dtype), std::move(buffers)};
+}
+
+TEST(Codegen, AFusedGroupIsOneKernelKeepingValuesInRegisters) {
+  // add(0, 1) -> 2; gelu_fwd(2) -> 3 (bf16); mul(3, 0) -> 4: the gelu
+  // reads the add's value, the mul the gelu's as its bf16 buffer holds it.
+  std::vector<FusedMember> group = {
+      member(KernelId::Add, DType::F32, {0, 1, 2}),
+      member(KernelId::GeluFwd, DType::F32, {2, 3}),
+      member(KernelId::Mul, DType::F32, {3, 0, 4})};
+  group[1].launch.operands[1].dtype = DType::BF16;
+  group[2].launch.operands[0].dtype = DType::BF16;
+  group[0].launch.operands[1].shape = {5, 7}; // not broadcast
+  KernelCode code;
+  ASSERT_EQ(emitFused(group, code), "");
+  EXPECT_EQ(code.grid[0], 1u);
+  EXPECT_NE(code.body.find("float v1 = stored(p1_1, gelu(v0));"),
+            std::string::npos)
+      << code.body;
+  EXPECT_NE(code.body.find("(v1 * load(p2_1, i % 7LL))"), std::string::npos)
+      << code.body;
+  std::string unit = fusedUnit(group, code, "fused_0");
+  // The launch contract of a group: every member's operands in turn.
+  EXPECT_NE(unit.find("// add+gelu_fwd+mul\n"), std::string::npos);
+  EXPECT_NE(unit.find("fused_0(const float *p0_0, const float *p0_1, float "
+                      "*p0_2, const float *p1_0, bf16 *p1_1, const bf16 "
+                      "*p2_0, const float *p2_1, float *p2_2)"),
+            std::string::npos)
+      << unit;
+  for (const char *arch : {"sm_80", "sm_90a"}) {
+    std::string ptx;
+    EXPECT_EQ(compileToPtx(unit, "fused_0", arch, ptx), "") << unit;
+  }
+}
+
+TEST(Codegen, AFusedGroupRefusesWhatOneThreadPerElementCannotRun) {
+  KernelCode code;
+  // A broadcast read of a value the group wrote: threads would race.
+  std::vector<FusedMember> broadcast = {
+      member(KernelId::GeluFwd, DType::F32, {0, 1}),
+      member(KernelId::Add, DType::F32, {2, 1, 3})};
+  EXPECT_EQ(emitFused(broadcast, code),
+            "member 'add' reads an earlier member's output broadcast");
+  std::vector<FusedMember> counts = {
+      member(KernelId::GeluFwd, DType::F32, {0, 1}),
+      member(KernelId::GeluFwd, DType::F32, {1, 2})};
+  counts[1].launch.operands[0].shape =
+      counts[1].launch.operands[1].shape = {5, 8};
+  EXPECT_EQ(emitFused(counts, code),
+            "the members run over different numbers of elements");
+  std::vector<FusedMember> norm = {
+      member(KernelId::GeluFwd, DType::F32, {0, 1}),
+      member(KernelId::RmsNormFwd, DType::F32, {1, 2, 3})};
+  EXPECT_EQ(emitFused(norm, code), "'rms_norm_fwd' is not a pointwise kernel");
+  EXPECT_EQ(emitFused({broadcast[0]}, code),
+            "a fused kernel has two members or more");
+}
+
 } // namespace

@@ -177,40 +177,67 @@ public:
     preset.push_back({index, values});
   }
 
+  /// A launch by kernel name, its inputs, outputs and arguments.
+  struct Call {
+    std::string kernel;
+    std::vector<uint32_t> ins, outs;
+    std::map<std::string, Arg> args;
+  };
+
   /// Checks the launch as a plan load would, then runs it.
   void run(const std::string &kernel, std::vector<uint32_t> ins,
            std::vector<uint32_t> outs, std::map<std::string, Arg> args = {}) {
-    int id = findKernel(kernel);
-    ASSERT_GE(id, 0) << kernel;
-    LaunchOp launch;
-    launch.kernel = KernelId(id);
-    const KernelSpec &spec = kernelSpec(launch.kernel);
-    launch.operands = ins;
-    launch.operands.insert(launch.operands.end(), outs.begin(), outs.end());
-    while (launch.operands.size() < spec.operands.size())
-      launch.operands.push_back(kNoBuffer);
-    for (const AttrSpec &attr : spec.attrs) {
-      Arg arg = args.count(attr.name) ? args[attr.name] : Arg();
-      launch.attrs.push_back({arg.i, arg.f, arg.list});
+    runFused({{kernel, std::move(ins), std::move(outs), std::move(args)}});
+  }
+
+  /// Runs `calls` as one fused group (the CUDA target's fusion pass):
+  /// on a GPU one generated kernel, given every member's operands as the
+  /// executor gives them; on the CPU each member as written.
+  void runFused(const std::vector<Call> &calls) {
+    std::vector<Instruction> instructions;
+    for (const Call &call : calls) {
+      int id = findKernel(call.kernel);
+      ASSERT_GE(id, 0) << call.kernel;
+      LaunchOp launch;
+      launch.kernel = KernelId(id);
+      const KernelSpec &spec = kernelSpec(launch.kernel);
+      launch.operands = call.ins;
+      launch.operands.insert(launch.operands.end(), call.outs.begin(),
+                             call.outs.end());
+      while (launch.operands.size() < spec.operands.size())
+        launch.operands.push_back(kNoBuffer);
+      for (const AttrSpec &attr : spec.attrs) {
+        auto it = call.args.find(attr.name);
+        Arg arg = it == call.args.end() ? Arg() : it->second;
+        launch.attrs.push_back({arg.i, arg.f, arg.list});
+      }
+      ASSERT_EQ(checkLaunch(launch, rank.buffers, CheckContext()), "");
+      instructions.emplace_back().op = launch;
     }
-    ASSERT_EQ(checkLaunch(launch, rank.buffers, CheckContext()), "");
+    if (instructions.size() > 1)
+      std::get<LaunchOp>(instructions[0].op).fuse = instructions.size();
     if (device != "cpu")
-      ASSERT_NO_FATAL_FAILURE(generate(launch));
-    Instruction instruction;
-    instruction.op = launch;
-    ASSERT_NO_FATAL_FAILURE(load(instruction));
-    const LaunchOp &loaded = *rank.programs[0].instructions[0].launch();
-    std::vector<Operand> operands;
-    for (uint32_t index : loaded.operands)
-      operands.push_back(operand(index));
-    backend->launch(Stream::Compute, loaded, operands);
+      ASSERT_NO_FATAL_FAILURE(generate(instructions));
+    ASSERT_NO_FATAL_FAILURE(load(instructions));
+    const std::vector<Instruction> &loaded = rank.programs[0].instructions;
+    for (size_t at = 0; at < loaded.size(); ++at) {
+      const LaunchOp &launch = *loaded[at].launch();
+      std::vector<Operand> operands;
+      for (uint32_t index : launch.operands)
+        operands.push_back(operand(index));
+      if (at == 0 && launch.fuse > 1 && backend->runsFusedKernels())
+        for (size_t m = 1; m < launch.fuse; ++m)
+          for (uint32_t index : loaded[m].launch()->operands)
+            operands.push_back(operand(index));
+      backend->launch(Stream::Compute, launch, operands);
+    }
   }
 
   void runGemm(const GemmOp &gemm) {
     Instruction instruction;
     instruction.op = gemm;
     ASSERT_EQ(checkInstruction(instruction, rank.buffers, CheckContext()), "");
-    ASSERT_NO_FATAL_FAILURE(load(instruction));
+    ASSERT_NO_FATAL_FAILURE(load({instruction}));
     // cuBLASLt's choice is kept by the loaded instruction's address.
     const GemmOp &loaded = *rank.programs[0].instructions[0].gemm();
     Operand operands[5] = {operand(loaded.a), operand(loaded.b),
@@ -249,19 +276,35 @@ private:
     return {address(index), &rank.buffers[index]};
   }
 
-  /// The launch's kernel as the CUDA target generates it, into the plan.
-  void generate(LaunchOp &launch) {
-    codegen::LaunchDesc desc = describe(launch, rank.buffers);
+  /// The launches' kernel as the CUDA target generates it, into the plan:
+  /// one launch's own, or a fused group's in its first launch (the members
+  /// keep none).
+  void generate(std::vector<Instruction> &instructions) {
+    std::vector<codegen::FusedMember> members;
+    std::vector<KernelId> kernels;
+    for (const Instruction &instruction : instructions) {
+      codegen::FusedMember &member = members.emplace_back();
+      member.launch = describe(*instruction.launch(), rank.buffers);
+      for (uint32_t index : instruction.launch()->operands)
+        member.buffers.push_back(int(index));
+      kernels.push_back(instruction.launch()->kernel);
+    }
     codegen::KernelCode code;
-    ASSERT_EQ(codegen::emitKernel(desc, code), "");
     CodeObject object;
     object.name = "kernel_under_test";
-    object.kernel = kernelSpec(launch.kernel).name;
-    object.source = codegen::kernelUnit(desc, code, object.name);
+    object.kernel = fusedKernelName(kernels);
+    if (members.size() > 1) {
+      ASSERT_EQ(codegen::emitFused(members, code), "");
+      object.source = codegen::fusedUnit(members, code, object.name);
+    } else {
+      ASSERT_EQ(codegen::emitKernel(members[0].launch, code), "");
+      object.source = codegen::kernelUnit(members[0].launch, code, object.name);
+    }
     ASSERT_EQ(
         codegen::compileToPtx(object.source, object.name, device, object.ptx),
         "")
         << object.source;
+    LaunchOp &launch = std::get<LaunchOp>(instructions[0].op);
     launch.grid.assign(code.grid.begin(), code.grid.end());
     launch.block.assign(code.block.begin(), code.block.end());
     launch.sharedBytes = code.sharedBytes;
@@ -270,12 +313,12 @@ private:
     plan.cudaArch = device;
   }
 
-  /// Makes the device's backend for the one instruction, then writes the
+  /// Makes the device's backend for the instructions, then writes the
   /// arena: inputs and presets their values, every other byte poisoned
   /// (NaN in a float output) so an output the kernel skips shows.
-  void load(const Instruction &instruction) {
-    ASSERT_TRUE(rank.programs.empty()) << "a harness runs one instruction";
-    rank.programs.push_back({"test", {instruction}});
+  void load(const std::vector<Instruction> &instructions) {
+    ASSERT_TRUE(rank.programs.empty()) << "a harness runs once";
+    rank.programs.push_back({"test", instructions});
     if (device == "cpu") {
       backend = std::make_unique<cpu::CpuBackend>();
     } else {
@@ -1364,6 +1407,54 @@ TEST_P(Kernels, Bf16AttentionAndLoss) {
     largest = std::max(largest, std::fabs(e));
   expectClose(lg.read(grad), expected, kTolBf16 * largest,
               "bf16 cross_entropy_bwd");
+}
+
+TEST_P(Kernels, FusedPointwiseChainEqualsItsMembers) {
+  // A group as the fusion pass makes them: residual and bias adds (the
+  // bias broadcast), GELU, a cast to bf16 that a later member reads back,
+  // scaling, accumulation in place and a two-input gradient. On the CPU
+  // the members run one by one; on a GPU as one generated kernel, whose
+  // registers must hold what the buffers hold (the bf16-rounded value).
+  const int64_t rows = 5, cols = 24, n = rows * cols;
+  Vec x = randomVec(n), r = randomVec(n), bias = randomVec(cols),
+      start = randomVec(n);
+  Harness h(on());
+  uint32_t ix = h.input({rows, cols}, x), ir = h.input({rows, cols}, r),
+           ibias = h.input({cols}, bias);
+  uint32_t a = h.add({rows, cols}), b = h.add({rows, cols}),
+           g = h.add({rows, cols}), cast = h.add({rows, cols}, DType::BF16),
+           m = h.add({rows, cols}), s = h.add({rows, cols}),
+           acc = h.add({rows, cols}), d = h.add({rows, cols});
+  h.presetOutput(acc, start);
+  h.runFused({{"add", {ix, ir}, {a}, {}},
+              {"add", {a, ibias}, {b}, {}},
+              {"gelu_fwd", {b}, {g}, {}},
+              {"copy", {g}, {cast}, {}},
+              {"mul", {cast, ix}, {m}, {}},
+              {"scale", {m}, {s}, {{"factor", floatArg(-0.5)}}},
+              {"accumulate", {s}, {acc}, {}},
+              {"silu_bwd", {a, s}, {d}, {}}});
+  Vec ea(n), eb(n), eg(n), em(n), es(n), eacc(n), ed(n);
+  Vec castRead = h.read(cast);
+  for (int64_t i = 0; i < n; ++i) {
+    ea[i] = x[i] + r[i];
+    eb[i] = ea[i] + bias[i % cols];
+    eg[i] = gelu(eb[i]);
+    // From the cast as it was stored: a later member reads those bits.
+    em[i] = castRead[i] * x[i];
+    es[i] = -0.5 * em[i];
+    eacc[i] = start[i] + es[i];
+    double sig = 1 / (1 + std::exp(-ea[i]));
+    ed[i] = es[i] * sig * (1 + ea[i] * (1 - sig));
+  }
+  expectClose(h.read(a), ea, kTol, "residual add");
+  expectClose(h.read(b), eb, kTol, "bias add");
+  expectClose(h.read(g), eg, kTol, "gelu");
+  expectClose(castRead, roundedToBf16(eg), kTolBf16, "cast to bf16");
+  expectClose(h.read(m), em, kTol, "mul of the cast");
+  expectClose(h.read(s), es, kTol, "scale");
+  expectClose(h.read(acc), eacc, kTol, "accumulate");
+  expectClose(h.read(d), ed, kTol, "silu_bwd");
 }
 
 TEST_P(Kernels, Bf16OperandsRoundThroughF32) {

@@ -173,4 +173,30 @@ case("cuda-block-too-large", cuda,
      lambda p: first_launch(p, "layer_norm_fwd").update(block=[2048, 1, 1]))
 case("cuda-grid-empty", cuda,
      lambda p: first_launch(p, "layer_norm_fwd").update(grid=[0, 1, 1]))
+
+
+def fused_group(p):
+    """The first fused group's launches: the one that fuses, then its
+    members."""
+    for program in rank0(p)["programs"]:
+        code = program["instructions"]
+        for i, instruction in enumerate(code):
+            if instruction["op_type"] == "Launch" and instruction["op"]["fuse"] > 1:
+                return [c["op"] for c in code[i:i + instruction["op"]["fuse"]]]
+    raise KeyError("fuse")
+
+
+def fuse_past_the_end(p):
+    code = rank0(p)["programs"][0]["instructions"]
+    last = max(i for i, c in enumerate(code) if c["op_type"] == "Launch")
+    code[last]["op"]["fuse"] = 1 << 30
+
+
+# A fused group: its members follow it in the program, without code of
+# their own, and its code is made for them.
+case("cuda-fuse-past-the-end", cuda, fuse_past_the_end)
+case("cuda-fused-member-with-code", cuda,
+     lambda p: fused_group(p)[1].update(code=fused_group(p)[0]["code"]))
+case("cuda-fused-code-of-another-group", cuda,
+     lambda p: fused_group(p)[0].update(fuse=fused_group(p)[0]["fuse"] - 1 or 3))
 print("refused every crafted plan cleanly")

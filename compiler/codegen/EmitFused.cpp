@@ -1,0 +1,99 @@
+//===- EmitFused.cpp - a chain of pointwise launches as one kernel --------===//
+//
+// A thread per element runs every member on its element in order, so a
+// value one member writes and a later one reads stays in a register: what
+// the group reads from memory is read once. Each member's math is the
+// single kernel's (pointwiseValue), and each output is stored as the
+// member's own kernel stores it, so the group writes the same bytes as
+// its members run one by one.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/codegen/Emitters.h"
+
+#include <map>
+
+namespace strata::codegen {
+
+namespace {
+
+std::string param(size_t member, size_t operand) {
+  return "p" + std::to_string(member) + "_" + std::to_string(operand);
+}
+
+} // namespace
+
+std::string emitFused(const std::vector<FusedMember> &members,
+                      KernelCode &code) {
+  code = KernelCode();
+  if (members.size() < 2)
+    return "a fused kernel has two members or more";
+  int64_t n = -1;
+  // The buffers written so far, each with the register holding this
+  // thread's element of it.
+  std::map<int, std::string> registers;
+  std::string body;
+  for (size_t m = 0; m < members.size(); ++m) {
+    const LaunchDesc &launch = members[m].launch;
+    const std::vector<int> &buffers = members[m].buffers;
+    const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
+    if (!isPointwise(launch.kernel))
+      return std::string("'") + spec.name + "' is not a pointwise kernel";
+    unsigned inputs = spec.inputs();
+    if (launch.operands.size() != spec.operands.size() ||
+        buffers.size() != spec.operands.size())
+      return std::string("member '") + spec.name + "' has " +
+             std::to_string(launch.operands.size()) + " operands";
+    int64_t count = launch.operands[inputs].elements();
+    if (n >= 0 && count != n)
+      return "the members run over different numbers of elements";
+    n = count;
+    auto value = [&](unsigned k) -> std::string {
+      std::string index = pointwiseIndex(launch, k);
+      auto it = registers.find(buffers[k]);
+      if (it == registers.end())
+        return "load(" + param(m, k) + ", " + index + ")";
+      if (index != "i")
+        return ""; // a broadcast read of what this group writes: a race
+      return it->second;
+    };
+    std::vector<std::string> in;
+    for (unsigned k = 0; k < inputs; ++k)
+      in.push_back(value(k));
+    if (launch.kernel == runtime::KernelId::Accumulate)
+      in.push_back(value(inputs));
+    for (const std::string &text : in)
+      if (text.empty())
+        return std::string("member '") + spec.name +
+               "' reads an earlier member's output broadcast";
+    std::string out = param(m, inputs), v = "v" + std::to_string(m);
+    body +=
+        fill("    float $V = stored($OUT, $VALUE);\n    store($OUT, i, $V);\n",
+             {{"V", v}, {"OUT", out}, {"VALUE", pointwiseValue(launch, in)}});
+    registers[buffers[inputs]] = v;
+  }
+  body.pop_back(); // forEach adds the line's end
+  code.block = {kThreads, 1, 1};
+  code.grid = {blocksFor(n, kThreads), 1, 1};
+  code.body = forEach(n, body);
+  return "";
+}
+
+std::string fusedUnit(const std::vector<FusedMember> &members,
+                      const KernelCode &code, const std::string &name) {
+  std::string params;
+  std::vector<runtime::KernelId> kernels;
+  for (size_t m = 0; m < members.size(); ++m) {
+    const LaunchDesc &launch = members[m].launch;
+    const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
+    kernels.push_back(launch.kernel);
+    for (size_t k = 0; k < spec.operands.size(); ++k) {
+      params += params.empty() ? "" : ", ";
+      params += spec.operands[k].output ? "" : "const ";
+      params +=
+          std::string(ctype(launch.operands[k].dtype)) + " *" + param(m, k);
+    }
+  }
+  return unitText(code, runtime::fusedKernelName(kernels), name, params);
+}
+
+} // namespace strata::codegen

@@ -1,0 +1,187 @@
+//===- FuseElementwise.cpp - pointwise launches grouped into one kernel ---===//
+//
+// A group is safe to run as one kernel when each element of every buffer
+// it touches is read and written by one thread, in the members' order:
+// the fused kernel's thread i runs every member on element i. Memory
+// planning lets buffers whose lives do not overlap share bytes, so the
+// check is on bytes, not names: whatever the group writes must either be
+// exactly the bytes of another operand (the same elements, the same
+// dtype) or not overlap it, and a broadcast operand (read at i modulo its
+// size by many threads) must not overlap anything written.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Passes.h"
+#include "compiler/codegen/CudaKernel.h"
+#include "dialects/exec/ExecDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <optional>
+
+namespace strata {
+#define GEN_PASS_DEF_FUSEELEMENTWISE
+#include "compiler/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+/// At most this many launches a group: a kernel's parameters stay small.
+constexpr size_t kMaxMembers = 16;
+
+/// A buffer's bytes: the same on every rank and in every slot of a step.
+struct Place {
+  exec::Arena arena;
+  int64_t stashGroup; // -1 outside the stash
+  int64_t begin, end;
+  Type element;
+
+  bool overlaps(const Place &other) const {
+    return arena == other.arena && begin < other.end && other.begin < end;
+  }
+  bool same(const Place &other) const {
+    return arena == other.arena && stashGroup == other.stashGroup &&
+           begin == other.begin && end == other.end && element == other.element;
+  }
+};
+
+/// Where `buffer`'s bytes are, or nothing for a buffer whose place differs
+/// between ranks or is not planned.
+std::optional<Place> placeOf(exec::BufferOp buffer,
+                             const llvm::StringMap<exec::BufferOp> &byName) {
+  int64_t offset = 0;
+  exec::BufferOp root = buffer;
+  while (std::optional<StringRef> alias = root.getAlias()) {
+    if (root.getPerRank())
+      return std::nullopt;
+    offset += int64_t(root.getViewOffset().value_or(0));
+    root = byName.lookup(*alias);
+    if (!root)
+      return std::nullopt;
+  }
+  if (root.getPerRank() || root.getPlacedOffset() < 0)
+    return std::nullopt;
+  Place place;
+  place.arena = root.getArena();
+  place.stashGroup = int64_t(root.getStashGroup().value_or(-1));
+  place.begin = root.getPlacedOffset() + offset;
+  place.end = place.begin + buffer.getBytes();
+  place.element = buffer.getTensorType().getElementType();
+  return place;
+}
+
+/// A launch as the group sees it: what it writes, what it reads at the
+/// output's element, what it reads broadcast.
+struct Member {
+  exec::LaunchOp launch;
+  int64_t elements = 0;
+  SmallVector<Place> written, read, broadcast;
+};
+
+std::optional<Member> memberOf(exec::LaunchOp launch,
+                               const llvm::StringMap<exec::BufferOp> &byName) {
+  int id = runtime::findKernel(launch.getKernel().str());
+  if (id < 0 || !codegen::isPointwise(runtime::KernelId(id)) ||
+      launch.getPerRank())
+    return std::nullopt;
+  Member member;
+  member.launch = launch;
+  auto place = [&](Attribute ref) -> std::optional<Place> {
+    exec::BufferOp buffer =
+        byName.lookup(cast<FlatSymbolRefAttr>(ref).getValue());
+    if (!buffer)
+      return std::nullopt;
+    return placeOf(buffer, byName);
+  };
+  auto elements = [&](Attribute ref) {
+    return byName.lookup(cast<FlatSymbolRefAttr>(ref).getValue())
+        .getTensorType()
+        .getNumElements();
+  };
+  if (launch.getOutputs().size() != 1)
+    return std::nullopt;
+  Attribute output = launch.getOutputs()[0];
+  std::optional<Place> out = place(output);
+  if (!out)
+    return std::nullopt;
+  member.elements = elements(output);
+  member.written.push_back(*out);
+  for (Attribute input : launch.getInputs()) {
+    std::optional<Place> in = place(input);
+    if (!in)
+      return std::nullopt;
+    (elements(input) == member.elements ? member.read : member.broadcast)
+        .push_back(*in);
+  }
+  // accumulate reads its output too: the same bytes, at the same element.
+  return member;
+}
+
+/// Whether `next` may join `group`: one thread per element still sees
+/// every element it reads as the members, in order, leave it.
+bool fits(ArrayRef<Member> group, Member next) {
+  Member first = group.front();
+  if (group.size() >= kMaxMembers || next.elements != first.elements ||
+      next.launch.getWhen() != first.launch.getWhen())
+    return false;
+  SmallVector<Place> written, touched, broadcast;
+  auto add = [&](const Member &member) {
+    written.append(member.written);
+    touched.append(member.written);
+    touched.append(member.read);
+    broadcast.append(member.broadcast);
+  };
+  for (const Member &member : group)
+    add(member);
+  add(next);
+  for (const Place &w : written) {
+    for (const Place &p : touched)
+      if (w.overlaps(p) && !w.same(p))
+        return false;
+    for (const Place &b : broadcast)
+      if (w.overlaps(b))
+        return false;
+  }
+  return true;
+}
+
+struct FuseElementwisePass
+    : public strata::impl::FuseElementwiseBase<FuseElementwisePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    module.walk([](exec::LaunchOp launch) { launch.removeFuseAttr(); });
+    Builder b(module.getContext());
+    for (auto stage : module.getOps<exec::TemplateOp>()) {
+      llvm::StringMap<exec::BufferOp> byName;
+      for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
+        byName[buffer.getSymName()] = buffer;
+      for (auto program : stage.getBody().front().getOps<exec::ProgramOp>()) {
+        SmallVector<Member> group;
+        auto close = [&] {
+          if (group.size() > 1)
+            group.front().launch.setFuseAttr(
+                b.getI64IntegerAttr(int64_t(group.size())));
+          group.clear();
+        };
+        for (Operation &op : program.getBody().front()) {
+          auto launch = dyn_cast<exec::LaunchOp>(op);
+          std::optional<Member> member =
+              launch ? memberOf(launch, byName) : std::nullopt;
+          if (member && !group.empty() && fits(group, *member)) {
+            group.push_back(*member);
+            continue;
+          }
+          close();
+          if (member)
+            group.push_back(*member);
+        }
+        close();
+      }
+    }
+  }
+};
+
+} // namespace

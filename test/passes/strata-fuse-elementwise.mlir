@@ -1,0 +1,126 @@
+// The fusion pass groups adjacent pointwise launches over the same
+// elements into one kernel (`fuses N` on the first), and only where one
+// thread per element stays correct: buffers whose bytes partly overlap,
+// a broadcast operand that overlaps what the group writes, a different
+// element count or condition, or an instruction between, each end a group.
+// RUN: strata-opt %s --split-input-file --strata-fuse-elementwise | FileCheck %s
+// RUN: strata-opt %s --split-input-file --strata-fuse-elementwise --strata-cuda-codegen | FileCheck %s --check-prefix=CODE
+
+// A residual add, a bias add, GELU and a bf16 cast: one group of four.
+// CHECK-LABEL: exec.template stage 0
+// CHECK: exec.launch "add" (@x, @r) -> (@a) args {} fuses 4
+// CHECK-NEXT: exec.launch "add" (@a, @bias) -> (@b) args {}{{$}}
+// CHECK-NEXT: exec.launch "gelu_fwd" (@b) -> (@c) args {}{{$}}
+// CHECK-NEXT: exec.launch "copy" (@c) -> (@h) args {}{{$}}
+// The members keep no code of their own; the group's is named for them.
+// CODE: exec.launch "add" (@x, @r) -> (@a) args {} fuses 4 {block = array<i64: 256, 1, 1>, code = "fused_0", grid = array<i64: 1, 1, 1>}
+// CODE-NEXT: exec.launch "add" (@a, @bias) -> (@b) args {}{{$}}
+// CODE: exec.code @fused_0 kernel "add+add+gelu_fwd+copy"
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<4x8xf32> workspace at 0
+    exec.buffer @r : tensor<4x8xf32> workspace at 128
+    exec.buffer @a : tensor<4x8xf32> workspace at 256
+    exec.buffer @bias : tensor<8xf32> persistent at 0
+    exec.buffer @b : tensor<4x8xf32> workspace at 384
+    exec.buffer @c : tensor<4x8xf32> workspace at 512
+    exec.buffer @h : tensor<4x8xbf16> workspace at 640
+    exec.program @main "microbatch" {
+      exec.launch "add" (@x, @r) -> (@a) args {}
+      exec.launch "add" (@a, @bias) -> (@b) args {}
+      exec.launch "gelu_fwd" (@b) -> (@c) args {}
+      exec.launch "copy" (@c) -> (@h) args {}
+    }
+  }
+}
+
+// -----
+
+// In place, the same bytes under two names (memory planning reuses a dead
+// buffer's): still one thread per element.
+// CHECK-LABEL: exec.template stage 0
+// CHECK: exec.launch "scale" (@x) -> (@y) args {factor = 2.000000e+00 : f64} fuses 2
+// CHECK-NEXT: exec.launch "accumulate" (@y) -> (@x2) args {}{{$}}
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<32xf32> workspace at 0
+    exec.buffer @y : tensor<32xf32> workspace at 128
+    exec.buffer @x2 : tensor<32xf32> workspace at 0
+    exec.program @main "microbatch" {
+      exec.launch "scale" (@x) -> (@y) args {factor = 2.0 : f64}
+      exec.launch "accumulate" (@y) -> (@x2) args {}
+    }
+  }
+}
+
+// -----
+
+// The second add's output partly overlaps the first's input (shifted by
+// one element): thread i would write what thread i + 1 still reads.
+// CHECK-LABEL: exec.template stage 0
+// CHECK-NOT: fuses
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<32xf32> workspace at 0
+    exec.buffer @y : tensor<32xf32> workspace at 128
+    exec.buffer @z : tensor<32xf32> workspace at 4
+    exec.program @main "microbatch" {
+      exec.launch "add" (@x, @x) -> (@y) args {}
+      exec.launch "gelu_fwd" (@y) -> (@z) args {}
+    }
+  }
+}
+
+// -----
+
+// A broadcast operand (read at i mod 8 by many threads) that the group
+// writes: no group.
+// CHECK-LABEL: exec.template stage 0
+// CHECK-NOT: fuses
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<4x8xf32> workspace at 0
+    exec.buffer @row : tensor<8xf32> workspace at 256
+    exec.buffer @y : tensor<4x8xf32> workspace at 512
+    exec.buffer @z : tensor<4x8xf32> workspace at 256
+    exec.program @main "microbatch" {
+      exec.launch "add" (@x, @row) -> (@y) args {}
+      exec.launch "gelu_fwd" (@y) -> (@z) args {}
+    }
+  }
+}
+
+// -----
+
+// Each neighbouring pair differs in one respect that keeps it apart: the
+// number of elements, the condition, a gemm between, a kernel that is
+// not pointwise, a buffer placed per rank.
+// CHECK-LABEL: exec.template stage 0
+// CHECK-NOT: fuses
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<4x8xf32> workspace at 0
+    exec.buffer @y : tensor<4x8xf32> workspace at 128
+    exec.buffer @s : tensor<8xf32> workspace at 256
+    exec.buffer @t : tensor<8xf32> workspace at 384
+    exec.buffer @s2 : tensor<8xf32> workspace at 512
+    exec.buffer @u : tensor<4x8xf32> workspace at 640
+    exec.buffer @w : tensor<8x8xf32> persistent at 0
+    exec.buffer @v : tensor<4x8xf32> workspace at 768
+    exec.buffer @s3 : tensor<8xf32> workspace at 896
+    exec.buffer @v2 : tensor<4x8xf32> workspace at 1024
+    exec.buffer @flat : tensor<64xf32> persistent at 256
+    exec.buffer @part : tensor<32xf32> persistent at 256 alias @flat + 0 {per_rank = array<i64: 1, 128>}
+    exec.program @main "microbatch" {
+      exec.launch "gelu_fwd" (@x) -> (@y) args {}
+      exec.launch "silu_fwd" (@s) -> (@t) args {}
+      exec.launch "scale" (@t) -> (@s2) args {factor = 0.5 : f64} if last_microbatch
+      exec.launch "gelu_fwd" (@x) -> (@u) args {}
+      exec.gemm @x, @w -> @y {k = 8 : i64, lda = 8 : i64, ldb = 8 : i64, ldd = 8 : i64, m = 4 : i64, n = 8 : i64}
+      exec.launch "gelu_fwd" (@u) -> (@v) args {}
+      exec.launch "sum_to" (@v) -> (@s3) args {accumulate = false}
+      exec.launch "gelu_fwd" (@y) -> (@v2) args {}
+      exec.launch "accumulate" (@v2) -> (@part) args {}
+    }
+  }
+}
