@@ -247,7 +247,9 @@ def CudaCodegen : Pass<"strata-cuda-codegen", "mlir::ModuleOp"> {
     For each exec.launch of every template, emits one CUDA C++ kernel
     specialized for its shapes, dtypes and constant arguments
     (compiler/codegen), and sets the launch's `code`, `grid`, `block` and
-    `shared_bytes`. A gemm whose epilogue cuBLASLt would compute
+    `shared_bytes`; a fused group (strata-fuse-elementwise) gets one kernel
+    for all its members, on its first launch, named `fused_N`, and its
+    members none. A gemm whose epilogue cuBLASLt would compute
     differently (gelu_bias: its GELU is the tanh form; bias_grad: it
     overwrites the bias) is an error: the CUDA target lowers with
     `bias-only-epilogues`. Launches whose kernels come out the same share one

@@ -79,7 +79,8 @@ std::string kernelUnit(const LaunchDesc &launch, const KernelCode &code,
 bool isPointwise(runtime::KernelId kernel);
 
 /// A member of a fused kernel: its launch, and an id per operand of the
-/// buffer it names (equal ids, the same buffer).
+/// buffer it names: equal ids exactly when the same bytes (two names of
+/// the same elements get one id).
 struct FusedMember {
   LaunchDesc launch;
   std::vector<int> buffers;
@@ -87,8 +88,8 @@ struct FusedMember {
 
 /// One kernel that computes pointwise `members` in order, in one pass over
 /// their elements: an input an earlier member wrote is read from a
-/// register (as its buffer holds it: bf16-rounded for a bf16 buffer), the
-/// others loaded once; every output is stored. Its parameters, the launch
+/// register (as its buffer holds it: bf16-rounded for a bf16 buffer),
+/// what comes from memory is loaded once; every output is stored. Its parameters, the launch
 /// contract of a fused group: a pointer per operand of each member, the
 /// members in order. "" or why the members cannot be one kernel.
 std::string emitFused(const std::vector<FusedMember> &members,

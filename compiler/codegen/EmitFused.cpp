@@ -1,8 +1,10 @@
 //===- EmitFused.cpp - a chain of pointwise launches as one kernel --------===//
 //
 // A thread per element runs every member on its element in order, so a
-// value one member writes and a later one reads stays in a register: what
-// the group reads from memory is read once. Each member's math is the
+// value one member writes and a later one reads stays in a register, and
+// what the group reads from memory is read once. Buffers are told apart by
+// the ids the caller gives (by their bytes: two names of the same elements
+// must be one value, or a register would go stale). Each member's math is the
 // single kernel's (pointwiseValue), and each output is stored as the
 // member's own kernel stores it, so the group writes the same bytes as
 // its members run one by one.
@@ -11,6 +13,7 @@
 #include "compiler/codegen/Emitters.h"
 
 #include <map>
+#include <set>
 
 namespace strata::codegen {
 
@@ -28,9 +31,10 @@ std::string emitFused(const std::vector<FusedMember> &members,
   if (members.size() < 2)
     return "a fused kernel has two members or more";
   int64_t n = -1;
-  // The buffers written so far, each with the register holding this
-  // thread's element of it.
+  // The buffers read or written so far, each with the register holding
+  // this thread's element of it; and those the group has written.
   std::map<int, std::string> registers;
+  std::set<int> written;
   std::string body;
   for (size_t m = 0; m < members.size(); ++m) {
     const LaunchDesc &launch = members[m].launch;
@@ -49,11 +53,15 @@ std::string emitFused(const std::vector<FusedMember> &members,
     n = count;
     auto value = [&](unsigned k) -> std::string {
       std::string index = pointwiseIndex(launch, k);
-      auto it = registers.find(buffers[k]);
-      if (it == registers.end())
-        return "load(" + param(m, k) + ", " + index + ")";
-      if (index != "i")
-        return ""; // a broadcast read of what this group writes: a race
+      if (index != "i") // a broadcast read of what the group writes: a race
+        return written.count(buffers[k])
+                   ? ""
+                   : "load(" + param(m, k) + ", " + index + ")";
+      auto [it, fresh] = registers.try_emplace(
+          buffers[k], "r" + std::to_string(registers.size()));
+      if (fresh) // loaded once, kept for the members after
+        body +=
+            "    float " + it->second + " = load(" + param(m, k) + ", i);\n";
       return it->second;
     };
     std::vector<std::string> in;
@@ -70,6 +78,7 @@ std::string emitFused(const std::vector<FusedMember> &members,
         fill("    float $V = stored($OUT, $VALUE);\n    store($OUT, i, $V);\n",
              {{"V", v}, {"OUT", out}, {"VALUE", pointwiseValue(launch, in)}});
     registers[buffers[inputs]] = v;
+    written.insert(buffers[inputs]);
   }
   body.pop_back(); // forEach adds the line's end
   code.block = {kThreads, 1, 1};

@@ -15,6 +15,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
+#include <tuple>
 
 namespace strata {
 #define GEN_PASS_DEF_CUDACODEGEN
@@ -122,7 +123,23 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
       // The members of a fused group after its first launch: computed by
       // the first's code, they have none of their own.
       llvm::DenseSet<Operation *> members;
-      llvm::StringMap<int> bufferIds; // a fused kernel's operands by buffer
+      // A fused kernel's operands by their bytes: two names of the same
+      // elements are one value (a register must not go stale).
+      std::map<std::tuple<int, int64_t, int64_t, int64_t, const void *>, int>
+          byPlace;
+      llvm::StringMap<int> byName; // buffers placed per rank
+      auto bufferId = [&](StringRef name) {
+        int next = int(byPlace.size() + byName.size());
+        std::optional<exec::BufferPlace> place =
+            exec::bufferPlace(buffers.lookup(name), buffers);
+        if (!place)
+          return byName.try_emplace(name, next).first->second;
+        return byPlace
+            .try_emplace({int(place->arena), place->stashGroup, place->begin,
+                          place->end, place->element.getAsOpaquePointer()},
+                         next)
+            .first->second;
+      };
       WalkResult walked = stage.walk([&](exec::LaunchOp launch) {
         if (members.contains(launch)) {
           launch.removeCodeAttr();
@@ -142,9 +159,7 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
           codegen::FusedMember &entry = fused.emplace_back();
           entry.launch = std::move(*desc);
           for (FlatSymbolRefAttr name : exec::launchOperands(member))
-            entry.buffers.push_back(
-                bufferIds.try_emplace(name.getValue(), int(bufferIds.size()))
-                    .first->second);
+            entry.buffers.push_back(bufferId(name.getValue()));
           if (member != launch)
             members.insert(member);
         }

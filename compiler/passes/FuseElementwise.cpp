@@ -32,46 +32,7 @@ namespace {
 /// At most this many launches a group: a kernel's parameters stay small.
 constexpr size_t kMaxMembers = 16;
 
-/// A buffer's bytes: the same on every rank and in every slot of a step.
-struct Place {
-  exec::Arena arena;
-  int64_t stashGroup; // -1 outside the stash
-  int64_t begin, end;
-  Type element;
-
-  bool overlaps(const Place &other) const {
-    return arena == other.arena && begin < other.end && other.begin < end;
-  }
-  bool same(const Place &other) const {
-    return arena == other.arena && stashGroup == other.stashGroup &&
-           begin == other.begin && end == other.end && element == other.element;
-  }
-};
-
-/// Where `buffer`'s bytes are, or nothing for a buffer whose place differs
-/// between ranks or is not planned.
-std::optional<Place> placeOf(exec::BufferOp buffer,
-                             const llvm::StringMap<exec::BufferOp> &byName) {
-  int64_t offset = 0;
-  exec::BufferOp root = buffer;
-  while (std::optional<StringRef> alias = root.getAlias()) {
-    if (root.getPerRank())
-      return std::nullopt;
-    offset += int64_t(root.getViewOffset().value_or(0));
-    root = byName.lookup(*alias);
-    if (!root)
-      return std::nullopt;
-  }
-  if (root.getPerRank() || root.getPlacedOffset() < 0)
-    return std::nullopt;
-  Place place;
-  place.arena = root.getArena();
-  place.stashGroup = int64_t(root.getStashGroup().value_or(-1));
-  place.begin = root.getPlacedOffset() + offset;
-  place.end = place.begin + buffer.getBytes();
-  place.element = buffer.getTensorType().getElementType();
-  return place;
-}
+using Place = exec::BufferPlace;
 
 /// A launch as the group sees it: what it writes, what it reads at the
 /// output's element, what it reads broadcast.
@@ -94,7 +55,7 @@ std::optional<Member> memberOf(exec::LaunchOp launch,
         byName.lookup(cast<FlatSymbolRefAttr>(ref).getValue());
     if (!buffer)
       return std::nullopt;
-    return placeOf(buffer, byName);
+    return exec::bufferPlace(buffer, byName);
   };
   auto elements = [&](Attribute ref) {
     return byName.lookup(cast<FlatSymbolRefAttr>(ref).getValue())
@@ -139,7 +100,7 @@ bool fits(ArrayRef<Member> group, Member next) {
   add(next);
   for (const Place &w : written) {
     for (const Place &p : touched)
-      if (w.overlaps(p) && !w.same(p))
+      if (w.overlaps(p) && !(w == p))
         return false;
     for (const Place &b : broadcast)
       if (w.overlaps(b))
@@ -161,9 +122,19 @@ struct FuseElementwisePass
       for (auto program : stage.getBody().front().getOps<exec::ProgramOp>()) {
         SmallVector<Member> group;
         auto close = [&] {
-          if (group.size() > 1)
+          if (group.size() > 1) {
             group.front().launch.setFuseAttr(
                 b.getI64IntegerAttr(int64_t(group.size())));
+            // The group's code computes its members: any code of their own
+            // (an earlier codegen's) goes.
+            for (size_t m = 1; m < group.size(); ++m) {
+              exec::LaunchOp member = group[m].launch;
+              member.removeCodeAttr();
+              member.removeGridAttr();
+              member.removeBlockAttr();
+              member.removeSharedBytesAttr();
+            }
+          }
           group.clear();
         };
         for (Operation &op : program.getBody().front()) {

@@ -8,6 +8,9 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/RegionKindInterface.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <optional>
 
 #include "dialects/exec/ExecDialect.h.inc"
 #include "dialects/exec/ExecEnums.h.inc"
@@ -48,6 +51,29 @@ LaunchArgument launchArgument(LaunchOp launch, llvm::StringRef name);
 /// `launch` and, when it fuses (`fuses N`), the launches its code computes
 /// with it; failure, said at the op, when the ops after it are not such.
 mlir::FailureOr<llvm::SmallVector<LaunchOp>> fusedGroup(LaunchOp launch);
+
+/// Where a planned buffer's bytes are, the same on every rank and in every
+/// stash slot of a step: its root's arena (and stash group, -1 outside the
+/// stash) and [begin, end), with its element type. Two buffers with equal
+/// places are the same elements under two names.
+struct BufferPlace {
+  Arena arena;
+  int64_t stashGroup;
+  int64_t begin, end;
+  mlir::Type element;
+
+  bool overlaps(const BufferPlace &other) const {
+    return arena == other.arena && begin < other.end && other.begin < end;
+  }
+  bool operator==(const BufferPlace &other) const {
+    return arena == other.arena && stashGroup == other.stashGroup &&
+           begin == other.begin && end == other.end && element == other.element;
+  }
+};
+/// `buffer`'s place, looking up aliases in `byName`; nothing for a buffer
+/// placed per rank (its bytes differ between ranks) or not yet planned.
+std::optional<BufferPlace> bufferPlace(BufferOp buffer,
+                                       const llvm::StringMap<BufferOp> &byName);
 
 /// A `per_rank` value: [axis, stride], the stride a value grows by per
 /// coordinate of the rank along mesh axis 0 (tp), 1 (dp) or 2 (pp).

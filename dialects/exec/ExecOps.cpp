@@ -290,14 +290,40 @@ FailureOr<SmallVector<LaunchOp>> strata::exec::fusedGroup(LaunchOp launch) {
   for (uint64_t i = 1; i < *fuse; ++i, next = next->getNextNode()) {
     auto member = dyn_cast_or_null<LaunchOp>(next);
     if (!member || member.getFuse() || member.getCode() || member.getGrid() ||
-        member.getWhen() != launch.getWhen())
+        member.getBlock() || member.getSharedBytes() ||
+        member.getWhen() != launch.getWhen() ||
+        runtime::findKernel(member.getKernel().str()) < 0)
       return launch.emitOpError()
              << "fuses " << *fuse << " launches, but instruction " << i
-             << " after it is not a launch under the same condition without "
-                "code or fusion of its own";
+             << " after it is not a launch of the catalog under the same "
+                "condition without code, launch shape or fusion of its own";
     group.push_back(member);
   }
   return group;
+}
+
+std::optional<BufferPlace>
+strata::exec::bufferPlace(BufferOp buffer,
+                          const llvm::StringMap<BufferOp> &byName) {
+  int64_t offset = 0;
+  BufferOp root = buffer;
+  while (std::optional<StringRef> alias = root.getAlias()) {
+    if (root.getPerRank())
+      return std::nullopt;
+    offset += int64_t(root.getViewOffset().value_or(0));
+    root = byName.lookup(*alias);
+    if (!root)
+      return std::nullopt;
+  }
+  if (root.getPerRank() || root.getPlacedOffset() < 0)
+    return std::nullopt;
+  BufferPlace place;
+  place.arena = root.getArena();
+  place.stashGroup = int64_t(root.getStashGroup().value_or(-1));
+  place.begin = root.getPlacedOffset() + offset;
+  place.end = place.begin + buffer.getBytes();
+  place.element = buffer.getTensorType().getElementType();
+  return place;
 }
 
 LogicalResult CollectiveOp::verify() {

@@ -22,6 +22,7 @@ int strata_mpi_start(int *rank, int *size, char *error, int errorBytes) {
     std::snprintf(error, errorBytes,
                   "this MPI cannot be called from a rank's two threads "
                   "(MPI_THREAD_SERIALIZED)");
+    MPI_Finalize();
     return 1;
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -29,14 +30,28 @@ int strata_mpi_start(int *rank, int *size, char *error, int errorBytes) {
   MPI_Comm_size(MPI_COMM_WORLD, size);
   return 0;
 }
+}
+
+namespace {
+
+/// A request of the shim's: MPI's, and whether it receives (only a
+/// receive's status has a count).
+struct Request {
+  MPI_Request request;
+  bool receive;
+};
+
+} // namespace
+
+extern "C" {
 
 int strata_mpi_isend(const void *data, uint64_t bytes, int to, int tag,
                      void **request) {
   if (bytes > uint64_t(INT_MAX))
     return MPI_ERR_COUNT;
-  auto *handle = new MPI_Request;
-  int code =
-      MPI_Isend(data, int(bytes), MPI_BYTE, to, tag, MPI_COMM_WORLD, handle);
+  auto *handle = new Request{MPI_REQUEST_NULL, false};
+  int code = MPI_Isend(data, int(bytes), MPI_BYTE, to, tag, MPI_COMM_WORLD,
+                       &handle->request);
   if (code != MPI_SUCCESS) {
     delete handle;
     return code;
@@ -49,9 +64,9 @@ int strata_mpi_irecv(void *data, uint64_t bytes, int from, int tag,
                      void **request) {
   if (bytes > uint64_t(INT_MAX))
     return MPI_ERR_COUNT;
-  auto *handle = new MPI_Request;
-  int code =
-      MPI_Irecv(data, int(bytes), MPI_BYTE, from, tag, MPI_COMM_WORLD, handle);
+  auto *handle = new Request{MPI_REQUEST_NULL, true};
+  int code = MPI_Irecv(data, int(bytes), MPI_BYTE, from, tag, MPI_COMM_WORLD,
+                       &handle->request);
   if (code != MPI_SUCCESS) {
     delete handle;
     return code;
@@ -61,14 +76,16 @@ int strata_mpi_irecv(void *data, uint64_t bytes, int from, int tag,
 }
 
 int strata_mpi_test(void *request, int *done, uint64_t *bytes) {
-  auto *handle = static_cast<MPI_Request *>(request);
+  auto *handle = static_cast<Request *>(request);
   MPI_Status status;
   *done = 0;
-  if (int code = MPI_Test(handle, done, &status); code != MPI_SUCCESS)
+  *bytes = 0;
+  if (int code = MPI_Test(&handle->request, done, &status); code != MPI_SUCCESS)
     return code;
   if (*done) {
     int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
+    if (handle->receive)
+      MPI_Get_count(&status, MPI_BYTE, &count);
     *bytes = uint64_t(count);
     delete handle;
   }

@@ -139,22 +139,25 @@ public:
 
   void post(int to, const void *data, size_t bytes, int tag) override {
     reap();
-    std::lock_guard<std::mutex> lock(pendingMutex);
-    auto &message = pending.emplace_back();
+    Posted message;
     message.bytes.assign(static_cast<const uint8_t *>(data),
                          static_cast<const uint8_t *>(data) + bytes);
     message.to = to;
+    // The send reads the copy's heap bytes, which moving it keeps.
     message.request = startSend(message.bytes.data(), bytes, to, tag,
                                 "posting a pipeline transfer");
+    std::lock_guard<std::mutex> lock(pendingMutex);
+    pending.push_back(std::move(message));
   }
 
   void flush(Clock::time_point deadline) override {
     std::lock_guard<std::mutex> lock(pendingMutex);
-    for (Posted &message : pending)
-      if (message.request)
-        wait(message.request, message.to, deadline,
-             "delivering a pipeline transfer");
-    pending.clear();
+    // Each forgotten as soon as it is done (the shim has freed it).
+    while (!pending.empty()) {
+      wait(pending.front().request, pending.front().to, deadline,
+           "delivering a pipeline transfer");
+      pending.pop_front();
+    }
   }
 
 private:

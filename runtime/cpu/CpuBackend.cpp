@@ -179,6 +179,7 @@ void CpuBackend::block(std::unique_lock<std::mutex> &lock, uint32_t event,
 }
 
 void CpuBackend::record(Stream stream, uint32_t event) {
+  notRecording("a record");
   std::unique_lock<std::mutex> lock(mutex);
   uint64_t target = ++issued[event];
   if (!threaded(stream)) {
@@ -196,6 +197,7 @@ void CpuBackend::record(Stream stream, uint32_t event) {
 }
 
 void CpuBackend::wait(Stream stream, uint32_t event) {
+  notRecording("a wait");
   std::unique_lock<std::mutex> lock(mutex);
   uint64_t target = issued[event];
   bool compute = stream == Stream::Compute;
@@ -233,6 +235,7 @@ void CpuBackend::synchronizeStream(Stream stream) {
 
 void CpuBackend::copyIn(Stream stream, void *device, const void *host,
                         size_t bytes) {
+  notRecording("a copy");
   if (!threaded(stream)) {
     rethrow();
     std::memcpy(device, host, bytes);
@@ -249,10 +252,12 @@ void CpuBackend::copyIn(Stream stream, void *device, const void *host,
 
 void CpuBackend::copyOut(Stream stream, void *host, const void *device,
                          size_t bytes) {
+  notRecording("a copy");
   submit(stream, "copy out", [=] { std::memcpy(host, device, bytes); });
 }
 
 void CpuBackend::fillZero(Stream stream, void *device, size_t bytes) {
+  notRecording("a fill");
   submit(stream, "fill", [=] { std::memset(device, 0, bytes); });
 }
 
@@ -322,6 +327,12 @@ void CpuBackend::gemm(Stream stream, const GemmOp &op,
                       const Operand operands[5]) {
   if (stream != Stream::Compute)
     throw std::logic_error("a gemm was issued on the communication stream");
+  if (recording) {
+    std::array<Operand, 5> copy = {operands[0], operands[1], operands[2],
+                                   operands[3], operands[4]};
+    keep("gemm", [this, &op, copy] { runGemm(op, copy.data()); });
+    return;
+  }
   if (!threaded(stream)) {
     rethrow();
     runGemm(op, operands);
@@ -330,6 +341,33 @@ void CpuBackend::gemm(Stream stream, const GemmOp &op,
   std::array<Operand, 5> copy = {operands[0], operands[1], operands[2],
                                  operands[3], operands[4]};
   enqueue(stream, {"gemm", [this, &op, copy] { runGemm(op, copy.data()); }});
+}
+
+void CpuBackend::beginGraph() {
+  notRecording("a graph");
+  recording = true;
+  graphs.emplace_back();
+}
+
+uint32_t CpuBackend::endGraph() {
+  recording = false;
+  return uint32_t(graphs.size() - 1);
+}
+
+void CpuBackend::keep(const std::string &name, std::function<void()> task) {
+  graphs.back().push_back({name, std::move(task)});
+}
+
+void CpuBackend::notRecording(const char *what) const {
+  if (recording)
+    throw std::logic_error(std::string(what) +
+                           " was issued while a graph was being recorded");
+}
+
+void CpuBackend::replayGraph(uint32_t graph) {
+  notRecording("a graph's replay");
+  for (const Task &task : graphs.at(graph))
+    submit(Stream::Compute, task.name, task.run);
 }
 
 void CpuBackend::runGemm(const GemmOp &op, const Operand operands[5]) {
@@ -349,6 +387,11 @@ void CpuBackend::launch(Stream stream, const LaunchOp &op,
                         const std::vector<Operand> &operands) {
   if (stream != Stream::Compute)
     throw std::logic_error("a kernel was issued on the communication stream");
+  if (recording) {
+    keep(kernelName(op.kernel),
+         [this, &op, operands] { runLaunch(op, operands); });
+    return;
+  }
   if (!threaded(stream)) {
     rethrow();
     runLaunch(op, operands);

@@ -72,6 +72,15 @@ public:
   void traceCommunication(std::chrono::steady_clock::time_point epoch) override;
   std::vector<TraceEvent> takeCommunicationTrace() override;
 
+  /// Graphs: the gemm and launch tasks recorded as issued (with their
+  /// operands), submitted again on replay, as a CUDA graph replays the
+  /// kernels it captured; how strata-run --graphs tests the executor's
+  /// graphs where no GPU is.
+  bool recordsGraphs() const override { return true; }
+  void beginGraph() override;
+  uint32_t endGraph() override;
+  void replayGraph(uint32_t graph) override;
+
   /// Runs `task` on `stream`: in issue order on the stream's thread, or now
   /// for the compute stream when it runs as issued. `name` labels it in
   /// traces.
@@ -83,6 +92,12 @@ private:
     std::string name;
     std::function<void()> run;
   };
+  /// Keeps a compute-stream task in the graph being recorded.
+  void keep(const std::string &name, std::function<void()> task);
+  /// Throws if a graph is being recorded: it holds gemms and launches only.
+  void notRecording(const char *what) const;
+  bool recording = false;
+  std::vector<std::vector<Task>> graphs;
   /// A stream with a thread of its own: its queue and whether it is busy.
   struct Queue {
     std::deque<Task> tasks;

@@ -13,6 +13,18 @@ CUdeviceptr address(const void *pointer) {
   return CUdeviceptr(reinterpret_cast<uintptr_t>(pointer));
 }
 
+/// The JIT's log, its lines joined by "; ": an error is one line.
+std::string oneLine(const char *log) {
+  std::string out;
+  for (const char *c = log; *c; ++c) {
+    if (*c != '\n')
+      out += *c;
+    else if (c[1] && c[1] != '\n')
+      out += "; ";
+  }
+  return out;
+}
+
 } // namespace
 
 namespace {
@@ -115,6 +127,10 @@ CudaBackend::~CudaBackend() {
   for (CUstream stream : streams)
     if (stream)
       d.cuStreamSynchronize(stream);
+  for (CUgraphExec executable : executables)
+    d.cuGraphExecDestroy(executable);
+  for (CUgraph graph : graphs)
+    d.cuGraphDestroy(graph);
   for (CUevent event : events)
     d.cuEventDestroy(event);
   for (CUmodule module : modules)
@@ -167,7 +183,7 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
         r != CUDA_SUCCESS)
       return "the plan's PTX for kernel " + code.name +
              " does not load: " + d.error(r, "cuModuleLoadDataEx") +
-             (log[0] ? std::string(": ") + log : std::string());
+             (log[0] ? ": " + oneLine(log) : std::string());
     modules.push_back(module);
     CUfunction function = nullptr;
     if (CUresult r =
@@ -181,7 +197,7 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
   for (const Program &program : rank.programs)
     for (const Instruction &instruction : program.instructions) {
       if (const LaunchOp *launch = instruction.launch();
-          launch && launch->sharedBytes > 48 * 1024) {
+          launch && launch->code >= 0 && launch->sharedBytes > 48 * 1024) {
         if (CUresult r = d.cuFuncSetAttribute(
                 functions[launch->code],
                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -216,6 +232,33 @@ void CudaBackend::launch(Stream stream, const LaunchOp &op,
                                 op.block[2], op.sharedBytes, streamOf(stream),
                                 args.params(), nullptr),
         "cuLaunchKernel");
+}
+
+void CudaBackend::beginGraph() {
+  bind();
+  check(driver().cuStreamBeginCapture(streamOf(Stream::Compute),
+                                      CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        "cuStreamBeginCapture");
+}
+
+uint32_t CudaBackend::endGraph() {
+  bind();
+  const Driver &d = driver();
+  CUgraph graph = nullptr;
+  check(d.cuStreamEndCapture(streamOf(Stream::Compute), &graph),
+        "cuStreamEndCapture");
+  graphs.push_back(graph);
+  CUgraphExec executable = nullptr;
+  check(d.cuGraphInstantiate(&executable, graph, 0), "cuGraphInstantiate");
+  executables.push_back(executable);
+  return uint32_t(executables.size() - 1);
+}
+
+void CudaBackend::replayGraph(uint32_t graph) {
+  bind();
+  check(
+      driver().cuGraphLaunch(executables.at(graph), streamOf(Stream::Compute)),
+      "cuGraphLaunch");
 }
 
 void CudaBackend::record(Stream stream, uint32_t event) {

@@ -69,6 +69,12 @@ public:
   void synchronize() override;
   void synchronizeStream(Stream stream) override;
   bool runsFusedKernels() const override { return true; }
+  /// CUDA graphs, captured from the compute stream (this thread's calls
+  /// only: other ranks' threads go on) and instantiated once.
+  bool recordsGraphs() const override { return true; }
+  void beginGraph() override;
+  uint32_t endGraph() override;
+  void replayGraph(uint32_t graph) override;
 
 private:
   /// Makes the context current on the calling thread.
@@ -80,7 +86,9 @@ private:
   uint8_t *arenas[kArenas] = {nullptr, nullptr, nullptr};
   std::vector<CUevent> events;
   std::vector<CUmodule> modules;
-  std::vector<CUfunction> functions;               // by the plan's code index
+  std::vector<CUfunction> functions; // by the plan's code index
+  std::vector<CUgraph> graphs;
+  std::vector<CUgraphExec> executables;            // by graph
   void *workspaces[kStreams] = {nullptr, nullptr}; // cuBLASLt's
   GemmRunner gemms;
   LaunchArgs args;

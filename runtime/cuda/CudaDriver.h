@@ -46,6 +46,12 @@ struct Driver {
   X(cuModuleGetFunction)                                                       \
   X(cuFuncSetAttribute)                                                        \
   X(cuLaunchKernel)                                                            \
+  X(cuStreamBeginCapture)                                                      \
+  X(cuStreamEndCapture)                                                        \
+  X(cuGraphInstantiate)                                                        \
+  X(cuGraphLaunch)                                                             \
+  X(cuGraphExecDestroy)                                                        \
+  X(cuGraphDestroy)                                                            \
   X(cuGetErrorName)                                                            \
   X(cuGetErrorString)
 #define STRATA_CUDA_DECLARE(name) decltype(&::name) name = nullptr;

@@ -57,7 +57,8 @@ std::string checkSharedMemory(const Plan &plan, const RankPlan &rank,
   for (const Program &program : rank.programs)
     for (const Instruction &instruction : program.instructions)
       if (const LaunchOp *launch = instruction.launch();
-          launch && launch->sharedBytes > device.sharedPerBlockOptIn)
+          launch && launch->code >= 0 &&
+          launch->sharedBytes > device.sharedPerBlockOptIn)
         return "kernel " + plan.code[launch->code].name + " needs " +
                withThousands(launch->sharedBytes) +
                " bytes of shared memory; " + device.name + " allows " +

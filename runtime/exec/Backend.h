@@ -56,6 +56,16 @@ public:
   /// Whether a fused group runs as its first launch's kernel (the CPU runs
   /// each member instead).
   virtual bool runsFusedKernels() const { return false; }
+
+  /// Graphs: the gemms and launches issued on the compute stream between
+  /// beginGraph and endGraph are recorded, not run, with their operands'
+  /// addresses; replayGraph runs them again, in order, on the compute
+  /// stream (a CUDA graph; the CPU backend records its tasks).
+  virtual bool recordsGraphs() const { return false; }
+  virtual void beginGraph() {}
+  /// The recorded graph's number.
+  virtual uint32_t endGraph() { return 0; }
+  virtual void replayGraph(uint32_t) {}
   /// Marks the point of `stream` that later waits on `event` wait for.
   virtual void record(Stream stream, uint32_t event) = 0;
   /// Holds `stream` until the stream of the event's latest record has

@@ -70,6 +70,31 @@ std::string Executor::load() {
                                        (location.empty() ? "" : ", " + location)
                                  : "");
     }
+    // What a graph of the body holds: past the compute stream's leading
+    // waits and before its trailing records (issued around the replay),
+    // only gemms and launches.
+    auto computeEvent = [&](size_t i, bool record) {
+      const Instruction &instruction = program.instructions[i];
+      return instruction.event() && instruction.event()->record == record &&
+             instruction.stream == Stream::Compute &&
+             instruction.when == Condition::Always;
+    };
+    size_t begin = program.bodyBegin, end = program.bodyEnd;
+    while (begin < end && computeEvent(begin, false))
+      ++begin;
+    while (end > begin && computeEvent(end - 1, true))
+      --end;
+    bool only = begin < end;
+    for (size_t i = begin; i < end; ++i) {
+      const Instruction &instruction = program.instructions[i];
+      only &= (instruction.gemm() || instruction.launch()) &&
+              instruction.stream == Stream::Compute;
+      info.conditional |= instruction.when == Condition::LastMicrobatch;
+    }
+    if (only) {
+      info.graphBegin = begin;
+      info.graphEnd = end;
+    }
   }
   exchangePoint.assign(rank.schedule.size() + 1, false);
   for (size_t i = 0; i < rank.schedule.size(); ++i)
@@ -152,8 +177,32 @@ void Executor::runInstruction(const Program &program, size_t index,
 void Executor::runBody(const Step &step) {
   const Program &program = rank.programs[step.program];
   const ProgramInfo &info = programs[step.program];
+  if (!graphs || tracing || profiling || info.graphBegin == info.graphEnd) {
+    runRange(step, program.bodyBegin, program.bodyEnd);
+    return;
+  }
+  // Addresses differ between stash slots, and conditional instructions
+  // between the last microbatch and the others: a graph for each.
+  bool last =
+      info.conditional && step.microbatch == int32_t(whole.numMicrobatches) - 1;
+  runRange(step, program.bodyBegin, info.graphBegin);
+  auto [entry, fresh] =
+      recorded.try_emplace({step.program, step.slot, last}, 0);
+  if (fresh) {
+    backend.beginGraph();
+    runRange(step, info.graphBegin, info.graphEnd);
+    entry->second = backend.endGraph();
+  }
+  backend.replayGraph(entry->second);
+  ++replays;
+  runRange(step, info.graphEnd, program.bodyEnd);
+}
+
+void Executor::runRange(const Step &step, size_t begin, size_t end) {
+  const Program &program = rank.programs[step.program];
+  const ProgramInfo &info = programs[step.program];
   bool last = step.microbatch == int32_t(whole.numMicrobatches) - 1;
-  for (size_t i = program.bodyBegin; i < program.bodyEnd; ++i) {
+  for (size_t i = begin; i < end; ++i) {
     const Instruction &instruction = program.instructions[i];
     if (instruction.when == Condition::LastMicrobatch && !last)
       continue;

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <tuple>
 
 namespace strata::runtime {
 
@@ -60,6 +61,16 @@ public:
   void enableTrace(std::chrono::steady_clock::time_point epoch);
   std::vector<TraceEvent> takeTrace();
   void enableProfile() { profiling = true; }
+  /// Runs each step's body as a graph (Backend::beginGraph) recorded the
+  /// first time its program runs in its stash slot, and replayed after:
+  /// the body's gemms and launches between the compute stream's leading
+  /// waits and trailing records, when that is all it holds. Not while
+  /// tracing or profiling, which time each instruction.
+  void enableGraphs() { graphs = backend.recordsGraphs(); }
+  /// Graphs recorded so far, and replays (a recording runs as one).
+  std::pair<size_t, int64_t> graphCounts() const {
+    return {recorded.size(), replays};
+  }
   /// Seconds and calls per instruction name, compute stream only.
   std::map<std::string, std::pair<double, int64_t>> profile() const {
     return kernelTime;
@@ -72,9 +83,16 @@ private:
   struct ProgramInfo {
     bool readsBatch = false, writesLoss = false;
     std::vector<std::string> where; // per instruction, for messages
+    // The part of the body a graph holds, [graphBegin, graphEnd): empty
+    // when the body holds anything but gemms and launches between its
+    // leading waits and trailing records on the compute stream.
+    size_t graphBegin = 0, graphEnd = 0;
+    bool conditional = false; // some instruction runs on the last microbatch
   };
 
   void runBody(const Step &step);
+  /// Runs instructions [begin, end) of the step's program.
+  void runRange(const Step &step, size_t begin, size_t end);
   void runInstruction(const Program &program, size_t index, const Step &step,
                       const std::string &where);
   /// Posts the exchange group at schedule position `at`: the trailing
@@ -95,6 +113,10 @@ private:
   std::vector<float> lossHost; // one per step that writes the loss
   float gradNormHost = 0;
   std::vector<Operand> scratch; // a launch's operands
+  // Graphs by (program, stash slot, last microbatch).
+  bool graphs = false;
+  std::map<std::tuple<uint32_t, int32_t, bool>, uint32_t> recorded;
+  int64_t replays = 0;
   // Measurement.
   bool tracing = false, profiling = false;
   std::chrono::steady_clock::time_point epoch;

@@ -102,6 +102,8 @@ std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
         transport, *device, commTimeout(options));
   made = std::make_unique<LocalRank>(std::move(device), std::move(collectives),
                                      plan, rank, options, data);
+  if (options.graphs > 0 || (options.graphs < 0 && gpu))
+    made->executor.enableGraphs();
   return made->executor.load();
 }
 

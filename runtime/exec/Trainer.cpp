@@ -219,6 +219,11 @@ void TrainingLoop::printReports(std::ostream &log) {
         iterationSeconds * perIteration);
     log << line;
   }
+  if (options.reportGraphs) {
+    auto [recorded, replays] = executor.graphCounts();
+    log << who << "graphs: " << recorded << " recorded, " << replays
+        << " replays\n";
+  }
   if (options.reportMemory) {
     Backend &device = executor.device();
     auto stashText = [&](uint64_t bytes) {

@@ -44,6 +44,11 @@ struct TrainOptions {
   // backend's are (runtime/cuda/StagedCollectives.h), to test the staging
   // where no GPU is.
   bool stagedCollectives = false;
+  // Each step's body recorded once as a graph and replayed
+  // (Executor::enableGraphs): 1 on, 0 off, -1 the backend's default (on
+  // for a GPU, off on the CPU, where --graphs tests it).
+  int graphs = -1;
+  bool reportGraphs = false;   // graphs recorded and replays, at the end
   std::string backend = "cpu"; // cpu, or cuda (runtime/cuda/)
   double commTimeoutSeconds = 300;
   // Fault injection for tests: this rank stops (a thread) or is killed

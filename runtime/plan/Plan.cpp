@@ -407,12 +407,13 @@ private:
         const Instruction &next = program.instructions[at + i];
         const LaunchOp *member = next.launch();
         if (!member || member->fuse > 1 || member->code >= 0 ||
-            !member->grid.empty() || next.when != first.when ||
+            !member->grid.empty() || !member->block.empty() ||
+            member->sharedBytes || next.when != first.when ||
             next.stream != first.stream)
           return "a launch fuses " + std::to_string(op.fuse) +
                  " launches, but instruction " + std::to_string(i) +
                  " after it is not a launch under the same condition "
-                 "without code of its own";
+                 "without code or launch shape of its own";
         kernels.push_back(member->kernel);
       }
       kernel = fusedKernelName(kernels);

@@ -40,3 +40,32 @@ module {
   }
   exec.code @copy_0 kernel "copy" {source = ""}
 }
+
+// -----
+
+// A fused group's members follow it: launches of the catalog, without code
+// of their own, as many as it says.
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<32xf32> workspace at 0
+    exec.buffer @y : tensor<32xf32> workspace at 128
+    exec.program @main "microbatch" {
+      // expected-error @+1 {{fuses 3 launches, but instruction 2 after it is not a launch of the catalog under the same condition without code, launch shape or fusion of its own}}
+      exec.launch "gelu_fwd" (@x) -> (@y) args {} fuses 3
+      exec.launch "gelu_fwd" (@y) -> (@x) args {}
+    }
+  }
+}
+
+// -----
+
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<32xf32> workspace at 0
+    exec.buffer @y : tensor<32xf32> workspace at 128
+    exec.program @main "microbatch" {
+      // expected-error @+1 {{fuses 1 launches: a fused group has two or more}}
+      exec.launch "gelu_fwd" (@x) -> (@y) args {} fuses 1
+    }
+  }
+}

@@ -55,6 +55,27 @@ module {
 
 // -----
 
+// Two names of the same bytes, both written: the kernel knows them as one
+// value, so the GELU reads what the second scale left there.
+// CHECK-LABEL: exec.template stage 0
+// CHECK: exec.launch "scale" (@x) -> (@a) args {factor = 2.000000e+00 : f64} fuses 3
+// CODE: exec.code @fused_0 kernel "scale+scale+gelu_fwd" {{.*}}float v1 = stored(p1_1, (r0 * 3.f));{{.*}}float v2 = stored(p2_1, gelu(v1));
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<32xf32> workspace at 0
+    exec.buffer @a : tensor<32xf32> workspace at 128
+    exec.buffer @a2 : tensor<32xf32> workspace at 128
+    exec.buffer @y : tensor<32xf32> workspace at 256
+    exec.program @main "microbatch" {
+      exec.launch "scale" (@x) -> (@a) args {factor = 2.0 : f64}
+      exec.launch "scale" (@x) -> (@a2) args {factor = 3.0 : f64}
+      exec.launch "gelu_fwd" (@a) -> (@y) args {}
+    }
+  }
+}
+
+// -----
+
 // The second add's output partly overlaps the first's input (shifted by
 // one element): thread i would write what thread i + 1 still reads.
 // CHECK-LABEL: exec.template stage 0

@@ -290,6 +290,12 @@ TEST(Codegen, AFusedGroupIsOneKernelKeepingValuesInRegisters) {
       << code.body;
   EXPECT_NE(code.body.find("(v1 * load(p2_1, i % 7LL))"), std::string::npos)
       << code.body;
+  // What comes from memory is loaded once: the add's inputs, into r0, r1.
+  EXPECT_NE(code.body.find("float v0 = stored(p0_2, (r0 + r1));"),
+            std::string::npos)
+      << code.body;
+  EXPECT_EQ(code.body.find("load(p0_0, i)"), code.body.rfind("load(p0_0, i)"))
+      << code.body;
   std::string unit = fusedUnit(group, code, "fused_0");
   // The launch contract of a group: every member's operands in turn.
   EXPECT_NE(unit.find("// add+gelu_fwd+mul\n"), std::string::npos);

@@ -53,6 +53,11 @@ const char *kUsage =
     "  --profile                 print the time spent in each kernel\n"
     "  --trace FILE              write when every step and instruction ran,\n"
     "                            per rank, as a Chrome/Perfetto trace\n"
+    "  --graphs, --no-graphs     record each step's body once as a graph\n"
+    "                            and replay it (a CUDA graph; on by\n"
+    "                            default on a GPU; on the CPU, for testing,\n"
+    "                            the recorded tasks)\n"
+    "  --report-graphs           print the graphs recorded and replayed\n"
     "  --staged-collectives      (testing) stage the CPU backend's\n"
     "                            collectives through host copies, as the\n"
     "                            cuda backend does\n"
@@ -203,6 +208,14 @@ int main(int argc, char **argv) {
     }
     if (arg == "--staged-collectives") {
       options.stagedCollectives = true;
+      continue;
+    }
+    if (arg == "--graphs" || arg == "--no-graphs") {
+      options.graphs = arg == "--graphs";
+      continue;
+    }
+    if (arg == "--report-graphs") {
+      options.reportGraphs = true;
       continue;
     }
     if (arg.rfind("--", 0) != 0) {

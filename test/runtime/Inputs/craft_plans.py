@@ -187,8 +187,10 @@ def fused_group(p):
 
 
 def fuse_past_the_end(p):
+    # The program's last launch with code of its own (no group's member).
     code = rank0(p)["programs"][0]["instructions"]
-    last = max(i for i, c in enumerate(code) if c["op_type"] == "Launch")
+    last = max(i for i, c in enumerate(code)
+               if c["op_type"] == "Launch" and c["op"]["code"] >= 0)
     code[last]["op"]["fuse"] = 1 << 30
 
 
@@ -197,6 +199,8 @@ def fuse_past_the_end(p):
 case("cuda-fuse-past-the-end", cuda, fuse_past_the_end)
 case("cuda-fused-member-with-code", cuda,
      lambda p: fused_group(p)[1].update(code=fused_group(p)[0]["code"]))
+case("cuda-fused-member-with-shared-memory", cuda,
+     lambda p: fused_group(p)[1].update(shared_bytes=1 << 20))
 case("cuda-fused-code-of-another-group", cuda,
-     lambda p: fused_group(p)[0].update(fuse=fused_group(p)[0]["fuse"] - 1 or 3))
+     lambda p: fused_group(p)[0].update(fuse=1))
 print("refused every crafted plan cleanly")
