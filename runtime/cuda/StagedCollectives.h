@@ -1,5 +1,4 @@
-//===- StagedCollectives.h - GPU collectives through host memory -*- C++
-//-*-===//
+//===- StagedCollectives.h - GPU collectives through the host ---*- C++ -*-===//
 //
 // The cuda backend's first Collectives: the CPU's ring collectives and
 // pipeline exchanges (runtime/cpu/RingCollectives.h) over the same

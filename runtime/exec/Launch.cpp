@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Launch.h"
+#include "runtime/comm/LocalCollectives.h"
 #include "runtime/comm/Transport.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/RingCollectives.h"
@@ -74,6 +75,7 @@ struct LocalRank {
 std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
                      const TrainOptions &options, const Dataset &data,
                      int threads, const cuda::Gpu *gpu,
+                     std::shared_ptr<CollectiveHub> meetings,
                      std::unique_ptr<LocalRank> &made) {
   std::unique_ptr<Backend> device;
   std::unique_ptr<Collectives> collectives;
@@ -85,16 +87,17 @@ std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
   } else {
     auto cpuDevice =
         std::make_unique<cpu::CpuBackend>(options.asyncCompute, threads);
-    if (!options.stagedCollectives) {
-      cpu::CpuBackend *streams = cpuDevice.get();
-      collectives = std::make_unique<RingCollectives>(
-          transport,
-          [streams](Stream stream, const std::string &name,
-                    std::function<void()> work) {
-            streams->submit(stream, name, std::move(work));
-          },
-          commTimeout(options));
-    }
+    cpu::CpuBackend *streams = cpuDevice.get();
+    SubmitToStream submit = [streams](Stream stream, const std::string &name,
+                                      std::function<void()> work) {
+      streams->submit(stream, name, std::move(work));
+    };
+    if (meetings)
+      collectives = std::make_unique<LocalCollectives>(
+          std::move(meetings), transport, submit, commTimeout(options));
+    else if (!options.stagedCollectives)
+      collectives = std::make_unique<RingCollectives>(transport, submit,
+                                                      commTimeout(options));
     device = std::move(cpuDevice);
   }
   if (!collectives)
@@ -112,10 +115,12 @@ std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
 std::string loadRank(const Plan &plan, uint32_t rank, Transport &transport,
                      const TrainOptions &options, const Dataset &data,
                      int threads, const cuda::Gpu *gpu,
+                     std::shared_ptr<CollectiveHub> meetings,
                      std::unique_ptr<LocalRank> &made) {
   std::string error;
   try {
-    error = makeRank(plan, rank, transport, options, data, threads, gpu, made);
+    error = makeRank(plan, rank, transport, options, data, threads, gpu,
+                     std::move(meetings), made);
   } catch (const std::exception &failure) {
     error = failure.what();
   }
@@ -224,6 +229,10 @@ void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
 int trainAsProcess(const Plan &plan, const TrainOptions &options,
                    const Dataset &data, const cuda::Gpu *gpu, std::ostream &log,
                    std::ostream &errors) {
+  if (options.localCollectives)
+    return refuse(errors, "--local-collectives is for ranks as threads of "
+                          "one process; under a launcher each process is "
+                          "one rank");
   int world = int(plan.world());
   int launched = launcherWorldSize();
   if (launched != world)
@@ -243,7 +252,7 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
   cpu::setThreads(options.threads);
   std::unique_ptr<LocalRank> made;
   if (std::string error = loadRank(plan, me, *transport, options, data,
-                                   options.threads, gpu, made);
+                                   options.threads, gpu, nullptr, made);
       !error.empty())
     die(errors, error, /*mpi=*/true);
   LocalRank &rank = *made;
@@ -285,6 +294,8 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
   int threadsPerRank =
       options.threads > 0 ? options.threads : std::max(1, cores / world);
   auto hub = makeLocalHub(world);
+  std::shared_ptr<CollectiveHub> meetings =
+      options.localCollectives ? makeCollectiveHub() : nullptr;
   std::vector<std::unique_ptr<Transport>> transports;
   std::vector<std::unique_ptr<LocalRank>> ranks;
   auto epoch = Clock::now();
@@ -293,7 +304,7 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
     ranks.emplace_back();
     if (std::string error =
             loadRank(plan, uint32_t(r), *transports.back(), options, data,
-                     threadsPerRank, gpu, ranks.back());
+                     threadsPerRank, gpu, meetings, ranks.back());
         !error.empty())
       return refuse(errors, error);
     if (!options.tracePath.empty())

@@ -55,6 +55,9 @@ std::string checkTrainOptions(const TrainOptions &o) {
     return "--comm-timeout must be positive";
   if (o.backend != "cpu" && o.backend != "cuda")
     return "--backend must be cpu or cuda, got '" + o.backend + "'";
+  if (o.localCollectives && (o.stagedCollectives || o.backend != "cpu"))
+    return "--local-collectives runs on the CPU backend, without "
+           "--staged-collectives";
   return "";
 }
 

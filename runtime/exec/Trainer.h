@@ -44,6 +44,9 @@ struct TrainOptions {
   // backend's are (runtime/cuda/StagedCollectives.h), to test the staging
   // where no GPU is.
   bool stagedCollectives = false;
+  // Collectives of ranks as threads computed where they meet, in the
+  // ring's order (runtime/comm/LocalCollectives.h), on the CPU backend.
+  bool localCollectives = false;
   // Each step's body recorded once as a graph and replayed
   // (Executor::enableGraphs): 1 on, 0 off, -1 the backend's default (on
   // for a GPU, off on the CPU, where --graphs tests it).

@@ -58,6 +58,10 @@ const char *kUsage =
     "                            default on a GPU; on the CPU, for testing,\n"
     "                            the recorded tasks)\n"
     "  --report-graphs           print the graphs recorded and replayed\n"
+    "  --local-collectives       collectives of ranks as threads computed\n"
+    "                            where the ranks meet, in the ring's order\n"
+    "                            (the arithmetic of a GPU's device-side\n"
+    "                            communicator), not over the ring\n"
     "  --staged-collectives      (testing) stage the CPU backend's\n"
     "                            collectives through host copies, as the\n"
     "                            cuda backend does\n"
@@ -208,6 +212,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--staged-collectives") {
       options.stagedCollectives = true;
+      continue;
+    }
+    if (arg == "--local-collectives") {
+      options.localCollectives = true;
       continue;
     }
     if (arg == "--graphs" || arg == "--no-graphs") {

@@ -1,0 +1,80 @@
+//===- LocalCollectives.h - collectives where the ranks meet ----*- C++ -*-===//
+//
+// Collectives for ranks that are threads of one process and can read each
+// other's buffers. Instead of a ring of messages, the ranks of a group meet
+// (CollectiveHub): each arrives when its stream reaches the collective,
+// and the last to arrive computes every rank's result in one pass over
+// the elements. Each element is reduced in the ring's order (an element of
+// chunk c summed from rank c + 1 round to rank c, each rank adding its
+// value to what came before, as RingCollectives adds what it receives), in
+// f32 with bf16 widened and the result rounded once, so the results are
+// the ring's, bit for bit. This is the arithmetic a device-side
+// communicator for ranks sharing one GPU computes; on the CPU backend
+// (strata-run --local-collectives) it runs on the ranks' streams. Pipeline
+// exchanges and the host's all-reduce go over the transport as the ring's
+// do.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_COMM_LOCALCOLLECTIVES_H
+#define STRATA_RUNTIME_COMM_LOCALCOLLECTIVES_H
+
+#include "runtime/cpu/RingCollectives.h"
+
+#include <memory>
+
+namespace strata::runtime {
+
+/// Where the ranks of one process meet for their collectives.
+class CollectiveHub;
+std::shared_ptr<CollectiveHub> makeCollectiveHub();
+
+/// One rank's operands of a collective.
+struct CollectiveOperands {
+  Operand in, out;
+};
+
+/// Every rank's result of `op` from every rank's operands (in the group's
+/// order), as the ring computes them: what the rank that arrives last
+/// runs. Public for the tests that compare it with the ring.
+void computeCollective(const CollectiveOp &op,
+                       const std::vector<CollectiveOperands> &ranks);
+
+class LocalCollectives : public Collectives {
+public:
+  LocalCollectives(std::shared_ptr<CollectiveHub> hub, Transport &transport,
+                   SubmitToStream submit, std::chrono::milliseconds timeout);
+
+  std::string createGroups(const Plan &plan, uint32_t rank) override;
+  void collective(Stream stream, const CollectiveOp &op, Operand in,
+                  Operand out, const std::string &where) override;
+  void exchange(Stream stream, std::vector<Transfer> sends,
+                std::vector<Transfer> receives) override {
+    ring.exchange(stream, std::move(sends), std::move(receives));
+  }
+  void hostAllReduce(const std::vector<int> &group, float *values, size_t count,
+                     const std::string &what) override {
+    ring.hostAllReduce(group, values, count, what);
+  }
+  void flush() override { ring.flush(); }
+  /// The pipeline's bytes (collectives move none between ranks).
+  std::map<std::string, uint64_t> bytesByKind() const override {
+    return ring.bytesByKind();
+  }
+
+private:
+  std::shared_ptr<CollectiveHub> hub;
+  int me;
+  SubmitToStream submit;
+  std::chrono::milliseconds timeout;
+  RingCollectives ring;
+  std::vector<std::vector<int>> members; // per plan group
+  // Collectives issued so far per set of ranks and stream: every rank of
+  // the set issues them in the same order (as the ring's messages between
+  // two ranks match in order), so the count names the meeting. By ranks,
+  // not plan group: two groups may hold the same ranks.
+  std::map<std::pair<std::vector<int>, Stream>, uint64_t> issued;
+};
+
+} // namespace strata::runtime
+
+#endif
