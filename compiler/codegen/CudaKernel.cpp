@@ -222,6 +222,12 @@ __device__ bool lastBlock() {
 }
 )";
 
+} // namespace
+
+const char *unitPrelude() { return kPrelude; }
+
+namespace {
+
 using Emitter = std::string (*)(const LaunchDesc &, KernelCode &);
 
 constexpr Emitter kEmitters[] = {

@@ -94,6 +94,12 @@ struct FusedMember {
 /// members in order. "" or why the members cannot be one kernel.
 std::string emitFused(const std::vector<FusedMember> &members,
                       KernelCode &code);
+/// The device-side communicator's kernels, one unit
+/// (CollectiveKernels.cpp): strata_all_reduce_{f32,bf16},
+/// strata_reduce_scatter_{f32,bf16}, strata_all_gather. Built into
+/// strata-run as PTX (runtime/cuda/DeviceCollectives.h).
+std::string collectiveKernelsUnit();
+
 /// The translation unit of a fused kernel, the kernel called `name`.
 std::string fusedUnit(const std::vector<FusedMember> &members,
                       const KernelCode &code, const std::string &name);

@@ -53,6 +53,9 @@ struct View {
 /// The body of a loop over `n` items, `i` the item: a grid-stride loop.
 std::string forEach(int64_t n, std::string_view body);
 
+/// What every unit starts with: bf16 loads and stores, reductions.
+const char *unitPrelude();
+
 /// A unit's text: the prelude, the code's globals and its kernel `name`
 /// with `params`, a comment saying `what` it computes.
 std::string unitText(const KernelCode &code, const std::string &what,

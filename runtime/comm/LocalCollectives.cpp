@@ -3,25 +3,12 @@
 #include "runtime/exec/BFloat16.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <tuple>
 
 namespace strata::runtime {
 
 namespace {
-
-/// A meeting's name: the group's world ranks, the stream, and how many
-/// collectives the group issued on it before.
-using MeetingKey = std::tuple<std::vector<int>, int, uint64_t>;
-
-struct Meeting {
-  std::vector<CollectiveOperands> ranks;
-  std::vector<bool> arrived;
-  int count = 0, left = 0;
-  bool done = false;
-  std::string error;
-};
 
 std::vector<float> widen(Operand operand) {
   const Buffer &b = *operand.buffer;
@@ -58,15 +45,79 @@ float ringOrder(const std::vector<std::vector<float>> &values, size_t c,
 
 } // namespace
 
-class CollectiveHub {
-public:
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::map<MeetingKey, Meeting> meetings;
+struct CollectiveHub::Meeting {
+  std::vector<CollectiveOperands> ranks;
+  std::vector<bool> arrived;
+  int count = 0, left = 0;
+  bool done = false;
+  void *result = nullptr;
+  std::string error;
 };
 
 std::shared_ptr<CollectiveHub> makeCollectiveHub() {
   return std::make_shared<CollectiveHub>();
+}
+
+void CollectiveHub::meet(const std::vector<int> &ranks, int stream,
+                         uint64_t count, size_t index, int me,
+                         const CollectiveOperands &operands, const Lead &lead,
+                         const Use &use, const Use &release,
+                         std::chrono::milliseconds timeout,
+                         const std::string &what) {
+  auto key = std::make_tuple(ranks, stream, count);
+  std::unique_lock<std::mutex> lock(mutex);
+  Meeting &meeting = meetings[key];
+  size_t n = ranks.size();
+  if (meeting.ranks.empty()) {
+    meeting.ranks.resize(n);
+    meeting.arrived.assign(n, false);
+    meeting.left = int(n);
+  }
+  meeting.ranks[index] = operands;
+  meeting.arrived[index] = true;
+  if (++meeting.count == int(n)) {
+    // The others wait for the leader and leave their buffers alone.
+    lock.unlock();
+    void *result = nullptr;
+    std::string error;
+    try {
+      result = lead(meeting.ranks);
+    } catch (const std::exception &failure) {
+      error = failure.what();
+    }
+    lock.lock();
+    meeting.result = result;
+    meeting.error = error;
+    meeting.done = true;
+    changed.notify_all();
+  } else if (!changed.wait_until(lock, Clock::now() + timeout,
+                                 [&] { return meeting.done; })) {
+    std::string missing;
+    for (size_t r = 0; r < n; ++r)
+      if (!meeting.arrived[r])
+        missing += (missing.empty() ? "" : ", ") + std::to_string(ranks[r]);
+    throw CommTimeout("rank " + std::to_string(me) + ": timed out in " + what +
+                      " waiting for rank " + missing);
+  }
+  std::string error = meeting.error;
+  void *result = meeting.result;
+  if (error.empty() && use) {
+    lock.unlock();
+    try {
+      use(result);
+    } catch (const std::exception &failure) {
+      error = failure.what();
+    }
+    lock.lock();
+  }
+  if (--meeting.left == 0) {
+    // Every rank has used the result: it can go.
+    if (release && result)
+      release(result);
+    meetings.erase(key);
+  }
+  if (!error.empty())
+    throw std::runtime_error(what + ": " + error);
 }
 
 void computeCollective(const CollectiveOp &op,
@@ -148,53 +199,20 @@ void LocalCollectives::collective(Stream stream, const CollectiveOp &op,
     });
     return;
   }
-  MeetingKey key{group, int(stream), issued[{group, stream}]++};
+  uint64_t count = issued[{group, stream}]++;
   size_t index =
       size_t(std::find(group.begin(), group.end(), me) - group.begin());
   std::string what = std::string(collectiveName(op.kind)) + " (" + where + ")";
-  submit(
-      stream, collectiveName(op.kind), [this, key, index, op, in, out, what] {
-        CollectiveHub &h = *hub;
-        std::unique_lock<std::mutex> lock(h.mutex);
-        Meeting &meeting = h.meetings[key];
-        size_t n = std::get<0>(key).size();
-        if (meeting.ranks.empty()) {
-          meeting.ranks.resize(n);
-          meeting.arrived.assign(n, false);
-          meeting.left = int(n);
-        }
-        meeting.ranks[index] = {in, out};
-        meeting.arrived[index] = true;
-        if (++meeting.count == int(n)) {
-          // The last to arrive computes every rank's result; the others, which
-          // wait for it, do not touch their buffers meanwhile.
-          lock.unlock();
-          std::string error;
-          try {
-            computeCollective(op, meeting.ranks);
-          } catch (const std::exception &failure) {
-            error = failure.what();
-          }
-          lock.lock();
-          meeting.error = error;
-          meeting.done = true;
-          h.changed.notify_all();
-        } else if (!h.changed.wait_until(lock, Clock::now() + timeout,
-                                         [&] { return meeting.done; })) {
-          std::string missing;
-          for (size_t r = 0; r < n; ++r)
-            if (!meeting.arrived[r])
-              missing += (missing.empty() ? "" : ", ") +
-                         std::to_string(std::get<0>(key)[r]);
-          throw CommTimeout("rank " + std::to_string(me) + ": timed out in " +
-                            what + " waiting for rank " + missing);
-        }
-        std::string error = meeting.error;
-        if (--meeting.left == 0)
-          h.meetings.erase(key);
-        if (!error.empty())
-          throw std::runtime_error(what + ": " + error);
-      });
+  submit(stream, collectiveName(op.kind),
+         [this, group, count, stream, index, op, in, out, what] {
+           hub->meet(
+               group, int(stream), count, index, me, {in, out, nullptr},
+               [op](const std::vector<CollectiveOperands> &ranks) -> void * {
+                 computeCollective(op, ranks);
+                 return nullptr;
+               },
+               nullptr, nullptr, timeout, what);
+         });
 }
 
 } // namespace strata::runtime

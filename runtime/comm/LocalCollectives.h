@@ -20,18 +20,46 @@
 
 #include "runtime/cpu/RingCollectives.h"
 
+#include <condition_variable>
 #include <memory>
+#include <tuple>
 
 namespace strata::runtime {
 
-/// Where the ranks of one process meet for their collectives.
-class CollectiveHub;
-std::shared_ptr<CollectiveHub> makeCollectiveHub();
-
-/// One rank's operands of a collective.
+/// One rank's operands of a collective; on a GPU, with the event its
+/// stream recorded when it reached the collective.
 struct CollectiveOperands {
   Operand in, out;
+  void *ready = nullptr;
 };
+
+/// Where the ranks of one process meet for their collectives.
+class CollectiveHub {
+public:
+  /// What a meeting's leader does with every rank's operands; its result
+  /// (a device's event to wait on, or null) goes to each rank's `Use`
+  /// before it leaves, and to `Release` when the last has left.
+  using Lead = std::function<void *(const std::vector<CollectiveOperands> &)>;
+  using Use = std::function<void(void *)>;
+
+  /// Rank `me`, at `index` of `ranks` (world ranks, in the group's order),
+  /// arrives at the ranks' `count`th collective on `stream`. The last to
+  /// arrive runs `lead`; every rank then runs `use` (if any) with its
+  /// result and leaves, the last running `release` (if any). Throws
+  /// CommTimeout naming the ranks that did not come within `timeout`, and
+  /// what `lead` threw, on every rank.
+  void meet(const std::vector<int> &ranks, int stream, uint64_t count,
+            size_t index, int me, const CollectiveOperands &operands,
+            const Lead &lead, const Use &use, const Use &release,
+            std::chrono::milliseconds timeout, const std::string &what);
+
+private:
+  struct Meeting;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<std::tuple<std::vector<int>, int, uint64_t>, Meeting> meetings;
+};
+std::shared_ptr<CollectiveHub> makeCollectiveHub();
 
 /// Every rank's result of `op` from every rank's operands (in the group's
 /// order), as the ring computes them: what the rank that arrives last

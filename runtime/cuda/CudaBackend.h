@@ -76,11 +76,11 @@ public:
   uint32_t endGraph() override;
   void replayGraph(uint32_t graph) override;
 
-private:
   /// Makes the context current on the calling thread.
   void bind() const;
   CUstream streamOf(Stream stream) const { return streams[int(stream)]; }
 
+private:
   CUcontext context;
   CUstream streams[kStreams] = {nullptr, nullptr};
   uint8_t *arenas[kArenas] = {nullptr, nullptr, nullptr};

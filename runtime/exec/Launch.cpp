@@ -10,6 +10,7 @@
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cpu/RingCollectives.h"
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/DeviceCollectives.h"
 #include "runtime/cuda/StagedCollectives.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/Parameters.h"
@@ -83,6 +84,9 @@ std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
     auto gpuDevice = std::make_unique<cuda::CudaBackend>(gpu->context);
     if (std::string error = gpuDevice->create(); !error.empty())
       return error;
+    if (meetings)
+      collectives = std::make_unique<cuda::DeviceCollectives>(
+          std::move(meetings), transport, *gpuDevice, commTimeout(options));
     device = std::move(gpuDevice);
   } else {
     auto cpuDevice =
@@ -294,8 +298,12 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
   int threadsPerRank =
       options.threads > 0 ? options.threads : std::max(1, cores / world);
   auto hub = makeLocalHub(world);
+  // Ranks sharing a GPU meet for their collectives (the device-side
+  // communicator) unless staged; on the CPU when asked.
   std::shared_ptr<CollectiveHub> meetings =
-      options.localCollectives ? makeCollectiveHub() : nullptr;
+      options.localCollectives || (gpu && !options.stagedCollectives)
+          ? makeCollectiveHub()
+          : nullptr;
   std::vector<std::unique_ptr<Transport>> transports;
   std::vector<std::unique_ptr<LocalRank>> ranks;
   auto epoch = Clock::now();

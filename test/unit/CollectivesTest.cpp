@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -149,6 +150,71 @@ TEST(LocalCollectives, ASumInAnotherOrderIsCaught) {
   EXPECT_EQ(y[0][1], 1.0f);
   EXPECT_EQ(y[0][2], 0.0f);
   EXPECT_EQ(y[2][1], 1.0f);
+}
+
+} // namespace
+
+namespace {
+
+TEST(CollectiveHub, TheLeadersResultReachesEveryRankAndIsReleasedOnce) {
+  // What the device-side communicator relies on: the last to arrive leads
+  // (its stream runs the kernel), every rank uses the result (its stream
+  // waits for the leader's event) before any frees it, and it is freed
+  // once, after the last use.
+  auto hub = makeCollectiveHub();
+  const std::vector<int> ranks = {3, 5, 7};
+  std::atomic<int> leads{0}, uses{0}, releases{0};
+  int token = 42;
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    threads.emplace_back([&, i] {
+      for (uint64_t count = 0; count < 50; ++count)
+        hub->meet(
+            ranks, 0, count, i, ranks[i], {},
+            [&](const std::vector<CollectiveOperands> &all) -> void * {
+              EXPECT_EQ(all.size(), ranks.size());
+              ++leads;
+              return &token;
+            },
+            [&](void *result) {
+              EXPECT_EQ(result, &token);
+              ++uses;
+            },
+            [&](void *result) {
+              EXPECT_EQ(result, &token);
+              // Every rank of this meeting has used it, none of the next.
+              EXPECT_EQ(uses.load(), 3 * (releases.load() + 1));
+              ++releases;
+            },
+            std::chrono::seconds(30), "test");
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  EXPECT_EQ(leads, 50);
+  EXPECT_EQ(uses, 150);
+  EXPECT_EQ(releases, 50);
+}
+
+TEST(CollectiveHub, AMeetingNamesTheRanksThatDidNotCome) {
+  auto hub = makeCollectiveHub();
+  const std::vector<int> ranks = {0, 1, 2};
+  std::string error;
+  std::thread late([&] {
+    try {
+      hub->meet(
+          ranks, 1, 0, 1, 1, {},
+          [](const std::vector<CollectiveOperands> &) -> void * {
+            return nullptr;
+          },
+          nullptr, nullptr, std::chrono::milliseconds(200),
+          "all_reduce_sum (program optimizer)");
+    } catch (const CommTimeout &timeout) {
+      error = timeout.what();
+    }
+  });
+  late.join();
+  EXPECT_EQ(error, "rank 1: timed out in all_reduce_sum (program optimizer) "
+                   "waiting for rank 0, 2");
 }
 
 } // namespace

@@ -1,0 +1,180 @@
+//===- DeviceCollectives.cpp - collectives of ranks sharing one GPU -------===//
+#include "runtime/cuda/DeviceCollectives.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace strata::runtime::cuda {
+
+extern const char kCollectiveKernelsPtx[]; // strata-embed-kernels' output
+
+namespace {
+
+/// The device struct the kernels take: every rank's input and output.
+struct Ranks {
+  const void *in[kMaxDeviceGroup];
+  void *out[kMaxDeviceGroup];
+};
+
+/// The kernels, loaded into the primary context once per process.
+struct Kernels {
+  CUfunction allReduce[2] = {}, reduceScatter[2] = {}; // f32, bf16
+  CUfunction allGather = nullptr;
+  std::string error;
+};
+
+const Kernels &kernels() {
+  static Kernels loaded;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const Driver &d = driver();
+    CUmodule module = nullptr;
+    if (CUresult r = d.cuModuleLoadData(&module, kCollectiveKernelsPtx);
+        r != CUDA_SUCCESS) {
+      loaded.error = "the device-side communicator's kernels do not load: " +
+                     d.error(r, "cuModuleLoadData");
+      return;
+    }
+    auto get = [&](CUfunction &function, const char *name) {
+      if (loaded.error.empty())
+        if (CUresult r = d.cuModuleGetFunction(&function, module, name);
+            r != CUDA_SUCCESS)
+          loaded.error = std::string("the communicator's kernel ") + name +
+                         ": " + d.error(r, "cuModuleGetFunction");
+    };
+    get(loaded.allReduce[0], "strata_all_reduce_f32");
+    get(loaded.allReduce[1], "strata_all_reduce_bf16");
+    get(loaded.reduceScatter[0], "strata_reduce_scatter_f32");
+    get(loaded.reduceScatter[1], "strata_reduce_scatter_bf16");
+    get(loaded.allGather, "strata_all_gather");
+  });
+  return loaded;
+}
+
+unsigned blocksFor(int64_t items) {
+  return unsigned(std::clamp<int64_t>((items + 255) / 256, 1, 65535));
+}
+
+} // namespace
+
+DeviceCollectives::DeviceCollectives(std::shared_ptr<CollectiveHub> hub,
+                                     Transport &transport, CudaBackend &device,
+                                     std::chrono::milliseconds timeout)
+    : hub(std::move(hub)), me(transport.rank()), device(device),
+      timeout(timeout), staged(transport, device, timeout) {}
+
+DeviceCollectives::~DeviceCollectives() {
+  // The backend may be gone: the event goes with the context it is in,
+  // and nothing here may throw (the result is ignored).
+  if (ready)
+    driver().cuEventDestroy(ready);
+}
+
+std::string DeviceCollectives::createGroups(const Plan &plan, uint32_t rank) {
+  members.clear();
+  for (uint32_t g = 0; g < plan.groups.size(); ++g) {
+    members.push_back(plan.groupMembers(g, rank));
+    if (members.back().size() > kMaxDeviceGroup)
+      return "a communication group of " +
+             std::to_string(members.back().size()) +
+             " ranks on one GPU: the device-side communicator holds " +
+             std::to_string(kMaxDeviceGroup) + " (use --staged-collectives)";
+  }
+  device.bind();
+  if (const std::string &error = kernels().error; !error.empty())
+    return error;
+  if (CUresult r = driver().cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING);
+      r != CUDA_SUCCESS)
+    return driver().error(r, "cuEventCreate");
+  return staged.createGroups(plan, rank);
+}
+
+void DeviceCollectives::launch(CUstream stream, const CollectiveOp &op,
+                               const std::vector<CollectiveOperands> &ranks) {
+  Ranks pointers = {};
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    pointers.in[r] = ranks[r].in.data;
+    pointers.out[r] = ranks[r].out.data;
+  }
+  int n = int(ranks.size());
+  const Kernels &k = kernels();
+  const Buffer &in = *ranks[0].in.buffer, &out = *ranks[0].out.buffer;
+  int bf16 = in.dtype == DType::BF16 ? 1 : 0;
+  CUfunction function = nullptr;
+  int64_t a = 0, b = 0, items = 0;
+  int max = op.kind == CollectiveKind::AllReduceMax ? 1 : 0;
+  // Blocks along `dim`: [outer][n][inner] in the whole tensor.
+  const Buffer &part = op.kind == CollectiveKind::AllGather ? in : out;
+  int64_t outer = 1;
+  for (int64_t d = 0; d < op.dim && d < int64_t(part.shape.size()); ++d)
+    outer *= part.shape[d];
+  void *args[4] = {&pointers, &n, &a, &b};
+  switch (op.kind) {
+  case CollectiveKind::AllReduceSum:
+  case CollectiveKind::AllReduceMax:
+    function = k.allReduce[bf16];
+    a = out.elements;
+    items = a;
+    args[3] = &max;
+    break;
+  case CollectiveKind::ReduceScatter:
+    function = k.reduceScatter[bf16];
+    a = outer;
+    b = part.elements / outer;
+    items = part.elements * n;
+    break;
+  case CollectiveKind::AllGather:
+    function = k.allGather;
+    a = outer;
+    b = int64_t(part.bytes) / outer;
+    items = int64_t(part.bytes) * n * n;
+    break;
+  }
+  check(driver().cuLaunchKernel(function, blocksFor(items), 1, 1, 256, 1, 1, 0,
+                                stream, args, nullptr),
+        "cuLaunchKernel (a collective)");
+}
+
+void DeviceCollectives::collective(Stream stream, const CollectiveOp &op,
+                                   Operand in, Operand out,
+                                   const std::string &where) {
+  device.bind();
+  const Driver &d = driver();
+  CUstream mine = device.streamOf(stream);
+  const std::vector<int> &group = members[op.group];
+  if (group.size() == 1) { // one rank: its result is its input
+    launch(mine, op, {{in, out, nullptr}});
+    return;
+  }
+  uint64_t count = issued[{group, stream}]++;
+  size_t index =
+      size_t(std::find(group.begin(), group.end(), me) - group.begin());
+  check(d.cuEventRecord(ready, mine), "cuEventRecord");
+  std::string what = std::string(collectiveName(op.kind)) + " (" + where + ")";
+  hub->meet(
+      group, int(stream), count, index, me, {in, out, ready},
+      [&](const std::vector<CollectiveOperands> &ranks) -> void * {
+        // On the leader's thread: its stream waits for every rank's, runs
+        // the kernel, and marks where every stream may go on.
+        device.bind();
+        for (const CollectiveOperands &rank : ranks)
+          check(d.cuStreamWaitEvent(mine, CUevent(rank.ready), 0),
+                "cuStreamWaitEvent");
+        launch(mine, op, ranks);
+        CUevent done = nullptr;
+        check(d.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+        check(d.cuEventRecord(done, mine), "cuEventRecord");
+        return done;
+      },
+      [&](void *done) {
+        device.bind();
+        check(d.cuStreamWaitEvent(mine, CUevent(done), 0), "cuStreamWaitEvent");
+      },
+      [&](void *done) {
+        device.bind();
+        d.cuEventDestroy(CUevent(done)); // freed once the GPU is past it
+      },
+      timeout, what);
+}
+
+} // namespace strata::runtime::cuda
