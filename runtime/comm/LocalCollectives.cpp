@@ -45,15 +45,6 @@ float ringOrder(const std::vector<std::vector<float>> &values, size_t c,
 
 } // namespace
 
-struct CollectiveHub::Meeting {
-  std::vector<CollectiveOperands> ranks;
-  std::vector<bool> arrived;
-  int count = 0, left = 0;
-  bool done = false;
-  void *result = nullptr;
-  std::string error;
-};
-
 std::shared_ptr<CollectiveHub> makeCollectiveHub() {
   return std::make_shared<CollectiveHub>();
 }
@@ -92,6 +83,8 @@ void CollectiveHub::meet(const std::vector<int> &ranks, int stream,
     changed.notify_all();
   } else if (!changed.wait_until(lock, Clock::now() + timeout,
                                  [&] { return meeting.done; })) {
+    // The run ends on this error (the launcher's die), so the meeting is
+    // left as it is.
     std::string missing;
     for (size_t r = 0; r < n; ++r)
       if (!meeting.arrived[r])

@@ -54,7 +54,14 @@ public:
             std::chrono::milliseconds timeout, const std::string &what);
 
 private:
-  struct Meeting;
+  struct Meeting {
+    std::vector<CollectiveOperands> ranks;
+    std::vector<bool> arrived;
+    int count = 0, left = 0;
+    bool done = false;
+    void *result = nullptr;
+    std::string error;
+  };
   std::mutex mutex;
   std::condition_variable changed;
   std::map<std::tuple<std::vector<int>, int, uint64_t>, Meeting> meetings;

@@ -89,6 +89,26 @@ std::string DeviceCollectives::createGroups(const Plan &plan, uint32_t rank) {
   return staged.createGroups(plan, rank);
 }
 
+/// Whether a thread per element stays safe for a rank whose output and
+/// input share bytes: only the same bytes (in place), or, with blocks along
+/// the first dimension, a reduce-scatter's output at its own block of the
+/// input or an all-gather's input at its own block of the output.
+static bool safeAliasing(const CollectiveOp &op, const CollectiveOperands &rank,
+                         size_t index, int64_t outer) {
+  auto begin = [](Operand o) { return static_cast<const uint8_t *>(o.data); };
+  const uint8_t *in = begin(rank.in), *out = begin(rank.out);
+  uint64_t inBytes = rank.in.buffer->bytes, outBytes = rank.out.buffer->bytes;
+  if (in + inBytes <= out || out + outBytes <= in || in == out)
+    return true;
+  if (outer != 1)
+    return false;
+  if (op.kind == CollectiveKind::ReduceScatter)
+    return out == in + index * outBytes;
+  if (op.kind == CollectiveKind::AllGather)
+    return in == out + index * inBytes;
+  return false;
+}
+
 void DeviceCollectives::launch(CUstream stream, const CollectiveOp &op,
                                const std::vector<CollectiveOperands> &ranks) {
   Ranks pointers = {};
@@ -108,6 +128,11 @@ void DeviceCollectives::launch(CUstream stream, const CollectiveOp &op,
   int64_t outer = 1;
   for (int64_t d = 0; d < op.dim && d < int64_t(part.shape.size()); ++d)
     outer *= part.shape[d];
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (!safeAliasing(op, ranks[r], r, outer))
+      throw std::runtime_error(
+          "the device-side communicator cannot run a collective whose "
+          "output partly overlaps its input (use --staged-collectives)");
   void *args[4] = {&pointers, &n, &a, &b};
   switch (op.kind) {
   case CollectiveKind::AllReduceSum:
@@ -143,7 +168,8 @@ void DeviceCollectives::collective(Stream stream, const CollectiveOp &op,
   CUstream mine = device.streamOf(stream);
   const std::vector<int> &group = members[op.group];
   if (group.size() == 1) { // one rank: its result is its input
-    launch(mine, op, {{in, out, nullptr}});
+    if (in.data != out.data)
+      launch(mine, op, {{in, out, nullptr}});
     return;
   }
   uint64_t count = issued[{group, stream}]++;

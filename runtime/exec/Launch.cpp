@@ -70,9 +70,11 @@ struct LocalRank {
 };
 
 /// Rank `rank` on a CPU backend, or on `gpu` when there is one, made and
-/// its plan loaded (arenas, events, modules, groups); "" or why not. A GPU's
-/// collectives, and the CPU's with --staged-collectives, are staged through the
-/// host; else the CPU's rings run on its streams.
+/// its plan loaded (arenas, events, modules, groups); "" or why not. With
+/// `meetings`, ranks as threads meet for their collectives (on a GPU the
+/// device-side communicator, on the CPU --local-collectives); else a GPU's
+/// collectives, and the CPU's with --staged-collectives, are staged through
+/// the host, and the CPU's rings run on its streams.
 std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
                      const TrainOptions &options, const Dataset &data,
                      int threads, const cuda::Gpu *gpu,
