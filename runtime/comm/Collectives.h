@@ -60,7 +60,8 @@ public:
 
 /// Every message tag a rank uses, in one place: each stream's collectives
 /// (a reduction's and a gather's rounds), the host's, the final gathers to
-/// rank 0, and the pipeline transfers from kFirstTransferTag on.
+/// rank 0, NCCL's unique ids, and the pipeline transfers from
+/// kFirstTransferTag on.
 enum MessageTag : int {
   kTagComputeReduce = 1,
   kTagComputeGather = 2,
@@ -69,6 +70,7 @@ enum MessageTag : int {
   kTagHost = 5,
   kTagGatherParams = 7,
   kTagGatherTrace = 8,
+  kTagNcclId = 9,
   kFirstTransferTag = 16,
 };
 

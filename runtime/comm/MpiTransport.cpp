@@ -52,6 +52,12 @@ int launcherLocalRank() {
                        0);
 }
 
+int launcherLocalSize() {
+  return launcherValue({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                        "PMIX_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"},
+                       0);
+}
+
 namespace {
 
 /// The shim's functions, looked up once.

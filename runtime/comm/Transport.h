@@ -78,6 +78,9 @@ int launcherRank();
 /// This process's index among the launcher's processes on its node (which
 /// GPU it takes), or 0.
 int launcherLocalRank();
+/// How many of the launcher's processes run on this node, or 0 if the
+/// launcher does not say.
+int launcherLocalSize();
 /// Ends MPI (after the last exchange), if it was started.
 void finishMpi();
 /// Ends every process of the MPI job, after an error this rank reported.

@@ -28,21 +28,26 @@ int indexIn(const std::vector<int> &group, int rank) {
 
 } // namespace
 
+std::string groupName(const Plan &plan, uint32_t group) {
+  const Group &g = plan.groups[group];
+  std::string name;
+  for (int axis : g.axes)
+    name += (name.empty() ? "" : "+") + std::string(axisName(axis));
+  if (!g.stages.empty()) {
+    name += " (stages";
+    for (size_t s = 0; s < g.stages.size(); ++s)
+      name += (s ? ", " : " ") + std::to_string(g.stages[s]);
+    name += ")";
+  }
+  return name;
+}
+
 std::string RingCollectives::createGroups(const Plan &plan, uint32_t rank) {
   members.clear();
   groupNames.clear();
   for (uint32_t g = 0; g < plan.groups.size(); ++g) {
     members.push_back(plan.groupMembers(g, rank));
-    std::string name;
-    for (int axis : plan.groups[g].axes)
-      name += (name.empty() ? "" : "+") + std::string(axisName(axis));
-    if (!plan.groups[g].stages.empty()) {
-      name += " (stages";
-      for (size_t s = 0; s < plan.groups[g].stages.size(); ++s)
-        name += (s ? ", " : " ") + std::to_string(plan.groups[g].stages[s]);
-      name += ")";
-    }
-    groupNames.push_back(name);
+    groupNames.push_back(groupName(plan, g));
   }
   return "";
 }

@@ -29,6 +29,9 @@ namespace strata::runtime {
 using SubmitToStream =
     std::function<void(Stream, const std::string &, std::function<void()>)>;
 
+/// A plan group's name in reports: "tp", "dp+pp", "pp (stages 0, 3)".
+std::string groupName(const Plan &plan, uint32_t group);
+
 class RingCollectives : public Collectives {
 public:
   RingCollectives(Transport &transport, SubmitToStream submit,

@@ -77,6 +77,7 @@ std::string openGpu(const Plan &plan, Gpu &gpu) {
   if (std::string error = openDevice(ordinal, gpu.context, gpu.info);
       !error.empty())
     return error;
+  gpu.devices = driver.devices;
   if (std::string error = checkArchitecture(plan.cudaArch, gpu.info);
       !error.empty())
     return error;

@@ -30,6 +30,7 @@ namespace strata::runtime::cuda {
 struct Gpu {
   CUcontext context = nullptr;
   DeviceInfo info;
+  int devices = 0; // the node's GPUs
 };
 
 /// Everything checked before a rank is made: a plan of the cuda target,

@@ -32,6 +32,10 @@ struct Driver {
   X(cuMemAlloc)                                                                \
   X(cuMemFree)                                                                 \
   X(cuMemcpyHtoDAsync)                                                         \
+  X(cuMemcpyDtoDAsync)                                                         \
+  X(cuMemcpy2DAsync)                                                           \
+  X(cuMemAllocAsync)                                                           \
+  X(cuMemFreeAsync)                                                            \
   X(cuMemcpyDtoHAsync)                                                         \
   X(cuMemsetD8Async)                                                           \
   X(cuStreamCreate)                                                            \

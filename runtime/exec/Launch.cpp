@@ -11,6 +11,7 @@
 #include "runtime/cpu/RingCollectives.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/DeviceCollectives.h"
+#include "runtime/cuda/NcclCollectives.h"
 #include "runtime/cuda/StagedCollectives.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/Parameters.h"
@@ -89,6 +90,10 @@ std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
     if (meetings)
       collectives = std::make_unique<cuda::DeviceCollectives>(
           std::move(meetings), transport, *gpuDevice, commTimeout(options));
+    else if (!options.stagedCollectives &&
+             launcherLocalSize() <= gpu->devices) // a GPU per process
+      collectives = std::make_unique<cuda::NcclCollectives>(
+          transport, *gpuDevice, commTimeout(options));
     device = std::move(gpuDevice);
   } else {
     auto cpuDevice =

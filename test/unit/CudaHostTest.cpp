@@ -8,15 +8,20 @@
 // checks that refuse a plan before anything runs.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/comm/Transport.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/DeviceChecks.h"
 #include "runtime/cuda/LaunchArgs.h"
+#include "runtime/cuda/Nccl.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <mutex>
 #include <random>
+#include <thread>
 
 using namespace strata::runtime;
 using namespace strata::runtime::cuda;
@@ -229,6 +234,136 @@ TEST(CudaHost, MemoryAndSharedMemoryChecks) {
   EXPECT_EQ(checkSharedMemory(plan, plan.ranks[0], gpu),
             "kernel attention_fwd_0 needs 102,400 bytes of shared memory; "
             "H100 allows 101,376");
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// NCCL's communicators, with a stand-in for NCCL
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// What the stand-in saw: each rank's joins (set size, its index, the id).
+struct Join {
+  int nranks, index;
+  std::string id;
+};
+std::mutex fakeMutex;
+std::map<std::thread::id, std::vector<Join>> fakeJoins;
+int fakeIds = 0, fakeGroupDepth = 0;
+
+ncclResult_t fakeUniqueId(ncclUniqueId *id) {
+  std::lock_guard<std::mutex> lock(fakeMutex);
+  std::memset(id, 0, sizeof *id);
+  std::snprintf(id->internal, sizeof id->internal, "id-%d", fakeIds++);
+  return ncclSuccess;
+}
+ncclResult_t fakeInit(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
+  std::lock_guard<std::mutex> lock(fakeMutex);
+  // A join outside a group call would block until every member joined.
+  EXPECT_GT(fakeGroupDepth, 0);
+  fakeJoins[std::this_thread::get_id()].push_back({nranks, rank, id.internal});
+  *comm = reinterpret_cast<ncclComm_t>(uintptr_t(0x1000 + rank));
+  return ncclSuccess;
+}
+ncclResult_t fakeGroupStart() {
+  std::lock_guard<std::mutex> lock(fakeMutex);
+  ++fakeGroupDepth;
+  return ncclSuccess;
+}
+ncclResult_t fakeGroupEnd() {
+  std::lock_guard<std::mutex> lock(fakeMutex);
+  --fakeGroupDepth;
+  return ncclSuccess;
+}
+
+TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
+  // t=2, d=2, p=2: tp groups, dp groups, the tied embedding's first and
+  // last stage, the gradient norm over dp and pp, and each pipeline line.
+  Plan plan;
+  plan.tensorParallel = plan.dataParallel = plan.pipelineParallel = 2;
+  plan.groups = {{{0}, {}}, {{1}, {}}, {{2}, {0, 1}}, {{1, 2}, {}}};
+  NcclApi api;
+  api.ncclGetUniqueId = fakeUniqueId;
+  api.ncclCommInitRank = fakeInit;
+  api.ncclGroupStart = fakeGroupStart;
+  api.ncclGroupEnd = fakeGroupEnd;
+  int world = int(plan.world());
+  auto hub = makeLocalHub(world);
+  std::vector<std::map<std::vector<int>, ncclComm_t>> comms(world);
+  std::vector<std::thread::id> ids(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      ids[r] = std::this_thread::get_id();
+      auto transport = makeLocalTransport(hub, r);
+      EXPECT_EQ(createCommunicators(api, plan, uint32_t(r), *transport,
+                                    Clock::now() + std::chrono::seconds(30),
+                                    comms[r]),
+                "");
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  // The tied group (stages 0 and 1) and the pipeline line are the same
+  // ranks: one communicator. Rank 0 (tp 0, dp 0, pp 0): tp {0, 1}, dp
+  // {0, 2}, the line {0, 4}, dp and pp {0, 2, 4, 6}.
+  std::vector<std::vector<int>> expected = {
+      {0, 1}, {0, 2}, {0, 4}, {0, 2, 4, 6}};
+  EXPECT_EQ(communicatorSets(plan, 0), expected);
+  std::map<std::string, std::vector<int>> byId; // id: the ranks that joined
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(comms[r].size(), 4u) << "rank " << r;
+    const std::vector<Join> &joins = fakeJoins[ids[r]];
+    std::vector<std::vector<int>> sets = communicatorSets(plan, uint32_t(r));
+    ASSERT_EQ(joins.size(), sets.size());
+    for (size_t s = 0; s < sets.size(); ++s) {
+      EXPECT_EQ(joins[s].nranks, int(sets[s].size()));
+      EXPECT_EQ(sets[s][joins[s].index], r);
+      byId[joins[s].id].push_back(r);
+      EXPECT_TRUE(comms[r].count(sets[s]));
+    }
+  }
+  // Every set of ranks shares one id, made once: 4 tp sets, 4 dp sets, 4
+  // lines, 2 dp-and-pp sets.
+  EXPECT_EQ(byId.size(), 14u);
+  EXPECT_EQ(fakeIds, 14);
+  for (auto &[id, ranks] : byId)
+    EXPECT_TRUE(ranks.size() == 2 || ranks.size() == 4) << id;
+  EXPECT_EQ(fakeGroupDepth, 0);
+}
+
+TEST(Nccl, AGroupOfSomeStagesIsNotARankOfAnotherStagesSet) {
+  // p=3 with the tied embedding's group on the first and last stage: the
+  // middle stage's rank is in the pipeline line only.
+  Plan plan;
+  plan.pipelineParallel = 3;
+  plan.groups = {{{2}, {0, 2}}};
+  EXPECT_EQ(communicatorSets(plan, 0),
+            (std::vector<std::vector<int>>{{0, 2}, {0, 1, 2}}));
+  EXPECT_EQ(communicatorSets(plan, 1),
+            (std::vector<std::vector<int>>{{0, 1, 2}}));
+  NcclApi api;
+  api.ncclGetUniqueId = fakeUniqueId;
+  api.ncclCommInitRank = fakeInit;
+  api.ncclGroupStart = fakeGroupStart;
+  api.ncclGroupEnd = fakeGroupEnd;
+  auto hub = makeLocalHub(3);
+  std::vector<std::map<std::vector<int>, ncclComm_t>> comms(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      auto transport = makeLocalTransport(hub, r);
+      EXPECT_EQ(createCommunicators(api, plan, uint32_t(r), *transport,
+                                    Clock::now() + std::chrono::seconds(5),
+                                    comms[r]),
+                "");
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  EXPECT_EQ(comms[0].size(), 2u);
+  EXPECT_EQ(comms[1].size(), 1u);
+  EXPECT_EQ(comms[2].size(), 2u);
 }
 
 } // namespace

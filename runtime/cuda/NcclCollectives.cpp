@@ -1,0 +1,270 @@
+//===- NcclCollectives.cpp - collectives of processes with a GPU each -----===//
+#include "runtime/cuda/NcclCollectives.h"
+
+#include <algorithm>
+
+namespace strata::runtime::cuda {
+
+namespace {
+
+CUdeviceptr address(const void *pointer) {
+  return CUdeviceptr(reinterpret_cast<uintptr_t>(pointer));
+}
+
+ncclDataType_t ncclType(DType dtype) {
+  if (dtype == DType::I32)
+    throw std::logic_error("a collective over integers");
+  return dtype == DType::BF16 ? ncclBfloat16 : ncclFloat32;
+}
+
+/// Blocks along `dim` of a rank's part: the whole tensor is
+/// [outer][n][inner] and the part [outer][inner].
+int64_t outerOf(const Buffer &part, int32_t dim) {
+  int64_t outer = 1;
+  for (int32_t d = 0; d < dim && d < int32_t(part.shape.size()); ++d)
+    outer *= part.shape[d];
+  return outer;
+}
+
+} // namespace
+
+NcclCollectives::NcclCollectives(Transport &transport, CudaBackend &device,
+                                 std::chrono::milliseconds timeout)
+    : transport(transport), device(device), timeout(timeout),
+      ring(
+          transport,
+          [](Stream, const std::string &, std::function<void()> work) {
+            work();
+          },
+          timeout),
+      me(transport.rank()) {}
+
+NcclCollectives::~NcclCollectives() {
+  // Nothing here may throw: results are ignored on the way out.
+  for (auto &[set, comm] : comms)
+    if (comm)
+      api->ncclCommDestroy(comm);
+  if (scratch)
+    driver().cuMemFree(address(scratch));
+}
+
+std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
+  std::string error;
+  api = loadNccl(error);
+  if (!api)
+    return error;
+  members.clear();
+  groupNames.clear();
+  for (uint32_t g = 0; g < plan.groups.size(); ++g) {
+    members.push_back(plan.groupMembers(g, rank));
+    groupNames.push_back(groupName(plan, g));
+  }
+  std::array<uint32_t, 3> at = plan.coordinates(rank);
+  line.clear();
+  for (uint32_t stage = 0; stage < plan.pipelineParallel; ++stage) {
+    at[2] = stage;
+    line.push_back(int(plan.rankAt(at)));
+  }
+  device.bind();
+  if (std::string error = createCommunicators(*api, plan, rank, transport,
+                                              Clock::now() + timeout, comms);
+      !error.empty())
+    return error;
+  // The scratch the largest gather or scatter along a later dim needs.
+  for (const Program &program : plan.ranks.at(rank).programs)
+    for (const Instruction &instruction : program.instructions)
+      if (const CollectiveOp *op = instruction.collective()) {
+        const std::vector<Buffer> &buffers = plan.ranks.at(rank).buffers;
+        const Buffer &whole =
+            buffers[op->kind == CollectiveKind::AllGather ? op->output
+                                                          : op->input];
+        const Buffer &part =
+            buffers[op->kind == CollectiveKind::AllGather ? op->input
+                                                          : op->output];
+        bool blocks = op->kind == CollectiveKind::AllGather ||
+                      op->kind == CollectiveKind::ReduceScatter;
+        if (blocks && outerOf(part, op->dim) > 1)
+          scratchBytes = std::max(scratchBytes, whole.bytes);
+      }
+  if (scratchBytes) {
+    CUdeviceptr bytes = 0;
+    if (CUresult r = driver().cuMemAlloc(&bytes, scratchBytes);
+        r != CUDA_SUCCESS)
+      return "NCCL's scratch: " + driver().error(r, "cuMemAlloc");
+    scratch = reinterpret_cast<void *>(uintptr_t(bytes));
+  }
+  return ring.createGroups(plan, rank);
+}
+
+void NcclCollectives::count(const std::string &kind, uint64_t sent) {
+  std::lock_guard<std::mutex> lock(countMutex);
+  bytes[kind] += sent;
+}
+
+std::map<std::string, uint64_t> NcclCollectives::bytesByKind() const {
+  std::lock_guard<std::mutex> lock(countMutex);
+  return bytes;
+}
+
+void NcclCollectives::copyRows(CUstream stream, void *to, size_t toPitch,
+                               const void *from, size_t fromPitch, size_t width,
+                               size_t height) {
+  CUDA_MEMCPY2D copy = {};
+  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = address(from);
+  copy.srcPitch = fromPitch;
+  copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.dstDevice = address(to);
+  copy.dstPitch = toPitch;
+  copy.WidthInBytes = width;
+  copy.Height = height;
+  check(driver().cuMemcpy2DAsync(&copy, stream), "cuMemcpy2DAsync");
+}
+
+void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
+                                 Operand in, Operand out,
+                                 const std::string &where) {
+  device.bind();
+  CUstream s = device.streamOf(stream);
+  const std::vector<int> &group = members[op.group];
+  size_t n = group.size();
+  std::string what = std::string(collectiveName(op.kind)) + " (" + where + ")";
+  if (n == 1) { // the ring's result for one rank: its input
+    if (in.data != out.data)
+      check(driver().cuMemcpyDtoDAsync(address(out.data), address(in.data),
+                                       out.buffer->bytes, s),
+            "cuMemcpyDtoDAsync");
+    return;
+  }
+  ncclComm_t comm = comms.at(group);
+  ncclDataType_t type = ncclType(in.buffer->dtype);
+  auto nccl = [&](ncclResult_t result, const char *call) {
+    if (std::string error = api->error(result, call); !error.empty())
+      throw std::runtime_error("rank " + std::to_string(me) + ": " + what +
+                               ": " + error);
+  };
+  std::string kind =
+      std::string(collectiveName(op.kind)) + " over " + groupNames[op.group];
+  switch (op.kind) {
+  case CollectiveKind::AllReduceSum:
+  case CollectiveKind::AllReduceMax:
+    nccl(api->ncclAllReduce(
+             in.data, out.data, size_t(out.buffer->elements), type,
+             op.kind == CollectiveKind::AllReduceMax ? ncclMax : ncclSum, comm,
+             s),
+         "ncclAllReduce");
+    count(kind, 2 * (n - 1) * out.buffer->bytes / n);
+    return;
+  case CollectiveKind::AllGather: {
+    const Buffer &part = *in.buffer;
+    int64_t outer = outerOf(part, op.dim);
+    void *target = outer == 1 ? out.data : scratch;
+    nccl(api->ncclAllGather(in.data, target, size_t(part.elements), type, comm,
+                            s),
+         "ncclAllGather");
+    if (outer > 1) {
+      // [n][outer][inner] to [outer][n][inner]: rank r's rows.
+      size_t inner = part.bytes / size_t(outer);
+      for (size_t r = 0; r < n; ++r)
+        copyRows(s, static_cast<uint8_t *>(out.data) + r * inner, n * inner,
+                 static_cast<uint8_t *>(scratch) + r * part.bytes, inner, inner,
+                 size_t(outer));
+    }
+    count(kind, (n - 1) * part.bytes);
+    return;
+  }
+  case CollectiveKind::ReduceScatter: {
+    const Buffer &part = *out.buffer;
+    int64_t outer = outerOf(part, op.dim);
+    const void *source = in.data;
+    if (outer > 1) {
+      // [outer][n][inner] to [n][outer][inner]: rank r's block together.
+      size_t inner = part.bytes / size_t(outer);
+      for (size_t r = 0; r < n; ++r)
+        copyRows(s, static_cast<uint8_t *>(scratch) + r * part.bytes, inner,
+                 static_cast<const uint8_t *>(in.data) + r * inner, n * inner,
+                 inner, size_t(outer));
+      source = scratch;
+    }
+    nccl(api->ncclReduceScatter(source, out.data, size_t(part.elements), type,
+                                ncclSum, comm, s),
+         "ncclReduceScatter");
+    count(kind, (n - 1) * part.bytes);
+    return;
+  }
+  }
+}
+
+void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
+                               std::vector<Transfer> receives) {
+  if (sends.empty() && receives.empty())
+    return;
+  device.bind();
+  const Driver &d = driver();
+  CUstream s = device.streamOf(stream);
+  // To itself (virtual stages on one stage): through a buffer the stream
+  // allocates, in the order sent.
+  for (const Transfer &t : sends)
+    if (t.peer == me) {
+      CUdeviceptr copy = 0;
+      size_t size = t.buffer.buffer->bytes;
+      check(d.cuMemAllocAsync(&copy, size, s), "cuMemAllocAsync");
+      check(d.cuMemcpyDtoDAsync(copy, address(t.buffer.data), size, s),
+            "cuMemcpyDtoDAsync");
+      toSelf[t.tag].push_back(copy);
+    }
+  for (const Transfer &t : receives)
+    if (t.peer == me) {
+      std::deque<CUdeviceptr> &queue = toSelf[t.tag];
+      if (queue.empty())
+        throw std::runtime_error("rank " + std::to_string(me) + ": " + t.where +
+                                 ": a transfer to itself before it was sent");
+      check(d.cuMemcpyDtoDAsync(address(t.buffer.data), queue.front(),
+                                t.buffer.buffer->bytes, s),
+            "cuMemcpyDtoDAsync");
+      check(d.cuMemFreeAsync(queue.front(), s), "cuMemFreeAsync");
+      queue.pop_front();
+    }
+  // The others: one NCCL group, so that sends and receives pair up.
+  ncclComm_t comm = line.size() > 1 ? comms.at(line) : nullptr;
+  auto index = [&](int peer) {
+    return int(std::find(line.begin(), line.end(), peer) - line.begin());
+  };
+  auto nccl = [&](ncclResult_t result, const char *call) {
+    if (std::string error = api->error(result, call); !error.empty())
+      throw std::runtime_error("rank " + std::to_string(me) +
+                               ": a pipeline exchange: " + error);
+  };
+  // NCCL pairs a pair of ranks' sends and receives in order, without
+  // tags: both sides go by tag (a channel and microbatch the two share).
+  auto byPeerAndTag = [](const Transfer &a, const Transfer &b) {
+    return std::pair(a.peer, a.tag) < std::pair(b.peer, b.tag);
+  };
+  std::stable_sort(sends.begin(), sends.end(), byPeerAndTag);
+  std::stable_sort(receives.begin(), receives.end(), byPeerAndTag);
+  uint64_t sent = 0;
+  nccl(api->ncclGroupStart(), "ncclGroupStart");
+  ncclResult_t result = ncclSuccess;
+  const char *call = "";
+  for (const Transfer &t : sends)
+    if (t.peer != me && result == ncclSuccess) {
+      result = api->ncclSend(t.buffer.data, t.buffer.buffer->bytes, ncclUint8,
+                             index(t.peer), comm, s);
+      call = "ncclSend";
+      sent += t.buffer.buffer->bytes;
+    }
+  for (const Transfer &t : receives)
+    if (t.peer != me && result == ncclSuccess) {
+      result = api->ncclRecv(t.buffer.data, t.buffer.buffer->bytes, ncclUint8,
+                             index(t.peer), comm, s);
+      call = "ncclRecv";
+    }
+  // The group is closed whatever failed in it.
+  ncclResult_t ended = api->ncclGroupEnd();
+  nccl(result, call);
+  nccl(ended, "ncclGroupEnd");
+  if (sent)
+    count("send over pp", sent);
+}
+
+} // namespace strata::runtime::cuda

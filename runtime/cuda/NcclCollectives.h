@@ -1,0 +1,71 @@
+//===- NcclCollectives.h - collectives of processes with GPUs ---*- C++ -*-===//
+//
+// The collectives and pipeline transfers of ranks that are processes
+// under a launcher, one GPU each, over NCCL's communicators (Nccl.h), on
+// the rank's CUDA streams. Gathers and scatters along a later dimension
+// go through a scratch buffer, reordered with 2D copies between NCCL's
+// [n][outer][inner] and the plan's [outer][n][inner]. A transfer to the
+// rank itself (virtual stages on one stage) is a device copy through a
+// buffer the stream allocates. The host's all-reduce (the logged loss)
+// goes over the transport. NCCL's sums are its own order, not the ring's:
+// layouts match one device within the parity suite's tolerance, not bit
+// for bit.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_CUDA_NCCLCOLLECTIVES_H
+#define STRATA_RUNTIME_CUDA_NCCLCOLLECTIVES_H
+
+#include "runtime/cpu/RingCollectives.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/Nccl.h"
+
+#include <deque>
+#include <mutex>
+
+namespace strata::runtime::cuda {
+
+class NcclCollectives : public Collectives {
+public:
+  NcclCollectives(Transport &transport, CudaBackend &device,
+                  std::chrono::milliseconds timeout);
+  ~NcclCollectives() override;
+
+  /// NCCL, the communicators and the scratch buffer; "" or why not.
+  std::string createGroups(const Plan &plan, uint32_t rank) override;
+  void collective(Stream stream, const CollectiveOp &op, Operand in,
+                  Operand out, const std::string &where) override;
+  void exchange(Stream stream, std::vector<Transfer> sends,
+                std::vector<Transfer> receives) override;
+  void hostAllReduce(const std::vector<int> &group, float *values, size_t count,
+                     const std::string &what) override {
+    ring.hostAllReduce(group, values, count, what);
+  }
+  void flush() override { ring.flush(); }
+  std::map<std::string, uint64_t> bytesByKind() const override;
+
+private:
+  void count(const std::string &kind, uint64_t bytes);
+  /// Copies `height` rows of `width` bytes between pitched layouts.
+  void copyRows(CUstream stream, void *to, size_t toPitch, const void *from,
+                size_t fromPitch, size_t width, size_t height);
+
+  Transport &transport;
+  CudaBackend &device;
+  std::chrono::milliseconds timeout;
+  RingCollectives ring; // the host's all-reduce
+  const NcclApi *api = nullptr;
+  int me = 0;
+  std::vector<std::vector<int>> members; // per plan group
+  std::vector<std::string> groupNames;
+  std::vector<int> line; // the pipeline line
+  std::map<std::vector<int>, ncclComm_t> comms;
+  void *scratch = nullptr; // for gathers and scatters along a later dim
+  uint64_t scratchBytes = 0;
+  std::map<int, std::deque<CUdeviceptr>> toSelf; // by tag
+  mutable std::mutex countMutex;
+  std::map<std::string, uint64_t> bytes;
+};
+
+} // namespace strata::runtime::cuda
+
+#endif
