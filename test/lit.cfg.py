@@ -15,8 +15,8 @@ config.substitutions.append(("%{strata_src}", config.strata_src_root))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%strata_bin", config.strata_tools_dir))
 # NVRTC (strata-compile --target cuda) and ptxas_check.py find the toolkit
-# through it; lit passes no variable it is not given.
-config.environment["CUDA_HOME"] = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+# through it: the one CMake found (lit passes no variable it is not given).
+config.environment["CUDA_HOME"] = config.cuda_home
 config.environment["PATH"] = os.pathsep.join(
     [config.strata_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 

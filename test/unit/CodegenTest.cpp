@@ -294,8 +294,9 @@ TEST(Codegen, AFusedGroupIsOneKernelKeepingValuesInRegisters) {
   EXPECT_NE(code.body.find("float v0 = stored(p0_2, (r0 + r1));"),
             std::string::npos)
       << code.body;
-  EXPECT_EQ(code.body.find("load(p0_0, i)"), code.body.rfind("load(p0_0, i)"))
-      << code.body;
+  size_t load = code.body.find("load(p0_0, i)");
+  ASSERT_NE(load, std::string::npos) << code.body;
+  EXPECT_EQ(load, code.body.rfind("load(p0_0, i)")) << code.body;
   std::string unit = fusedUnit(group, code, "fused_0");
   // The launch contract of a group: every member's operands in turn.
   EXPECT_NE(unit.find("// add+gelu_fwd+mul\n"), std::string::npos);

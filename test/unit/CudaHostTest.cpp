@@ -15,6 +15,8 @@
 #include "runtime/cuda/LaunchArgs.h"
 #include "runtime/cuda/Nccl.h"
 
+#include "TestRandom.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,11 +29,6 @@ using namespace strata::runtime;
 using namespace strata::runtime::cuda;
 
 namespace {
-
-std::mt19937_64 &rng() {
-  static std::mt19937_64 engine(std::random_device{}());
-  return engine;
-}
 
 std::vector<float> randomFloats(size_t n) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -251,7 +248,8 @@ struct Join {
 };
 std::mutex fakeMutex;
 std::map<std::thread::id, std::vector<Join>> fakeJoins;
-int fakeIds = 0, fakeGroupDepth = 0;
+int fakeIds = 0;
+thread_local int fakeGroupDepth = 0; // the calling rank's group calls open
 
 ncclResult_t fakeUniqueId(ncclUniqueId *id) {
   std::lock_guard<std::mutex> lock(fakeMutex);
@@ -268,14 +266,25 @@ ncclResult_t fakeInit(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
   return ncclSuccess;
 }
 ncclResult_t fakeGroupStart() {
-  std::lock_guard<std::mutex> lock(fakeMutex);
   ++fakeGroupDepth;
   return ncclSuccess;
 }
 ncclResult_t fakeGroupEnd() {
-  std::lock_guard<std::mutex> lock(fakeMutex);
   --fakeGroupDepth;
   return ncclSuccess;
+}
+
+/// The stand-in for NCCL, its record cleared.
+NcclApi fakeNccl() {
+  std::lock_guard<std::mutex> lock(fakeMutex);
+  fakeJoins.clear();
+  fakeIds = 0;
+  NcclApi api;
+  api.ncclGetUniqueId = fakeUniqueId;
+  api.ncclCommInitRank = fakeInit;
+  api.ncclGroupStart = fakeGroupStart;
+  api.ncclGroupEnd = fakeGroupEnd;
+  return api;
 }
 
 TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
@@ -284,11 +293,7 @@ TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
   Plan plan;
   plan.tensorParallel = plan.dataParallel = plan.pipelineParallel = 2;
   plan.groups = {{{0}, {}}, {{1}, {}}, {{2}, {0, 1}}, {{1, 2}, {}}};
-  NcclApi api;
-  api.ncclGetUniqueId = fakeUniqueId;
-  api.ncclCommInitRank = fakeInit;
-  api.ncclGroupStart = fakeGroupStart;
-  api.ncclGroupEnd = fakeGroupEnd;
+  NcclApi api = fakeNccl();
   int world = int(plan.world());
   auto hub = makeLocalHub(world);
   std::vector<std::map<std::vector<int>, ncclComm_t>> comms(world);
@@ -302,6 +307,7 @@ TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
                                     Clock::now() + std::chrono::seconds(30),
                                     comms[r]),
                 "");
+      EXPECT_EQ(fakeGroupDepth, 0); // every group call closed
     });
   for (std::thread &thread : threads)
     thread.join();
@@ -330,7 +336,6 @@ TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
   EXPECT_EQ(fakeIds, 14);
   for (auto &[id, ranks] : byId)
     EXPECT_TRUE(ranks.size() == 2 || ranks.size() == 4) << id;
-  EXPECT_EQ(fakeGroupDepth, 0);
 }
 
 TEST(Nccl, AGroupOfSomeStagesIsNotARankOfAnotherStagesSet) {
@@ -343,11 +348,7 @@ TEST(Nccl, AGroupOfSomeStagesIsNotARankOfAnotherStagesSet) {
             (std::vector<std::vector<int>>{{0, 2}, {0, 1, 2}}));
   EXPECT_EQ(communicatorSets(plan, 1),
             (std::vector<std::vector<int>>{{0, 1, 2}}));
-  NcclApi api;
-  api.ncclGetUniqueId = fakeUniqueId;
-  api.ncclCommInitRank = fakeInit;
-  api.ncclGroupStart = fakeGroupStart;
-  api.ncclGroupEnd = fakeGroupEnd;
+  NcclApi api = fakeNccl();
   auto hub = makeLocalHub(3);
   std::vector<std::map<std::vector<int>, ncclComm_t>> comms(3);
   std::vector<std::thread> threads;

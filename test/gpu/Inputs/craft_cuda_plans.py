@@ -7,7 +7,6 @@ cuda backend meets the device, with one error line and exit status 1.
 CUDA.plan is a one-rank plan of the cuda target. Prints, per case, the
 case's name and strata-run's error line.
 """
-import copy
 import os
 import sys
 import tempfile
@@ -23,11 +22,7 @@ source = plans.decode(cuda_path)
 
 
 def case(name, mutate):
-    header, plan = source
-    crafted = copy.deepcopy(plan)
-    mutate(crafted)
-    path = os.path.join(plans.work, name + ".plan")
-    plans.encode(header, crafted, path)
+    path = plans.craft(name, source, mutate)
     flags = ["--backend", "cuda", "--train-iters", "1"]
     print(f"{name}: {refusal.refused(name, path, flags)}")
 

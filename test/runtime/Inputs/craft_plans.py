@@ -12,8 +12,6 @@ tensor-parallel plan (one template, with per-rank values); CUDA.plan a
 plan of the cuda target (generated kernels), which the CPU backend runs.
 Prints, per case, the case's name and strata-run's error line.
 """
-import copy
-import os
 import sys
 import tempfile
 
@@ -21,18 +19,16 @@ import refusal
 from plan_json import PlanJson
 
 schema, pipeline_path, tensor_path, cuda_path = sys.argv[1:5]
-work = tempfile.mkdtemp(prefix="strata-craft-")
-plans = PlanJson(schema, work)
-decode, encode = plans.decode, plans.encode
+plans = PlanJson(schema, tempfile.mkdtemp(prefix="strata-craft-"))
 
 
 def refused(name, path, flags=("--train-iters", "1")):
     print(f"{name}: {refusal.refused(name, path, flags)}")
 
 
-pipeline = decode(pipeline_path)
-tensor = decode(tensor_path)
-cuda = decode(cuda_path)
+pipeline = plans.decode(pipeline_path)
+tensor = plans.decode(tensor_path)
+cuda = plans.decode(cuda_path)
 
 
 def first(items, predicate):
@@ -40,11 +36,7 @@ def first(items, predicate):
 
 
 def case(name, source, mutate, check_too=False):
-    header, plan = source
-    crafted = copy.deepcopy(plan)
-    mutate(crafted)
-    path = os.path.join(work, name + ".plan")
-    encode(header, crafted, path)
+    path = plans.craft(name, source, mutate)
     refused(name, path)
     if check_too:  # strata-run --check checks a template's later ranks apart
         refused(name + " (--check)", path, ["--check"])

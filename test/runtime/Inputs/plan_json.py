@@ -3,6 +3,7 @@ plan's schema, and a JSON plan encoded and framed again (the header's
 magic and version kept, the checksum recomputed), so that a crafted plan
 reaches the loader's value checks. Shared by craft_plans.py and the GPU
 tests' craft_cuda_plans.py."""
+import copy
 import json
 import os
 import struct
@@ -34,3 +35,13 @@ class PlanJson:
         payload = open(os.path.join(self.work, "crafted.bin"), "rb").read()
         frame = header[:12] + struct.pack("<I", zlib.crc32(payload) & 0xFFFFFFFF)
         open(path, "wb").write(frame + payload)
+
+    def craft(self, name, source, mutate):
+        """`source` (decode's pair) with `mutate` applied to a copy of its
+        plan, written as NAME.plan in the work folder; its path."""
+        header, plan = source
+        crafted = copy.deepcopy(plan)
+        mutate(crafted)
+        path = os.path.join(self.work, name + ".plan")
+        self.encode(header, crafted, path)
+        return path
