@@ -16,6 +16,7 @@
 #include "runtime/exec/Backend.h"
 
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,36 @@ public:
 
   /// Bytes sent, by kind ("all_reduce_sum over dp").
   virtual std::map<std::string, uint64_t> bytesByKind() const = 0;
+};
+
+/// A gather's or a reduce-scatter's blocks along its `dim`: the whole
+/// tensor is [outer][n][inner], a rank's part (the gather's input, the
+/// scatter's output) [outer][inner]. The part, and its `outer`.
+inline const Buffer &partOf(const CollectiveOp &op, Operand in, Operand out) {
+  return op.kind == CollectiveKind::AllGather ? *in.buffer : *out.buffer;
+}
+inline int64_t outerBlocks(const Buffer &part, int32_t dim) {
+  int64_t outer = 1;
+  for (int32_t d = 0; d < dim; ++d)
+    outer *= part.shape[d];
+  return outer;
+}
+
+/// The bytes a rank sent, by kind of collective; counted from any thread.
+class ByteCounts {
+public:
+  void add(const std::string &kind, uint64_t sent) {
+    std::lock_guard<std::mutex> lock(mutex);
+    bytes[kind] += sent;
+  }
+  std::map<std::string, uint64_t> snapshot() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return bytes;
+  }
+
+private:
+  mutable std::mutex mutex;
+  std::map<std::string, uint64_t> bytes;
 };
 
 /// Every message tag a rank uses, in one place: each stream's collectives

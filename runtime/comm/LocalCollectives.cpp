@@ -10,25 +10,6 @@ namespace strata::runtime {
 
 namespace {
 
-std::vector<float> widen(Operand operand) {
-  const Buffer &b = *operand.buffer;
-  std::vector<float> values(b.elements);
-  if (b.dtype == DType::BF16)
-    widenBf16(static_cast<const uint16_t *>(operand.data), values.data(),
-              b.elements);
-  else
-    std::memcpy(values.data(), operand.data, b.bytes);
-  return values;
-}
-
-void store(Operand operand, const float *values) {
-  const Buffer &b = *operand.buffer;
-  if (b.dtype == DType::BF16)
-    narrowToBf16(values, static_cast<uint16_t *>(operand.data), b.elements);
-  else
-    std::memmove(operand.data, values, b.bytes);
-}
-
 /// Element `e` reduced over the ranks in the ring's order for chunk `c`:
 /// rank c + 1's value, then each next rank's added to it (its maximum
 /// taken), round to rank c.
@@ -49,13 +30,39 @@ std::shared_ptr<CollectiveHub> makeCollectiveHub() {
   return std::make_shared<CollectiveHub>();
 }
 
-void CollectiveHub::meet(const std::vector<int> &ranks, int stream,
-                         uint64_t count, size_t index, int me,
-                         const CollectiveOperands &operands, const Lead &lead,
-                         const Use &use, const Use &release,
-                         std::chrono::milliseconds timeout,
-                         const std::string &what) {
-  auto key = std::make_tuple(ranks, stream, count);
+void Seats::assign(const Plan &plan, const RingCollectives &groups, int rank) {
+  ring = &groups;
+  me = rank;
+  setOf.clear();
+  indexIn.clear();
+  issued.clear();
+  for (uint32_t g = 0; g < plan.groups.size(); ++g) {
+    const std::vector<int> &ranks = ring->group(g);
+    size_t set = issued.size();
+    for (uint32_t earlier = 0; earlier < g; ++earlier)
+      if (ring->group(earlier) == ranks)
+        set = setOf[earlier];
+    if (set == issued.size())
+      issued.emplace_back();
+    setOf.push_back(set);
+    indexIn.push_back(
+        size_t(std::find(ranks.begin(), ranks.end(), me) - ranks.begin()));
+  }
+}
+
+Seat Seats::next(uint32_t group, Stream stream) {
+  return {&ring->group(group), int(stream), issued[setOf[group]][int(stream)]++,
+          indexIn[group], me};
+}
+
+void CollectiveHub::meet(const Seat &seat, const CollectiveOperands &operands,
+                         const Lead &lead, const Use &use, const Use &release,
+                         std::chrono::milliseconds timeout, const char *kind,
+                         const std::string &where) {
+  const std::vector<int> &ranks = *seat.ranks;
+  size_t index = seat.index;
+  auto what = [&] { return std::string(kind) + " (" + where + ")"; };
+  auto key = std::make_tuple(ranks, seat.stream, seat.count);
   std::unique_lock<std::mutex> lock(mutex);
   Meeting &meeting = meetings[key];
   size_t n = ranks.size();
@@ -89,8 +96,8 @@ void CollectiveHub::meet(const std::vector<int> &ranks, int stream,
     for (size_t r = 0; r < n; ++r)
       if (!meeting.arrived[r])
         missing += (missing.empty() ? "" : ", ") + std::to_string(ranks[r]);
-    throw CommTimeout("rank " + std::to_string(me) + ": timed out in " + what +
-                      " waiting for rank " + missing);
+    throw CommTimeout("rank " + std::to_string(seat.me) + ": timed out in " +
+                      what() + " waiting for rank " + missing);
   }
   std::string error = meeting.error;
   void *result = meeting.result;
@@ -110,7 +117,7 @@ void CollectiveHub::meet(const std::vector<int> &ranks, int stream,
     meetings.erase(key);
   }
   if (!error.empty())
-    throw std::runtime_error(what + ": " + error);
+    throw std::runtime_error(what() + ": " + error);
 }
 
 void computeCollective(const CollectiveOp &op,
@@ -121,28 +128,23 @@ void computeCollective(const CollectiveOp &op,
   std::vector<std::vector<float>> values;
   if (op.kind != CollectiveKind::AllGather)
     for (const CollectiveOperands &rank : ranks)
-      values.push_back(widen(rank.in));
+      values.push_back(widenOperand(rank.in));
   if (op.kind == CollectiveKind::AllReduceSum ||
       op.kind == CollectiveKind::AllReduceMax) {
-    // The ring's chunks: chunk c is [count·c/n, count·(c+1)/n).
     size_t count = values[0].size();
+    std::vector<size_t> begin = ringChunks(count, n);
     std::vector<float> result(count);
     for (size_t c = 0; c < n; ++c)
-      for (size_t e = count * c / n; e < count * (c + 1) / n; ++e)
+      for (size_t e = begin[c]; e < begin[c + 1]; ++e)
         result[e] =
             ringOrder(values, c, e, op.kind == CollectiveKind::AllReduceMax);
     for (const CollectiveOperands &rank : ranks)
-      store(rank.out, result.data());
+      storeOperand(rank.out, result.data());
     return;
   }
-  // Blocks along `dim`: the whole tensor is [outer][n][inner], each rank's
-  // block [outer][inner].
-  bool gather = op.kind == CollectiveKind::AllGather;
-  const Buffer &part = gather ? *ranks[0].in.buffer : *ranks[0].out.buffer;
-  int64_t outer = 1;
-  for (int64_t d = 0; d < op.dim; ++d)
-    outer *= part.shape[d];
-  if (gather) {
+  const Buffer &part = partOf(op, ranks[0].in, ranks[0].out);
+  int64_t outer = outerBlocks(part, op.dim);
+  if (op.kind == CollectiveKind::AllGather) {
     size_t innerBytes = part.bytes / outer;
     std::vector<std::vector<uint8_t>> blocks;
     for (const CollectiveOperands &rank : ranks) {
@@ -165,7 +167,7 @@ void computeCollective(const CollectiveOp &op,
       for (size_t k = 0; k < inner; ++k)
         result[o * inner + k] =
             ringOrder(values, i, (o * n + i) * inner + k, false);
-    store(ranks[i].out, result.data());
+    storeOperand(ranks[i].out, result.data());
   }
 }
 
@@ -176,35 +178,30 @@ LocalCollectives::LocalCollectives(std::shared_ptr<CollectiveHub> hub,
       timeout(timeout), ring(transport, submit, timeout) {}
 
 std::string LocalCollectives::createGroups(const Plan &plan, uint32_t rank) {
-  members.clear();
-  for (uint32_t g = 0; g < plan.groups.size(); ++g)
-    members.push_back(plan.groupMembers(g, rank));
-  return ring.createGroups(plan, rank);
+  std::string error = ring.createGroups(plan, rank);
+  seats.assign(plan, ring, me);
+  return error;
 }
 
 void LocalCollectives::collective(Stream stream, const CollectiveOp &op,
                                   Operand in, Operand out,
                                   const std::string &where) {
-  const std::vector<int> &group = members[op.group];
-  if (group.size() == 1) { // the ring's result for one rank: a copy
-    submit(stream, collectiveName(op.kind), [op, in, out] {
+  if (ring.group(op.group).size() == 1) { // the ring's result: a copy
+    submit(stream, ring.kindName(op), [op, in, out] {
       computeCollective(op, {{in, out}});
     });
     return;
   }
-  uint64_t count = issued[{group, stream}]++;
-  size_t index =
-      size_t(std::find(group.begin(), group.end(), me) - group.begin());
-  std::string what = std::string(collectiveName(op.kind)) + " (" + where + ")";
-  submit(stream, collectiveName(op.kind),
-         [this, group, count, stream, index, op, in, out, what] {
+  // `where` is the executor's, kept as long as the rank runs.
+  submit(stream, ring.kindName(op),
+         [this, seat = seats.next(op.group, stream), op, in, out, &where] {
            hub->meet(
-               group, int(stream), count, index, me, {in, out, nullptr},
+               seat, {in, out, nullptr},
                [op](const std::vector<CollectiveOperands> &ranks) -> void * {
                  computeCollective(op, ranks);
                  return nullptr;
                },
-               nullptr, nullptr, timeout, what);
+               nullptr, nullptr, timeout, collectiveName(op.kind), where);
          });
 }
 

@@ -20,6 +20,7 @@
 
 #include "runtime/cpu/RingCollectives.h"
 
+#include <array>
 #include <condition_variable>
 #include <memory>
 #include <tuple>
@@ -33,6 +34,35 @@ struct CollectiveOperands {
   void *ready = nullptr;
 };
 
+/// A rank's place at its next collective on a plan group and a stream:
+/// the group's world ranks, how many collectives those ranks issued on
+/// the stream before (every rank of a set issues them in the same order,
+/// as the ring's messages between two ranks match in order, so the count
+/// names the meeting), and the rank's index among them.
+struct Seat {
+  const std::vector<int> *ranks = nullptr;
+  int stream = 0;
+  uint64_t count = 0;
+  size_t index = 0;
+  int me = 0;
+};
+
+/// A rank's seats, from the ring's groups. Counted per set of ranks, not
+/// per plan group: two groups may hold the same ranks.
+class Seats {
+public:
+  /// For `plan`'s groups as `ring` (its createGroups ran) holds them.
+  void assign(const Plan &plan, const RingCollectives &ring, int me);
+  /// The seat at the next collective on `group` and `stream`.
+  Seat next(uint32_t group, Stream stream);
+
+private:
+  const RingCollectives *ring = nullptr;
+  int me = 0;
+  std::vector<size_t> setOf, indexIn;                 // per plan group
+  std::vector<std::array<uint64_t, kStreams>> issued; // per set of ranks
+};
+
 /// Where the ranks of one process meet for their collectives.
 class CollectiveHub {
 public:
@@ -42,16 +72,15 @@ public:
   using Lead = std::function<void *(const std::vector<CollectiveOperands> &)>;
   using Use = std::function<void(void *)>;
 
-  /// Rank `me`, at `index` of `ranks` (world ranks, in the group's order),
-  /// arrives at the ranks' `count`th collective on `stream`. The last to
-  /// arrive runs `lead`; every rank then runs `use` (if any) with its
-  /// result and leaves, the last running `release` (if any). Throws
-  /// CommTimeout naming the ranks that did not come within `timeout`, and
-  /// what `lead` threw, on every rank.
-  void meet(const std::vector<int> &ranks, int stream, uint64_t count,
-            size_t index, int me, const CollectiveOperands &operands,
+  /// A rank arrives at `seat`'s collective (`kind`, from the plan's
+  /// `where`). The last to arrive runs `lead`; every rank then runs `use`
+  /// (if any) with its result and leaves, the last running `release` (if
+  /// any). Throws CommTimeout naming the ranks that did not come within
+  /// `timeout`, and what `lead` threw, on every rank.
+  void meet(const Seat &seat, const CollectiveOperands &operands,
             const Lead &lead, const Use &use, const Use &release,
-            std::chrono::milliseconds timeout, const std::string &what);
+            std::chrono::milliseconds timeout, const char *kind,
+            const std::string &where);
 
 private:
   struct Meeting {
@@ -102,12 +131,7 @@ private:
   SubmitToStream submit;
   std::chrono::milliseconds timeout;
   RingCollectives ring;
-  std::vector<std::vector<int>> members; // per plan group
-  // Collectives issued so far per set of ranks and stream: every rank of
-  // the set issues them in the same order (as the ring's messages between
-  // two ranks match in order), so the count names the meeting. By ranks,
-  // not plan group: two groups may hold the same ranks.
-  std::map<std::pair<std::vector<int>, Stream>, uint64_t> issued;
+  Seats seats;
 };
 
 } // namespace strata::runtime

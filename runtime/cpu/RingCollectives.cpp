@@ -14,19 +14,37 @@ const char *axisName(int axis) {
   return axis == 0 ? "tp" : axis == 1 ? "dp" : "pp";
 }
 
-/// Chunk c of n over count elements: [begin[c], begin[c + 1]).
-std::vector<size_t> chunks(size_t count, size_t n) {
+int indexIn(const std::vector<int> &group, int rank) {
+  return int(std::find(group.begin(), group.end(), rank) - group.begin());
+}
+
+} // namespace
+
+std::vector<size_t> ringChunks(size_t count, size_t n) {
   std::vector<size_t> begin(n + 1);
   for (size_t c = 0; c <= n; ++c)
     begin[c] = count * c / n;
   return begin;
 }
 
-int indexIn(const std::vector<int> &group, int rank) {
-  return int(std::find(group.begin(), group.end(), rank) - group.begin());
+std::vector<float> widenOperand(Operand operand) {
+  const Buffer &b = *operand.buffer;
+  std::vector<float> values(b.elements);
+  if (b.dtype == DType::BF16)
+    widenBf16(static_cast<const uint16_t *>(operand.data), values.data(),
+              b.elements);
+  else
+    std::memcpy(values.data(), operand.data, b.bytes);
+  return values;
 }
 
-} // namespace
+void storeOperand(Operand operand, const float *values) {
+  const Buffer &b = *operand.buffer;
+  if (b.dtype == DType::BF16)
+    narrowToBf16(values, static_cast<uint16_t *>(operand.data), b.elements);
+  else
+    std::memmove(operand.data, values, b.bytes);
+}
 
 std::string groupName(const Plan &plan, uint32_t group) {
   const Group &g = plan.groups[group];
@@ -44,22 +62,16 @@ std::string groupName(const Plan &plan, uint32_t group) {
 
 std::string RingCollectives::createGroups(const Plan &plan, uint32_t rank) {
   members.clear();
-  groupNames.clear();
+  kindNames.clear();
   for (uint32_t g = 0; g < plan.groups.size(); ++g) {
     members.push_back(plan.groupMembers(g, rank));
-    groupNames.push_back(groupName(plan, g));
+    std::string name = groupName(plan, g);
+    std::array<std::string, 4> &kinds = kindNames.emplace_back();
+    for (int k = 0; k < 4; ++k)
+      kinds[k] =
+          std::string(collectiveName(CollectiveKind(k))) + " over " + name;
   }
   return "";
-}
-
-void RingCollectives::count(const std::string &kind, uint64_t sent) {
-  std::lock_guard<std::mutex> lock(countMutex);
-  bytes[kind] += sent;
-}
-
-std::map<std::string, uint64_t> RingCollectives::bytesByKind() const {
-  std::lock_guard<std::mutex> lock(countMutex);
-  return bytes;
 }
 
 uint64_t RingCollectives::ringReduceScatter(const std::vector<int> &group,
@@ -115,7 +127,7 @@ uint64_t RingCollectives::allReduce(const std::vector<int> &group, float *data,
   size_t n = group.size();
   if (n == 1)
     return 0;
-  std::vector<size_t> begin = chunks(count, n);
+  std::vector<size_t> begin = ringChunks(count, n);
   uint64_t sent = ringReduceScatter(group, data, begin, max, tags.reduce, what);
   std::vector<size_t> byteBegin(begin);
   for (size_t &b : byteBegin)
@@ -134,27 +146,6 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
                               Tags tags, const std::string &what) {
   const std::vector<int> &group = members[op.group];
   size_t n = group.size();
-  // Reductions work in f32: bf16 operands are widened, the result rounded.
-  auto widen = [](Operand operand) {
-    const Buffer &b = *operand.buffer;
-    std::vector<float> values(b.elements);
-    if (b.dtype == DType::BF16) {
-      widenBf16(static_cast<const uint16_t *>(operand.data), values.data(),
-                b.elements);
-    } else {
-      std::memcpy(values.data(), operand.data, b.bytes);
-    }
-    return values;
-  };
-  auto store = [](Operand operand, const float *values) {
-    const Buffer &b = *operand.buffer;
-    if (b.dtype == DType::BF16) {
-      narrowToBf16(values, static_cast<uint16_t *>(operand.data), b.elements);
-    } else {
-      std::memmove(operand.data, values, b.bytes);
-    }
-  };
-
   if (op.kind == CollectiveKind::AllReduceSum ||
       op.kind == CollectiveKind::AllReduceMax) {
     bool max = op.kind == CollectiveKind::AllReduceMax;
@@ -166,19 +157,17 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
       return allReduce(group, static_cast<float *>(out.data),
                        size_t(out.buffer->elements), max, tags, what);
     }
-    std::vector<float> values = widen(in);
+    std::vector<float> values = widenOperand(in);
     uint64_t sent =
         allReduce(group, values.data(), values.size(), max, tags, what);
-    store(out, values.data());
+    storeOperand(out, values.data());
     return sent;
   }
   // Gather and scatter along `dim`: blocks of the whole tensor are
   // [outer][n][inner] and each rank holds [outer][inner].
   bool gather = op.kind == CollectiveKind::AllGather;
-  const Buffer &part = gather ? *in.buffer : *out.buffer;
-  int64_t outer = 1;
-  for (int64_t d = 0; d < op.dim; ++d)
-    outer *= part.shape[d];
+  const Buffer &part = partOf(op, in, out);
+  int64_t outer = outerBlocks(part, op.dim);
   size_t partBytes = part.bytes, innerBytes = partBytes / outer;
   int i = indexIn(group, transport.rank());
   if (gather) {
@@ -202,7 +191,7 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
   }
   // Each rank's block made contiguous ([n][outer][inner]); along the
   // first dimension it is already.
-  std::vector<float> blocks = widen(in);
+  std::vector<float> blocks = widenOperand(in);
   if (outer > 1) {
     std::vector<float> whole = std::move(blocks);
     size_t inner = innerBytes / dtypeBytes(part.dtype);
@@ -217,19 +206,18 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
     begin[c] = c * part.elements;
   uint64_t sent =
       ringReduceScatter(group, blocks.data(), begin, false, tags.reduce, what);
-  store(out, blocks.data() + i * part.elements);
+  storeOperand(out, blocks.data() + i * part.elements);
   return sent;
 }
 
 void RingCollectives::collective(Stream stream, const CollectiveOp &op,
                                  Operand in, Operand out,
                                  const std::string &where) {
-  std::string kind =
-      std::string(collectiveName(op.kind)) + " over " + groupNames[op.group];
+  const std::string &kind = kindName(op);
   Tags tags = tagsOf(stream);
   submit(stream, kind,
-         [this, op, in, out, tags, kind, what = kind + " (" + where + ")"] {
-           count(kind, run(op, in, out, tags, what));
+         [this, op, in, out, tags, &kind, what = kind + " (" + where + ")"] {
+           bytes.add(kind, run(op, in, out, tags, what));
          });
 }
 
@@ -251,7 +239,7 @@ void RingCollectives::exchange(Stream stream, std::vector<Transfer> sends,
           transport.recv(t.peer, t.buffer.data, t.buffer.buffer->bytes, t.tag,
                          deadline(), t.where);
         if (sent)
-          count("send over pp", sent);
+          bytes.add("send over pp", sent);
       });
 }
 

@@ -19,8 +19,8 @@
 #include "runtime/comm/Collectives.h"
 #include "runtime/comm/Transport.h"
 
+#include <array>
 #include <functional>
-#include <mutex>
 
 namespace strata::runtime {
 
@@ -29,8 +29,22 @@ namespace strata::runtime {
 using SubmitToStream =
     std::function<void(Stream, const std::string &, std::function<void()>)>;
 
+/// Runs the work at once: for collectives over host copies (staged) or
+/// from the host.
+inline void runNow(Stream, const std::string &, std::function<void()> work) {
+  work();
+}
+
 /// A plan group's name in reports: "tp", "dp+pp", "pp (stages 0, 3)".
 std::string groupName(const Plan &plan, uint32_t group);
+
+/// What the ring's reductions and every implementation that gives its
+/// results share: the ring's chunk c of n over `count` elements is
+/// [begin[c], begin[c + 1]); reductions work in f32, a bf16 operand
+/// widened and the result rounded once.
+std::vector<size_t> ringChunks(size_t count, size_t n);
+std::vector<float> widenOperand(Operand operand);
+void storeOperand(Operand operand, const float *values);
 
 class RingCollectives : public Collectives {
 public:
@@ -46,7 +60,16 @@ public:
   void hostAllReduce(const std::vector<int> &group, float *values, size_t count,
                      const std::string &what) override;
   void flush() override { transport.flush(deadline()); }
-  std::map<std::string, uint64_t> bytesByKind() const override;
+  std::map<std::string, uint64_t> bytesByKind() const override {
+    return bytes.snapshot();
+  }
+
+  /// Plan group `g`'s world ranks for this rank, once createGroups ran.
+  const std::vector<int> &group(uint32_t g) const { return members[g]; }
+  /// "all_reduce_sum over dp": a collective's kind in reports.
+  const std::string &kindName(const CollectiveOp &op) const {
+    return kindNames[op.group][int(op.kind)];
+  }
 
 private:
   /// The tags of one stream's (or the host's) collectives.
@@ -70,15 +93,13 @@ private:
                          const std::string &what);
   uint64_t run(const CollectiveOp &op, Operand in, Operand out, Tags tags,
                const std::string &what);
-  void count(const std::string &kind, uint64_t bytes);
 
   Transport &transport;
   SubmitToStream submit;
   std::chrono::milliseconds timeout;
-  std::vector<std::vector<int>> members; // per plan group
-  std::vector<std::string> groupNames;   // "tp", "dp+pp", "pp (stages 0, 3)"
-  mutable std::mutex countMutex;
-  std::map<std::string, uint64_t> bytes;
+  std::vector<std::vector<int>> members;             // per plan group
+  std::vector<std::array<std::string, 4>> kindNames; // by group and kind
+  ByteCounts bytes;
 };
 
 } // namespace strata::runtime

@@ -8,11 +8,6 @@ namespace strata::runtime::cuda {
 
 namespace {
 
-/// A CUDA device address as the executor's pointers carry it.
-CUdeviceptr address(const void *pointer) {
-  return CUdeviceptr(reinterpret_cast<uintptr_t>(pointer));
-}
-
 /// The JIT's log, its lines joined by "; ": an error is one line.
 std::string oneLine(const char *log) {
   std::string out;
@@ -24,10 +19,6 @@ std::string oneLine(const char *log) {
   }
   return out;
 }
-
-} // namespace
-
-namespace {
 
 /// Opens device `ordinal` (its primary context) and reads what the checks
 /// need; "" or why not.
@@ -138,10 +129,10 @@ CudaBackend::~CudaBackend() {
     d.cuModuleUnload(module);
   for (void *pointer : workspaces)
     if (pointer)
-      d.cuMemFree(address(pointer));
+      d.cuMemFree(devicePointer(pointer));
   for (uint8_t *pointer : arenas)
     if (pointer)
-      d.cuMemFree(address(pointer));
+      d.cuMemFree(devicePointer(pointer));
   for (CUstream stream : streams)
     if (stream)
       d.cuStreamDestroy(stream);
@@ -171,9 +162,11 @@ void CudaBackend::createEvents(uint32_t count) {
 std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
   bind();
   const Driver &d = driver();
-  // Each rank its own modules: a kernel's module-scope scratch is the
-  // rank's alone.
-  for (const CodeObject &code : plan.code) {
+  // Each rank its own modules, of the code its launches run: a kernel's
+  // module-scope scratch is the rank's alone.
+  functions.assign(plan.code.size(), nullptr);
+  auto load = [&](int32_t index) -> std::string {
+    const CodeObject &code = plan.code[index];
     char log[4096] = {};
     CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
                               CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
@@ -186,19 +179,28 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
              " does not load: " + d.error(r, "cuModuleLoadDataEx") +
              (log[0] ? ": " + oneLine(log) : std::string());
     modules.push_back(module);
-    CUfunction function = nullptr;
     if (CUresult r =
-            d.cuModuleGetFunction(&function, module, code.name.c_str());
+            d.cuModuleGetFunction(&functions[index], module, code.name.c_str());
         r != CUDA_SUCCESS)
       return "the plan's PTX for kernel " + code.name + " has no kernel " +
              code.name + ": " + d.error(r, "cuModuleGetFunction");
-    functions.push_back(function);
-  }
-  // Dynamic shared memory past 48 KiB must be allowed per function.
+    return "";
+  };
   for (const Program &program : rank.programs)
     for (const Instruction &instruction : program.instructions) {
-      if (const LaunchOp *launch = instruction.launch();
-          launch && launch->code >= 0 && launch->sharedBytes > 48 * 1024) {
+      if (const GemmOp *gemm = instruction.gemm()) {
+        if (std::string error = gemms.prepare(*gemm, rank.buffers);
+            !error.empty())
+          return error;
+      }
+      const LaunchOp *launch = instruction.launch();
+      if (!launch || launch->code < 0) // a fused group's member has none
+        continue;
+      if (!functions[launch->code])
+        if (std::string error = load(launch->code); !error.empty())
+          return error;
+      // Dynamic shared memory past 48 KiB must be allowed per function.
+      if (launch->sharedBytes > 48 * 1024)
         if (CUresult r = d.cuFuncSetAttribute(
                 functions[launch->code],
                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -206,11 +208,6 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
             r != CUDA_SUCCESS)
           return "kernel " + plan.code[launch->code].name + ": " +
                  d.error(r, "cuFuncSetAttribute");
-      } else if (const GemmOp *gemm = instruction.gemm()) {
-        if (std::string error = gemms.prepare(*gemm, rank.buffers);
-            !error.empty())
-          return error;
-      }
     }
   return "";
 }
@@ -224,8 +221,6 @@ void CudaBackend::gemm(Stream stream, const GemmOp &op,
 
 void CudaBackend::launch(Stream stream, const LaunchOp &op,
                          const std::vector<Operand> &operands) {
-  if (op.code < 0) // a fused group's member: its group's kernel ran it
-    return;
   bind();
   args.build(op, operands);
   check(driver().cuLaunchKernel(functions[op.code], op.grid[0], op.grid[1],
@@ -279,7 +274,7 @@ void CudaBackend::copyIn(Stream stream, void *device, const void *host,
   bind();
   // From pageable memory the driver stages the bytes before it returns,
   // so the host bytes may be reused at once, as the interface promises.
-  check(driver().cuMemcpyHtoDAsync(address(device), host, bytes,
+  check(driver().cuMemcpyHtoDAsync(devicePointer(device), host, bytes,
                                    streamOf(stream)),
         "cuMemcpyHtoDAsync");
 }
@@ -287,14 +282,15 @@ void CudaBackend::copyIn(Stream stream, void *device, const void *host,
 void CudaBackend::copyOut(Stream stream, void *host, const void *device,
                           size_t bytes) {
   bind();
-  check(driver().cuMemcpyDtoHAsync(host, address(device), bytes,
+  check(driver().cuMemcpyDtoHAsync(host, devicePointer(device), bytes,
                                    streamOf(stream)),
         "cuMemcpyDtoHAsync");
 }
 
 void CudaBackend::fillZero(Stream stream, void *device, size_t bytes) {
   bind();
-  check(driver().cuMemsetD8Async(address(device), 0, bytes, streamOf(stream)),
+  check(driver().cuMemsetD8Async(devicePointer(device), 0, bytes,
+                                 streamOf(stream)),
         "cuMemsetD8Async");
 }
 

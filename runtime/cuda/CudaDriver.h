@@ -81,6 +81,11 @@ std::string probeDriver(DriverInfo &info);
 /// The loaded driver; probeDriver must have succeeded.
 const Driver &driver();
 
+/// A device address as the runtime's pointers carry it.
+inline CUdeviceptr devicePointer(const void *pointer) {
+  return CUdeviceptr(reinterpret_cast<uintptr_t>(pointer));
+}
+
 /// Throws std::runtime_error naming `call` when `result` is an error.
 void check(CUresult result, const char *call);
 

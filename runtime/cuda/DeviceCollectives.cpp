@@ -55,6 +55,34 @@ unsigned blocksFor(int64_t items) {
   return unsigned(std::clamp<int64_t>((items + 255) / 256, 1, 65535));
 }
 
+/// The events that mark where a collective's kernel ends, kept for the
+/// next collective once every rank's stream waits on one (any rank may be
+/// the last to leave a meeting).
+struct DoneEvents {
+  std::mutex mutex;
+  std::vector<CUevent> free;
+
+  CUevent take() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!free.empty()) {
+        CUevent event = free.back();
+        free.pop_back();
+        return event;
+      }
+    }
+    CUevent event = nullptr;
+    check(driver().cuEventCreate(&event, CU_EVENT_DISABLE_TIMING),
+          "cuEventCreate");
+    return event;
+  }
+  void give(CUevent event) {
+    std::lock_guard<std::mutex> lock(mutex);
+    free.push_back(event);
+  }
+};
+DoneEvents doneEvents;
+
 } // namespace
 
 DeviceCollectives::DeviceCollectives(std::shared_ptr<CollectiveHub> hub,
@@ -71,22 +99,21 @@ DeviceCollectives::~DeviceCollectives() {
 }
 
 std::string DeviceCollectives::createGroups(const Plan &plan, uint32_t rank) {
-  members.clear();
-  for (uint32_t g = 0; g < plan.groups.size(); ++g) {
-    members.push_back(plan.groupMembers(g, rank));
-    if (members.back().size() > kMaxDeviceGroup)
-      return "a communication group of " +
-             std::to_string(members.back().size()) +
+  if (std::string error = staged.createGroups(plan, rank); !error.empty())
+    return error;
+  seats.assign(plan, staged.rings(), me);
+  for (uint32_t g = 0; g < plan.groups.size(); ++g)
+    if (size_t size = staged.rings().group(g).size(); size > kMaxDeviceGroup)
+      return "a communication group of " + std::to_string(size) +
              " ranks on one GPU: the device-side communicator holds " +
              std::to_string(kMaxDeviceGroup) + " (use --staged-collectives)";
-  }
   device.bind();
   if (const std::string &error = kernels().error; !error.empty())
     return error;
   if (CUresult r = driver().cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING);
       r != CUDA_SUCCESS)
     return driver().error(r, "cuEventCreate");
-  return staged.createGroups(plan, rank);
+  return "";
 }
 
 /// Whether a thread per element stays safe for a rank whose output and
@@ -123,11 +150,8 @@ void DeviceCollectives::launch(CUstream stream, const CollectiveOp &op,
   CUfunction function = nullptr;
   int64_t a = 0, b = 0, items = 0;
   int max = op.kind == CollectiveKind::AllReduceMax ? 1 : 0;
-  // Blocks along `dim`: [outer][n][inner] in the whole tensor.
-  const Buffer &part = op.kind == CollectiveKind::AllGather ? in : out;
-  int64_t outer = 1;
-  for (int64_t d = 0; d < op.dim && d < int64_t(part.shape.size()); ++d)
-    outer *= part.shape[d];
+  const Buffer &part = partOf(op, ranks[0].in, ranks[0].out);
+  int64_t outer = outerBlocks(part, op.dim);
   for (size_t r = 0; r < ranks.size(); ++r)
     if (!safeAliasing(op, ranks[r], r, outer))
       throw std::runtime_error(
@@ -166,19 +190,15 @@ void DeviceCollectives::collective(Stream stream, const CollectiveOp &op,
   device.bind();
   const Driver &d = driver();
   CUstream mine = device.streamOf(stream);
-  const std::vector<int> &group = members[op.group];
-  if (group.size() == 1) { // one rank: its result is its input
+  if (staged.rings().group(op.group).size() == 1) { // its result: its input
     if (in.data != out.data)
       launch(mine, op, {{in, out, nullptr}});
     return;
   }
-  uint64_t count = issued[{group, stream}]++;
-  size_t index =
-      size_t(std::find(group.begin(), group.end(), me) - group.begin());
+  Seat seat = seats.next(op.group, stream);
   check(d.cuEventRecord(ready, mine), "cuEventRecord");
-  std::string what = std::string(collectiveName(op.kind)) + " (" + where + ")";
   hub->meet(
-      group, int(stream), count, index, me, {in, out, ready},
+      seat, {in, out, ready},
       [&](const std::vector<CollectiveOperands> &ranks) -> void * {
         // On the leader's thread: its stream waits for every rank's, runs
         // the kernel, and marks where every stream may go on.
@@ -187,8 +207,7 @@ void DeviceCollectives::collective(Stream stream, const CollectiveOp &op,
           check(d.cuStreamWaitEvent(mine, CUevent(rank.ready), 0),
                 "cuStreamWaitEvent");
         launch(mine, op, ranks);
-        CUevent done = nullptr;
-        check(d.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+        CUevent done = doneEvents.take();
         check(d.cuEventRecord(done, mine), "cuEventRecord");
         return done;
       },
@@ -196,11 +215,9 @@ void DeviceCollectives::collective(Stream stream, const CollectiveOp &op,
         device.bind();
         check(d.cuStreamWaitEvent(mine, CUevent(done), 0), "cuStreamWaitEvent");
       },
-      [&](void *done) {
-        device.bind();
-        d.cuEventDestroy(CUevent(done)); // freed once the GPU is past it
-      },
-      timeout, what);
+      // Every stream waits on it already: it may be recorded again.
+      [](void *done) { doneEvents.give(CUevent(done)); }, timeout,
+      collectiveName(op.kind), where);
 }
 
 } // namespace strata::runtime::cuda

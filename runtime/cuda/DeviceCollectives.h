@@ -61,8 +61,7 @@ private:
   CudaBackend &device;
   std::chrono::milliseconds timeout;
   StagedCollectives staged;
-  std::vector<std::vector<int>> members; // per plan group
-  std::map<std::pair<std::vector<int>, Stream>, uint64_t> issued;
+  Seats seats;
   CUevent ready = nullptr; // recorded where this rank's stream meets
 };
 

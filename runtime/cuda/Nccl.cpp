@@ -5,7 +5,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <array>
 #include <mutex>
 
 namespace strata::runtime::cuda {
@@ -60,14 +59,15 @@ std::vector<std::vector<int>> communicatorSets(const Plan &plan,
   };
   for (uint32_t g = 0; g < plan.groups.size(); ++g)
     add(plan.groupMembers(g, rank));
-  std::vector<int> line;
-  std::array<uint32_t, 3> at = plan.coordinates(rank);
-  for (uint32_t stage = 0; stage < plan.pipelineParallel; ++stage) {
-    at[2] = stage;
-    line.push_back(int(plan.rankAt(at)));
-  }
-  add(line);
+  add(pipelineLine(plan, rank));
   return sets;
+}
+
+std::vector<int> pipelineLine(const Plan &plan, uint32_t rank) {
+  std::vector<int> line;
+  for (uint32_t stage = 0; stage < plan.pipelineParallel; ++stage)
+    line.push_back(int(plan.onStage(rank, stage)));
+  return line;
 }
 
 std::string createCommunicators(const NcclApi &api, const Plan &plan,

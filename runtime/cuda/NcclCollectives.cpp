@@ -7,23 +7,10 @@ namespace strata::runtime::cuda {
 
 namespace {
 
-CUdeviceptr address(const void *pointer) {
-  return CUdeviceptr(reinterpret_cast<uintptr_t>(pointer));
-}
-
 ncclDataType_t ncclType(DType dtype) {
   if (dtype == DType::I32)
     throw std::logic_error("a collective over integers");
   return dtype == DType::BF16 ? ncclBfloat16 : ncclFloat32;
-}
-
-/// Blocks along `dim` of a rank's part: the whole tensor is
-/// [outer][n][inner] and the part [outer][inner].
-int64_t outerOf(const Buffer &part, int32_t dim) {
-  int64_t outer = 1;
-  for (int32_t d = 0; d < dim && d < int32_t(part.shape.size()); ++d)
-    outer *= part.shape[d];
-  return outer;
 }
 
 } // namespace
@@ -31,13 +18,7 @@ int64_t outerOf(const Buffer &part, int32_t dim) {
 NcclCollectives::NcclCollectives(Transport &transport, CudaBackend &device,
                                  std::chrono::milliseconds timeout)
     : transport(transport), device(device), timeout(timeout),
-      ring(
-          transport,
-          [](Stream, const std::string &, std::function<void()> work) {
-            work();
-          },
-          timeout),
-      me(transport.rank()) {}
+      ring(transport, runNow, timeout), me(transport.rank()) {}
 
 NcclCollectives::~NcclCollectives() {
   // Nothing here may throw: results are ignored on the way out.
@@ -45,7 +26,7 @@ NcclCollectives::~NcclCollectives() {
     if (comm)
       api->ncclCommDestroy(comm);
   if (scratch)
-    driver().cuMemFree(address(scratch));
+    driver().cuMemFree(devicePointer(scratch));
 }
 
 std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
@@ -53,37 +34,33 @@ std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
   api = loadNccl(error);
   if (!api)
     return error;
-  members.clear();
-  groupNames.clear();
-  for (uint32_t g = 0; g < plan.groups.size(); ++g) {
-    members.push_back(plan.groupMembers(g, rank));
-    groupNames.push_back(groupName(plan, g));
-  }
-  std::array<uint32_t, 3> at = plan.coordinates(rank);
-  line.clear();
-  for (uint32_t stage = 0; stage < plan.pipelineParallel; ++stage) {
-    at[2] = stage;
-    line.push_back(int(plan.rankAt(at)));
-  }
+  if (std::string error = ring.createGroups(plan, rank); !error.empty())
+    return error;
   device.bind();
   if (std::string error = createCommunicators(*api, plan, rank, transport,
                                               Clock::now() + timeout, comms);
       !error.empty())
     return error;
+  // Each plan group's communicator (none for one rank), and the line's.
+  groupComms.clear();
+  for (uint32_t g = 0; g < plan.groups.size(); ++g) {
+    auto it = comms.find(ring.group(g));
+    groupComms.push_back(it == comms.end() ? nullptr : it->second);
+  }
+  line = pipelineLine(plan, rank);
+  auto it = comms.find(line);
+  lineComm = it == comms.end() ? nullptr : it->second;
   // The scratch the largest gather or scatter along a later dim needs.
-  for (const Program &program : plan.ranks.at(rank).programs)
+  const RankPlan &mine = plan.ranks.at(rank);
+  for (const Program &program : mine.programs)
     for (const Instruction &instruction : program.instructions)
       if (const CollectiveOp *op = instruction.collective()) {
-        const std::vector<Buffer> &buffers = plan.ranks.at(rank).buffers;
-        const Buffer &whole =
-            buffers[op->kind == CollectiveKind::AllGather ? op->output
-                                                          : op->input];
-        const Buffer &part =
-            buffers[op->kind == CollectiveKind::AllGather ? op->input
-                                                          : op->output];
-        bool blocks = op->kind == CollectiveKind::AllGather ||
-                      op->kind == CollectiveKind::ReduceScatter;
-        if (blocks && outerOf(part, op->dim) > 1)
+        bool gather = op->kind == CollectiveKind::AllGather;
+        if (!gather && op->kind != CollectiveKind::ReduceScatter)
+          continue;
+        const Buffer &whole = mine.buffers[gather ? op->output : op->input];
+        const Buffer &part = mine.buffers[gather ? op->input : op->output];
+        if (outerBlocks(part, op->dim) > 1)
           scratchBytes = std::max(scratchBytes, whole.bytes);
       }
   if (scratchBytes) {
@@ -93,17 +70,7 @@ std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
       return "NCCL's scratch: " + driver().error(r, "cuMemAlloc");
     scratch = reinterpret_cast<void *>(uintptr_t(bytes));
   }
-  return ring.createGroups(plan, rank);
-}
-
-void NcclCollectives::count(const std::string &kind, uint64_t sent) {
-  std::lock_guard<std::mutex> lock(countMutex);
-  bytes[kind] += sent;
-}
-
-std::map<std::string, uint64_t> NcclCollectives::bytesByKind() const {
-  std::lock_guard<std::mutex> lock(countMutex);
-  return bytes;
+  return "";
 }
 
 void NcclCollectives::copyRows(CUstream stream, void *to, size_t toPitch,
@@ -111,10 +78,10 @@ void NcclCollectives::copyRows(CUstream stream, void *to, size_t toPitch,
                                size_t height) {
   CUDA_MEMCPY2D copy = {};
   copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  copy.srcDevice = address(from);
+  copy.srcDevice = devicePointer(from);
   copy.srcPitch = fromPitch;
   copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  copy.dstDevice = address(to);
+  copy.dstDevice = devicePointer(to);
   copy.dstPitch = toPitch;
   copy.WidthInBytes = width;
   copy.Height = height;
@@ -126,25 +93,24 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
                                  const std::string &where) {
   device.bind();
   CUstream s = device.streamOf(stream);
-  const std::vector<int> &group = members[op.group];
-  size_t n = group.size();
-  std::string what = std::string(collectiveName(op.kind)) + " (" + where + ")";
+  size_t n = ring.group(op.group).size();
   if (n == 1) { // the ring's result for one rank: its input
     if (in.data != out.data)
-      check(driver().cuMemcpyDtoDAsync(address(out.data), address(in.data),
+      check(driver().cuMemcpyDtoDAsync(devicePointer(out.data),
+                                       devicePointer(in.data),
                                        out.buffer->bytes, s),
             "cuMemcpyDtoDAsync");
     return;
   }
-  ncclComm_t comm = comms.at(group);
+  ncclComm_t comm = groupComms[op.group];
   ncclDataType_t type = ncclType(in.buffer->dtype);
   auto nccl = [&](ncclResult_t result, const char *call) {
     if (std::string error = api->error(result, call); !error.empty())
-      throw std::runtime_error("rank " + std::to_string(me) + ": " + what +
-                               ": " + error);
+      throw std::runtime_error("rank " + std::to_string(me) + ": " +
+                               collectiveName(op.kind) + " (" + where +
+                               "): " + error);
   };
-  std::string kind =
-      std::string(collectiveName(op.kind)) + " over " + groupNames[op.group];
+  const std::string &kind = ring.kindName(op);
   switch (op.kind) {
   case CollectiveKind::AllReduceSum:
   case CollectiveKind::AllReduceMax:
@@ -153,11 +119,11 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
              op.kind == CollectiveKind::AllReduceMax ? ncclMax : ncclSum, comm,
              s),
          "ncclAllReduce");
-    count(kind, 2 * (n - 1) * out.buffer->bytes / n);
+    bytes.add(kind, 2 * (n - 1) * out.buffer->bytes / n);
     return;
   case CollectiveKind::AllGather: {
     const Buffer &part = *in.buffer;
-    int64_t outer = outerOf(part, op.dim);
+    int64_t outer = outerBlocks(part, op.dim);
     void *target = outer == 1 ? out.data : scratch;
     nccl(api->ncclAllGather(in.data, target, size_t(part.elements), type, comm,
                             s),
@@ -170,12 +136,12 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
                  static_cast<uint8_t *>(scratch) + r * part.bytes, inner, inner,
                  size_t(outer));
     }
-    count(kind, (n - 1) * part.bytes);
+    bytes.add(kind, (n - 1) * part.bytes);
     return;
   }
   case CollectiveKind::ReduceScatter: {
     const Buffer &part = *out.buffer;
-    int64_t outer = outerOf(part, op.dim);
+    int64_t outer = outerBlocks(part, op.dim);
     const void *source = in.data;
     if (outer > 1) {
       // [outer][n][inner] to [n][outer][inner]: rank r's block together.
@@ -189,7 +155,7 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
     nccl(api->ncclReduceScatter(source, out.data, size_t(part.elements), type,
                                 ncclSum, comm, s),
          "ncclReduceScatter");
-    count(kind, (n - 1) * part.bytes);
+    bytes.add(kind, (n - 1) * part.bytes);
     return;
   }
   }
@@ -209,7 +175,7 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
       CUdeviceptr copy = 0;
       size_t size = t.buffer.buffer->bytes;
       check(d.cuMemAllocAsync(&copy, size, s), "cuMemAllocAsync");
-      check(d.cuMemcpyDtoDAsync(copy, address(t.buffer.data), size, s),
+      check(d.cuMemcpyDtoDAsync(copy, devicePointer(t.buffer.data), size, s),
             "cuMemcpyDtoDAsync");
       toSelf[t.tag].push_back(copy);
     }
@@ -219,14 +185,14 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
       if (queue.empty())
         throw std::runtime_error("rank " + std::to_string(me) + ": " + t.where +
                                  ": a transfer to itself before it was sent");
-      check(d.cuMemcpyDtoDAsync(address(t.buffer.data), queue.front(),
+      check(d.cuMemcpyDtoDAsync(devicePointer(t.buffer.data), queue.front(),
                                 t.buffer.buffer->bytes, s),
             "cuMemcpyDtoDAsync");
       check(d.cuMemFreeAsync(queue.front(), s), "cuMemFreeAsync");
       queue.pop_front();
     }
   // The others: one NCCL group, so that sends and receives pair up.
-  ncclComm_t comm = line.size() > 1 ? comms.at(line) : nullptr;
+  ncclComm_t comm = lineComm;
   auto index = [&](int peer) {
     return int(std::find(line.begin(), line.end(), peer) - line.begin());
   };
@@ -264,7 +230,7 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
   nccl(result, call);
   nccl(ended, "ncclGroupEnd");
   if (sent)
-    count("send over pp", sent);
+    bytes.add("send over pp", sent);
 }
 
 } // namespace strata::runtime::cuda

@@ -20,7 +20,6 @@
 #include "runtime/cuda/Nccl.h"
 
 #include <deque>
-#include <mutex>
 
 namespace strata::runtime::cuda {
 
@@ -41,29 +40,28 @@ public:
     ring.hostAllReduce(group, values, count, what);
   }
   void flush() override { ring.flush(); }
-  std::map<std::string, uint64_t> bytesByKind() const override;
+  std::map<std::string, uint64_t> bytesByKind() const override {
+    return bytes.snapshot();
+  }
 
-private:
-  void count(const std::string &kind, uint64_t bytes);
-  /// Copies `height` rows of `width` bytes between pitched layouts.
+private: /// Copies `height` rows of `width` bytes between pitched layouts.
   void copyRows(CUstream stream, void *to, size_t toPitch, const void *from,
                 size_t fromPitch, size_t width, size_t height);
 
   Transport &transport;
   CudaBackend &device;
   std::chrono::milliseconds timeout;
-  RingCollectives ring; // the host's all-reduce
+  RingCollectives ring; // the groups, and the host's all-reduce
   const NcclApi *api = nullptr;
   int me = 0;
-  std::vector<std::vector<int>> members; // per plan group
-  std::vector<std::string> groupNames;
-  std::vector<int> line; // the pipeline line
-  std::map<std::vector<int>, ncclComm_t> comms;
+  std::map<std::vector<int>, ncclComm_t> comms; // by set of ranks
+  std::vector<ncclComm_t> groupComms;           // per plan group
+  std::vector<int> line;                        // the pipeline line
+  ncclComm_t lineComm = nullptr;
   void *scratch = nullptr; // for gathers and scatters along a later dim
   uint64_t scratchBytes = 0;
   std::map<int, std::deque<CUdeviceptr>> toSelf; // by tag
-  mutable std::mutex countMutex;
-  std::map<std::string, uint64_t> bytes;
+  ByteCounts bytes;
 };
 
 } // namespace strata::runtime::cuda

@@ -8,12 +8,7 @@ StagedCollectives::StagedCollectives(Transport &transport, Backend &device,
     : device(device),
       // The ring's work runs as it is submitted: the stream was made idle
       // and the operands are host copies.
-      ring(
-          transport,
-          [](Stream, const std::string &, std::function<void()> work) {
-            work();
-          },
-          timeout) {}
+      ring(transport, runNow, timeout) {}
 
 std::vector<uint8_t> StagedCollectives::fetch(Stream stream, Operand operand) {
   // Stream-ordered: the copy sees the stream's earlier work; waiting for
@@ -65,7 +60,7 @@ void StagedCollectives::exchange(Stream stream, std::vector<Transfer> sends,
     return;
   std::vector<std::vector<uint8_t>> staged;
   staged.reserve(sends.size() + receives.size());
-  std::vector<Transfer> hostSends = sends, hostReceives = receives;
+  std::vector<Transfer> hostSends = std::move(sends), hostReceives = receives;
   for (Transfer &t : hostSends) {
     staged.push_back(fetch(stream, t.buffer));
     t.buffer.data = staged.back().data();

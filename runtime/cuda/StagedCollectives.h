@@ -42,6 +42,8 @@ public:
   std::map<std::string, uint64_t> bytesByKind() const override {
     return ring.bytesByKind();
   }
+  /// The ring the collectives run over, with the rank's groups.
+  const RingCollectives &rings() const { return ring; }
 
 private:
   /// `operand`'s bytes, copied from the device (the stream is idle).

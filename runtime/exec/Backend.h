@@ -50,7 +50,7 @@ public:
   /// `operands` in the kernel's order (Kernels.def). `hyper` is not passed:
   /// the optimizer kernels read the plan's hyper buffer. On a backend that
   /// runs fused kernels, a launch that fuses gets its members' operands
-  /// after its own, and each member is launched as well (to do nothing).
+  /// after its own, and the members are not launched.
   virtual void launch(Stream stream, const LaunchOp &op,
                       const std::vector<Operand> &operands) = 0;
   /// Whether a fused group runs as its first launch's kernel (the CPU runs

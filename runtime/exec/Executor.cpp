@@ -202,7 +202,15 @@ void Executor::runRange(const Step &step, size_t begin, size_t end) {
   const Program &program = rank.programs[step.program];
   const ProgramInfo &info = programs[step.program];
   bool last = step.microbatch == int32_t(whole.numMicrobatches) - 1;
-  for (size_t i = begin; i < end; ++i) {
+  // A fused group on a backend that runs fused kernels is its first
+  // launch: the members share its condition and are run by its kernel.
+  auto span = [&](const Instruction &instruction) -> size_t {
+    const LaunchOp *launch = instruction.launch();
+    return launch && launch->fuse > 1 && backend.runsFusedKernels()
+               ? launch->fuse
+               : 1;
+  };
+  for (size_t i = begin; i < end; i += span(program.instructions[i])) {
     const Instruction &instruction = program.instructions[i];
     if (instruction.when == Condition::LastMicrobatch && !last)
       continue;

@@ -168,7 +168,7 @@ TEST(CollectiveHub, TheLeadersResultReachesEveryRankAndIsReleasedOnce) {
     threads.emplace_back([&, i] {
       for (uint64_t count = 0; count < 50; ++count)
         hub->meet(
-            ranks, 0, count, i, ranks[i], {},
+            {&ranks, 0, count, i, ranks[i]}, {},
             [&](const std::vector<CollectiveOperands> &all) -> void * {
               EXPECT_EQ(all.size(), ranks.size());
               ++leads;
@@ -184,7 +184,7 @@ TEST(CollectiveHub, TheLeadersResultReachesEveryRankAndIsReleasedOnce) {
               EXPECT_EQ(uses.load(), 3 * (releases.load() + 1));
               ++releases;
             },
-            std::chrono::seconds(30), "test");
+            std::chrono::seconds(30), "test", "here");
     });
   for (std::thread &thread : threads)
     thread.join();
@@ -200,12 +200,12 @@ TEST(CollectiveHub, AMeetingNamesTheRanksThatDidNotCome) {
   std::thread late([&] {
     try {
       hub->meet(
-          ranks, 1, 0, 1, 1, {},
+          {&ranks, 1, 0, 1, 1}, {},
           [](const std::vector<CollectiveOperands> &) -> void * {
             return nullptr;
           },
-          nullptr, nullptr, std::chrono::milliseconds(200),
-          "all_reduce_sum (program optimizer)");
+          nullptr, nullptr, std::chrono::milliseconds(200), "all_reduce_sum",
+          "program optimizer");
     } catch (const CommTimeout &timeout) {
       error = timeout.what();
     }

@@ -216,17 +216,16 @@ public:
     if (device != "cpu")
       ASSERT_NO_FATAL_FAILURE(generate(instructions));
     ASSERT_NO_FATAL_FAILURE(load(instructions));
+    // As the executor runs a program: a fused group on a GPU is its first
+    // launch with every member's operands; on the CPU each member.
     const std::vector<Instruction> &loaded = rank.programs[0].instructions;
-    for (size_t at = 0; at < loaded.size(); ++at) {
-      const LaunchOp &launch = *loaded[at].launch();
+    bool fused = loaded.size() > 1 && backend->runsFusedKernels();
+    for (size_t at = 0; at < (fused ? 1 : loaded.size()); ++at) {
       std::vector<Operand> operands;
-      for (uint32_t index : launch.operands)
-        operands.push_back(operand(index));
-      if (at == 0 && launch.fuse > 1 && backend->runsFusedKernels())
-        for (size_t m = 1; m < launch.fuse; ++m)
-          for (uint32_t index : loaded[m].launch()->operands)
-            operands.push_back(operand(index));
-      backend->launch(Stream::Compute, launch, operands);
+      for (size_t m = at; m < (fused ? loaded.size() : at + 1); ++m)
+        for (uint32_t index : loaded[m].launch()->operands)
+          operands.push_back(operand(index));
+      backend->launch(Stream::Compute, *loaded[at].launch(), operands);
     }
   }
 
