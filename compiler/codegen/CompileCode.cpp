@@ -11,7 +11,7 @@ namespace strata::codegen {
 using namespace mlir;
 
 LogicalResult compileGeneratedCode(ModuleOp module) {
-  auto arch = module->getAttrOfType<StringAttr>("strata.cuda_arch");
+  auto arch = module->getAttrOfType<StringAttr>(exec::kCudaArchAttr);
   if (!arch)
     return module.emitError()
            << "has no strata.cuda_arch: its kernels were not generated "

@@ -1,5 +1,6 @@
 //===- CudaKernel.cpp - a launch's translation unit -----------------------===//
 #include "compiler/codegen/Emitters.h"
+#include "runtime/plan/PlanCheck.h"
 
 #include <cctype>
 #include <cmath>
@@ -238,13 +239,33 @@ static_assert(sizeof kEmitters / sizeof kEmitters[0] == runtime::kKernelCount);
 
 } // namespace
 
+std::string checkAgainstCatalog(const LaunchDesc &launch) {
+  runtime::LaunchOp op;
+  op.kernel = launch.kernel;
+  std::vector<runtime::Buffer> buffers;
+  for (const OperandDesc &operand : launch.operands) {
+    if (!operand.present) {
+      op.operands.push_back(runtime::kNoBuffer);
+      continue;
+    }
+    runtime::Buffer &b = buffers.emplace_back();
+    b.name = "operand " + std::to_string(op.operands.size());
+    b.dtype = operand.dtype;
+    b.shape = operand.shape;
+    b.elements = operand.elements();
+    b.bytes = uint64_t(b.elements) * runtime::dtypeBytes(b.dtype);
+    op.operands.push_back(uint32_t(buffers.size() - 1));
+  }
+  for (const AttrDesc &attr : launch.attrs)
+    op.attrs.push_back({attr.i, attr.f, attr.list});
+  return runtime::checkLaunch(op, buffers, runtime::CheckContext());
+}
+
 std::string emitKernel(const LaunchDesc &launch, KernelCode &code) {
-  const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
-  if (launch.operands.size() != spec.operands.size() ||
-      launch.attrs.size() != spec.attrs.size())
-    return std::string("'") + spec.name + "' takes " +
-           std::to_string(spec.operands.size()) + " operands and " +
-           std::to_string(spec.attrs.size()) + " attributes";
+  // The emitters read shapes and arguments as the catalog's rules allow
+  // (an exec-level input is not checked before).
+  if (std::string error = checkAgainstCatalog(launch); !error.empty())
+    return error;
   code = KernelCode();
   return kEmitters[static_cast<size_t>(launch.kernel)](launch, code);
 }
@@ -253,17 +274,20 @@ std::string kernelUnit(const LaunchDesc &launch, const KernelCode &code,
                        const std::string &name) {
   const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
   std::string params;
-  for (size_t i = 0; i < spec.operands.size(); ++i) {
-    const runtime::OperandSpec &operand = spec.operands[i];
-    params += params.empty() ? "" : ", ";
-    params += operand.output ? "" : "const ";
-    params += ctype(launch.operands[i].dtype);
-    params += std::string(" *") + operand.name;
-  }
+  for (size_t i = 0; i < spec.operands.size(); ++i)
+    addPointerParam(params, launch, i, spec.operands[i].name);
   for (const runtime::AttrSpec &attr : spec.attrs)
     if (attr.kind == runtime::AttrKind::Int)
       params += std::string(", i64 ") + attr.name;
   return unitText(code, spec.name, name, params);
+}
+
+void addPointerParam(std::string &params, const LaunchDesc &launch,
+                     size_t index, const std::string &name) {
+  bool output = runtime::kernelSpec(launch.kernel).operands[index].output;
+  params += params.empty() ? "" : ", ";
+  params += output ? "" : "const ";
+  params += std::string(ctype(launch.operands[index].dtype)) + " *" + name;
 }
 
 std::string unitText(const KernelCode &code, const std::string &what,

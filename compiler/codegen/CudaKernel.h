@@ -64,9 +64,13 @@ struct KernelCode {
   uint32_t sharedBytes = 0; // dynamic shared memory
 };
 
+/// The launch against the kernel catalog's rules, as a plan load checks
+/// it (runtime/plan); "" or what breaks them.
+std::string checkAgainstCatalog(const LaunchDesc &launch);
+
 /// Generates the kernel for `launch`. Returns "" or why the launch cannot
-/// be generated. Two launches whose units (kernelUnit) are equal share one
-/// kernel.
+/// be generated (checkAgainstCatalog first). Two launches whose units
+/// (kernelUnit) are equal share one kernel.
 std::string emitKernel(const LaunchDesc &launch, KernelCode &code);
 
 /// The translation unit of an emitted kernel, the kernel called `name`.
@@ -89,9 +93,10 @@ struct FusedMember {
 /// One kernel that computes pointwise `members` in order, in one pass over
 /// their elements: an input an earlier member wrote is read from a
 /// register (as its buffer holds it: bf16-rounded for a bf16 buffer),
-/// what comes from memory is loaded once; every output is stored. Its parameters, the launch
-/// contract of a fused group: a pointer per operand of each member, the
-/// members in order. "" or why the members cannot be one kernel.
+/// what comes from memory is loaded once; every output is stored. Its
+/// parameters, the launch contract of a fused group: a pointer per operand of
+/// each member, the members in order. "" or why the members cannot be one
+/// kernel.
 std::string emitFused(const std::vector<FusedMember> &members,
                       KernelCode &code);
 /// The device-side communicator's kernels, one unit

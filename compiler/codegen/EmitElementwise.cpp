@@ -43,18 +43,10 @@ std::string emitPointwise(const LaunchDesc &launch, KernelCode &code) {
 } // namespace
 
 bool isPointwise(runtime::KernelId kernel) {
-  using runtime::KernelId;
   switch (kernel) {
-  case KernelId::Copy:
-  case KernelId::Add:
-  case KernelId::Sub:
-  case KernelId::Mul:
-  case KernelId::Scale:
-  case KernelId::Accumulate:
-  case KernelId::GeluFwd:
-  case KernelId::GeluBwd:
-  case KernelId::SiluFwd:
-  case KernelId::SiluBwd:
+#define POINTWISE(Name) case runtime::KernelId::Name:
+    STRATA_POINTWISE_KERNELS(POINTWISE)
+#undef POINTWISE
     return true;
   default:
     return false;
@@ -114,16 +106,7 @@ std::string emitKeepOnFirst(const LaunchDesc &launch, KernelCode &code) {
   std::string emit##Name(const LaunchDesc &launch, KernelCode &code) {         \
     return emitPointwise(launch, code);                                        \
   }
-POINTWISE(Copy)
-POINTWISE(Add)
-POINTWISE(Sub)
-POINTWISE(Mul)
-POINTWISE(Scale)
-POINTWISE(Accumulate)
-POINTWISE(GeluFwd)
-POINTWISE(GeluBwd)
-POINTWISE(SiluFwd)
-POINTWISE(SiluBwd)
+STRATA_POINTWISE_KERNELS(POINTWISE)
 #undef POINTWISE
 
 std::string emitSumTo(const LaunchDesc &launch, KernelCode &code) {
@@ -161,8 +144,6 @@ std::string emitTranspose(const LaunchDesc &launch, KernelCode &code) {
   const std::vector<int64_t> &shape = v.shape(Transpose::op::x);
   const std::vector<int64_t> &perm = v.attr(Transpose::attr::permutation).list;
   size_t rank = shape.size();
-  if (perm.size() != rank)
-    return "transpose's permutation does not match its operand's rank";
   std::vector<int64_t> inStride(rank, 1);
   for (size_t d = rank; d-- > 1;)
     inStride[d - 1] = inStride[d] * shape[d];
@@ -184,8 +165,6 @@ std::string emitSlice(const LaunchDesc &launch, KernelCode &code) {
   if (v.attr(Slice::attr::dim).perRank || v.attr(Slice::attr::parts).perRank)
     return "slice's dim and parts must be the same on every rank";
   int64_t dim = v.attr(Slice::attr::dim).i;
-  if (dim < 0 || dim >= int64_t(shape.size()))
-    return "slice's dim is not a dimension of its operand";
   int64_t inner = 1;
   for (size_t d = dim + 1; d < shape.size(); ++d)
     inner *= shape[d];
@@ -201,8 +180,6 @@ std::string emitSlice(const LaunchDesc &launch, KernelCode &code) {
 std::string emitRope(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   const std::vector<int64_t> &shape = v.shape(Rope::op::x);
-  if (shape.size() != 4 || shape[3] % 2)
-    return "rope needs [batch, seq, heads, even head_dim]";
   int64_t seq = shape[1], heads = shape[2], dim = shape[3], half = dim / 2;
   int64_t pairs = v.count(Rope::op::x) / 2;
   // The angle in double, as the CPU backend computes it.

@@ -42,11 +42,12 @@ std::string emitFused(const std::vector<FusedMember> &members,
     const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
     if (!isPointwise(launch.kernel))
       return std::string("'") + spec.name + "' is not a pointwise kernel";
+    if (std::string error = checkAgainstCatalog(launch); !error.empty())
+      return error;
     unsigned inputs = spec.inputs();
-    if (launch.operands.size() != spec.operands.size() ||
-        buffers.size() != spec.operands.size())
+    if (buffers.size() != spec.operands.size())
       return std::string("member '") + spec.name + "' has " +
-             std::to_string(launch.operands.size()) + " operands";
+             std::to_string(buffers.size()) + " buffer ids";
     int64_t count = launch.operands[inputs].elements();
     if (n >= 0 && count != n)
       return "the members run over different numbers of elements";
@@ -95,12 +96,8 @@ std::string fusedUnit(const std::vector<FusedMember> &members,
     const LaunchDesc &launch = members[m].launch;
     const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
     kernels.push_back(launch.kernel);
-    for (size_t k = 0; k < spec.operands.size(); ++k) {
-      params += params.empty() ? "" : ", ";
-      params += spec.operands[k].output ? "" : "const ";
-      params +=
-          std::string(ctype(launch.operands[k].dtype)) + " *" + param(m, k);
-    }
+    for (size_t k = 0; k < spec.operands.size(); ++k)
+      addPointerParam(params, launch, k, param(m, k));
   }
   return unitText(code, runtime::fusedKernelName(kernels), name, params);
 }

@@ -56,6 +56,17 @@ std::string forEach(int64_t n, std::string_view body);
 /// What every unit starts with: bf16 loads and stores, reductions.
 const char *unitPrelude();
 
+/// The kernels isPointwise names, listed once.
+#define STRATA_POINTWISE_KERNELS(X)                                            \
+  X(Copy)                                                                      \
+  X(Add) X(Sub) X(Mul) X(Scale) X(Accumulate) X(GeluFwd) X(GeluBwd) X(SiluFwd) \
+      X(SiluBwd)
+
+/// Appends to a kernel's parameter list the pointer to launch operand
+/// `index` (const for an input), called `name`.
+void addPointerParam(std::string &params, const LaunchDesc &launch,
+                     size_t index, const std::string &name);
+
 /// A unit's text: the prelude, the code's globals and its kernel `name`
 /// with `params`, a comment saying `what` it computes.
 std::string unitText(const KernelCode &code, const std::string &what,

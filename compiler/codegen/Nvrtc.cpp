@@ -73,12 +73,12 @@ bool isCudaArch(const std::string &arch) {
 
 std::string compileToPtx(const std::string &source, const std::string &name,
                          const std::string &arch, std::string &ptx) {
+  if (!isCudaArch(arch))
+    return "unknown CUDA architecture '" + arch + "' (" + kCudaArchs + ")";
   std::string error;
   const Api *api = loadApi(error);
   if (!api)
     return error;
-  if (!isCudaArch(arch))
-    return "unknown CUDA architecture '" + arch + "' (" + kCudaArchs + ")";
   Program program = nullptr;
   std::string file = name + ".cu";
   if (Result r = api->create(&program, source.c_str(), file.c_str(), 0, nullptr,

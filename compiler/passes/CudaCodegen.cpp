@@ -15,7 +15,6 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <map>
-#include <tuple>
 
 namespace strata {
 #define GEN_PASS_DEF_CUDACODEGEN
@@ -121,36 +120,29 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
       for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
         buffers[buffer.getSymName()] = buffer;
       // The members of a fused group after its first launch: computed by
-      // the first's code, they have none of their own.
+      // the first's code, they have none of their own (the verifier holds
+      // them to it).
       llvm::DenseSet<Operation *> members;
-      // A fused kernel's operands by their bytes: two names of the same
-      // elements are one value (a register must not go stale).
-      std::map<std::tuple<int, int64_t, int64_t, int64_t, const void *>, int>
-          byPlace;
-      llvm::StringMap<int> byName; // buffers placed per rank
-      auto bufferId = [&](StringRef name) {
-        int next = int(byPlace.size() + byName.size());
-        std::optional<exec::BufferPlace> place =
-            exec::bufferPlace(buffers.lookup(name), buffers);
-        if (!place)
-          return byName.try_emplace(name, next).first->second;
-        return byPlace
-            .try_emplace({int(place->arena), place->stashGroup, place->begin,
-                          place->end, place->element.getAsOpaquePointer()},
-                         next)
-            .first->second;
-      };
       WalkResult walked = stage.walk([&](exec::LaunchOp launch) {
-        if (members.contains(launch)) {
-          launch.removeCodeAttr();
-          launch.removeGridAttr();
-          launch.removeBlockAttr();
-          launch.removeSharedBytesAttr();
+        if (members.contains(launch))
           return WalkResult::advance();
-        }
         FailureOr<SmallVector<exec::LaunchOp>> group = exec::fusedGroup(launch);
         if (failed(group))
           return WalkResult::interrupt();
+        // A fused kernel's operands by their bytes: two names of the same
+        // elements are one value (a register must not go stale).
+        std::vector<std::pair<std::optional<exec::BufferPlace>, StringRef>>
+            seen;
+        auto bufferId = [&](StringRef name) {
+          std::optional<exec::BufferPlace> place =
+              exec::bufferPlace(buffers.lookup(name), buffers);
+          for (size_t i = 0; i < seen.size(); ++i)
+            if (place ? seen[i].first == place
+                      : !seen[i].first && seen[i].second == name)
+              return int(i);
+          seen.push_back({place, name});
+          return int(seen.size() - 1);
+        };
         std::vector<codegen::FusedMember> fused;
         for (exec::LaunchOp member : *group) {
           FailureOr<codegen::LaunchDesc> desc = describe(member, buffers);
@@ -158,8 +150,9 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
             return WalkResult::interrupt();
           codegen::FusedMember &entry = fused.emplace_back();
           entry.launch = std::move(*desc);
-          for (FlatSymbolRefAttr name : exec::launchOperands(member))
-            entry.buffers.push_back(bufferId(name.getValue()));
+          if (group->size() > 1)
+            for (FlatSymbolRefAttr name : exec::launchOperands(member))
+              entry.buffers.push_back(bufferId(name.getValue()));
           if (member != launch)
             members.insert(member);
         }
@@ -208,7 +201,7 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
     for (size_t i = 0; i < codes.size(); ++i)
       exec::CodeOp::create(builder, module.getLoc(), codes[i].first,
                            codes[i].second, sources[i], StringAttr());
-    module->setAttr("strata.cuda_arch", b.getStringAttr(arch));
+    module->setAttr(exec::kCudaArchAttr, b.getStringAttr(arch));
   }
 };
 

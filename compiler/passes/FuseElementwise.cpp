@@ -113,7 +113,15 @@ struct FuseElementwisePass
     : public strata::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    module.walk([](exec::LaunchOp launch) { launch.removeFuseAttr(); });
+    // Any earlier grouping goes, and any code made for it: the codegen
+    // runs after this pass.
+    module.walk([](exec::LaunchOp launch) {
+      launch.removeFuseAttr();
+      exec::clearGeneratedCode(launch);
+    });
+    for (auto code : llvm::make_early_inc_range(module.getOps<exec::CodeOp>()))
+      code.erase();
+    module->removeAttr(exec::kCudaArchAttr);
     Builder b(module.getContext());
     for (auto stage : module.getOps<exec::TemplateOp>()) {
       llvm::StringMap<exec::BufferOp> byName;
@@ -122,19 +130,9 @@ struct FuseElementwisePass
       for (auto program : stage.getBody().front().getOps<exec::ProgramOp>()) {
         SmallVector<Member> group;
         auto close = [&] {
-          if (group.size() > 1) {
+          if (group.size() > 1)
             group.front().launch.setFuseAttr(
                 b.getI64IntegerAttr(int64_t(group.size())));
-            // The group's code computes its members: any code of their own
-            // (an earlier codegen's) goes.
-            for (size_t m = 1; m < group.size(); ++m) {
-              exec::LaunchOp member = group[m].launch;
-              member.removeCodeAttr();
-              member.removeGridAttr();
-              member.removeBlockAttr();
-              member.removeSharedBytesAttr();
-            }
-          }
           group.clear();
         };
         for (Operation &op : program.getBody().front()) {

@@ -409,7 +409,7 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
                                      b.CreateString(code.getPtx()->str())));
   }
   // A CUDA plan: the loader's check holds each launch to its code.
-  auto arch = module->getAttrOfType<StringAttr>("strata.cuda_arch");
+  auto arch = module->getAttrOfType<StringAttr>(exec::kCudaArchAttr);
   for (auto stage : stagesToWrite) {
     size_t before = writer.builder.GetSize();
     if (failed(writer.stageTemplate(stage)))

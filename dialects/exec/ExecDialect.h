@@ -52,6 +52,13 @@ LaunchArgument launchArgument(LaunchOp launch, llvm::StringRef name);
 /// with it; failure, said at the op, when the ops after it are not such.
 mlir::FailureOr<llvm::SmallVector<LaunchOp>> fusedGroup(LaunchOp launch);
 
+/// Drops what strata-cuda-codegen set on `launch`: its code, grid, block
+/// and shared bytes.
+void clearGeneratedCode(LaunchOp launch);
+
+/// The module attribute naming the CUDA architecture its code is for.
+inline constexpr llvm::StringLiteral kCudaArchAttr = "strata.cuda_arch";
+
 /// Where a planned buffer's bytes are, the same on every rank and in every
 /// stash slot of a step: its root's arena (and stash group, -1 outside the
 /// stash) and [begin, end), with its element type. Two buffers with equal

@@ -250,13 +250,12 @@ LogicalResult LaunchOp::verify() {
   FailureOr<SmallVector<LaunchOp>> group = fusedGroup(*this);
   if (failed(group))
     return failure();
-  std::vector<runtime::KernelId> kernels;
-  for (LaunchOp member : *group)
-    kernels.push_back(
-        runtime::KernelId(runtime::findKernel(member.getKernel().str())));
-  std::string computes =
-      group->size() > 1 ? runtime::fusedKernelName(kernels) : getKernel().str();
   if (std::optional<StringRef> code = getCode()) {
+    std::vector<runtime::KernelId> kernels;
+    for (LaunchOp member : *group)
+      kernels.push_back(
+          runtime::KernelId(runtime::findKernel(member.getKernel().str())));
+    std::string computes = runtime::fusedKernelName(kernels);
     // Generated code lives beside the templates, in the module.
     Operation *stage = getOperation()->getParentOfType<TemplateOp>();
     Operation *module = stage ? stage->getParentOp() : nullptr;
@@ -302,25 +301,30 @@ FailureOr<SmallVector<LaunchOp>> strata::exec::fusedGroup(LaunchOp launch) {
   return group;
 }
 
+void strata::exec::clearGeneratedCode(LaunchOp launch) {
+  launch.removeCodeAttr();
+  launch.removeGridAttr();
+  launch.removeBlockAttr();
+  launch.removeSharedBytesAttr();
+}
+
 std::optional<BufferPlace>
 strata::exec::bufferPlace(BufferOp buffer,
                           const llvm::StringMap<BufferOp> &byName) {
-  int64_t offset = 0;
+  // A view's own offset is its root's plus its view offset (memory
+  // planning writes it, the plan carries it), and its arena the root's; a
+  // view is never of a view. The root says whether it moves per rank and
+  // which stash group it is in.
   BufferOp root = buffer;
-  while (std::optional<StringRef> alias = root.getAlias()) {
-    if (root.getPerRank())
-      return std::nullopt;
-    offset += int64_t(root.getViewOffset().value_or(0));
+  if (std::optional<StringRef> alias = buffer.getAlias())
     root = byName.lookup(*alias);
-    if (!root)
-      return std::nullopt;
-  }
-  if (root.getPerRank() || root.getPlacedOffset() < 0)
+  if (!root || buffer.getPerRank() || root.getPerRank() ||
+      buffer.getPlacedOffset() < 0)
     return std::nullopt;
   BufferPlace place;
-  place.arena = root.getArena();
+  place.arena = buffer.getArena();
   place.stashGroup = int64_t(root.getStashGroup().value_or(-1));
-  place.begin = root.getPlacedOffset() + offset;
+  place.begin = buffer.getPlacedOffset();
   place.end = place.begin + buffer.getBytes();
   place.element = buffer.getTensorType().getElementType();
   return place;

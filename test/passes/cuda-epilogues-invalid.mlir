@@ -32,3 +32,19 @@ module {
     }
   }
 }
+
+// -----
+
+// Nor does a launch that breaks its kernel's rules (exec-level input is
+// checked against the catalog, as a plan load would, before an emitter
+// reads a shape or an argument).
+// CHECK: error: 'exec.launch' op has no CUDA kernel: transpose: transpose permutation does not map f32[2, 3] to f32[3, 2]
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<2x3xf32> workspace at 0
+    exec.buffer @y : tensor<3x2xf32> workspace at 128
+    exec.program @main "microbatch" {
+      exec.launch "transpose" (@x) -> (@y) args {permutation = array<i64: 0, 7>}
+    }
+  }
+}

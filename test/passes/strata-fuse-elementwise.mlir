@@ -5,6 +5,8 @@
 // element count or condition, or an instruction between, each end a group.
 // RUN: strata-opt %s --split-input-file --strata-fuse-elementwise | FileCheck %s
 // RUN: strata-opt %s --split-input-file --strata-fuse-elementwise --strata-cuda-codegen | FileCheck %s --check-prefix=CODE
+// Fusing again what was generated without fusion replaces its code too.
+// RUN: strata-opt %s --split-input-file --strata-cuda-codegen --strata-fuse-elementwise --strata-cuda-codegen | FileCheck %s --check-prefix=CODE
 
 // A residual add, a bias add, GELU and a bf16 cast: one group of four.
 // CHECK-LABEL: exec.template stage 0

@@ -252,12 +252,20 @@ TEST(Codegen, RefusesWhatItCannotGenerate) {
             "slice's dim and parts must be the same on every rank");
   LaunchDesc rope = sample(KernelId::Rope, DType::F32);
   rope.operands[0].shape = rope.operands[1].shape = {2, 5, 3, 7};
+  // What the kernel catalog's rules refuse, as a plan load would, before
+  // an emitter reads a shape or an argument out of range.
   EXPECT_EQ(emitKernel(rope, code),
-            "rope needs [batch, seq, heads, even head_dim]");
+            "rope: rope needs [batch, seq, heads, even head_dim], got "
+            "f32[2, 5, 3, 7]");
+  LaunchDesc transpose = sample(KernelId::Transpose, DType::F32);
+  transpose.attrs[0].list = {0, 7, 1};
+  EXPECT_EQ(emitKernel(transpose, code),
+            "transpose: transpose permutation does not map f32[2, 3, 4] to "
+            "f32[4, 2, 3]");
   LaunchDesc missing = sample(KernelId::Add, DType::F32);
   missing.operands.pop_back();
   EXPECT_EQ(emitKernel(missing, code),
-            "'add' takes 3 operands and 0 attributes");
+            "add takes 3 operands, the plan gives 2");
   std::string ptx;
   EXPECT_EQ(compileToPtx("", "k", "sm_70", ptx),
             "unknown CUDA architecture 'sm_70' (sm_80 or sm_90a)");
