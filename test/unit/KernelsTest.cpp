@@ -8,11 +8,13 @@
 // launch's kernel generated as strata-compile --target cuda generates it
 // (compiler/codegen), compiled by NVRTC, loaded by a CudaBackend and
 // launched by the launch contract; gemms through cuBLASLt. Without a GPU
-// the GPU instances skip and say so. Backward kernels are compared with
-// the vector-Jacobian product of the float64 forward reference taken by
-// central differences, so a reference shares no derivation with the kernel
-// it checks. fp32 kernels hold to 1e-5, bf16 ones to 1e-2, relative to the
-// largest expected value (or 1).
+// the GPU instances skip and say so. On "simt", on every machine: the
+// sm_80 kernel, compiled by NVRTC and then by the host's C++ compiler, run
+// by the fiber model of a GPU in test/simt (gemms the CPU's). Backward kernels
+// are compared with the vector-Jacobian product of the float64 forward
+// reference taken by central differences, so a reference shares no derivation
+// with the kernel it checks. fp32 kernels hold to 1e-5, bf16 ones to 1e-2,
+// relative to the largest expected value (or 1).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/CudaKernel.h"
@@ -22,6 +24,7 @@
 #include "runtime/exec/BFloat16.h"
 #include "runtime/plan/PlanCheck.h"
 
+#include "SimtBackend.h"
 #include "TestRandom.h"
 
 #include <gtest/gtest.h>
@@ -87,8 +90,8 @@ Arg listArg(std::vector<int64_t> v) { return {0, 0, std::move(v)}; }
 // Devices
 //===----------------------------------------------------------------------===//
 
-/// Where a test's kernels run: "cpu", or a GPU with kernels generated for
-/// "sm_80" or "sm_90a".
+/// Where a test's kernels run: "cpu", a GPU with kernels generated for
+/// "sm_80" or "sm_90a", or "simt": sm_80's kernels on the host.
 using Device = std::string;
 
 /// The process's GPU for kernels of `arch`, opened once; "" or why the
@@ -227,6 +230,8 @@ public:
           operands.push_back(operand(index));
       backend->launch(Stream::Compute, *loaded[at].launch(), operands);
     }
+    if (device == "simt")
+      ASSERT_EQ(static_cast<simt::SimtBackend &>(*backend).error(), "");
   }
 
   void runGemm(const GemmOp &gemm) {
@@ -297,7 +302,7 @@ private:
       object.source = codegen::kernelUnit(members[0].launch, code, object.name);
     }
     ASSERT_EQ(
-        codegen::compileToPtx(object.source, object.name, device, object.ptx),
+        codegen::compileToPtx(object.source, object.name, arch(), object.ptx),
         "")
         << object.source;
     LaunchOp &launch = std::get<LaunchOp>(instructions[0].op);
@@ -306,8 +311,10 @@ private:
     launch.sharedBytes = code.sharedBytes;
     launch.code = int32_t(plan.code.size());
     plan.code.push_back(std::move(object));
-    plan.cudaArch = device;
+    plan.cudaArch = arch();
   }
+  /// The architecture the device's kernels are generated for.
+  std::string arch() const { return device == "simt" ? "sm_80" : device; }
 
   /// Makes the device's backend for the instructions, then writes the
   /// arena: inputs and presets their values, every other byte poisoned
@@ -317,6 +324,8 @@ private:
     rank.programs.push_back({"test", instructions});
     if (device == "cpu") {
       backend = std::make_unique<cpu::CpuBackend>();
+    } else if (device == "simt") {
+      backend = std::make_unique<simt::SimtBackend>();
     } else {
       cuda::Gpu *gpu = nullptr;
       ASSERT_EQ(openGpuFor(device, gpu), "");
@@ -365,7 +374,7 @@ private:
 class Kernels : public testing::TestWithParam<Device> {
 protected:
   void SetUp() override {
-    if (GetParam() == "cpu")
+    if (GetParam() == "cpu" || GetParam() == "simt")
       return;
     cuda::Gpu *gpu = nullptr;
     if (std::string error = openGpuFor(GetParam(), gpu); !error.empty())
@@ -375,7 +384,8 @@ protected:
   const Device &on() const { return GetParam(); }
 };
 
-INSTANTIATE_TEST_SUITE_P(On, Kernels, testing::Values("cpu", "sm_80", "sm_90a"),
+INSTANTIATE_TEST_SUITE_P(On, Kernels,
+                         testing::Values("cpu", "simt", "sm_80", "sm_90a"),
                          [](const testing::TestParamInfo<Device> &info) {
                            return info.param;
                          });

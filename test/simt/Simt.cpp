@@ -1,0 +1,140 @@
+//===- Simt.cpp - a generated kernel compiled and run on the host ---------===//
+#include "Simt.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <unistd.h>
+
+namespace strata::simt {
+
+namespace {
+
+std::string trim(const std::string &text) {
+  size_t begin = text.find_first_not_of(" \t\n");
+  size_t end = text.find_last_not_of(" \t\n");
+  return begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
+}
+
+/// The compiler command's words: the build's launcher (ccache) and C++
+/// compiler, or STRATA_SIMT_CXX's.
+std::string compilerCommand() {
+  if (const char *cxx = std::getenv("STRATA_SIMT_CXX"); cxx && *cxx)
+    return cxx;
+  return std::string(STRATA_SIMT_LAUNCHER) + " " + STRATA_SIMT_CXX;
+}
+
+/// A directory of this process's own for the units and libraries.
+const std::string &workDirectory() {
+  static std::string dir = [] {
+    const char *tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmp && *tmp ? tmp : "/tmp") + "/strata-simt-XXXXXX";
+    return mkdtemp(pattern.data()) ? pattern : std::string();
+  }();
+  return dir;
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+} // namespace
+
+std::string hostUnit(const std::string &source, const std::string &name,
+                     std::string &error) {
+  static const std::regex dynamicShared(
+      R"(extern\s+__shared__\s+([A-Za-z_][A-Za-z_0-9 ]*?)\s*\b([A-Za-z_]\w*)\s*\[\s*\]\s*;)");
+  std::string unit = std::regex_replace(
+      source, dynamicShared, "$1 *$2 = ($1 *)::simt::dynamicShared();");
+  size_t at = unit.find("\n" + name + "(");
+  size_t open = at == std::string::npos ? at : unit.find('(', at);
+  size_t close = open == std::string::npos ? open : unit.find(')', open);
+  if (close == std::string::npos) {
+    error = "no signature for kernel " + name + " in its unit";
+    return "";
+  }
+  std::string params = unit.substr(open + 1, close - open - 1);
+  std::string call;
+  size_t index = 0;
+  for (size_t begin = 0; begin <= params.size(); ++index) {
+    size_t comma = params.find(',', begin);
+    if (comma == std::string::npos)
+      comma = params.size();
+    std::string param = trim(params.substr(begin, comma - begin));
+    begin = comma + 1;
+    if (param.empty())
+      break;
+    size_t nameAt = param.find_last_not_of(
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+    if (nameAt == std::string::npos) {
+      error = "kernel " + name + ": cannot read parameter '" + param + "'";
+      return "";
+    }
+    std::string type = param.substr(0, nameAt + 1);
+    call += (index ? ", " : "") + std::string("*(") + type + " *)args[" +
+            std::to_string(index) + "]";
+  }
+  unit += "\nextern \"C\" void strataSimtEntry(void **args) {\n  " + name +
+          "(" + call + ");\n}\n";
+  error.clear();
+  return unit;
+}
+
+std::string Kernel::build(const std::string &source, const std::string &name) {
+  std::string error;
+  std::string unit = hostUnit(source, name, error);
+  if (!error.empty())
+    return error;
+  const std::string &dir = workDirectory();
+  if (dir.empty())
+    return "cannot make a directory for host-compiled kernels";
+  static int serial = 0;
+  std::string stem = dir + "/" + name + "-" + std::to_string(serial++);
+  std::ofstream(stem + ".cpp") << unit;
+  std::string command = compilerCommand() +
+                        " -std=c++17 -O1 -w -fPIC -shared -include " +
+                        STRATA_SIMT_RUNTIME + " -o " + stem + ".so " + stem +
+                        ".cpp 2> " + stem + ".log";
+  int status = std::system(command.c_str());
+  std::string log = readFile(stem + ".log");
+  std::remove((stem + ".cpp").c_str());
+  std::remove((stem + ".log").c_str());
+  if (status != 0) {
+    std::remove((stem + ".so").c_str());
+    return "the host compiler refused kernel " + name + ":\n" + log;
+  }
+  library = dlopen((stem + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::remove((stem + ".so").c_str());
+  if (!library)
+    return std::string("cannot load the host-compiled kernel: ") + dlerror();
+  entry = reinterpret_cast<LaunchFn>(dlsym(library, "strataSimtLaunch"));
+  if (!entry)
+    return "the host-compiled kernel has no strataSimtLaunch";
+  return "";
+}
+
+std::string Kernel::launch(std::array<uint32_t, 3> grid,
+                           std::array<uint32_t, 3> block, uint32_t sharedBytes,
+                           void **params) const {
+  if (!entry)
+    return "the kernel was not built";
+  char error[512] = "";
+  if (entry(grid.data(), block.data(), sharedBytes, params, error,
+            sizeof error) != 0)
+    return error;
+  return "";
+}
+
+Kernel::~Kernel() {
+  if (library)
+    dlclose(library);
+}
+
+} // namespace strata::simt

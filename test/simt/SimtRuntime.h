@@ -1,0 +1,295 @@
+//===- SimtRuntime.h - CUDA's device builtins on the host -------*- C++ -*-===//
+//
+// Included ahead of a generated kernel unit (compiler/codegen) that is
+// compiled for the host, so that the kernel strata-compile writes for a GPU
+// runs on a machine without one. A block's threads run as fibers on one OS
+// thread, each until it reaches a barrier: __syncthreads waits for every
+// live thread of the block, a shuffle for every live lane of its warp.
+// Blocks run one after another, in grid order, so __shared__ variables are
+// plain statics and a dynamic shared buffer is one allocation reused by
+// every block (filled with NaN bytes first, as a GPU leaves it undefined).
+// What a GPU would make undefined and this can see is an error, not a
+// guess: a barrier some threads never reach, a shuffle that reads a lane
+// that did not take part, a block larger than a GPU's.
+//
+// This is a test's model of the CUDA execution model, not a GPU: it shows
+// whether a kernel computes the right values under that model, not how it
+// performs, and blocks never race with one another here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_TEST_SIMT_SIMTRUNTIME_H
+#define STRATA_TEST_SIMT_SIMTRUNTIME_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+// Qualifiers that mean nothing on the host.
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__
+#define __launch_bounds__(...)
+// A block's shared variables: one copy, since blocks run one at a time.
+#define __shared__ static
+
+namespace simt {
+
+struct Dim3 {
+  unsigned x, y, z;
+};
+
+enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
+
+struct Thread {
+  ucontext_t context;
+  Dim3 index;
+  unsigned lane, warp;
+  State state;
+};
+
+constexpr unsigned kMaxThreads = 1024, kWarp = 32;
+constexpr size_t kStackBytes = 128 * 1024;
+
+struct Machine {
+  Dim3 grid, block, blockIndex;
+  Thread threads[kMaxThreads];
+  unsigned count = 0;
+  Thread *current = nullptr;
+  ucontext_t scheduler;
+  char *stacks = nullptr;
+  unsigned char *shared = nullptr;
+  size_t sharedCapacity = 0;
+  // A warp's shuffle: each lane posts its value, then reads its source's.
+  uint64_t exchange[kMaxThreads];
+  bool posted[kMaxThreads];
+  void **args = nullptr;
+  char error[512];
+  bool failed = false;
+};
+
+inline Machine &machine() {
+  static Machine m;
+  return m;
+}
+
+/// Parks the running thread in `state` and returns to the scheduler; the
+/// thread goes on when the scheduler makes it runnable again.
+inline void park(State state) {
+  Machine &m = machine();
+  Thread *t = m.current;
+  t->state = state;
+  swapcontext(&t->context, &m.scheduler);
+}
+
+/// Records the first error and stops the running thread for good.
+inline void fail(const char *what) {
+  Machine &m = machine();
+  if (!m.failed)
+    snprintf(m.error, sizeof m.error, "block (%u, %u, %u) thread %u: %s",
+             m.blockIndex.x, m.blockIndex.y, m.blockIndex.z,
+             unsigned(m.current - m.threads), what);
+  m.failed = true;
+  park(State::Done);
+}
+
+template <typename T> T shuffle(T value, unsigned source) {
+  static_assert(sizeof(T) <= 8, "a shuffle moves at most 8 bytes");
+  Machine &m = machine();
+  Thread *t = m.current;
+  unsigned base = t->warp * kWarp, lane = t->lane;
+  memcpy(&m.exchange[base + lane], &value, sizeof value);
+  m.posted[base + lane] = true;
+  park(State::AtWarpBarrier);
+  source &= kWarp - 1;
+  if (!m.posted[base + source])
+    fail("a shuffle reads a lane that did not take part in it");
+  T out;
+  memcpy(&out, &m.exchange[base + source], sizeof out);
+  park(State::AtWarpBarrier);
+  m.posted[base + lane] = false;
+  return out;
+}
+
+} // namespace simt
+
+// The built-in variables and functions the generated kernels use.
+#define threadIdx (::simt::machine().current->index)
+#define blockIdx (::simt::machine().blockIndex)
+#define blockDim (::simt::machine().block)
+#define gridDim (::simt::machine().grid)
+
+inline void __syncthreads() { ::simt::park(::simt::State::AtBlockBarrier); }
+inline void __threadfence() {}
+template <typename T> T __shfl_sync(unsigned, T v, int source) {
+  return ::simt::shuffle(v, unsigned(source));
+}
+template <typename T> T __shfl_xor_sync(unsigned, T v, int mask) {
+  return ::simt::shuffle(v, ::simt::machine().current->lane ^ unsigned(mask));
+}
+template <typename T> T __shfl_down_sync(unsigned, T v, unsigned delta) {
+  unsigned lane = ::simt::machine().current->lane;
+  return ::simt::shuffle(v, lane + delta < 32 ? lane + delta : lane);
+}
+template <typename T> T __ldcg(const T *p) { return *p; }
+template <typename T> T atomicAdd(T *p, T v) {
+  T old = *p;
+  *p = old + v;
+  return old;
+}
+inline float __uint_as_float(unsigned v) {
+  float f;
+  memcpy(&f, &v, 4);
+  return f;
+}
+inline unsigned __float_as_uint(float v) {
+  unsigned u;
+  memcpy(&u, &v, 4);
+  return u;
+}
+inline float __int_as_float(int v) { return __uint_as_float(unsigned(v)); }
+inline int __float_as_int(float v) { return int(__float_as_uint(v)); }
+inline double __longlong_as_double(long long v) {
+  double d;
+  memcpy(&d, &v, 8);
+  return d;
+}
+inline long long __double_as_longlong(double v) {
+  long long l;
+  memcpy(&l, &v, 8);
+  return l;
+}
+
+// The kernel's entry with its parameters unpacked, which the harness
+// appends after the kernel (test/simt/Simt.cpp).
+extern "C" void strataSimtEntry(void **args);
+
+namespace simt {
+
+inline void threadMain() {
+  Machine &m = machine();
+  strataSimtEntry(m.args);
+  m.current->state = State::Done; // uc_link returns to the scheduler
+}
+
+/// Runs the current block's threads until every one is done; false on an
+/// error (in m.error).
+inline bool runBlock() {
+  Machine &m = machine();
+  for (;;) {
+    for (unsigned i = 0; i < m.count; ++i) {
+      Thread &t = m.threads[i];
+      if (t.state != State::Runnable)
+        continue;
+      m.current = &t;
+      swapcontext(&m.scheduler, &t.context);
+      if (m.failed)
+        return false;
+    }
+    unsigned live = 0, atBlock = 0;
+    bool released = false;
+    for (unsigned w = 0; w * kWarp < m.count; ++w) {
+      unsigned end = (w + 1) * kWarp < m.count ? (w + 1) * kWarp : m.count;
+      unsigned lanes = 0, waiting = 0;
+      for (unsigned i = w * kWarp; i < end; ++i) {
+        lanes += m.threads[i].state != State::Done;
+        waiting += m.threads[i].state == State::AtWarpBarrier;
+        atBlock += m.threads[i].state == State::AtBlockBarrier;
+      }
+      live += lanes;
+      if (lanes > 0 && waiting == lanes) {
+        for (unsigned i = w * kWarp; i < end; ++i)
+          if (m.threads[i].state == State::AtWarpBarrier)
+            m.threads[i].state = State::Runnable;
+        released = true;
+      }
+    }
+    if (live == 0)
+      return true;
+    if (released)
+      continue;
+    if (atBlock != live) {
+      snprintf(m.error, sizeof m.error,
+               "block (%u, %u, %u): threads wait at different barriers (a "
+               "__syncthreads not every live thread reaches, or a shuffle "
+               "some lanes of a warp skip)",
+               m.blockIndex.x, m.blockIndex.y, m.blockIndex.z);
+      return false;
+    }
+    for (unsigned i = 0; i < m.count; ++i)
+      if (m.threads[i].state == State::AtBlockBarrier)
+        m.threads[i].state = State::Runnable;
+  }
+}
+
+} // namespace simt
+
+/// Runs the kernel over `grid` blocks of `block` threads with `sharedBytes`
+/// of dynamic shared memory; 0, or 1 with the reason in `error`.
+extern "C" int strataSimtLaunch(const unsigned grid[3], const unsigned block[3],
+                                unsigned sharedBytes, void **args, char *error,
+                                size_t errorBytes) {
+  using namespace simt;
+  Machine &m = machine();
+  m.failed = false;
+  m.error[0] = 0;
+  m.grid = {grid[0], grid[1], grid[2]};
+  m.block = {block[0], block[1], block[2]};
+  m.args = args;
+  unsigned long long threads =
+      (unsigned long long)block[0] * block[1] * block[2];
+  if (threads == 0 || threads > kMaxThreads ||
+      (unsigned long long)grid[0] * grid[1] * grid[2] == 0) {
+    snprintf(error, errorBytes,
+             "a launch of %u x %u x %u blocks of %u x %u x %u threads: a "
+             "block holds 1 to 1024 threads and the grid at least one block",
+             grid[0], grid[1], grid[2], block[0], block[1], block[2]);
+    return 1;
+  }
+  m.count = unsigned(threads);
+  if (!m.stacks)
+    m.stacks = (char *)malloc(kMaxThreads * kStackBytes);
+  if (sharedBytes > m.sharedCapacity) {
+    free(m.shared);
+    m.shared = (unsigned char *)malloc(sharedBytes);
+    m.sharedCapacity = sharedBytes;
+  }
+  memset(m.posted, 0, sizeof m.posted);
+  for (unsigned z = 0; z < grid[2]; ++z)
+    for (unsigned y = 0; y < grid[1]; ++y)
+      for (unsigned x = 0; x < grid[0]; ++x) {
+        m.blockIndex = {x, y, z};
+        if (sharedBytes)
+          memset(m.shared, 0xFF, sharedBytes);
+        for (unsigned i = 0; i < m.count; ++i) {
+          Thread &t = m.threads[i];
+          t.index = {i % block[0], i / block[0] % block[1],
+                     i / (block[0] * block[1])};
+          t.lane = i % kWarp;
+          t.warp = i / kWarp;
+          t.state = State::Runnable;
+          getcontext(&t.context);
+          t.context.uc_stack.ss_sp = m.stacks + size_t(i) * kStackBytes;
+          t.context.uc_stack.ss_size = kStackBytes;
+          t.context.uc_link = &m.scheduler;
+          makecontext(&t.context, threadMain, 0);
+        }
+        if (!runBlock()) {
+          snprintf(error, errorBytes, "%s", m.error);
+          return 1;
+        }
+      }
+  return 0;
+}
+
+namespace simt {
+/// The dynamic shared memory (extern __shared__), as the harness rewrites
+/// its declaration.
+inline void *dynamicShared() { return machine().shared; }
+} // namespace simt
+
+#endif

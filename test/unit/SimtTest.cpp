@@ -1,0 +1,147 @@
+//===- SimtTest.cpp - the host's model of a GPU block
+//----------------------===//
+//
+// test/simt runs generated kernels without a GPU; these check the model
+// itself: barriers and shuffles mean what they mean on a GPU, and what a GPU
+// leaves undefined is reported, not run.
+//
+//===----------------------------------------------------------------------===//
+#include "Simt.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+using strata::simt::Kernel;
+
+namespace {
+
+/// Builds `body` as kernel k(float *out, const float *in, i64 n).
+std::string unit(const std::string &body) {
+  return "typedef long long i64;\nextern \"C\" __global__ void\n"
+         "k(float *out, const float *in, i64 n) {\n" +
+         body + "}\n";
+}
+
+struct Outcome {
+  std::string error;
+  std::vector<float> out;
+};
+
+Outcome run(const std::string &body, std::vector<float> in, size_t outputs,
+            std::array<uint32_t, 3> grid, std::array<uint32_t, 3> block,
+            uint32_t shared = 0) {
+  Kernel kernel;
+  Outcome result;
+  std::string built = kernel.build(unit(body), "k");
+  EXPECT_EQ(built, "");
+  if (!built.empty())
+    return result;
+  result.out.assign(outputs, -1.0f);
+  float *out = result.out.data();
+  const float *input = in.data();
+  long long n = static_cast<long long>(in.size());
+  void *params[] = {&out, &input, &n};
+  result.error = kernel.launch(grid, block, shared, params);
+  return result;
+}
+
+TEST(Simt, BlockReductionThroughSharedMemoryAndShuffles) {
+  // Each block sums its 64 inputs: shuffles within each warp, then the
+  // warps' partials through dynamic shared memory after a barrier.
+  std::vector<float> in(256);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = float(i % 7) - 2.0f;
+  Outcome r = run(R"(  extern __shared__ float partial[];
+  i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+  float v = i < n ? in[i] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0)
+    partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = partial[0] + partial[1];
+)",
+                  in, 4, {4, 1, 1}, {64, 1, 1}, 8);
+  ASSERT_EQ(r.error, "");
+  for (int b = 0; b < 4; ++b) {
+    float expected = 0;
+    for (int i = 0; i < 64; ++i)
+      expected += in[b * 64 + i];
+    EXPECT_EQ(r.out[b], expected) << "block " << b;
+  }
+}
+
+TEST(Simt, ThreadIndicesCoverEveryDimension) {
+  Outcome r = run(
+      R"(  i64 t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  i64 b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  out[b * blockDim.x * blockDim.y * blockDim.z + t] = (float)(b * 1000 + t);
+)",
+      {}, 2 * 3 * 2 * 4 * 2 * 3, {2, 3, 2}, {4, 2, 3});
+  ASSERT_EQ(r.error, "");
+  for (size_t i = 0; i < r.out.size(); ++i)
+    EXPECT_EQ(r.out[i], float(i / 24 * 1000 + i % 24)) << i;
+}
+
+TEST(Simt, ABarrierSomeThreadsSkipIsAnError) {
+  Outcome r = run(R"(  if (threadIdx.x < 16)
+    __syncthreads();
+  else
+    out[0] = __shfl_sync(0xffffffffu, 1.0f, 0);
+)",
+                  {}, 1, {1, 1, 1}, {32, 1, 1});
+  EXPECT_NE(r.error.find("threads wait at different barriers"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(Simt, AShuffleFromALaneThatLeftIsAnError) {
+  Outcome r = run(R"(  if (threadIdx.x == 5)
+    return;
+  out[0] = __shfl_sync(0xffffffffu, 2.0f, 5);
+)",
+                  {}, 1, {1, 1, 1}, {32, 1, 1});
+  EXPECT_NE(r.error.find("a shuffle reads a lane that did not take part"),
+            std::string::npos)
+      << r.error;
+}
+
+TEST(Simt, ThreadsThatLeftDoNotHoldABarrier) {
+  // Since sm_70 a barrier waits only for the threads still running.
+  Outcome r = run(R"(  if (threadIdx.x >= 40)
+    return;
+  __syncthreads();
+  out[threadIdx.x] = 1.0f;
+)",
+                  {}, 64, {1, 1, 1}, {64, 1, 1});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.out[39], 1.0f);
+  EXPECT_EQ(r.out[40], -1.0f);
+}
+
+TEST(Simt, SharedMemoryStartsAsNaN) {
+  Outcome r = run(R"(  extern __shared__ float scratch[];
+  out[0] = scratch[3];
+)",
+                  {}, 1, {1, 1, 1}, {1, 1, 1}, 16);
+  ASSERT_EQ(r.error, "");
+  EXPECT_TRUE(std::isnan(r.out[0]));
+}
+
+TEST(Simt, ABlockPastAGpusLimitIsRefused) {
+  Outcome r = run("", {}, 1, {1, 1, 1}, {2048, 1, 1});
+  EXPECT_NE(r.error.find("a block holds 1 to 1024 threads"), std::string::npos)
+      << r.error;
+}
+
+TEST(Simt, AUnitTheHostCompilerRefusesSaysWhy) {
+  Kernel kernel;
+  std::string error = kernel.build(unit("  this is not C++;\n"), "k");
+  EXPECT_NE(error.find("the host compiler refused kernel k"), std::string::npos)
+      << error;
+}
+
+} // namespace
