@@ -87,6 +87,12 @@ public:
   void submit(Stream stream, const std::string &name,
               std::function<void()> task);
 
+protected:
+  /// Runs a launch's kernel, on whichever thread its stream runs: here the
+  /// CPU's, in the simt backend (runtime/simt) the plan's generated one.
+  virtual void runLaunch(const LaunchOp &op,
+                         const std::vector<Operand> &operands);
+
 private:
   struct Task {
     std::string name;
@@ -119,7 +125,6 @@ private:
   /// Rethrows what failed on a stream's thread, if anything did.
   void rethrow();
   void runGemm(const GemmOp &op, const Operand operands[5]);
-  void runLaunch(const LaunchOp &op, const std::vector<Operand> &operands);
 
   struct Free {
     void operator()(uint8_t *p) const { std::free(p); }

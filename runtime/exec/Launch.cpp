@@ -17,6 +17,7 @@
 #include "runtime/exec/Parameters.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/io/Trace.h"
+#include "runtime/simt/SimtBackend.h"
 
 #include <cstdio>
 #include <mutex>
@@ -96,8 +97,11 @@ std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
           transport, *gpuDevice, commTimeout(options));
     device = std::move(gpuDevice);
   } else {
-    auto cpuDevice =
-        std::make_unique<cpu::CpuBackend>(options.asyncCompute, threads);
+    // --backend simt: the CPU's, running a cuda plan's generated kernels.
+    std::unique_ptr<cpu::CpuBackend> cpuDevice =
+        options.backend == "simt"
+            ? std::make_unique<simt::SimtBackend>(options.asyncCompute, threads)
+            : std::make_unique<cpu::CpuBackend>(options.asyncCompute, threads);
     cpu::CpuBackend *streams = cpuDevice.get();
     SubmitToStream submit = [streams](Stream stream, const std::string &name,
                                       std::function<void()> work) {

@@ -53,10 +53,10 @@ std::string checkTrainOptions(const TrainOptions &o) {
     return "--ranks must be >= 1";
   if (!(o.commTimeoutSeconds > 0))
     return "--comm-timeout must be positive";
-  if (o.backend != "cpu" && o.backend != "cuda")
-    return "--backend must be cpu or cuda, got '" + o.backend + "'";
-  if (o.localCollectives && (o.stagedCollectives || o.backend != "cpu"))
-    return "--local-collectives runs on the CPU backend, without "
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "simt")
+    return "--backend must be cpu, cuda or simt, got '" + o.backend + "'";
+  if (o.localCollectives && (o.stagedCollectives || o.backend == "cuda"))
+    return "--local-collectives runs on the CPU backend (or simt), without "
            "--staged-collectives";
   return "";
 }

@@ -52,7 +52,7 @@ struct TrainOptions {
   // for a GPU, off on the CPU, where --graphs tests it).
   int graphs = -1;
   bool reportGraphs = false;   // graphs recorded and replays, at the end
-  std::string backend = "cpu"; // cpu, or cuda (runtime/cuda/)
+  std::string backend = "cpu"; // cpu, cuda (runtime/cuda/) or simt
   double commTimeoutSeconds = 300;
   // Fault injection for tests: this rank stops (a thread) or is killed
   // (a process) at the start of this iteration.

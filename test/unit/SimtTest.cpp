@@ -1,19 +1,19 @@
 //===- SimtTest.cpp - the host's model of a GPU block
 //----------------------===//
 //
-// test/simt runs generated kernels without a GPU; these check the model
+// runtime/simt runs generated kernels without a GPU; these check the model
 // itself: barriers and shuffles mean what they mean on a GPU, and what a GPU
 // leaves undefined is reported, not run.
 //
 //===----------------------------------------------------------------------===//
-#include "Simt.h"
+#include "runtime/simt/Simt.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-using strata::simt::Kernel;
+using strata::runtime::simt::Kernel;
 
 namespace {
 
@@ -32,18 +32,18 @@ struct Outcome {
 Outcome run(const std::string &body, std::vector<float> in, size_t outputs,
             std::array<uint32_t, 3> grid, std::array<uint32_t, 3> block,
             uint32_t shared = 0) {
-  Kernel kernel;
   Outcome result;
-  std::string built = kernel.build(unit(body), "k");
+  std::string built;
+  auto kernel = Kernel::build(unit(body), "k", built);
   EXPECT_EQ(built, "");
-  if (!built.empty())
+  if (!kernel)
     return result;
   result.out.assign(outputs, -1.0f);
   float *out = result.out.data();
   const float *input = in.data();
   long long n = static_cast<long long>(in.size());
   void *params[] = {&out, &input, &n};
-  result.error = kernel.launch(grid, block, shared, params);
+  result.error = kernel->launch(grid, block, shared, params);
   return result;
 }
 
@@ -138,8 +138,8 @@ TEST(Simt, ABlockPastAGpusLimitIsRefused) {
 }
 
 TEST(Simt, AUnitTheHostCompilerRefusesSaysWhy) {
-  Kernel kernel;
-  std::string error = kernel.build(unit("  this is not C++;\n"), "k");
+  std::string error;
+  EXPECT_EQ(Kernel::build(unit("  this is not C++;\n"), "k", error), nullptr);
   EXPECT_NE(error.find("the host compiler refused kernel k"), std::string::npos)
       << error;
 }

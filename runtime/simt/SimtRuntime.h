@@ -25,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ucontext.h>
+
+#if !defined(__x86_64__)
+#error "the simt model's fiber switch is written for x86-64"
+#endif
 
 // Qualifiers that mean nothing on the host.
 #define __global__
@@ -45,11 +48,39 @@ struct Dim3 {
 
 enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
 
+// A fiber's saved stack pointer; the callee-saved registers are on its
+// stack. On x86-64 a switch is the few instructions below (no system
+// call, as swapcontext makes to save the signal mask): a block's threads
+// switch at every barrier and a kernel has many of them.
+extern "C" void strataSimtSwitch(void **saveTo, void *resume);
+__asm__(".text\n"
+        ".globl strataSimtSwitch\n"
+        ".hidden strataSimtSwitch\n"
+        ".type strataSimtSwitch, @function\n"
+        "strataSimtSwitch:\n"
+        "  pushq %rbp\n"
+        "  pushq %rbx\n"
+        "  pushq %r12\n"
+        "  pushq %r13\n"
+        "  pushq %r14\n"
+        "  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  popq %r15\n"
+        "  popq %r14\n"
+        "  popq %r13\n"
+        "  popq %r12\n"
+        "  popq %rbx\n"
+        "  popq %rbp\n"
+        "  ret\n"
+        ".size strataSimtSwitch, .-strataSimtSwitch\n");
+
 struct Thread {
-  ucontext_t context;
+  void *stack; // saved stack pointer while parked
   Dim3 index;
   unsigned lane, warp;
   State state;
+  unsigned shuffles; // taken part in, + 1
 };
 
 constexpr unsigned kMaxThreads = 1024, kWarp = 32;
@@ -60,13 +91,16 @@ struct Machine {
   Thread threads[kMaxThreads];
   unsigned count = 0;
   Thread *current = nullptr;
-  ucontext_t scheduler;
+  void *scheduler; // the scheduler's saved stack pointer
   char *stacks = nullptr;
   unsigned char *shared = nullptr;
   size_t sharedCapacity = 0;
-  // A warp's shuffle: each lane posts its value, then reads its source's.
-  uint64_t exchange[kMaxThreads];
-  bool posted[kMaxThreads];
+  // A warp's shuffles: each lane posts its value and the number of the
+  // shuffle, then reads its source's after the warp's barrier. Shuffles
+  // alternate between two slots, so the next one's barrier, not one of
+  // its own, keeps a slot until every lane has read it.
+  uint64_t exchange[2][kMaxThreads];
+  unsigned posted[2][kMaxThreads];
   void **args = nullptr;
   char error[512];
   bool failed = false;
@@ -83,7 +117,7 @@ inline void park(State state) {
   Machine &m = machine();
   Thread *t = m.current;
   t->state = state;
-  swapcontext(&t->context, &m.scheduler);
+  strataSimtSwitch(&t->stack, m.scheduler);
 }
 
 /// Records the first error and stops the running thread for good.
@@ -102,16 +136,15 @@ template <typename T> T shuffle(T value, unsigned source) {
   Machine &m = machine();
   Thread *t = m.current;
   unsigned base = t->warp * kWarp, lane = t->lane;
-  memcpy(&m.exchange[base + lane], &value, sizeof value);
-  m.posted[base + lane] = true;
+  unsigned number = ++t->shuffles, slot = number & 1;
+  memcpy(&m.exchange[slot][base + lane], &value, sizeof value);
+  m.posted[slot][base + lane] = number;
   park(State::AtWarpBarrier);
   source &= kWarp - 1;
-  if (!m.posted[base + source])
+  if (m.posted[slot][base + source] != number)
     fail("a shuffle reads a lane that did not take part in it");
   T out;
-  memcpy(&out, &m.exchange[base + source], sizeof out);
-  park(State::AtWarpBarrier);
-  m.posted[base + lane] = false;
+  memcpy(&out, &m.exchange[slot][base + source], sizeof out);
   return out;
 }
 
@@ -170,10 +203,23 @@ extern "C" void strataSimtEntry(void **args);
 
 namespace simt {
 
+/// A fiber's first frame: it runs the kernel, then parks for good.
 inline void threadMain() {
   Machine &m = machine();
   strataSimtEntry(m.args);
-  m.current->state = State::Done; // uc_link returns to the scheduler
+  park(State::Done);
+}
+
+/// A stack whose first switch enters threadMain, as if called (so the
+/// stack is aligned as the ABI expects at a function's entry).
+inline void *freshStack(char *base, size_t bytes) {
+  uintptr_t top = (uintptr_t(base) + bytes) & ~uintptr_t(15);
+  void **sp = (void **)top;
+  *--sp = nullptr;             // threadMain's return address: none
+  *--sp = (void *)&threadMain; // where the switch's ret goes
+  for (int r = 0; r < 6; ++r)  // rbp, rbx, r12-r15
+    *--sp = nullptr;
+  return sp;
 }
 
 /// Runs the current block's threads until every one is done; false on an
@@ -186,7 +232,7 @@ inline bool runBlock() {
       if (t.state != State::Runnable)
         continue;
       m.current = &t;
-      swapcontext(&m.scheduler, &t.context);
+      strataSimtSwitch(&m.scheduler, t.stack);
       if (m.failed)
         return false;
     }
@@ -258,11 +304,11 @@ extern "C" int strataSimtLaunch(const unsigned grid[3], const unsigned block[3],
     m.shared = (unsigned char *)malloc(sharedBytes);
     m.sharedCapacity = sharedBytes;
   }
-  memset(m.posted, 0, sizeof m.posted);
   for (unsigned z = 0; z < grid[2]; ++z)
     for (unsigned y = 0; y < grid[1]; ++y)
       for (unsigned x = 0; x < grid[0]; ++x) {
         m.blockIndex = {x, y, z};
+        memset(m.posted, 0, sizeof m.posted); // no lane has taken part
         if (sharedBytes)
           memset(m.shared, 0xFF, sharedBytes);
         for (unsigned i = 0; i < m.count; ++i) {
@@ -272,11 +318,8 @@ extern "C" int strataSimtLaunch(const unsigned grid[3], const unsigned block[3],
           t.lane = i % kWarp;
           t.warp = i / kWarp;
           t.state = State::Runnable;
-          getcontext(&t.context);
-          t.context.uc_stack.ss_sp = m.stacks + size_t(i) * kStackBytes;
-          t.context.uc_stack.ss_size = kStackBytes;
-          t.context.uc_link = &m.scheduler;
-          makecontext(&t.context, threadMain, 0);
+          t.shuffles = 0;
+          t.stack = freshStack(m.stacks + size_t(i) * kStackBytes, kStackBytes);
         }
         if (!runBlock()) {
           snprintf(error, errorBytes, "%s", m.error);

@@ -1,15 +1,19 @@
 //===- Simt.cpp - a generated kernel compiled and run on the host ---------===//
-#include "Simt.h"
+#include "runtime/simt/Simt.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <unistd.h>
 
-namespace strata::simt {
+namespace strata::runtime::simt {
+
+extern const char *const kRuntimeHeader; // SimtRuntime.h's text
 
 namespace {
 
@@ -24,6 +28,8 @@ std::string trim(const std::string &text) {
 std::string compilerCommand() {
   if (const char *cxx = std::getenv("STRATA_SIMT_CXX"); cxx && *cxx)
     return cxx;
+  if (access(STRATA_SIMT_CXX, X_OK) != 0)
+    return "c++"; // a build moved off the machine that built it
   return std::string(STRATA_SIMT_LAUNCHER) + " " + STRATA_SIMT_CXX;
 }
 
@@ -33,10 +39,20 @@ const std::string &workDirectory() {
     const char *tmp = std::getenv("TMPDIR");
     std::string pattern =
         std::string(tmp && *tmp ? tmp : "/tmp") + "/strata-simt-XXXXXX";
-    return mkdtemp(pattern.data()) ? pattern : std::string();
+    if (!mkdtemp(pattern.data()))
+      return std::string();
+    std::ofstream(pattern + "/SimtRuntime.h") << kRuntimeHeader;
+    std::atexit([] {
+      std::remove((workDirectory() + "/SimtRuntime.h").c_str());
+      rmdir(workDirectory().c_str());
+    });
+    return pattern;
   }();
   return dir;
 }
+
+/// One launch at a time in the process (see Kernel::launch).
+std::mutex launchMutex;
 
 std::string readFile(const std::string &path) {
   std::ifstream in(path);
@@ -87,7 +103,30 @@ std::string hostUnit(const std::string &source, const std::string &name,
   return unit;
 }
 
-std::string Kernel::build(const std::string &source, const std::string &name) {
+std::shared_ptr<const Kernel> Kernel::build(const std::string &source,
+                                            const std::string &name,
+                                            std::string &error) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::string>,
+                  std::shared_ptr<const Kernel>>
+      built;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<const Kernel> &kernel = built[{name, source}];
+  if (!kernel) {
+    auto made = std::make_shared<Kernel>();
+    error = made->compile(source, name);
+    if (!error.empty()) {
+      built.erase({name, source});
+      return nullptr;
+    }
+    kernel = made;
+  }
+  error.clear();
+  return kernel;
+}
+
+std::string Kernel::compile(const std::string &source,
+                            const std::string &name) {
   std::string error;
   std::string unit = hostUnit(source, name, error);
   if (!error.empty())
@@ -98,10 +137,9 @@ std::string Kernel::build(const std::string &source, const std::string &name) {
   static int serial = 0;
   std::string stem = dir + "/" + name + "-" + std::to_string(serial++);
   std::ofstream(stem + ".cpp") << unit;
-  std::string command = compilerCommand() +
-                        " -std=c++17 -O1 -w -fPIC -shared -include " +
-                        STRATA_SIMT_RUNTIME + " -o " + stem + ".so " + stem +
-                        ".cpp 2> " + stem + ".log";
+  std::string command =
+      compilerCommand() + " -std=c++17 -O1 -w -fPIC -shared -include " + dir +
+      "/SimtRuntime.h -o " + stem + ".so " + stem + ".cpp 2> " + stem + ".log";
   int status = std::system(command.c_str());
   std::string log = readFile(stem + ".log");
   std::remove((stem + ".cpp").c_str());
@@ -126,6 +164,7 @@ std::string Kernel::launch(std::array<uint32_t, 3> grid,
   if (!entry)
     return "the kernel was not built";
   char error[512] = "";
+  std::lock_guard<std::mutex> lock(launchMutex);
   if (entry(grid.data(), block.data(), sharedBytes, params, error,
             sizeof error) != 0)
     return error;
@@ -137,4 +176,4 @@ Kernel::~Kernel() {
     dlclose(library);
 }
 
-} // namespace strata::simt
+} // namespace strata::runtime::simt
