@@ -82,6 +82,12 @@ std::string kernelUnit(const LaunchDesc &launch, const KernelCode &code,
 /// Int attribute: what the fusion pass chains (FuseElementwise.cpp).
 bool isPointwise(runtime::KernelId kernel);
 
+/// Kernels that may close a fused group of pointwise launches: the norms'
+/// forwards, whose input the group writes (the residual add before a
+/// norm). They run a row per warp, the members first on the row's
+/// elements.
+bool closesFusedGroup(runtime::KernelId kernel);
+
 /// A member of a fused kernel: its launch, and an id per operand of the
 /// buffer it names: equal ids exactly when the same bytes (two names of
 /// the same elements get one id).
@@ -93,7 +99,9 @@ struct FusedMember {
 /// One kernel that computes pointwise `members` in order, in one pass over
 /// their elements: an input an earlier member wrote is read from a
 /// register (as its buffer holds it: bf16-rounded for a bf16 buffer),
-/// what comes from memory is loaded once; every output is stored. Its
+/// what comes from memory is loaded once; every output is stored. A last
+/// member that closesFusedGroup runs after the others on each row, reading
+/// what they stored (from the same thread's writes). Its
 /// parameters, the launch contract of a fused group: a pointer per operand of
 /// each member, the members in order. "" or why the members cannot be one
 /// kernel.

@@ -53,6 +53,11 @@ bool isPointwise(runtime::KernelId kernel) {
   }
 }
 
+bool closesFusedGroup(runtime::KernelId kernel) {
+  return kernel == runtime::KernelId::LayerNormFwd ||
+         kernel == runtime::KernelId::RmsNormFwd;
+}
+
 std::string pointwiseIndex(const LaunchDesc &launch, unsigned input) {
   int64_t n = launch.operands[runtime::kernelSpec(launch.kernel).inputs()]
                   .elements(),

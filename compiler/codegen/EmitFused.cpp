@@ -7,7 +7,9 @@
 // must be one value, or a register would go stale). Each member's math is the
 // single kernel's (pointwiseValue), and each output is stored as the
 // member's own kernel stores it, so the group writes the same bytes as
-// its members run one by one.
+// its members run one by one. A norm's forward may close the group (the
+// residual add before a norm): its warps run the members on their row's
+// elements first, then the norm on what they stored.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Emitters.h"
@@ -21,6 +23,35 @@ namespace {
 
 std::string param(size_t member, size_t operand) {
   return "p" + std::to_string(member) + "_" + std::to_string(operand);
+}
+
+/// The group's last member, a norm's forward over the rows of what the
+/// members before it wrote (`body`, run first on each element), its
+/// operands named as its own kernel names them. Its output may be bytes
+/// the members used: the lane that stores element c of a row is the one
+/// that ran the members on it.
+std::string closeWithNorm(const std::vector<FusedMember> &members, size_t m,
+                          const std::string &body, const std::set<int> &written,
+                          KernelCode &code) {
+  const LaunchDesc &launch = members[m].launch;
+  const std::vector<int> &buffers = members[m].buffers;
+  const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
+  unsigned inputs = spec.inputs();
+  if (!written.count(buffers[0]))
+    return std::string("'") + spec.name +
+           "' reads a buffer the members before it do not write";
+  for (unsigned k = 1; k < inputs; ++k) // read by every row
+    if (launch.operands[k].present && written.count(buffers[k]))
+      return std::string("'") + spec.name + "' operand '" +
+             spec.operands[k].name + "' is written by the members before it";
+  std::string aliases;
+  for (unsigned k = 0; k < spec.operands.size(); ++k)
+    aliases += std::string("  auto ") + spec.operands[k].name + " = " +
+               param(m, k) + ";\n";
+  if (std::string error = emitNormFwdAfter(launch, body, code); !error.empty())
+    return error;
+  code.body = aliases + code.body;
+  return "";
 }
 
 } // namespace
@@ -40,7 +71,9 @@ std::string emitFused(const std::vector<FusedMember> &members,
     const LaunchDesc &launch = members[m].launch;
     const std::vector<int> &buffers = members[m].buffers;
     const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
-    if (!isPointwise(launch.kernel))
+    bool tail =
+        m > 0 && m + 1 == members.size() && closesFusedGroup(launch.kernel);
+    if (!isPointwise(launch.kernel) && !tail)
       return std::string("'") + spec.name + "' is not a pointwise kernel";
     if (std::string error = checkAgainstCatalog(launch); !error.empty())
       return error;
@@ -52,6 +85,8 @@ std::string emitFused(const std::vector<FusedMember> &members,
     if (n >= 0 && count != n)
       return "the members run over different numbers of elements";
     n = count;
+    if (tail)
+      return closeWithNorm(members, m, body, written, code);
     auto value = [&](unsigned k) -> std::string {
       std::string index = pointwiseIndex(launch, k);
       if (index != "i") // a broadcast read of what the group writes: a race

@@ -36,8 +36,11 @@ constexpr const char *kRowStats = R"(    double mean = 0.0;
     double rstd = 1.0 / sqrt(warpSum(var) / (double)$COLS + $EPS);
 )";
 
-std::string normFwd(const LaunchDesc &launch, KernelCode &code,
-                    bool layerNorm) {
+/// `prologue`: what runs on each element `i` of a row before its norm (a
+/// fused group's pointwise members); each lane then reads back the
+/// elements it wrote itself.
+std::string normFwd(const LaunchDesc &launch, KernelCode &code, bool layerNorm,
+                    const std::string &prologue = "") {
   View v{launch};
   int64_t cols = v.lastDim(LayerNormFwd::op::x);
   int64_t rows = v.count(LayerNormFwd::op::x) / cols;
@@ -47,21 +50,27 @@ std::string normFwd(const LaunchDesc &launch, KernelCode &code,
       fill(kRowStats, {{"CENTER", layerNorm ? "true" : "false"},
                        {"COLS", num(cols)},
                        {"EPS", f64(v.attr(LayerNormFwd::attr::epsilon).f)}});
-  code.body = fill(R"(  int lane = threadIdx.x & 31;
+  code.body =
+      fill(R"(  int lane = threadIdx.x & 31;
   i64 row = blockIdx.x * $WARPS + (threadIdx.x >> 5);
   if (row >= $ROWS)
     return;
   i64 base = row * $COLS;
-$STATS    for (i64 c = lane; c < $COLS; c += 32) {
+$PROLOGUE$STATS    for (i64 c = lane; c < $COLS; c += 32) {
       double xhat = (load(x, base + c) - mean) * rstd;
       store(y, base + c, (float)(xhat * load(weight, c)$BIAS));
     }
 )",
-                   {{"WARPS", num(kWarps)},
-                    {"ROWS", num(rows)},
-                    {"COLS", num(cols)},
-                    {"STATS", stats},
-                    {"BIAS", layerNorm ? " + load(bias, c)" : ""}});
+           {{"WARPS", num(kWarps)},
+            {"ROWS", num(rows)},
+            {"COLS", num(cols)},
+            {"STATS", stats},
+            {"PROLOGUE", prologue.empty()
+                             ? ""
+                             : "    for (i64 c = lane; c < " + num(cols) +
+                                   "; c += 32) {\n      i64 i = base + c;\n" +
+                                   prologue + "    }\n"},
+            {"BIAS", layerNorm ? " + load(bias, c)" : ""}});
   return "";
 }
 
@@ -154,6 +163,11 @@ std::string emitLayerNormFwd(const LaunchDesc &launch, KernelCode &code) {
 }
 std::string emitRmsNormFwd(const LaunchDesc &launch, KernelCode &code) {
   return normFwd(launch, code, false);
+}
+std::string emitNormFwdAfter(const LaunchDesc &launch,
+                             const std::string &prologue, KernelCode &code) {
+  return normFwd(launch, code, launch.kernel == runtime::KernelId::LayerNormFwd,
+                 prologue);
 }
 std::string emitLayerNormBwd(const LaunchDesc &launch, KernelCode &code) {
   return normBwd(launch, code, true);

@@ -59,7 +59,8 @@ const char *unitPrelude();
 /// The kernels isPointwise names, listed once.
 #define STRATA_POINTWISE_KERNELS(X)                                            \
   X(Copy)                                                                      \
-  X(Add) X(Sub) X(Mul) X(Scale) X(Accumulate) X(GeluFwd) X(GeluBwd) X(SiluFwd) \
+  X(Add)                                                                       \
+  X(Sub) X(Mul) X(Scale) X(Accumulate) X(GeluFwd) X(GeluBwd) X(SiluFwd)        \
       X(SiluBwd)
 
 /// Appends to a kernel's parameter list the pointer to launch operand
@@ -80,6 +81,12 @@ std::string pointwiseValue(const LaunchDesc &launch,
 /// Which element of input `input` element `i` of the output reads: `i`,
 /// or `i % width` for an operand broadcast over the output's rows.
 std::string pointwiseIndex(const LaunchDesc &launch, unsigned input);
+
+/// A norm's forward (LayerNorm or RMSNorm) whose warps first run
+/// `prologue` on each element `i` of their row: the members before it in
+/// a fused group (EmitFused.cpp).
+std::string emitNormFwdAfter(const LaunchDesc &launch,
+                             const std::string &prologue, KernelCode &code);
 
 #define KERNEL(Name, text)                                                     \
   std::string emit##Name(const LaunchDesc &launch, KernelCode &code);

@@ -9,6 +9,13 @@
 // dtype) or not overlap it, and a broadcast operand (read at i modulo its
 // size by many threads) must not overlap anything written.
 //
+// A norm's forward closes a group when it normalizes what the group
+// writes (the residual add before a norm): its warp for a row runs the
+// members on the row's elements first, then the norm, and lane c % 32 of
+// the row's warp is the one thread that touches element c of each
+// buffer of the row's shape, as in the members' loop. The same rule on
+// bytes holds.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
 #include "compiler/codegen/CudaKernel.h"
@@ -42,11 +49,15 @@ struct Member {
   SmallVector<Place> written, read, broadcast;
 };
 
+/// `launch` as a pointwise member, or with `closing` as a group's last.
 std::optional<Member> memberOf(exec::LaunchOp launch,
-                               const llvm::StringMap<exec::BufferOp> &byName) {
+                               const llvm::StringMap<exec::BufferOp> &byName,
+                               bool closing = false) {
   int id = runtime::findKernel(launch.getKernel().str());
-  if (id < 0 || !codegen::isPointwise(runtime::KernelId(id)) ||
-      launch.getPerRank())
+  if (id < 0 || launch.getPerRank())
+    return std::nullopt;
+  if (!(closing ? codegen::closesFusedGroup(runtime::KernelId(id))
+                : codegen::isPointwise(runtime::KernelId(id))))
     return std::nullopt;
   Member member;
   member.launch = launch;
@@ -109,6 +120,19 @@ bool fits(ArrayRef<Member> group, Member next) {
   return true;
 }
 
+/// Whether the norm `last` may close `group`: it fits as a member would
+/// (its weight and bias, read by every row, are broadcast operands), and
+/// its input is bytes the group writes.
+bool closes(ArrayRef<Member> group, const Member &last) {
+  if (!fits(group, last) || last.read.empty())
+    return false;
+  for (const Member &member : group)
+    for (const Place &w : member.written)
+      if (w == last.read.front())
+        return true;
+  return false;
+}
+
 struct FuseElementwisePass
     : public strata::impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
@@ -143,6 +167,14 @@ struct FuseElementwisePass
             group.push_back(*member);
             continue;
           }
+          if (launch && !member && !group.empty())
+            if (std::optional<Member> norm =
+                    memberOf(launch, byName, /*closing=*/true);
+                norm && closes(group, *norm)) {
+              group.push_back(*norm);
+              close();
+              continue;
+            }
           close();
           if (member)
             group.push_back(*member);

@@ -147,3 +147,60 @@ module {
     }
   }
 }
+
+// -----
+
+// The residual add before a norm: the residual and bias adds, then the
+// LayerNorm of what they wrote, one kernel whose warps run the adds on
+// their row before the norm.
+// CHECK-LABEL: exec.template stage 0
+// CHECK: exec.launch "add" (@x, @r) -> (@a) args {} fuses 3
+// CHECK-NEXT: exec.launch "add" (@a, @bias) -> (@h) args {}{{$}}
+// CHECK-NEXT: exec.launch "layer_norm_fwd" (@h, @w, @b) -> (@y) args {epsilon = 1.000000e-05 : f64}{{$}}
+// CODE: exec.code @fused_0 kernel "add+add+layer_norm_fwd" {{.*}}auto x = p2_0;{{.*}}i64 i = base + c;{{.*}}store(p1_2, i, v1);{{.*}}load(x, base + c)
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<4x8xf32> workspace at 0
+    exec.buffer @r : tensor<4x8xf32> workspace at 128
+    exec.buffer @a : tensor<4x8xf32> workspace at 256
+    exec.buffer @bias : tensor<8xf32> persistent at 0
+    exec.buffer @h : tensor<4x8xf32> workspace at 384
+    exec.buffer @w : tensor<8xf32> persistent at 64
+    exec.buffer @b : tensor<8xf32> persistent at 128
+    exec.buffer @y : tensor<4x8xf32> workspace at 512
+    exec.program @main "microbatch" {
+      exec.launch "add" (@x, @r) -> (@a) args {}
+      exec.launch "add" (@a, @bias) -> (@h) args {}
+      exec.launch "layer_norm_fwd" (@h, @w, @b) -> (@y) args {epsilon = 1.0e-05 : f64}
+    }
+  }
+}
+
+// -----
+
+// A norm closes a group only over what the group writes, and as a member
+// would: RMSNorm of the add's input (not its output), and RMSNorm of the
+// add's output whose own output partly overlaps the add's input, are left
+// alone. (Its output exactly on the bytes of a buffer the group used is
+// fine: the one thread that touched the element writes it.)
+// CHECK-LABEL: exec.template stage 0
+// CHECK-NOT: fuses
+// CHECK: exec.launch "rms_norm_fwd" (@x, @w) -> (@y)
+// CHECK-NOT: fuses
+// CHECK: exec.launch "rms_norm_fwd" (@a, @w) -> (@x2)
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<4x8xf32> workspace at 0
+    exec.buffer @x2 : tensor<4x8xf32> workspace at 64
+    exec.buffer @r : tensor<4x8xf32> workspace at 128
+    exec.buffer @a : tensor<4x8xf32> workspace at 256
+    exec.buffer @w : tensor<8xf32> persistent at 0
+    exec.buffer @y : tensor<4x8xf32> workspace at 384
+    exec.program @main "microbatch" {
+      exec.launch "add" (@x, @r) -> (@a) args {}
+      exec.launch "rms_norm_fwd" (@x, @w) -> (@y) args {epsilon = 1.0e-05 : f64}
+      exec.launch "add" (@x, @r) -> (@a) args {}
+      exec.launch "rms_norm_fwd" (@a, @w) -> (@x2) args {epsilon = 1.0e-05 : f64}
+    }
+  }
+}

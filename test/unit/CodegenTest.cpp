@@ -334,10 +334,42 @@ TEST(Codegen, AFusedGroupRefusesWhatOneThreadPerElementCannotRun) {
       counts[1].launch.operands[1].shape = {5, 8};
   EXPECT_EQ(emitFused(counts, code),
             "the members run over different numbers of elements");
-  std::vector<FusedMember> norm = {
+  // A norm closes a group (the residual add before it), nothing else: not
+  // first or in the middle, not over what the group did not write, not
+  // with a weight the group writes (every row reads it).
+  std::vector<FusedMember> normFirst = {
+      member(KernelId::RmsNormFwd, DType::F32, {0, 1, 2}),
+      member(KernelId::GeluFwd, DType::F32, {2, 3})};
+  EXPECT_EQ(emitFused(normFirst, code),
+            "'rms_norm_fwd' is not a pointwise kernel");
+  std::vector<FusedMember> notWritten = {
+      member(KernelId::GeluFwd, DType::F32, {0, 1}),
+      member(KernelId::RmsNormFwd, DType::F32, {0, 2, 3})};
+  EXPECT_EQ(emitFused(notWritten, code),
+            "'rms_norm_fwd' reads a buffer the members before it do not write");
+  std::vector<FusedMember> weightWritten = {
+      member(KernelId::GeluFwd, DType::F32, {0, 1}),
+      member(KernelId::GeluFwd, DType::F32, {1, 2}),
+      member(KernelId::RmsNormFwd, DType::F32, {2, 1, 3})};
+  EXPECT_EQ(emitFused(weightWritten, code),
+            "'rms_norm_fwd' operand 'weight' is written by the members "
+            "before it");
+  std::vector<FusedMember> closed = {
       member(KernelId::GeluFwd, DType::F32, {0, 1}),
       member(KernelId::RmsNormFwd, DType::F32, {1, 2, 3})};
-  EXPECT_EQ(emitFused(norm, code), "'rms_norm_fwd' is not a pointwise kernel");
+  ASSERT_EQ(emitFused(closed, code), "");
+  // The norm's warps run the member on their row first, then the norm on
+  // what it stored.
+  size_t member = code.body.find("store(p0_1, i, v0);"),
+         stats = code.body.find("load(x, base + c)");
+  EXPECT_NE(code.body.find("auto x = p1_0;"), std::string::npos) << code.body;
+  ASSERT_NE(member, std::string::npos) << code.body;
+  EXPECT_LT(member, stats) << code.body;
+  std::string unit = fusedUnit(closed, code, "fused_1");
+  for (const char *arch : {"sm_80", "sm_90a"}) {
+    std::string ptx;
+    EXPECT_EQ(compileToPtx(unit, "fused_1", arch, ptx), "") << unit;
+  }
   EXPECT_EQ(emitFused({broadcast[0]}, code),
             "a fused kernel has two members or more");
 }

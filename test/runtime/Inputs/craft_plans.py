@@ -153,18 +153,19 @@ def huge_slice(p):
 
 case("slice-parts-wrap", pipeline, huge_slice)
 
-# The cuda target: every launch runs its own kernel's compiled code.
+# The cuda target: every launch runs its own kernel's compiled code (a
+# kernel never fused, so that its launch has code of its own).
 case("cuda-launch-without-code", cuda,
-     lambda p: first_launch(p, "layer_norm_fwd").update(code=-1))
+     lambda p: first_launch(p, "layer_norm_bwd").update(code=-1))
 case("cuda-code-of-another-kernel", cuda,
-     lambda p: first_launch(p, "layer_norm_fwd").update(
+     lambda p: first_launch(p, "layer_norm_bwd").update(
          code=first(p["code"], lambda c: c["kernel"] == "add")))
 case("cuda-code-without-ptx", cuda,
-     lambda p: p["code"][first_launch(p, "layer_norm_fwd")["code"]].update(ptx=""))
+     lambda p: p["code"][first_launch(p, "layer_norm_bwd")["code"]].update(ptx=""))
 case("cuda-block-too-large", cuda,
-     lambda p: first_launch(p, "layer_norm_fwd").update(block=[2048, 1, 1]))
+     lambda p: first_launch(p, "layer_norm_bwd").update(block=[2048, 1, 1]))
 case("cuda-grid-empty", cuda,
-     lambda p: first_launch(p, "layer_norm_fwd").update(grid=[0, 1, 1]))
+     lambda p: first_launch(p, "layer_norm_bwd").update(grid=[0, 1, 1]))
 
 
 def fused_group(p):
