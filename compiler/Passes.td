@@ -236,9 +236,11 @@ def FuseElementwise : Pass<"strata-fuse-elementwise", "mlir::ModuleOp"> {
     the group writes and any it touches either are the same bytes or do
     not overlap, and no operand broadcast over rows overlaps what the
     group writes. A LayerNorm or RMSNorm forward right after a group closes
-    it when its input is bytes the group writes and its output touches
-    none of the group's (the residual add before a norm): the kernel's
-    warp for a row runs the members on the row's elements, then the norm.
+    it when its input is bytes the group writes and it fits as a member
+    would (its output exactly the bytes of a buffer the group uses, or
+    disjoint from them; its weight and bias overlap nothing written): the
+    residual add before a norm. The kernel's warp for a row runs the
+    members on the row's elements, then the norm.
     Buffers whose place differs between ranks are left out.
     Any earlier grouping is replaced.
   }];

@@ -101,7 +101,9 @@ struct FusedMember {
 /// register (as its buffer holds it: bf16-rounded for a bf16 buffer),
 /// what comes from memory is loaded once; every output is stored. A last
 /// member that closesFusedGroup runs after the others on each row, reading
-/// what they stored (from the same thread's writes). Its
+/// what they stored (from the same thread's writes). Whether the members
+/// may be one kernel is the fusion pass's decision: this checks their
+/// kinds, order and counts, not their bytes. Its
 /// parameters, the launch contract of a fused group: a pointer per operand of
 /// each member, the members in order. "" or why the members cannot be one
 /// kernel.

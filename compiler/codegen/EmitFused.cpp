@@ -9,13 +9,14 @@
 // member's own kernel stores it, so the group writes the same bytes as
 // its members run one by one. A norm's forward may close the group (the
 // residual add before a norm): its warps run the members on their row's
-// elements first, then the norm on what they stored.
+// elements first, then the norm on what they stored. Which launches may
+// be one kernel is strata-fuse-elementwise's decision, on bytes; this
+// trusts it (ids cannot show a partial overlap).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Emitters.h"
 
 #include <map>
-#include <set>
 
 namespace strata::codegen {
 
@@ -25,25 +26,13 @@ std::string param(size_t member, size_t operand) {
   return "p" + std::to_string(member) + "_" + std::to_string(operand);
 }
 
-/// The group's last member, a norm's forward over the rows of what the
-/// members before it wrote (`body`, run first on each element), its
-/// operands named as its own kernel names them. Its output may be bytes
-/// the members used: the lane that stores element c of a row is the one
-/// that ran the members on it.
+/// The group's last member `m`, a norm's forward whose warps run the
+/// members before it (`body`) on their row's elements first; its operands
+/// named as its own kernel names them.
 std::string closeWithNorm(const std::vector<FusedMember> &members, size_t m,
-                          const std::string &body, const std::set<int> &written,
-                          KernelCode &code) {
+                          const std::string &body, KernelCode &code) {
   const LaunchDesc &launch = members[m].launch;
-  const std::vector<int> &buffers = members[m].buffers;
   const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
-  unsigned inputs = spec.inputs();
-  if (!written.count(buffers[0]))
-    return std::string("'") + spec.name +
-           "' reads a buffer the members before it do not write";
-  for (unsigned k = 1; k < inputs; ++k) // read by every row
-    if (launch.operands[k].present && written.count(buffers[k]))
-      return std::string("'") + spec.name + "' operand '" +
-             spec.operands[k].name + "' is written by the members before it";
   std::string aliases;
   for (unsigned k = 0; k < spec.operands.size(); ++k)
     aliases += std::string("  auto ") + spec.operands[k].name + " = " +
@@ -63,9 +52,8 @@ std::string emitFused(const std::vector<FusedMember> &members,
     return "a fused kernel has two members or more";
   int64_t n = -1;
   // The buffers read or written so far, each with the register holding
-  // this thread's element of it; and those the group has written.
+  // this thread's element of it.
   std::map<int, std::string> registers;
-  std::set<int> written;
   std::string body;
   for (size_t m = 0; m < members.size(); ++m) {
     const LaunchDesc &launch = members[m].launch;
@@ -86,13 +74,11 @@ std::string emitFused(const std::vector<FusedMember> &members,
       return "the members run over different numbers of elements";
     n = count;
     if (tail)
-      return closeWithNorm(members, m, body, written, code);
+      return closeWithNorm(members, m, body, code);
     auto value = [&](unsigned k) -> std::string {
       std::string index = pointwiseIndex(launch, k);
-      if (index != "i") // a broadcast read of what the group writes: a race
-        return written.count(buffers[k])
-                   ? ""
-                   : "load(" + param(m, k) + ", " + index + ")";
+      if (index != "i") // broadcast: another buffer than any output
+        return "load(" + param(m, k) + ", " + index + ")";
       auto [it, fresh] = registers.try_emplace(
           buffers[k], "r" + std::to_string(registers.size()));
       if (fresh) // loaded once, kept for the members after
@@ -105,16 +91,11 @@ std::string emitFused(const std::vector<FusedMember> &members,
       in.push_back(value(k));
     if (launch.kernel == runtime::KernelId::Accumulate)
       in.push_back(value(inputs));
-    for (const std::string &text : in)
-      if (text.empty())
-        return std::string("member '") + spec.name +
-               "' reads an earlier member's output broadcast";
     std::string out = param(m, inputs), v = "v" + std::to_string(m);
     body +=
         fill("    float $V = stored($OUT, $VALUE);\n    store($OUT, i, $V);\n",
              {{"V", v}, {"OUT", out}, {"VALUE", pointwiseValue(launch, in)}});
     registers[buffers[inputs]] = v;
-    written.insert(buffers[inputs]);
   }
   body.pop_back(); // forEach adds the line's end
   code.block = {kThreads, 1, 1};

@@ -159,10 +159,10 @@ $STATS    double sumG = 0.0, sumGX = 0.0;
 } // namespace
 
 std::string emitLayerNormFwd(const LaunchDesc &launch, KernelCode &code) {
-  return normFwd(launch, code, true);
+  return emitNormFwdAfter(launch, "", code);
 }
 std::string emitRmsNormFwd(const LaunchDesc &launch, KernelCode &code) {
-  return normFwd(launch, code, false);
+  return emitNormFwdAfter(launch, "", code);
 }
 std::string emitNormFwdAfter(const LaunchDesc &launch,
                              const std::string &prologue, KernelCode &code) {

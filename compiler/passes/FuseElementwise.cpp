@@ -12,9 +12,10 @@
 // A norm's forward closes a group when it normalizes what the group
 // writes (the residual add before a norm): its warp for a row runs the
 // members on the row's elements first, then the norm, and lane c % 32 of
-// the row's warp is the one thread that touches element c of each
-// buffer of the row's shape, as in the members' loop. The same rule on
-// bytes holds.
+// row r's warp is the one thread that touches element r * cols + c of
+// every buffer of the group's element count, as in the members' loop.
+// The same rule on bytes holds: the norm's output may be exactly the
+// bytes of a buffer the group used.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"

@@ -204,3 +204,50 @@ module {
     }
   }
 }
+
+// -----
+
+// The norm's output on the residual's bytes (memory planning reuses them
+// once the add has read them): still one kernel, since the lane that read
+// element c of x for the add writes element c of y.
+// CHECK-LABEL: exec.template stage 0
+// CHECK: exec.launch "add" (@x, @r) -> (@a) args {} fuses 2
+// CHECK-NEXT: exec.launch "layer_norm_fwd" (@a, @w, @b) -> (@y) args {epsilon = 1.000000e-05 : f64}{{$}}
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<4x8xf32> workspace at 0
+    exec.buffer @y : tensor<4x8xf32> workspace at 0
+    exec.buffer @r : tensor<4x8xf32> workspace at 128
+    exec.buffer @a : tensor<4x8xf32> workspace at 256
+    exec.buffer @w : tensor<8xf32> persistent at 0
+    exec.buffer @b : tensor<8xf32> persistent at 32
+    exec.program @main "microbatch" {
+      exec.launch "add" (@x, @r) -> (@a) args {}
+      exec.launch "layer_norm_fwd" (@a, @w, @b) -> (@y) args {epsilon = 1.0e-05 : f64}
+    }
+  }
+}
+
+// -----
+
+// A norm weight on bytes the group writes: every row's warp reads it, so
+// the group stays as it is and the norm runs after it.
+// CHECK-LABEL: exec.template stage 0
+// CHECK: exec.launch "add" (@x, @r) -> (@a) args {} fuses 2
+// CHECK-NEXT: exec.launch "scale" (@a) -> (@h) args {factor = 2.000000e+00 : f64}{{$}}
+// CHECK-NEXT: exec.launch "rms_norm_fwd" (@h, @w) -> (@y) args {epsilon = 1.000000e-05 : f64}{{$}}
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<4x8xf32> workspace at 0
+    exec.buffer @r : tensor<4x8xf32> workspace at 128
+    exec.buffer @a : tensor<4x8xf32> workspace at 256
+    exec.buffer @w : tensor<8xf32> workspace at 256
+    exec.buffer @h : tensor<4x8xf32> workspace at 384
+    exec.buffer @y : tensor<4x8xf32> workspace at 512
+    exec.program @main "microbatch" {
+      exec.launch "add" (@x, @r) -> (@a) args {}
+      exec.launch "scale" (@a) -> (@h) args {factor = 2.0 : f64}
+      exec.launch "rms_norm_fwd" (@h, @w) -> (@y) args {epsilon = 1.0e-05 : f64}
+    }
+  }
+}
