@@ -56,9 +56,8 @@ std::string openDevice(int ordinal, CUcontext &context, DeviceInfo &info) {
 } // namespace
 
 std::string openGpu(const Plan &plan, Gpu &gpu) {
-  if (plan.cudaArch.empty())
-    return "the plan has no CUDA kernels: make it with strata-compile "
-           "--target cuda";
+  if (std::string error = checkCudaPlan(plan); !error.empty())
+    return error;
   // The driver is loaded only here: a CPU run never touches it.
   DriverInfo driver;
   if (std::string error = probeDriver(driver); !error.empty())

@@ -11,6 +11,13 @@ std::string capabilityText(int major, int minor) {
 
 } // namespace
 
+std::string checkCudaPlan(const Plan &plan) {
+  if (plan.cudaArch.empty())
+    return "the plan has no CUDA kernels: make it with strata-compile "
+           "--target cuda";
+  return "";
+}
+
 std::string checkArchitecture(const std::string &arch,
                               const DeviceInfo &device) {
   // sm_XY or sm_XYa: compute capability X.Y.

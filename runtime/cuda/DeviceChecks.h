@@ -24,6 +24,10 @@ struct DeviceInfo {
   uint64_t sharedPerBlockOptIn = 0; // the most dynamic shared memory
 };
 
+/// "" if the plan is one of the cuda target (strata-compile --target cuda),
+/// which the cuda and simt backends run; else how to make one.
+std::string checkCudaPlan(const Plan &plan);
+
 /// "" if PTX made for `arch` (sm_80, sm_90a) runs on the device; else why
 /// not. PTX for sm_80 runs on any later GPU (the driver compiles it); an
 /// architecture-specific target (the `a` of sm_90a) only on its own.

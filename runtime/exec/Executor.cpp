@@ -49,6 +49,7 @@ std::string Executor::load() {
         !error.empty())
       return error;
   backend.createEvents(rank.events);
+  fusedKernels = backend.runsFusedKernels();
   if (std::string error = backend.prepare(whole, rank); !error.empty())
     return error;
   if (std::string error = collectives.createGroups(whole, rank.rank);
@@ -145,7 +146,7 @@ void Executor::runInstruction(const Program &program, size_t index,
       scratch.push_back(operand(buffer, slot));
     // A fused kernel takes its members' operands too (the plan's checks
     // keep them launches of the program).
-    if (l->fuse > 1 && backend.runsFusedKernels())
+    if (l->fuse > 1 && fusedKernels)
       for (size_t m = 1; m < l->fuse; ++m)
         for (uint32_t buffer :
              program.instructions[index + m].launch()->operands)
@@ -206,9 +207,7 @@ void Executor::runRange(const Step &step, size_t begin, size_t end) {
   // launch: the members share its condition and are run by its kernel.
   auto span = [&](const Instruction &instruction) -> size_t {
     const LaunchOp *launch = instruction.launch();
-    return launch && launch->fuse > 1 && backend.runsFusedKernels()
-               ? launch->fuse
-               : 1;
+    return launch && launch->fuse > 1 && fusedKernels ? launch->fuse : 1;
   };
   for (size_t i = begin; i < end; i += span(program.instructions[i])) {
     const Instruction &instruction = program.instructions[i];

@@ -113,6 +113,7 @@ private:
   std::vector<float> lossHost; // one per step that writes the loss
   float gradNormHost = 0;
   std::vector<Operand> scratch; // a launch's operands
+  bool fusedKernels = false;    // the backend's runsFusedKernels()
   // Graphs by (program, stash slot, last microbatch).
   bool graphs = false;
   std::map<std::tuple<uint32_t, int32_t, bool>, uint32_t> recorded;

@@ -375,6 +375,9 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
   if (options.backend == "cuda")
     if (std::string error = cuda::openGpu(plan, gpu.emplace()); !error.empty())
       return refuse(errors, error);
+  if (options.backend == "simt")
+    if (std::string error = cuda::checkCudaPlan(plan); !error.empty())
+      return refuse(errors, error);
   std::unique_ptr<Dataset> data;
   if (!options.dataPath.empty()) {
     if (std::string error = makeTextDataset(options.dataPath, plan.vocabSize,

@@ -127,6 +127,7 @@ std::shared_ptr<const Kernel> Kernel::build(const std::string &source,
 
 std::string Kernel::compile(const std::string &source,
                             const std::string &name) {
+  kernelName = name;
   std::string error;
   std::string unit = hostUnit(source, name, error);
   if (!error.empty())
@@ -137,9 +138,12 @@ std::string Kernel::compile(const std::string &source,
   static int serial = 0;
   std::string stem = dir + "/" + name + "-" + std::to_string(serial++);
   std::ofstream(stem + ".cpp") << unit;
+  // Paths quoted: TMPDIR may hold spaces.
+  auto quoted = [](const std::string &path) { return "'" + path + "'"; };
   std::string command =
-      compilerCommand() + " -std=c++17 -O1 -w -fPIC -shared -include " + dir +
-      "/SimtRuntime.h -o " + stem + ".so " + stem + ".cpp 2> " + stem + ".log";
+      compilerCommand() + " -std=c++17 -O1 -w -fPIC -shared -include " +
+      quoted(dir + "/SimtRuntime.h") + " -o " + quoted(stem + ".so") + " " +
+      quoted(stem + ".cpp") + " 2> " + quoted(stem + ".log");
   int status = std::system(command.c_str());
   std::string log = readFile(stem + ".log");
   std::remove((stem + ".cpp").c_str());

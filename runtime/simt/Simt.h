@@ -39,12 +39,15 @@ public:
                      void **params) const;
 
   Kernel() = default;
+  /// The kernel's name in its unit.
+  const std::string &name() const { return kernelName; }
   ~Kernel();
   Kernel(const Kernel &) = delete;
   Kernel &operator=(const Kernel &) = delete;
 
 private:
   std::string compile(const std::string &source, const std::string &name);
+  std::string kernelName;
   void *library = nullptr;
   using LaunchFn = int (*)(const unsigned *, const unsigned *, unsigned,
                            void **, char *, size_t);

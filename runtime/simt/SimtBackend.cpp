@@ -9,11 +9,7 @@ namespace strata::runtime::simt {
 std::string SimtBackend::prepare(const Plan &plan, const RankPlan &rank) {
   if (std::string error = CpuBackend::prepare(plan, rank); !error.empty())
     return error;
-  if (plan.cudaArch.empty())
-    return "--backend simt runs a cuda plan's generated kernels; this plan "
-           "was compiled for the CPU (strata-compile --target cuda)";
   kernels.assign(plan.code.size(), nullptr);
-  names.assign(plan.code.size(), "");
   for (const Program &program : rank.programs)
     for (const Instruction &instruction : program.instructions) {
       const LaunchOp *launch = instruction.launch();
@@ -25,7 +21,6 @@ std::string SimtBackend::prepare(const Plan &plan, const RankPlan &rank) {
           Kernel::build(object.source, object.name, error);
       if (!error.empty())
         return error;
-      names[size_t(launch->code)] = object.name;
     }
   return "";
 }
@@ -47,7 +42,8 @@ void SimtBackend::runLaunch(const LaunchOp &op,
   std::string error = kernels[size_t(op.code)]->launch(
       dims(op.grid), dims(op.block), op.sharedBytes, args.params());
   if (!error.empty())
-    throw std::runtime_error("kernel " + names[size_t(op.code)] + ": " + error);
+    throw std::runtime_error("kernel " + kernels[size_t(op.code)]->name() +
+                             ": " + error);
 }
 
 } // namespace strata::runtime::simt

@@ -25,7 +25,8 @@ public:
   using CpuBackend::CpuBackend;
 
   /// Compiles the code objects the rank's launches run; "" or why not (a
-  /// CPU plan, which has none, or a unit the host compiler refuses).
+  /// unit the host compiler refuses). A launch without code (a CPU plan's;
+  /// strata-run refuses those for simt) runs the CPU's kernel.
   std::string prepare(const Plan &plan, const RankPlan &rank) override;
   bool runsFusedKernels() const override { return true; }
 
@@ -37,7 +38,6 @@ protected:
 
 private:
   std::vector<std::shared_ptr<const Kernel>> kernels; // by code index
-  std::vector<std::string> names;
 };
 
 } // namespace strata::runtime::simt

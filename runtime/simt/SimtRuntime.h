@@ -12,7 +12,8 @@
 // guess: a barrier some threads never reach, a shuffle that reads a lane
 // that did not take part, a block larger than a GPU's.
 //
-// This is a test's model of the CUDA execution model, not a GPU: it shows
+// This is a model of the CUDA execution model for tests (strata-run
+// --backend simt, the kernel tests), not a GPU: it shows
 // whether a kernel computes the right values under that model, not how it
 // performs, and blocks never race with one another here.
 //
@@ -80,7 +81,7 @@ struct Thread {
   Dim3 index;
   unsigned lane, warp;
   State state;
-  unsigned shuffles; // taken part in, + 1
+  unsigned shuffles; // taken part in, in this block
 };
 
 constexpr unsigned kMaxThreads = 1024, kWarp = 32;
@@ -198,7 +199,7 @@ inline long long __double_as_longlong(double v) {
 }
 
 // The kernel's entry with its parameters unpacked, which the harness
-// appends after the kernel (test/simt/Simt.cpp).
+// appends after the kernel (runtime/simt/Simt.cpp).
 extern "C" void strataSimtEntry(void **args);
 
 namespace simt {

@@ -339,7 +339,6 @@ private:
       backend = std::make_unique<cpu::CpuBackend>();
     } else if (device == "simt") {
       backend = std::make_unique<simt::SimtBackend>();
-      plan.cudaArch = arch(); // a plan of the cuda target, gemms alone too
     } else {
       cuda::Gpu *gpu = nullptr;
       ASSERT_EQ(openGpuFor(device, gpu), "");

@@ -36,8 +36,10 @@ Outcome run(const std::string &body, std::vector<float> in, size_t outputs,
   std::string built;
   auto kernel = Kernel::build(unit(body), "k", built);
   EXPECT_EQ(built, "");
-  if (!kernel)
+  if (!kernel) { // the caller's checks then fail on the error
+    result.error = "not built: " + built;
     return result;
+  }
   result.out.assign(outputs, -1.0f);
   float *out = result.out.data();
   const float *input = in.data();
