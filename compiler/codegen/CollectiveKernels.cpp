@@ -17,10 +17,10 @@ namespace strata::codegen {
 
 std::string collectiveKernelsUnit() {
   std::string kernels = R"(
-// The ranks of a meeting: each one's input and output (up to 16 ranks).
+// The ranks of a meeting: each one's input and output.
 struct Ranks {
-  const void *in[16];
-  void *out[16];
+  const void *in[$GROUP];
+  void *out[$GROUP];
 };
 
 template <typename T>
@@ -107,7 +107,8 @@ extern "C" __global__ void strata_all_gather(Ranks r, int n, i64 outer,
   allGather(r, n, outer, innerBytes);
 }
 )";
-  return std::string(unitPrelude()) + kernels;
+  return std::string(unitPrelude()) +
+         fill(kernels, {{"GROUP", std::to_string(runtime::kMaxDeviceGroup)}});
 }
 
 } // namespace strata::codegen

@@ -45,8 +45,7 @@ void Seats::assign(const Plan &plan, const RingCollectives &groups, int rank) {
     if (set == issued.size())
       issued.emplace_back();
     setOf.push_back(set);
-    indexIn.push_back(
-        size_t(std::find(ranks.begin(), ranks.end(), me) - ranks.begin()));
+    indexIn.push_back(rankIndex(ranks, me));
   }
 }
 
@@ -88,16 +87,21 @@ void CollectiveHub::meet(const Seat &seat, const CollectiveOperands &operands,
     meeting.error = error;
     meeting.done = true;
     changed.notify_all();
-  } else if (!changed.wait_until(lock, Clock::now() + timeout,
-                                 [&] { return meeting.done; })) {
-    // The run ends on this error (the launcher's die), so the meeting is
-    // left as it is.
-    std::string missing;
-    for (size_t r = 0; r < n; ++r)
-      if (!meeting.arrived[r])
-        missing += (missing.empty() ? "" : ", ") + std::to_string(ranks[r]);
-    throw CommTimeout("rank " + std::to_string(seat.me) + ": timed out in " +
-                      what() + " waiting for rank " + missing);
+  } else {
+    // The timeout is for the others to come, not for the leader's work
+    // once they have (the CPU computes the whole collective there).
+    if (!changed.wait_until(lock, Clock::now() + timeout,
+                            [&] { return meeting.count == int(n); })) {
+      // The run ends on this error (the launcher's die), so the meeting
+      // is left as it is.
+      std::string missing;
+      for (size_t r = 0; r < n; ++r)
+        if (!meeting.arrived[r])
+          missing += (missing.empty() ? "" : ", ") + std::to_string(ranks[r]);
+      throw CommTimeout("rank " + std::to_string(seat.me) + ": timed out in " +
+                        what() + " waiting for rank " + missing);
+    }
+    changed.wait(lock, [&] { return meeting.done; });
   }
   std::string error = meeting.error;
   void *result = meeting.result;
@@ -174,26 +178,26 @@ void computeCollective(const CollectiveOp &op,
 LocalCollectives::LocalCollectives(std::shared_ptr<CollectiveHub> hub,
                                    Transport &transport, SubmitToStream submit,
                                    std::chrono::milliseconds timeout)
-    : hub(std::move(hub)), me(transport.rank()), submit(submit),
-      timeout(timeout), ring(transport, submit, timeout) {}
+    : RingCollectives(transport, std::move(submit), timeout),
+      hub(std::move(hub)) {}
 
 std::string LocalCollectives::createGroups(const Plan &plan, uint32_t rank) {
-  std::string error = ring.createGroups(plan, rank);
-  seats.assign(plan, ring, me);
+  std::string error = RingCollectives::createGroups(plan, rank);
+  seats.assign(plan, *this, transport.rank());
   return error;
 }
 
 void LocalCollectives::collective(Stream stream, const CollectiveOp &op,
                                   Operand in, Operand out,
                                   const std::string &where) {
-  if (ring.group(op.group).size() == 1) { // the ring's result: a copy
-    submit(stream, ring.kindName(op), [op, in, out] {
+  if (group(op.group).size() == 1) { // the ring's result: a copy
+    submit(stream, kindName(op), [op, in, out] {
       computeCollective(op, {{in, out}});
     });
     return;
   }
   // `where` is the executor's, kept as long as the rank runs.
-  submit(stream, ring.kindName(op),
+  submit(stream, kindName(op),
          [this, seat = seats.next(op.group, stream), op, in, out, &where] {
            hub->meet(
                seat, {in, out, nullptr},

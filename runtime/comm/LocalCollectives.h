@@ -103,7 +103,10 @@ std::shared_ptr<CollectiveHub> makeCollectiveHub();
 void computeCollective(const CollectiveOp &op,
                        const std::vector<CollectiveOperands> &ranks);
 
-class LocalCollectives : public Collectives {
+/// The ring's pipeline exchanges, host all-reduce and flush as they are;
+/// its collectives computed where the ranks meet. The byte counts are the
+/// pipeline's (collectives move none between ranks).
+class LocalCollectives : public RingCollectives {
 public:
   LocalCollectives(std::shared_ptr<CollectiveHub> hub, Transport &transport,
                    SubmitToStream submit, std::chrono::milliseconds timeout);
@@ -111,26 +114,9 @@ public:
   std::string createGroups(const Plan &plan, uint32_t rank) override;
   void collective(Stream stream, const CollectiveOp &op, Operand in,
                   Operand out, const std::string &where) override;
-  void exchange(Stream stream, std::vector<Transfer> sends,
-                std::vector<Transfer> receives) override {
-    ring.exchange(stream, std::move(sends), std::move(receives));
-  }
-  void hostAllReduce(const std::vector<int> &group, float *values, size_t count,
-                     const std::string &what) override {
-    ring.hostAllReduce(group, values, count, what);
-  }
-  void flush() override { ring.flush(); }
-  /// The pipeline's bytes (collectives move none between ranks).
-  std::map<std::string, uint64_t> bytesByKind() const override {
-    return ring.bytesByKind();
-  }
 
 private:
   std::shared_ptr<CollectiveHub> hub;
-  int me;
-  SubmitToStream submit;
-  std::chrono::milliseconds timeout;
-  RingCollectives ring;
   Seats seats;
 };
 

@@ -196,7 +196,7 @@ private:
   struct Posted {
     std::vector<uint8_t> bytes;
     int to = 0;
-    void *request = nullptr; // the shim's; null once done
+    void *request = nullptr; // the shim's
   };
   /// Forgets posted sends that have completed.
   void reap() {
@@ -206,9 +206,7 @@ private:
       uint64_t bytes = 0;
       locked(
           [&] { return shim.strata_mpi_test(message.request, &done, &bytes); });
-      if (done)
-        message.request = nullptr;
-      return done != 0;
+      return done != 0; // the shim freed the request
     });
   }
   std::mutex pendingMutex;

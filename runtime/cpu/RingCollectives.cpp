@@ -14,11 +14,26 @@ const char *axisName(int axis) {
   return axis == 0 ? "tp" : axis == 1 ? "dp" : "pp";
 }
 
-int indexIn(const std::vector<int> &group, int rank) {
-  return int(std::find(group.begin(), group.end(), rank) - group.begin());
+/// A plan group's name in reports: "tp", "dp+pp", "pp (stages 0, 3)".
+std::string groupName(const Plan &plan, uint32_t group) {
+  const Group &g = plan.groups[group];
+  std::string name;
+  for (int axis : g.axes)
+    name += (name.empty() ? "" : "+") + std::string(axisName(axis));
+  if (!g.stages.empty()) {
+    name += " (stages";
+    for (size_t s = 0; s < g.stages.size(); ++s)
+      name += (s ? ", " : " ") + std::to_string(g.stages[s]);
+    name += ")";
+  }
+  return name;
 }
 
 } // namespace
+
+size_t rankIndex(const std::vector<int> &group, int rank) {
+  return size_t(std::find(group.begin(), group.end(), rank) - group.begin());
+}
 
 std::vector<size_t> ringChunks(size_t count, size_t n) {
   std::vector<size_t> begin(n + 1);
@@ -46,20 +61,6 @@ void storeOperand(Operand operand, const float *values) {
     std::memmove(operand.data, values, b.bytes);
 }
 
-std::string groupName(const Plan &plan, uint32_t group) {
-  const Group &g = plan.groups[group];
-  std::string name;
-  for (int axis : g.axes)
-    name += (name.empty() ? "" : "+") + std::string(axisName(axis));
-  if (!g.stages.empty()) {
-    name += " (stages";
-    for (size_t s = 0; s < g.stages.size(); ++s)
-      name += (s ? ", " : " ") + std::to_string(g.stages[s]);
-    name += ")";
-  }
-  return name;
-}
-
 std::string RingCollectives::createGroups(const Plan &plan, uint32_t rank) {
   members.clear();
   kindNames.clear();
@@ -79,7 +80,7 @@ uint64_t RingCollectives::ringReduceScatter(const std::vector<int> &group,
                                             const std::vector<size_t> &begin,
                                             bool max, int tag,
                                             const std::string &what) {
-  int n = int(group.size()), i = indexIn(group, transport.rank());
+  int n = int(group.size()), i = int(rankIndex(group, transport.rank()));
   int right = group[(i + 1) % n], left = group[(i + n - 1) % n];
   size_t largest = 0;
   for (int c = 0; c < n; ++c)
@@ -108,7 +109,7 @@ uint64_t RingCollectives::ringAllGather(const std::vector<int> &group,
                                         uint8_t *data,
                                         const std::vector<size_t> &begin,
                                         int tag, const std::string &what) {
-  int n = int(group.size()), i = indexIn(group, transport.rank());
+  int n = int(group.size()), i = int(rankIndex(group, transport.rank()));
   int right = group[(i + 1) % n], left = group[(i + n - 1) % n];
   uint64_t sent = 0;
   for (int s = 0; s < n - 1; ++s) {
@@ -169,7 +170,7 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
   const Buffer &part = partOf(op, in, out);
   int64_t outer = outerBlocks(part, op.dim);
   size_t partBytes = part.bytes, innerBytes = partBytes / outer;
-  int i = indexIn(group, transport.rank());
+  int i = int(rankIndex(group, transport.rank()));
   if (gather) {
     // Along the first dimension the ranks' blocks are the output's layout:
     // gathered in place. Else through [n][outer][inner], then reordered.

@@ -35,8 +35,8 @@ inline void runNow(Stream, const std::string &, std::function<void()> work) {
   work();
 }
 
-/// A plan group's name in reports: "tp", "dp+pp", "pp (stages 0, 3)".
-std::string groupName(const Plan &plan, uint32_t group);
+/// Where `rank` stands in `group` (its size when it is not in it).
+size_t rankIndex(const std::vector<int> &group, int rank);
 
 /// What the ring's reductions and every implementation that gives its
 /// results share: the ring's chunk c of n over `count` elements is
@@ -94,9 +94,14 @@ private:
   uint64_t run(const CollectiveOp &op, Operand in, Operand out, Tags tags,
                const std::string &what);
 
+protected:
+  // For the collectives that are this ring with their own collective()
+  // (staged, local, device-side).
   Transport &transport;
   SubmitToStream submit;
   std::chrono::milliseconds timeout;
+
+private:
   std::vector<std::vector<int>> members;             // per plan group
   std::vector<std::array<std::string, 4>> kindNames; // by group and kind
   ByteCounts bytes;

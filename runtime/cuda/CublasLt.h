@@ -57,8 +57,8 @@ public:
   ~GemmRunner();
   /// The handle; "" or why not.
   std::string create();
-  /// Chooses the algorithm of `op` over `buffers`; "" or why cuBLASLt
-  /// cannot run it. `workspaceBytes` is what each run may use.
+  /// Chooses the algorithm of `op` over `buffers` (for a workspace of
+  /// kWorkspaceBytes); "" or why cuBLASLt cannot run it.
   std::string prepare(const GemmOp &op, const std::vector<Buffer> &buffers);
   /// Runs a prepared gemm on `stream` with `workspace`. `bias` may be null
   /// when the epilogue has none.

@@ -88,8 +88,8 @@ DoneEvents doneEvents;
 DeviceCollectives::DeviceCollectives(std::shared_ptr<CollectiveHub> hub,
                                      Transport &transport, CudaBackend &device,
                                      std::chrono::milliseconds timeout)
-    : hub(std::move(hub)), me(transport.rank()), device(device),
-      timeout(timeout), staged(transport, device, timeout) {}
+    : StagedCollectives(transport, device, timeout), hub(std::move(hub)),
+      device(device) {}
 
 DeviceCollectives::~DeviceCollectives() {
   // The backend may be gone: the event goes with the context it is in,
@@ -99,11 +99,12 @@ DeviceCollectives::~DeviceCollectives() {
 }
 
 std::string DeviceCollectives::createGroups(const Plan &plan, uint32_t rank) {
-  if (std::string error = staged.createGroups(plan, rank); !error.empty())
+  if (std::string error = StagedCollectives::createGroups(plan, rank);
+      !error.empty())
     return error;
-  seats.assign(plan, staged.rings(), me);
+  seats.assign(plan, *this, transport.rank());
   for (uint32_t g = 0; g < plan.groups.size(); ++g)
-    if (size_t size = staged.rings().group(g).size(); size > kMaxDeviceGroup)
+    if (size_t size = group(g).size(); size > kMaxDeviceGroup)
       return "a communication group of " + std::to_string(size) +
              " ranks on one GPU: the device-side communicator holds " +
              std::to_string(kMaxDeviceGroup) + " (use --staged-collectives)";
@@ -190,7 +191,7 @@ void DeviceCollectives::collective(Stream stream, const CollectiveOp &op,
   device.bind();
   const Driver &d = driver();
   CUstream mine = device.streamOf(stream);
-  if (staged.rings().group(op.group).size() == 1) { // its result: its input
+  if (group(op.group).size() == 1) { // its result: its input
     if (in.data != out.data)
       launch(mine, op, {{in, out, nullptr}});
     return;

@@ -22,11 +22,10 @@
 
 namespace strata::runtime::cuda {
 
-/// The most ranks a group of the device-side communicator holds (the
-/// kernels take every rank's pointers as one parameter).
-inline constexpr size_t kMaxDeviceGroup = 16;
-
-class DeviceCollectives : public Collectives {
+/// The staged collectives' pipeline exchanges, host all-reduce and flush
+/// as they are; collectives by one kernel where the ranks meet. The byte
+/// counts are the pipeline's (collectives move none between ranks).
+class DeviceCollectives : public StagedCollectives {
 public:
   DeviceCollectives(std::shared_ptr<CollectiveHub> hub, Transport &transport,
                     CudaBackend &device, std::chrono::milliseconds timeout);
@@ -37,19 +36,6 @@ public:
   std::string createGroups(const Plan &plan, uint32_t rank) override;
   void collective(Stream stream, const CollectiveOp &op, Operand in,
                   Operand out, const std::string &where) override;
-  void exchange(Stream stream, std::vector<Transfer> sends,
-                std::vector<Transfer> receives) override {
-    staged.exchange(stream, std::move(sends), std::move(receives));
-  }
-  void hostAllReduce(const std::vector<int> &group, float *values, size_t count,
-                     const std::string &what) override {
-    staged.hostAllReduce(group, values, count, what);
-  }
-  void flush() override { staged.flush(); }
-  /// The pipeline's bytes (collectives move none between ranks).
-  std::map<std::string, uint64_t> bytesByKind() const override {
-    return staged.bytesByKind();
-  }
 
 private:
   /// Launches the collective's kernel for every rank, on `stream`.
@@ -57,10 +43,7 @@ private:
               const std::vector<CollectiveOperands> &ranks);
 
   std::shared_ptr<CollectiveHub> hub;
-  int me;
   CudaBackend &device;
-  std::chrono::milliseconds timeout;
-  StagedCollectives staged;
   Seats seats;
   CUevent ready = nullptr; // recorded where this rank's stream meets
 };

@@ -1,6 +1,7 @@
 //===- Nccl.cpp - NCCL, loaded only when asked, and its communicators -----===//
 #include "runtime/cuda/Nccl.h"
 #include "runtime/comm/Collectives.h"
+#include "runtime/cpu/RingCollectives.h"
 
 #include <dlfcn.h>
 
@@ -104,8 +105,7 @@ std::string createCommunicators(const NcclApi &api, const Plan &plan,
   std::vector<ncclComm_t> made(sets.size(), nullptr);
   std::string failure;
   for (size_t s = 0; s < sets.size() && failure.empty(); ++s) {
-    int index = int(std::find(sets[s].begin(), sets[s].end(), int(rank)) -
-                    sets[s].begin());
+    int index = int(rankIndex(sets[s], int(rank)));
     failure = api.error(
         api.ncclCommInitRank(&made[s], int(sets[s].size()), ids[s], index),
         "ncclCommInitRank");

@@ -25,8 +25,9 @@ NcclCollectives::~NcclCollectives() {
   for (auto &[set, comm] : comms)
     if (comm)
       api->ncclCommDestroy(comm);
-  if (scratch)
-    driver().cuMemFree(devicePointer(scratch));
+  for (void *bytes : scratch)
+    if (bytes)
+      driver().cuMemFree(devicePointer(bytes));
 }
 
 std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
@@ -50,7 +51,9 @@ std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
   line = pipelineLine(plan, rank);
   auto it = comms.find(line);
   lineComm = it == comms.end() ? nullptr : it->second;
-  // The scratch the largest gather or scatter along a later dim needs.
+  // Each stream's scratch: what its largest gather or scatter along a
+  // later dim needs.
+  uint64_t scratchBytes[kStreams] = {0, 0};
   const RankPlan &mine = plan.ranks.at(rank);
   for (const Program &program : mine.programs)
     for (const Instruction &instruction : program.instructions)
@@ -60,15 +63,18 @@ std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
           continue;
         const Buffer &whole = mine.buffers[gather ? op->output : op->input];
         const Buffer &part = mine.buffers[gather ? op->input : op->output];
+        uint64_t &needed = scratchBytes[int(instruction.stream)];
         if (outerBlocks(part, op->dim) > 1)
-          scratchBytes = std::max(scratchBytes, whole.bytes);
+          needed = std::max(needed, whole.bytes);
       }
-  if (scratchBytes) {
+  for (int s = 0; s < kStreams; ++s) {
+    if (!scratchBytes[s])
+      continue;
     CUdeviceptr bytes = 0;
-    if (CUresult r = driver().cuMemAlloc(&bytes, scratchBytes);
+    if (CUresult r = driver().cuMemAlloc(&bytes, scratchBytes[s]);
         r != CUDA_SUCCESS)
       return "NCCL's scratch: " + driver().error(r, "cuMemAlloc");
-    scratch = reinterpret_cast<void *>(uintptr_t(bytes));
+    scratch[s] = reinterpret_cast<void *>(uintptr_t(bytes));
   }
   return "";
 }
@@ -93,6 +99,7 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
                                  const std::string &where) {
   device.bind();
   CUstream s = device.streamOf(stream);
+  void *scratch = this->scratch[int(stream)];
   size_t n = ring.group(op.group).size();
   if (n == 1) { // the ring's result for one rank: its input
     if (in.data != out.data)
@@ -193,9 +200,7 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
     }
   // The others: one NCCL group, so that sends and receives pair up.
   ncclComm_t comm = lineComm;
-  auto index = [&](int peer) {
-    return int(std::find(line.begin(), line.end(), peer) - line.begin());
-  };
+  auto index = [&](int peer) { return int(rankIndex(line, peer)); };
   auto nccl = [&](ncclResult_t result, const char *call) {
     if (std::string error = api->error(result, call); !error.empty())
       throw std::runtime_error("rank " + std::to_string(me) +

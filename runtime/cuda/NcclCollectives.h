@@ -58,8 +58,9 @@ private: /// Copies `height` rows of `width` bytes between pitched layouts.
   std::vector<ncclComm_t> groupComms;           // per plan group
   std::vector<int> line;                        // the pipeline line
   ncclComm_t lineComm = nullptr;
-  void *scratch = nullptr; // for gathers and scatters along a later dim
-  uint64_t scratchBytes = 0;
+  // For gathers and scatters along a later dim: one per stream, since a
+  // stream's collective may be in flight while the other's runs.
+  void *scratch[kStreams] = {nullptr, nullptr};
   std::map<int, std::deque<CUdeviceptr>> toSelf; // by tag
   ByteCounts bytes;
 };

@@ -5,10 +5,9 @@ namespace strata::runtime::cuda {
 
 StagedCollectives::StagedCollectives(Transport &transport, Backend &device,
                                      std::chrono::milliseconds timeout)
-    : device(device),
-      // The ring's work runs as it is submitted: the stream was made idle
-      // and the operands are host copies.
-      ring(transport, runNow, timeout) {}
+    // The ring's work runs as it is submitted: the stream was made idle
+    // and the operands are host copies.
+    : RingCollectives(transport, runNow, timeout), device(device) {}
 
 std::vector<uint8_t> StagedCollectives::fetch(Stream stream, Operand operand) {
   // Stream-ordered: the copy sees the stream's earlier work; waiting for
@@ -49,8 +48,8 @@ void StagedCollectives::collective(Stream stream, const CollectiveOp &op,
     hostIn = staged.data();
     hostOut = separate.data();
   }
-  ring.collective(stream, op, {hostIn, in.buffer}, {hostOut, out.buffer},
-                  where);
+  RingCollectives::collective(stream, op, {hostIn, in.buffer},
+                              {hostOut, out.buffer}, where);
   device.copyIn(stream, out.data, hostOut, outBytes);
 }
 
@@ -69,7 +68,7 @@ void StagedCollectives::exchange(Stream stream, std::vector<Transfer> sends,
     staged.emplace_back(t.buffer.buffer->bytes);
     t.buffer.data = staged.back().data();
   }
-  ring.exchange(stream, std::move(hostSends), hostReceives);
+  RingCollectives::exchange(stream, std::move(hostSends), hostReceives);
   for (size_t i = 0; i < receives.size(); ++i)
     device.copyIn(stream, receives[i].buffer.data, hostReceives[i].buffer.data,
                   receives[i].buffer.buffer->bytes);

@@ -22,35 +22,23 @@
 
 namespace strata::runtime::cuda {
 
-class StagedCollectives : public Collectives {
+/// The ring's groups, host all-reduce, flush and byte counts as they are;
+/// its collectives and exchanges on host copies of the operands.
+class StagedCollectives : public RingCollectives {
 public:
   StagedCollectives(Transport &transport, Backend &device,
                     std::chrono::milliseconds timeout);
 
-  std::string createGroups(const Plan &plan, uint32_t rank) override {
-    return ring.createGroups(plan, rank);
-  }
   void collective(Stream stream, const CollectiveOp &op, Operand in,
                   Operand out, const std::string &where) override;
   void exchange(Stream stream, std::vector<Transfer> sends,
                 std::vector<Transfer> receives) override;
-  void hostAllReduce(const std::vector<int> &group, float *values, size_t count,
-                     const std::string &what) override {
-    ring.hostAllReduce(group, values, count, what);
-  }
-  void flush() override { ring.flush(); }
-  std::map<std::string, uint64_t> bytesByKind() const override {
-    return ring.bytesByKind();
-  }
-  /// The ring the collectives run over, with the rank's groups.
-  const RingCollectives &rings() const { return ring; }
 
 private:
   /// `operand`'s bytes, copied from the device (the stream is idle).
   std::vector<uint8_t> fetch(Stream stream, Operand operand);
 
   Backend &device;
-  RingCollectives ring;
 };
 
 } // namespace strata::runtime::cuda

@@ -9,6 +9,7 @@
 #ifndef STRATA_RUNTIME_PLAN_KERNELCATALOG_H
 #define STRATA_RUNTIME_PLAN_KERNELCATALOG_H
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +22,12 @@ enum class KernelId : uint16_t {
   Count
 };
 inline constexpr int kKernelCount = static_cast<int>(KernelId::Count);
+
+/// The most ranks a group of the device-side communicator holds: its
+/// kernels (compiler/codegen/CollectiveKernels.cpp) take every rank's
+/// pointers as one parameter of this many slots, which the runtime fills
+/// (runtime/cuda/DeviceCollectives.cpp).
+inline constexpr size_t kMaxDeviceGroup = 16;
 
 /// The dtypes an operand may have.
 enum class DTypes : uint8_t { Float, F32, I32 };

@@ -89,12 +89,7 @@ void compare(int n, const Case &c) {
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       auto transport = makeLocalTransport(hub, r);
-      RingCollectives ring(
-          *transport,
-          [](Stream, const std::string &, std::function<void()> work) {
-            work();
-          },
-          std::chrono::seconds(30));
+      RingCollectives ring(*transport, runNow, std::chrono::seconds(30));
       // (An ASSERT would end this thread alone: the others would wait.)
       EXPECT_EQ(ring.createGroups(plan, uint32_t(r)), "");
       ring.collective(Stream::Compute, op, {ringIn[r].data(), &in},
@@ -213,6 +208,34 @@ TEST(CollectiveHub, AMeetingNamesTheRanksThatDidNotCome) {
   late.join();
   EXPECT_EQ(error, "rank 1: timed out in all_reduce_sum (program optimizer) "
                    "waiting for rank 0, 2");
+}
+
+TEST(CollectiveHub, TheLeadersWorkDoesNotCountAgainstTheTimeout) {
+  // Every rank came; the leader's computation outlasting the timeout is
+  // no rank missing.
+  auto hub = makeCollectiveHub();
+  const std::vector<int> ranks = {0, 1};
+  std::string errors[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        hub->meet(
+            {&ranks, 1, 1, size_t(r), r}, {},
+            [](const std::vector<CollectiveOperands> &) -> void * {
+              std::this_thread::sleep_for(std::chrono::milliseconds(300));
+              return nullptr;
+            },
+            nullptr, nullptr, std::chrono::milliseconds(50), "all_reduce_sum",
+            "program optimizer");
+      } catch (const CommTimeout &timeout) {
+        errors[r] = timeout.what();
+      }
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
 }
 
 } // namespace
