@@ -297,7 +297,9 @@ std::string unitText(const KernelCode &code, const std::string &what,
   // 32 of full occupancy and make it spill.
   uint32_t threads = code.block[0] * code.block[1] * code.block[2];
   uint32_t blocks =
-      std::max<uint32_t>(1, 1024 / std::max<uint32_t>(1, threads));
+      code.blocksPerSm
+          ? code.blocksPerSm
+          : std::max<uint32_t>(1, 1024 / std::max<uint32_t>(1, threads));
   return std::string(kPrelude) + code.globals + "\n// " + what +
          "\nextern \"C\" __global__ void __launch_bounds__(" +
          std::to_string(threads) + ", " + std::to_string(blocks) + ")\n" +

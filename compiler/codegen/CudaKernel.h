@@ -62,6 +62,9 @@ struct KernelCode {
   std::string body;
   std::array<uint32_t, 3> grid = {1, 1, 1}, block = {1, 1, 1};
   uint32_t sharedBytes = 0; // dynamic shared memory
+  // The launch bounds' minimum resident blocks per SM, which caps a
+  // thread's registers; 0: enough blocks to fill half an SM.
+  uint32_t blocksPerSm = 0;
 };
 
 /// The launch against the kernel catalog's rules, as a plan load checks

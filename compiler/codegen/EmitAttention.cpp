@@ -8,11 +8,13 @@
 // outputs a lane per head dimension, and the probabilities pass between
 // the two by shuffles. The softmax is online (running max and sum).
 //
-// These are SIMT kernels, correct for any head dimension; the tensor-core
-// (mma.sync, wgmma) kernels that make attention fast are the next step.
+// These are the SIMT kernels, exact to f32 and correct for any head
+// dimension: what fp32 plans run, to verify against the CPU. bf16 launches
+// whose head dimension is a multiple of 8 run on tensor cores instead
+// (EmitAttentionMma.cpp).
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/codegen/Emitters.h"
+#include "compiler/codegen/Attention.h"
 
 #include <cmath>
 
@@ -20,43 +22,29 @@ namespace strata::codegen {
 
 using namespace runtime::kernels;
 
-namespace {
+AttentionShape::AttentionShape(const View &v) {
+  const std::vector<int64_t> &q = v.shape(AttentionFwd::op::q),
+                             &k = v.shape(AttentionFwd::op::k);
+  batch = q[0];
+  seq = q[1];
+  heads = q[2];
+  dim = q[3];
+  keys = k[1];
+  kvHeads = k[2];
+  causal = v.flag(AttentionFwd::attr::causal);
+}
 
-constexpr int64_t kRows = 4; // warps per block: rows in flight
+std::string AttentionShape::apply(std::string_view text) const {
+  return fill(text, {{"SEQ", num(seq)},
+                     {"HEADS", num(heads)},
+                     {"KEYS", num(keys)},
+                     {"KVHEADS", num(kvHeads)},
+                     {"DIM", num(dim)},
+                     {"CAUSAL", causal ? "true" : "false"},
+                     {"SCALE", f32(1.0 / std::sqrt(double(dim)))}});
+}
 
-struct Shape {
-  int64_t batch, seq, heads, keys, kvHeads, dim, perLane;
-  bool causal;
-  explicit Shape(const View &v) {
-    const std::vector<int64_t> &q = v.shape(AttentionFwd::op::q),
-                               &k = v.shape(AttentionFwd::op::k);
-    batch = q[0];
-    seq = q[1];
-    heads = q[2];
-    dim = q[3];
-    keys = k[1];
-    kvHeads = k[2];
-    perLane = (dim + 31) / 32;
-    causal = v.flag(AttentionFwd::attr::causal);
-  }
-  /// The placeholders every attention kernel's text uses.
-  std::string apply(std::string_view text) const {
-    return fill(text, {{"SEQ", num(seq)},
-                       {"HEADS", num(heads)},
-                       {"KEYS", num(keys)},
-                       {"KVHEADS", num(kvHeads)},
-                       {"DIM", num(dim)},
-                       {"PAD", num(dim + 1)},
-                       {"PERLANE", std::to_string(perLane)},
-                       {"ROWS", num(kRows)},
-                       {"CAUSAL", causal ? "true" : "false"},
-                       {"SCALE", f32(1.0 / std::sqrt(double(dim)))}});
-  }
-};
-
-/// Index helpers: q-shaped [b, s, H, d], kv-shaped [b, t, K, d], lse
-/// [b, H, s].
-constexpr const char *kIndex = R"(
+const char *const kAttentionIndex = R"(
 __device__ __forceinline__ i64 qAt(i64 b, i64 i, i64 h, i64 d) {
   return ((b * $SEQ + i) * $HEADS + h) * $DIM + d;
 }
@@ -67,6 +55,34 @@ __device__ __forceinline__ i64 lseAt(i64 b, i64 h, i64 i) {
   return (b * $HEADS + h) * $SEQ + i;
 }
 )";
+
+bool attentionOnTensorCores(const LaunchDesc &launch) {
+  View v{launch};
+  std::vector<unsigned> operands = {AttentionFwd::op::q, AttentionFwd::op::k,
+                                    AttentionFwd::op::v};
+  if (launch.kernel == runtime::KernelId::AttentionBwd)
+    operands.push_back(AttentionBwd::op::dout);
+  for (unsigned i : operands)
+    if (v.op(i).dtype != runtime::DType::BF16)
+      return false;
+  return v.shape(AttentionFwd::op::q)[3] % 8 == 0;
+}
+
+namespace {
+
+constexpr int64_t kRows = 4; // warps per block: rows in flight
+
+/// The SIMT kernels' shape: a head dimension's elements per lane too.
+struct Shape : AttentionShape {
+  int64_t perLane;
+  explicit Shape(const View &v) : AttentionShape(v), perLane((dim + 31) / 32) {}
+  std::string apply(std::string_view text) const {
+    return AttentionShape::apply(
+        fill(text, {{"PAD", num(dim + 1)},
+                    {"PERLANE", std::to_string(perLane)},
+                    {"ROWS", num(kRows)}}));
+  }
+};
 
 /// A query row's walk over the keys it sees (the forward's and dq's): the
 /// row's accumulator `acc`, then per tile of 32 keys, loaded into `kTile`
@@ -130,13 +146,15 @@ std::string indented(const std::string &text) {
 } // namespace
 
 std::string emitAttentionFwd(const LaunchDesc &launch, KernelCode &code) {
+  if (attentionOnTensorCores(launch))
+    return emitAttentionFwdMma(launch, code);
   View v{launch};
   Shape s(v);
   code.block = {uint32_t(32 * kRows), 1, 1};
   code.grid = {blocksFor(s.seq, kRows, 1u << 30), uint32_t(s.heads),
                uint32_t(s.batch)};
   code.sharedBytes = uint32_t((2 * 32 * (s.dim + 1) + kRows * s.dim) * 4);
-  code.globals = s.apply(kIndex);
+  code.globals = s.apply(kAttentionIndex);
   code.body = s.apply(std::string(R"(  extern __shared__ float tiles[];
   float *kTile = tiles, *vTile = kTile + 32 * $PAD, *qRow = vTile + 32 * $PAD;
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -172,6 +190,8 @@ std::string emitAttentionFwd(const LaunchDesc &launch, KernelCode &code) {
 }
 
 std::string emitAttentionBwd(const LaunchDesc &launch, KernelCode &code) {
+  if (attentionOnTensorCores(launch))
+    return emitAttentionBwdMma(launch, code);
   View v{launch};
   Shape s(v);
   int64_t queryBlocks = (s.seq + kRows - 1) / kRows;
@@ -183,7 +203,7 @@ std::string emitAttentionBwd(const LaunchDesc &launch, KernelCode &code) {
                uint32_t(std::max(s.heads, s.kvHeads)), uint32_t(s.batch)};
   code.sharedBytes =
       uint32_t((2 * 32 * (s.dim + 1) + 2 * kRows * s.dim + 64) * 4);
-  code.globals = s.apply(kIndex);
+  code.globals = s.apply(kAttentionIndex);
   // dq_i = scale · Σ_j dS_ij k_j, dS = P ⊙ (dO·vᵀ − D), D_i = dO_i·O_i.
   std::string queryRows = std::string(R"(i64 h = blockIdx.y;
 if (h >= $HEADS)

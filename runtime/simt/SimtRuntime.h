@@ -31,6 +31,10 @@
 #error "the simt model's fiber switch is written for x86-64"
 #endif
 
+// A unit may hold a GPU's own code (inline PTX) and this model's stand-in
+// for it, chosen by this.
+#define STRATA_SIMT 1
+
 // Qualifiers that mean nothing on the host.
 #define __global__
 #define __device__
@@ -96,11 +100,12 @@ struct Machine {
   char *stacks = nullptr;
   unsigned char *shared = nullptr;
   size_t sharedCapacity = 0;
-  // A warp's shuffles: each lane posts its value and the number of the
-  // shuffle, then reads its source's after the warp's barrier. Shuffles
-  // alternate between two slots, so the next one's barrier, not one of
-  // its own, keeps a slot until every lane has read it.
-  uint64_t exchange[2][kMaxThreads];
+  // A warp's shuffles (and tensor-core products): each lane posts its
+  // value (its fragments) and the number of the exchange, then reads its
+  // sources' after the warp's barrier. Exchanges alternate between two
+  // slots, so the next one's barrier, not one of its own, keeps a slot
+  // until every lane has read it.
+  uint64_t exchange[2][kMaxThreads][3];
   unsigned posted[2][kMaxThreads];
   void **args = nullptr;
   char error[512];
@@ -138,15 +143,70 @@ template <typename T> T shuffle(T value, unsigned source) {
   Thread *t = m.current;
   unsigned base = t->warp * kWarp, lane = t->lane;
   unsigned number = ++t->shuffles, slot = number & 1;
-  memcpy(&m.exchange[slot][base + lane], &value, sizeof value);
+  memcpy(&m.exchange[slot][base + lane][0], &value, sizeof value);
   m.posted[slot][base + lane] = number;
   park(State::AtWarpBarrier);
   source &= kWarp - 1;
   if (m.posted[slot][base + source] != number)
     fail("a shuffle reads a lane that did not take part in it");
   T out;
-  memcpy(&out, &m.exchange[slot][base + source], sizeof out);
+  memcpy(&out, &m.exchange[slot][base + source][0], sizeof out);
   return out;
+}
+
+/// Element `half` (0: the low 16 bits) of a word of two bf16, as f32.
+inline float bf16Half(uint32_t word, unsigned half) {
+  uint32_t bits = (half ? word >> 16 : word & 0xFFFFu) << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/// PTX's mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 with C = D:
+/// d += A·B for the warp's 16x16 A and 16x8 B, each lane holding the
+/// fragments the PTX ISA assigns it (lane l, g = l / 4, t = l % 4; word r
+/// holds two bf16 along k, the lower k in the low half):
+///   a[r]: row g + 8 (r % 2), k 2t + 8 (r / 2) and the next;
+///   b[r]: column g, k 2t + 8 r and the next;
+///   d[r]: row g + 8 (r / 2), column 2t + r % 2.
+/// Every lane of the warp must take part, as the instruction's .aligned
+/// requires. The products of bf16 are exact in f32; the sum over k is
+/// f32's, in k order (a tensor core's order and rounding may differ in the
+/// last bits).
+inline void mmaBf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+  Machine &m = machine();
+  Thread *t = m.current;
+  unsigned base = t->warp * kWarp, lane = t->lane;
+  unsigned number = ++t->shuffles, slot = number & 1;
+  uint64_t *mine = m.exchange[slot][base + lane];
+  mine[0] = a[0] | uint64_t(a[1]) << 32;
+  mine[1] = a[2] | uint64_t(a[3]) << 32;
+  mine[2] = b[0] | uint64_t(b[1]) << 32;
+  m.posted[slot][base + lane] = number;
+  park(State::AtWarpBarrier);
+  for (unsigned l = 0; l < kWarp; ++l)
+    if (m.posted[slot][base + l] != number)
+      fail("an mma some lanes of the warp did not take part in");
+  // Register r of lane l's fragments, as posted.
+  auto word = [&](unsigned l, unsigned r) {
+    return uint32_t(m.exchange[slot][base + l][r / 2] >> (32 * (r % 2)));
+  };
+  unsigned g = lane / 4, tid = lane % 4;
+  for (unsigned r = 0; r < 4; ++r) {
+    unsigned row = g + 8 * (r / 2), col = 2 * tid + r % 2;
+    float sum = 0.0f;
+    for (unsigned k = 0; k < 16; ++k) {
+      unsigned kk = k % 8;
+      // A's row `row`, k: lane (row % 8) * 4 + kk / 2, word row / 8 + 2 (k /
+      // 8).
+      float x =
+          bf16Half(word((row % 8) * 4 + kk / 2, row / 8 + 2 * (k / 8)), k % 2);
+      // B's column `col`, k: lane col * 4 + kk / 2, word 4 + k / 8.
+      float y = bf16Half(word(col * 4 + kk / 2, 4 + k / 8), k % 2);
+      sum += x * y;
+    }
+    d[r] += sum;
+  }
 }
 
 } // namespace simt
@@ -170,6 +230,9 @@ template <typename T> T __shfl_down_sync(unsigned, T v, unsigned delta) {
   return ::simt::shuffle(v, lane + delta < 32 ? lane + delta : lane);
 }
 template <typename T> T __ldcg(const T *p) { return *p; }
+inline void mmaBf16(float d[4], const unsigned a[4], const unsigned b[2]) {
+  ::simt::mmaBf16(d, a, b);
+}
 template <typename T> T atomicAdd(T *p, T v) {
   T old = *p;
   *p = old + v;

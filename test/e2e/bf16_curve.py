@@ -3,7 +3,7 @@ in bf16 (bf16 parameters and activations, fp32 master weights, gradients and
 moments) on one device or in the parallel layouts given, on the same text and
 seed; every iteration's loss within 2% of the fp32 curve.
 
-  bf16_curve.py EXAMPLES TEXT [--model M] [--iterations N] [--layout FLAGS]... [--cuda]
+  bf16_curve.py EXAMPLES TEXT [--model M] [--iterations N] [--layout FLAGS]... [--backend B]
 
 A layout is strata-compile's flags as one string ("" for one device)."""
 import argparse
@@ -22,8 +22,9 @@ p.add_argument("--iterations", type=int, default=200)
 p.add_argument("--micro-batch-size", type=int, default=8)
 p.add_argument("--global-batch-size", type=int, default=16)
 p.add_argument("--layout", action="append", default=[])
-p.add_argument("--cuda", action="store_true",
-               help="the bf16 curves compiled for and run on the cuda backend (fp32 stays the CPU's)")
+p.add_argument("--backend", choices=["cpu", "cuda", "simt"], default="cpu",
+               help="where the bf16 curves run: cuda and simt compile them with --target cuda "
+                    "(fp32 stays the CPU's)")
 args = p.parse_args()
 layouts = args.layout or [""]
 work = tempfile.mkdtemp(prefix="strata-bf16-")
@@ -56,8 +57,9 @@ print(f"{args.model}: fp32 loss {fp32[0]:.4f} -> {fp32[-1]:.4f}")
 failed = False
 for i, layout in enumerate(layouts):
     name = "bf16 " + (layout or "one device")
-    bf16 = curve(f"bf16-{i}", ["--bf16"] + layout.split() + (["--target", "cuda"] if args.cuda else []),
-                 ["--backend", "cuda"] if args.cuda else [])
+    cuda = args.backend != "cpu"
+    bf16 = curve(f"bf16-{i}", ["--bf16"] + layout.split() + (["--target", "cuda"] if cuda else []),
+                 ["--backend", args.backend])
     worst = max(abs(b - f) / f for f, b in zip(fp32, bf16))
     at = max(range(args.iterations), key=lambda k: abs(bf16[k] - fp32[k]) / fp32[k])
     ok = worst <= 0.02 and bf16 != fp32

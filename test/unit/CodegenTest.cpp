@@ -203,16 +203,43 @@ TEST(Codegen, LaunchShapesCoverTheWork) {
   EXPECT_EQ(code.grid[0], 1u);
   EXPECT_NE(code.globals.find("scratch[14LL]"), std::string::npos)
       << code.globals;
-  // Attention: (query rows / 4, heads, batch), the key tiles in dynamic
-  // shared memory; the backward adds key-row blocks, over max(H, K).
-  LaunchDesc attention = sample(KernelId::AttentionFwd, DType::BF16);
+  // fp32 attention, the SIMT kernels: (query rows / 4, heads, batch), the
+  // key tiles in dynamic shared memory; the backward adds key-row blocks,
+  // over max(H, K).
+  LaunchDesc attention = sample(KernelId::AttentionFwd, DType::F32);
   ASSERT_EQ(emitKernel(attention, code), "");
   EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{3, 4, 2}));
   EXPECT_EQ(code.block, (std::array<uint32_t, 3>{128, 1, 1}));
   EXPECT_EQ(code.sharedBytes, (2u * 32 * 17 + 4 * 16) * 4);
-  LaunchDesc attentionBwd = sample(KernelId::AttentionBwd, DType::BF16);
+  EXPECT_EQ(code.globals.find("mmaBf16"), std::string::npos);
+  LaunchDesc attentionBwd = sample(KernelId::AttentionBwd, DType::F32);
   ASSERT_EQ(emitKernel(attentionBwd, code), "");
   EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{3 + 3, 4, 2}));
+  // bf16 attention, on tensor cores: 64 query rows a block (16 a warp),
+  // tiles of 32 rows of 16 / 2 + 4 words, two blocks an SM in the launch
+  // bounds; the backward's tiles are followed by 32 D and 32 lse values.
+  attention = sample(KernelId::AttentionFwd, DType::BF16);
+  ASSERT_EQ(emitKernel(attention, code), "");
+  EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{1, 4, 2}));
+  EXPECT_EQ(code.block, (std::array<uint32_t, 3>{128, 1, 1}));
+  EXPECT_EQ(code.sharedBytes, 2u * 32 * (16 / 2 + 4) * 4);
+  EXPECT_EQ(code.blocksPerSm, 2u);
+  EXPECT_NE(code.globals.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16"),
+            std::string::npos);
+  EXPECT_NE(code.body.find("timesTile(acc, p, vTile"), std::string::npos);
+  EXPECT_NE(kernelUnit(attention, code, "k").find("__launch_bounds__(128, 2)"),
+            std::string::npos);
+  attentionBwd = sample(KernelId::AttentionBwd, DType::BF16);
+  ASSERT_EQ(emitKernel(attentionBwd, code), "");
+  EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{1 + 1, 4, 2}));
+  EXPECT_EQ(code.sharedBytes, 2u * 32 * (16 / 2 + 4) * 4 + 2 * 32 * 4);
+  // A head dimension that is not a multiple of 8 stays SIMT.
+  attention = sample(KernelId::AttentionFwd, DType::BF16);
+  for (unsigned i : {0u, 1u, 2u, 3u})
+    attention.operands[i].shape.back() = 12;
+  ASSERT_EQ(emitKernel(attention, code), "");
+  EXPECT_EQ(code.globals.find("mmaBf16"), std::string::npos);
+  EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{3, 4, 2}));
   // Row kernels of the loss: a block per row.
   LaunchDesc loss = sample(KernelId::LogitsSumExp, DType::F32);
   ASSERT_EQ(emitKernel(loss, code), "");

@@ -508,6 +508,9 @@ Vec refNorm(const Vec &x, const Vec &w, const Vec *bias, int64_t cols,
 struct AttnDims {
   int64_t b, s, h, kv, d;
   bool causal;
+  // Query head h reads kv head (offset + h) / group; group 0: h / kv.
+  int64_t group = 0, offset = 0;
+  int64_t groupSize() const { return group ? group : h / kv; }
 };
 
 /// Attention's output; each query row's log-sum-exp of its scaled scores
@@ -519,7 +522,7 @@ Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k, const Vec &v,
     lse->assign(a.b * a.h * a.s, 0.0);
   for (int64_t bi = 0; bi < a.b; ++bi)
     for (int64_t h = 0; h < a.h; ++h) {
-      int64_t g = h / (a.h / a.kv);
+      int64_t g = (a.offset + h) / a.groupSize();
       for (int64_t i = 0; i < a.s; ++i) {
         int64_t n = a.causal ? i + 1 : a.s;
         Vec score(n);
@@ -1269,6 +1272,7 @@ TEST_P(Kernels, VocabularyParallelLossFromRowStatistics) {
     g.run("cross_entropy_grad_from_stats", {gl, gi, gm, gs, gd}, {go}, args);
     expectClose(g.read(go), shard(gradient), kTol,
                 "cross_entropy_grad_from_stats");
+
   }
   Harness l(on());
   uint32_t lm = l.input({tokens}, max), ls = l.input({tokens}, sum),
@@ -1431,6 +1435,67 @@ TEST_P(Kernels, Bf16AttentionAndLoss) {
     largest = std::max(largest, std::fabs(e));
   expectClose(lg.read(grad), expected, kTolBf16 * largest,
               "bf16 cross_entropy_bwd");
+}
+
+TEST_P(Kernels, Bf16AttentionOnTensorCoresAcrossTilesAndShapes) {
+  // bf16 attention runs on tensor cores (mma.sync): blocks of 64 query
+  // rows, tiles of 32 keys. Shapes that cross both with partial ones, a
+  // head dimension that is a multiple of 8 but not of 16 (padded for the
+  // products over it), 64, grouped queries with a first query head past 0,
+  // causal and not. The output gradients are f32 and bf16.
+  const DType bf16 = DType::BF16;
+  struct Case {
+    AttnDims a;
+    DType gradients;
+  };
+  for (const Case &c : {Case{{1, 70, 2, 1, 24, true}, DType::F32},
+                        Case{{1, 70, 2, 1, 24, false}, bf16},
+                        Case{{2, 33, 3, 2, 8, true, 2, 1}, bf16},
+                        Case{{1, 40, 1, 1, 64, true}, DType::F32}}) {
+    const AttnDims &a = c.a;
+    SCOPED_TRACE("s " + std::to_string(a.s) + " d " + std::to_string(a.d) +
+                 (a.causal ? " causal" : ""));
+    Vec q = roundedToBf16(randomVec(a.b * a.s * a.h * a.d)),
+        k = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
+        v = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
+        dout = roundedToBf16(randomVec(q.size()));
+    std::map<std::string, Arg> args = {{"causal", boolArg(a.causal)},
+                                       {"group_size", intArg(a.groupSize())},
+                                       {"query_head_offset", intArg(a.offset)}};
+    const std::vector<int64_t> qShape = {a.b, a.s, a.h, a.d},
+                               kvShape = {a.b, a.s, a.kv, a.d};
+    Vec lse;
+    Vec o = refAttention(a, q, k, v, &lse);
+    Harness h(on());
+    uint32_t out = h.add(qShape, bf16), ilse = h.add({a.b, a.h, a.s});
+    h.run("attention_fwd",
+          {h.input(qShape, q, bf16), h.input(kvShape, k, bf16),
+           h.input(kvShape, v, bf16)},
+          {out, ilse}, args);
+    expectClose(h.read(out), o, kTolBf16, "attention_fwd");
+    expectClose(h.read(ilse), lse, kTol, "attention_fwd log-sum-exp");
+
+    Harness g(on());
+    uint32_t dq = g.add(qShape, c.gradients), dk = g.add(kvShape, c.gradients),
+             dv = g.add(kvShape, c.gradients);
+    g.run("attention_bwd",
+          {g.input(qShape, q, bf16), g.input(kvShape, k, bf16),
+           g.input(kvShape, v, bf16), g.input(qShape, roundedToBf16(o), bf16),
+           g.input({a.b, a.h, a.s}, lse), g.input(qShape, dout, bf16)},
+          {dq, dk, dv}, args);
+    expectClose(
+        g.read(dq),
+        vjp([&](const Vec &x) { return refAttention(a, x, k, v); }, q, dout),
+        kTolBf16, "query gradient");
+    expectClose(
+        g.read(dk),
+        vjp([&](const Vec &x) { return refAttention(a, q, x, v); }, k, dout),
+        kTolBf16, "key gradient");
+    expectClose(
+        g.read(dv),
+        vjp([&](const Vec &x) { return refAttention(a, q, k, x); }, v, dout),
+        kTolBf16, "value gradient");
+  }
 }
 
 TEST_P(Kernels, FusedPointwiseChainEqualsItsMembers) {

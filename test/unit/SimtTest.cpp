@@ -133,6 +133,57 @@ TEST(Simt, SharedMemoryStartsAsNaN) {
   EXPECT_TRUE(std::isnan(r.out[0]));
 }
 
+TEST(Simt, TensorCoreProductIsAMatmulInThePtxFragmentLayout) {
+  // in: A [16][16] then B [16][8] (k by n), small integers (exact in
+  // bf16). Each lane packs its fragments as the PTX ISA lays out
+  // mma.m16n8k16 (g = lane / 4, t = lane % 4): a[r] row g + 8 (r % 2),
+  // k 2t + 8 (r / 2) and the next; b[r] column g, k 2t + 8 r and the next;
+  // d[r] row g + 8 (r / 2), column 2t + r % 2. D starts at 0.5.
+  std::vector<float> in(16 * 16 + 16 * 8);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = float(int(i * 7 % 11) - 5);
+  Outcome r = run(R"(  unsigned lane = threadIdx.x, g = lane / 4, t = lane % 4;
+  const float *a = in, *b = in + 256;
+  auto bits = [](float v) { return __float_as_uint(v) >> 16; };
+  unsigned af[4], bf[2];
+  for (int x = 0; x < 4; ++x) {
+    unsigned row = g + 8 * (x % 2), k = 2 * t + 8 * (x / 2);
+    af[x] = bits(a[row * 16 + k]) | bits(a[row * 16 + k + 1]) << 16;
+  }
+  for (int x = 0; x < 2; ++x) {
+    unsigned k = 2 * t + 8 * x;
+    bf[x] = bits(b[k * 8 + g]) | bits(b[(k + 1) * 8 + g]) << 16;
+  }
+  float d[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+  mmaBf16(d, af, bf);
+  for (int x = 0; x < 4; ++x)
+    out[(g + 8 * (x / 2)) * 8 + 2 * t + x % 2] = d[x];
+)",
+                  in, 16 * 8, {1, 1, 1}, {32, 1, 1});
+  ASSERT_EQ(r.error, "");
+  for (int row = 0; row < 16; ++row)
+    for (int col = 0; col < 8; ++col) {
+      float expected = 0.5f;
+      for (int k = 0; k < 16; ++k)
+        expected += in[row * 16 + k] * in[256 + k * 8 + col];
+      EXPECT_EQ(r.out[row * 8 + col], expected) << row << ", " << col;
+    }
+}
+
+TEST(Simt, ATensorCoreProductSomeLanesSkipIsAnError) {
+  Outcome r = run(R"(  if (threadIdx.x == 9)
+    return;
+  float d[4] = {0, 0, 0, 0};
+  unsigned a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+  mmaBf16(d, a, b);
+  out[0] = d[0];
+)",
+                  {}, 1, {1, 1, 1}, {32, 1, 1});
+  EXPECT_NE(r.error.find("an mma some lanes of the warp did not take part in"),
+            std::string::npos)
+      << r.error;
+}
+
 TEST(Simt, ABlockPastAGpusLimitIsRefused) {
   Outcome r = run("", {}, 1, {1, 1, 1}, {2048, 1, 1});
   EXPECT_NE(r.error.find("a block holds 1 to 1024 threads"), std::string::npos)

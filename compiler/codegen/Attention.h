@@ -1,0 +1,41 @@
+//===- Attention.h - what the attention emitters share ----------*- C++ -*-===//
+//
+// Attention's kernels come in two kinds: the SIMT kernels of
+// EmitAttention.cpp (exact to f32, any head dimension: the fp32
+// verification path) and the tensor-core kernels of EmitAttentionMma.cpp
+// (bf16 operands, head dimensions that are multiples of 8: what training
+// runs). Both keep the flash-attention contract of runtime/cpu/Attention.cpp.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_COMPILER_CODEGEN_ATTENTION_H
+#define STRATA_COMPILER_CODEGEN_ATTENTION_H
+
+#include "compiler/codegen/Emitters.h"
+
+namespace strata::codegen {
+
+/// A launch's attention shape: q [batch, seq, heads, dim], k and v
+/// [batch, keys, kvHeads, dim].
+struct AttentionShape {
+  int64_t batch, seq, heads, keys, kvHeads, dim;
+  bool causal;
+  explicit AttentionShape(const View &v);
+  /// `text` with the placeholders every attention kernel uses filled in:
+  /// $SEQ $HEADS $KEYS $KVHEADS $DIM $CAUSAL $SCALE.
+  std::string apply(std::string_view text) const;
+};
+
+/// Index helpers of every attention unit: qAt (q-shaped), kvAt
+/// (kv-shaped), lseAt ([batch, heads, seq]).
+extern const char *const kAttentionIndex;
+
+/// Whether the launch runs on tensor cores: q, k, v (and the backward's
+/// dout) bf16, the head dimension a multiple of 8.
+bool attentionOnTensorCores(const LaunchDesc &launch);
+
+std::string emitAttentionFwdMma(const LaunchDesc &launch, KernelCode &code);
+std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code);
+
+} // namespace strata::codegen
+
+#endif
