@@ -113,6 +113,21 @@ def DataParallel : Pass<"strata-data-parallel", "mlir::ModuleOp"> {
                            "::mlir::shard::ShardDialect"];
 }
 
+def FuseLoss : Pass<"strata-fuse-loss", "mlir::ModuleOp"> {
+  let summary = "Compute the loss's gradient with the loss, in one op";
+  let description = [{
+    Where a cross_entropy and the cross_entropy_grad of the same logits and
+    labels meet (autodiff's seed, a graph.constant, is the loss's
+    gradient), both become one cross_entropy_with_grad at the forward's
+    place; likewise cross_entropy_from_stats and
+    cross_entropy_grad_from_stats (the vocabulary-parallel loss) become
+    cross_entropy_with_grad_from_stats. The row statistics are then
+    computed once, and the forward leaves the logits' gradient, not the
+    logits, for the backward (what a pipeline stashes). A gradient whose
+    loss gradient is not a constant is left as it is.
+  }];
+}
+
 def PipelineSplit : Pass<"strata-pipeline-split", "mlir::ModuleOp"> {
   let summary = "Cut the step into pipeline chunks: @forward_c, @backward_c";
   let description = [{

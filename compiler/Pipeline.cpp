@@ -93,6 +93,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     data.distributedOptimizer = options.distributedOptimizer;
     data.bucketElements = options.bucketElements;
     pm.addPass(createDataParallel(data));
+    pm.addPass(createFuseLoss());
     if (options.splitsPipeline()) {
       PipelineSplitOptions split;
       split.stages = options.pipelineParallel;

@@ -2,9 +2,10 @@
 //-===//
 //
 // The math of runtime/cpu/Loss.cpp (exponentials and sums in double, as
-// there), a block per row of logits; the
-// gradient kernels recompute the softmax from the row statistics and
-// never store it. The mean over tokens adds the rows' losses in row order
+// there), a block per row of logits; the gradient kernels recompute the
+// softmax from the row statistics and never store it, and the fused ones
+// (cross_entropy_with_grad*) compute loss and gradient in one launch, the
+// statistics once. The mean over tokens adds the rows' losses in row order
 // in one thread, so the loss is the same on every run.
 //
 //===----------------------------------------------------------------------===//
@@ -42,6 +43,42 @@ constexpr const char *kRowSoftmax =
     rowSum = blockSum<$THREADS>(rowSum);
 )";
 
+/// The row's gradient, (softmax − onehot) · dloss / ROWS, from its
+/// log-sum-exp `lse`.
+constexpr const char *kGradFromLse =
+    R"(    double scale = (double)dloss[0] / $ROWS;
+    for (i64 c = threadIdx.x; c < $COLUMNS; c += blockDim.x) {
+      double p = c < valid ? exp(load(logits, base + c) - lse) : 0.0;
+      store(dlogits, base + c, (float)((p - (c == labels[r] ? 1.0 : 0.0)) * scale));
+    }
+)";
+
+/// The row's gradient from the all-reduced statistics max[r] and sum[r],
+/// over this rank's columns.
+constexpr const char *kGradFromStats =
+    R"(    i64 own = (i64)labels[r] - vocab_offset;
+    double scale = (double)dloss[0] / $ROWS;
+    for (i64 c = threadIdx.x; c < $COLUMNS; c += blockDim.x) {
+      double p = c < valid ? exp((double)load(logits, base + c) - max[r]) / sum[r] : 0.0;
+      store(dlogits, base + c, (float)((p - (c == own ? 1.0 : 0.0)) * scale));
+    }
+)";
+
+/// After the rows: the mean of rowLoss (a __device__ array the rows
+/// filled) into loss[0], added in row order by the grid's last block.
+constexpr const char *kMeanOfRows = R"(  if (!lastBlock() || threadIdx.x != 0)
+    return;
+  double total = 0.0;
+  for (i64 r = 0; r < $ROWS; ++r)
+    total += __ldcg(&rowLoss[r]);
+  loss[0] = (float)(total / $ROWS);
+)";
+
+/// The scratch kMeanOfRows reads.
+std::string rowLossScratch(int64_t rows) {
+  return "__device__ double rowLoss[" + num(rows) + "];\n";
+}
+
 /// `valid`: the columns that are vocabulary, not padding, of logits whose
 /// first column is vocabulary entry `offset` (0, or a shard's vocab_offset).
 std::string validColumns(const char *offset) {
@@ -62,23 +99,15 @@ std::string emitCrossEntropyFwd(const LaunchDesc &launch, KernelCode &code) {
   using namespace CrossEntropyFwd;
   View v{launch};
   int64_t columns = v.lastDim(op::logits), rows = v.count(op::labels);
-  code.globals = "__device__ double rowLoss[" + num(rows) + "];\n";
+  code.globals = rowLossScratch(rows);
   perRow(code, rows, std::string(kRowSoftmax) + R"(    if (threadIdx.x == 0) {
       i64 label = labels[r];
       float target = label >= 0 && label < $COLUMNS ? load(logits, base + label) : 0.0f;
       rowLoss[r] = rowMax + log(rowSum) - target;
     }
 )");
-  code.body = validColumns("0") + code.body +
-              fill(R"(  if (!lastBlock() || threadIdx.x != 0)
-    return;
-  double total = 0.0;
-  for (i64 r = 0; r < $ROWS; ++r)
-    total += __ldcg(&rowLoss[r]);
-  loss[0] = (float)(total / $ROWS);
-)",
-                   {{"ROWS", num(rows)}});
-  code.body = withShape(code.body, columns);
+  code.body = validColumns("0") + code.body + kMeanOfRows;
+  code.body = withShape(fill(code.body, {{"ROWS", num(rows)}}), columns);
   return "";
 }
 
@@ -87,15 +116,31 @@ std::string emitCrossEntropyBwd(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   int64_t columns = v.lastDim(op::logits), rows = v.count(op::labels);
   perRow(code, rows,
-         std::string(kRowSoftmax) + R"(    double lse = rowMax + log(rowSum);
-    double scale = (double)dloss[0] / $ROWS;
-    for (i64 c = threadIdx.x; c < $COLUMNS; c += blockDim.x) {
-      double p = c < valid ? exp(load(logits, base + c) - lse) : 0.0;
-      store(dlogits, base + c, (float)((p - (c == labels[r] ? 1.0 : 0.0)) * scale));
-    }
-)");
+         std::string(kRowSoftmax) + "    double lse = rowMax + log(rowSum);\n" +
+             kGradFromLse);
   code.body = validColumns("0") + fill(code.body, {{"ROWS", num(rows)}});
   code.body = withShape(code.body, columns);
+  return "";
+}
+
+std::string emitCrossEntropyWithGrad(const LaunchDesc &launch,
+                                     KernelCode &code) {
+  using namespace CrossEntropyWithGrad;
+  View v{launch};
+  int64_t columns = v.lastDim(op::logits), rows = v.count(op::labels);
+  code.globals = rowLossScratch(rows);
+  // One pass for the row's statistics, one for its gradient.
+  perRow(code, rows,
+         std::string(kRowSoftmax) +
+             R"(    double lse = rowMax + log(rowSum);
+    if (threadIdx.x == 0) {
+      i64 label = labels[r];
+      float target = label >= 0 && label < $COLUMNS ? load(logits, base + label) : 0.0f;
+      rowLoss[r] = lse - target;
+    }
+)" + kGradFromLse);
+  code.body = validColumns("0") + code.body + kMeanOfRows;
+  code.body = withShape(fill(code.body, {{"ROWS", num(rows)}}), columns);
   return "";
 }
 
@@ -166,16 +211,27 @@ std::string emitCrossEntropyGradFromStats(const LaunchDesc &launch,
   View v{launch};
   int64_t columns = v.lastDim(op::logits);
   int64_t rows = v.count(op::logits) / columns;
-  perRow(code, rows, R"(    i64 own = (i64)labels[r] - vocab_offset;
-    double scale = (double)dloss[0] / $ROWS;
-    for (i64 c = threadIdx.x; c < $COLUMNS; c += blockDim.x) {
-      double p = c < valid ? exp((double)load(logits, base + c) - max[r]) / sum[r] : 0.0;
-      store(dlogits, base + c, (float)((p - (c == own ? 1.0 : 0.0)) * scale));
-    }
-)");
+  perRow(code, rows, kGradFromStats);
   code.body = withShape(validColumns("vocab_offset") +
                             fill(code.body, {{"ROWS", num(rows)}}),
                         columns);
+  return "";
+}
+
+std::string emitCrossEntropyWithGradFromStats(const LaunchDesc &launch,
+                                              KernelCode &code) {
+  using namespace CrossEntropyWithGradFromStats;
+  View v{launch};
+  int64_t columns = v.lastDim(op::logits);
+  int64_t rows = v.count(op::logits) / columns;
+  code.globals = rowLossScratch(rows);
+  perRow(code, rows, std::string(R"(    if (threadIdx.x == 0)
+      rowLoss[r] = log((double)sum[r]) + max[r] - target[r];
+)") + kGradFromStats);
+  code.body =
+      withShape(validColumns("vocab_offset") +
+                    fill(code.body + kMeanOfRows, {{"ROWS", num(rows)}}),
+                columns);
   return "";
 }
 

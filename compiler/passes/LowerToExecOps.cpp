@@ -328,10 +328,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       perRank(launched, "query_head_offset", kTensorAxis, firstStride);
     return success();
   }
-  if (isa<graph::CrossEntropyOp, graph::CrossEntropyGradOp, graph::LogitsMaxOp,
+  if (isa<graph::CrossEntropyOp, graph::CrossEntropyGradOp,
+          graph::CrossEntropyWithGradOp, graph::LogitsMaxOp,
           graph::LogitsTargetOp, graph::LogitsSumExpOp,
-          graph::CrossEntropyFromStatsOp, graph::CrossEntropyGradFromStatsOp>(
-          op)) {
+          graph::CrossEntropyFromStatsOp, graph::CrossEntropyGradFromStatsOp,
+          graph::CrossEntropyWithGradFromStatsOp>(op)) {
     // Logits lead every loss op but the one from statistics (which ignores
     // these); `vocab_size` leaves padding columns out.
     int64_t columns =
@@ -350,6 +351,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                                           .labels = in(op->getOperand(1)),
                                           .dloss = in(op->getOperand(2)),
                                           .dlogits = out(op->getResult(0)),
+                                          .vocab_size = vocab});
+      return success();
+    }
+    if (auto fused = dyn_cast<graph::CrossEntropyWithGradOp>(op)) {
+      launch(loc,
+             kernel::CrossEntropyWithGrad{.logits = in(fused.getLogits()),
+                                          .labels = in(fused.getLabels()),
+                                          .dloss = in(fused.getGrad()),
+                                          .loss = out(fused.getLoss()),
+                                          .dlogits = out(fused.getLogitsGrad()),
                                           .vocab_size = vocab});
       return success();
     }
@@ -382,6 +393,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                                                 .sum = in(op->getOperand(1)),
                                                 .target = in(op->getOperand(2)),
                                                 .loss = out(op->getResult(0))});
+    else if (auto fused = dyn_cast<graph::CrossEntropyWithGradFromStatsOp>(op))
+      launched = launch(loc, kernel::CrossEntropyWithGradFromStats{
+                                 .logits = in(fused.getLogits()),
+                                 .labels = in(fused.getLabels()),
+                                 .max = in(fused.getMax()),
+                                 .sum = in(fused.getSumExp()),
+                                 .target = in(fused.getTarget()),
+                                 .dloss = in(fused.getGrad()),
+                                 .loss = out(fused.getLoss()),
+                                 .dlogits = out(fused.getLogitsGrad()),
+                                 .vocab_size = vocab});
     else
       launched = launch(loc, kernel::CrossEntropyGradFromStats{
                                  .logits = in(op->getOperand(0)),

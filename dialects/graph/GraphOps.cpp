@@ -257,6 +257,17 @@ LogicalResult CrossEntropyGradOp::verify() {
   return expectType(*this, getResult(), getLogits().getType(), "the result");
 }
 
+LogicalResult CrossEntropyWithGradOp::verify() {
+  // The loss is result 0, as checkInferred reads.
+  if (failed(checkInferred(*this,
+                           inferCrossEntropyType([&] { return emitOpError(); },
+                                                 getLogits().getType(),
+                                                 getLabels().getType()))))
+    return failure();
+  return expectType(*this, getLogitsGrad(), getLogits().getType(),
+                    "the logits' gradient");
+}
+
 //===----------------------------------------------------------------------===//
 // The loss from row statistics
 //===----------------------------------------------------------------------===//
@@ -304,6 +315,18 @@ LogicalResult CrossEntropyFromStatsOp::verify() {
   if (failed(expectType(*this, getSumExp(), rows, "the sum_exp")))
     return failure();
   return expectType(*this, getTarget(), rows, "the target");
+}
+
+LogicalResult CrossEntropyWithGradFromStatsOp::verify() {
+  auto rows = rowType(getLogits().getType());
+  if (getLabels().getType().getShape() != rows.getShape())
+    return emitOpError() << "the labels must be the logits' rows";
+  if (failed(expectType(*this, getMax(), rows, "the max")) ||
+      failed(expectType(*this, getSumExp(), rows, "the sum_exp")) ||
+      failed(expectType(*this, getTarget(), rows, "the target")))
+    return failure();
+  return expectType(*this, getLogitsGrad(), getLogits().getType(),
+                    "the logits' gradient");
 }
 
 LogicalResult CrossEntropyGradFromStatsOp::verify() {

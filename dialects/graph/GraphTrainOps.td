@@ -143,6 +143,24 @@ def Graph_CrossEntropyGradOp : Graph_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_CrossEntropyWithGradOp
+    : Graph_Op<"cross_entropy_with_grad", [Pure]> {
+  let summary = "the mean cross-entropy and its gradient, in one op";
+  let description = [{
+    cross_entropy and cross_entropy_grad of the same logits and labels in
+    one op, at the forward's place: `grad` (the loss's own gradient) is a
+    constant known there, and the gradient is computed from the row
+    statistics the loss needs anyway (strata-fuse-loss).
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IdTensor:$labels,
+                   Graph_Scalar:$grad, OptionalAttr<I64Attr>:$vocab_size);
+  let results = (outs Graph_Scalar:$loss, Graph_FloatTensor:$logits_grad);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // The loss from row statistics: the vocabulary-parallel cross-entropy
 //===----------------------------------------------------------------------===//
@@ -195,6 +213,24 @@ def Graph_CrossEntropyGradFromStatsOp
                    Graph_FloatTensor:$max, Graph_FloatTensor:$sum_exp,
                    Graph_Scalar:$grad, I64Attr:$vocab_size);
   let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    operands attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_CrossEntropyWithGradFromStatsOp
+    : Graph_Op<"cross_entropy_with_grad_from_stats", [Pure]> {
+  let summary = "the loss and its gradient from the statistics, in one op";
+  let description = [{
+    cross_entropy_from_stats and cross_entropy_grad_from_stats in one op at
+    the forward's place, `grad` a constant (strata-fuse-loss).
+  }];
+  let arguments = (ins Graph_FloatTensor:$logits, Graph_IdTensor:$labels,
+                   Graph_FloatTensor:$max, Graph_FloatTensor:$sum_exp,
+                   Graph_FloatTensor:$target, Graph_Scalar:$grad,
+                   I64Attr:$vocab_size);
+  let results = (outs Graph_Scalar:$loss, Graph_FloatTensor:$logits_grad);
   let assemblyFormat = [{
     operands attr-dict `:` functional-type(operands, results)
   }];

@@ -35,13 +35,9 @@ static double logSumExp(const float *row, int64_t vocab) {
   return max + std::log(sum);
 }
 
-void runCrossEntropyFwd(const KernelArgs &args) {
-  using namespace CrossEntropyFwd;
-  const float *logits = args.f(op::logits);
-  const int32_t *labels = args.ids(op::labels);
-  int64_t vocab = args.shape(op::logits).back(),
-          tokens = args.count(op::labels);
-  int64_t valid = validColumns(args.i(attr::vocab_size), vocab);
+/// The loss over `tokens` rows of `vocab` logits, `valid` of them real.
+static float crossEntropy(const float *logits, const int32_t *labels,
+                          int64_t tokens, int64_t vocab, int64_t valid) {
   double total = 0;
 #pragma omp parallel for reduction(+ : total) if (tokens * vocab > kCheap)
   for (int64_t i = 0; i < tokens; ++i) {
@@ -52,19 +48,14 @@ void runCrossEntropyFwd(const KernelArgs &args) {
     float target = label >= 0 && label < vocab ? row[label] : 0.0f;
     total += logSumExp(row, valid) - target;
   }
-  *args.f(op::loss) = static_cast<float>(total / double(tokens));
+  return static_cast<float>(total / double(tokens));
 }
 
-void runCrossEntropyBwd(const KernelArgs &args) {
-  using namespace CrossEntropyBwd;
-  const float *logits = args.f(op::logits);
-  const int32_t *labels = args.ids(op::labels);
-  double scale = double(*args.f(op::dloss));
-  float *grad = args.f(op::dlogits);
-  int64_t vocab = args.shape(op::logits).back(),
-          tokens = args.count(op::labels);
-  int64_t valid = validColumns(args.i(attr::vocab_size), vocab);
-  double perToken = scale / double(tokens);
+/// The loss's gradient for a loss gradient `dloss`.
+static void crossEntropyGrad(const float *logits, const int32_t *labels,
+                             float dloss, float *grad, int64_t tokens,
+                             int64_t vocab, int64_t valid) {
+  double perToken = double(dloss) / double(tokens);
 #pragma omp parallel for if (tokens * vocab > kCheap)
   for (int64_t i = 0; i < tokens; ++i) {
     const float *row = logits + i * vocab;
@@ -75,6 +66,35 @@ void runCrossEntropyBwd(const KernelArgs &args) {
           static_cast<float>((p - (v == labels[i] ? 1.0 : 0.0)) * perToken);
     }
   }
+}
+
+void runCrossEntropyFwd(const KernelArgs &args) {
+  using namespace CrossEntropyFwd;
+  int64_t vocab = args.shape(op::logits).back();
+  *args.f(op::loss) = crossEntropy(
+      args.f(op::logits), args.ids(op::labels), args.count(op::labels), vocab,
+      validColumns(args.i(attr::vocab_size), vocab));
+}
+
+void runCrossEntropyBwd(const KernelArgs &args) {
+  using namespace CrossEntropyBwd;
+  int64_t vocab = args.shape(op::logits).back();
+  crossEntropyGrad(args.f(op::logits), args.ids(op::labels), *args.f(op::dloss),
+                   args.f(op::dlogits), args.count(op::labels), vocab,
+                   validColumns(args.i(attr::vocab_size), vocab));
+}
+
+// The fused kernel computes what the two compute, in their order: the
+// generated kernel shares the row statistics, the CPU needs no speed here.
+void runCrossEntropyWithGrad(const KernelArgs &args) {
+  using namespace CrossEntropyWithGrad;
+  int64_t vocab = args.shape(op::logits).back(),
+          tokens = args.count(op::labels);
+  int64_t valid = validColumns(args.i(attr::vocab_size), vocab);
+  *args.f(op::loss) = crossEntropy(args.f(op::logits), args.ids(op::labels),
+                                   tokens, vocab, valid);
+  crossEntropyGrad(args.f(op::logits), args.ids(op::labels), *args.f(op::dloss),
+                   args.f(op::dlogits), tokens, vocab, valid);
 }
 
 namespace {
@@ -132,25 +152,21 @@ void runLogitsSumExp(const KernelArgs &args) {
   }
 }
 
-void runCrossEntropyFromStats(const KernelArgs &args) {
-  using namespace CrossEntropyFromStats;
-  const float *max = args.f(op::max), *sum = args.f(op::sum),
-              *target = args.f(op::target);
-  int64_t rows = args.count(op::max);
+/// The loss from each row's statistics.
+static float crossEntropyFromStats(const float *max, const float *sum,
+                                   const float *target, int64_t rows) {
   double total = 0;
   for (int64_t i = 0; i < rows; ++i)
     total += std::log(double(sum[i])) + max[i] - target[i];
-  *args.f(op::loss) = static_cast<float>(total / double(rows));
+  return static_cast<float>(total / double(rows));
 }
 
-void runCrossEntropyGradFromStats(const KernelArgs &args) {
-  using namespace CrossEntropyGradFromStats;
-  VocabShard v(args);
-  const float *logits = args.f(op::logits), *max = args.f(op::max),
-              *sum = args.f(op::sum);
-  const int32_t *labels = args.ids(op::labels);
-  double perToken = double(*args.f(op::dloss)) / double(v.rows);
-  float *grad = args.f(op::dlogits);
+/// The gradient of this rank's columns from the row statistics.
+static void crossEntropyGradFromStats(const VocabShard &v, const float *logits,
+                                      const int32_t *labels, const float *max,
+                                      const float *sum, float dloss,
+                                      float *grad) {
+  double perToken = double(dloss) / double(v.rows);
 #pragma omp parallel for if (v.rows * v.columns > kCheap)
   for (int64_t i = 0; i < v.rows; ++i) {
     int64_t target = int64_t(labels[i]) - v.offset;
@@ -163,6 +179,31 @@ void runCrossEntropyGradFromStats(const KernelArgs &args) {
           static_cast<float>((p - (c == target ? 1.0 : 0.0)) * perToken);
     }
   }
+}
+
+void runCrossEntropyFromStats(const KernelArgs &args) {
+  using namespace CrossEntropyFromStats;
+  *args.f(op::loss) =
+      crossEntropyFromStats(args.f(op::max), args.f(op::sum),
+                            args.f(op::target), args.count(op::max));
+}
+
+void runCrossEntropyGradFromStats(const KernelArgs &args) {
+  using namespace CrossEntropyGradFromStats;
+  crossEntropyGradFromStats(VocabShard(args), args.f(op::logits),
+                            args.ids(op::labels), args.f(op::max),
+                            args.f(op::sum), *args.f(op::dloss),
+                            args.f(op::dlogits));
+}
+
+void runCrossEntropyWithGradFromStats(const KernelArgs &args) {
+  using namespace CrossEntropyWithGradFromStats;
+  VocabShard v(args);
+  *args.f(op::loss) = crossEntropyFromStats(args.f(op::max), args.f(op::sum),
+                                            args.f(op::target), v.rows);
+  crossEntropyGradFromStats(v, args.f(op::logits), args.ids(op::labels),
+                            args.f(op::max), args.f(op::sum),
+                            *args.f(op::dloss), args.f(op::dlogits));
 }
 
 } // namespace strata::runtime::cpu

@@ -392,6 +392,13 @@ void checkCrossEntropyBwd(Rules &r) {
   r.scalar(op::dloss);
   r.sameCount(op::logits, op::dlogits);
 }
+void checkCrossEntropyWithGrad(Rules &r) {
+  using namespace CrossEntropyWithGrad;
+  checkCrossEntropy(r, op::logits, op::labels, r.i(attr::vocab_size));
+  r.scalar(op::dloss);
+  r.scalar(op::loss);
+  r.sameCount(op::logits, op::dlogits);
+}
 
 void checkSlice(Rules &r) {
   using namespace Slice;
@@ -415,12 +422,15 @@ constexpr bool vocabularyAttrsAt(unsigned size, unsigned offset) {
   return size == LogitsMax::attr::vocab_size &&
          offset == LogitsMax::attr::vocab_offset;
 }
-static_assert(vocabularyAttrsAt(LogitsTarget::attr::vocab_size,
-                                LogitsTarget::attr::vocab_offset) &&
-              vocabularyAttrsAt(LogitsSumExp::attr::vocab_size,
-                                LogitsSumExp::attr::vocab_offset) &&
-              vocabularyAttrsAt(CrossEntropyGradFromStats::attr::vocab_size,
-                                CrossEntropyGradFromStats::attr::vocab_offset));
+static_assert(
+    vocabularyAttrsAt(LogitsTarget::attr::vocab_size,
+                      LogitsTarget::attr::vocab_offset) &&
+    vocabularyAttrsAt(LogitsSumExp::attr::vocab_size,
+                      LogitsSumExp::attr::vocab_offset) &&
+    vocabularyAttrsAt(CrossEntropyGradFromStats::attr::vocab_size,
+                      CrossEntropyGradFromStats::attr::vocab_offset) &&
+    vocabularyAttrsAt(CrossEntropyWithGradFromStats::attr::vocab_size,
+                      CrossEntropyWithGradFromStats::attr::vocab_offset));
 void checkLogits(Rules &r) {
   using namespace LogitsMax;
   r.vocabulary(r.i(attr::vocab_size), r.i(attr::vocab_offset),
@@ -454,6 +464,15 @@ void checkCrossEntropyGradFromStats(Rules &r) {
   for (unsigned row : {op::labels, op::max, op::sum})
     r.perRow(row, op::logits);
   r.scalar(op::dloss);
+  r.sameCount(op::logits, op::dlogits);
+}
+void checkCrossEntropyWithGradFromStats(Rules &r) {
+  using namespace CrossEntropyWithGradFromStats;
+  checkLogits(r);
+  for (unsigned row : {op::labels, op::max, op::sum, op::target})
+    r.perRow(row, op::logits);
+  r.scalar(op::dloss);
+  r.scalar(op::loss);
   r.sameCount(op::logits, op::dlogits);
 }
 

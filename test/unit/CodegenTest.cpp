@@ -71,6 +71,8 @@ std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
     return S{logits, stat, one};
   case KernelId::CrossEntropyBwd:
     return S{logits, stat, one, logits};
+  case KernelId::CrossEntropyWithGrad:
+    return S{logits, stat, one, one, logits};
   case KernelId::Slice:
     return S{{4, 6}, {4, 3}};
   case KernelId::LogitsMax:
@@ -83,6 +85,8 @@ std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
     return S{stat, stat, stat, one};
   case KernelId::CrossEntropyGradFromStats:
     return S{logits, stat, stat, stat, one, logits};
+  case KernelId::CrossEntropyWithGradFromStats:
+    return S{logits, stat, stat, stat, stat, one, one, logits};
   case KernelId::SumSquares:
     return S{flat, one};
   case KernelId::ClipCoefficient:

@@ -1203,6 +1203,27 @@ double refPaddedCrossEntropy(const Vec &logits,
   return refCrossEntropy(real, labels, valid);
 }
 
+TEST_P(Kernels, CrossEntropyWithItsGradientInOneLaunch) {
+  // The fused loss (strata-fuse-loss): loss and gradient of a vocabulary
+  // of 37 padded to 40 columns, over rows enough for many blocks.
+  const int64_t tokens = 130, vocab = 37, width = 40;
+  Vec logits = randomVec(tokens * width, 2.0);
+  auto labels = randomIds(tokens, vocab);
+  const double seed = 0.25;
+  auto loss = [&](const Vec &z) {
+    return Vec{refPaddedCrossEntropy(z, labels, width, vocab)};
+  };
+  Harness h(on());
+  uint32_t out = h.add({}), grad = h.add({tokens, width});
+  h.run("cross_entropy_with_grad",
+        {h.input({tokens, width}, logits), h.ids({tokens}, labels),
+         h.input({}, {seed})},
+        {out, grad}, {{"vocab_size", intArg(vocab)}});
+  expectClose(h.read(out), loss(logits), kTol, "cross_entropy_with_grad loss");
+  expectClose(h.read(grad), vjp(loss, logits, {seed}), kTol,
+              "cross_entropy_with_grad gradient");
+}
+
 TEST_P(Kernels, VocabularyParallelLossFromRowStatistics) {
   // A vocabulary of 19 padded to 24 columns, split between three ranks of
   // 8: the last holds 3 real columns and 5 of padding. Each kernel gets
@@ -1273,6 +1294,18 @@ TEST_P(Kernels, VocabularyParallelLossFromRowStatistics) {
     expectClose(g.read(go), shard(gradient), kTol,
                 "cross_entropy_grad_from_stats");
 
+    // Both in one launch: every rank's loss is the whole one.
+    Harness f(on());
+    uint32_t fo = f.add({}), fg = f.add({tokens, columns});
+    f.run("cross_entropy_with_grad_from_stats",
+          {f.input({tokens, columns}, shard(logits)), f.ids({tokens}, labels),
+           f.input({tokens}, max), f.input({tokens}, sum),
+           f.input({tokens}, target), f.input({}, {seed})},
+          {fo, fg}, args);
+    expectClose(f.read(fo), loss(logits), kTol,
+                "cross_entropy_with_grad_from_stats loss");
+    expectClose(f.read(fg), shard(gradient), kTol,
+                "cross_entropy_with_grad_from_stats gradient");
   }
   Harness l(on());
   uint32_t lm = l.input({tokens}, max), ls = l.input({tokens}, sum),

@@ -1,0 +1,120 @@
+//===- FuseLoss.cpp - the loss's gradient computed with the loss ----------===//
+//
+// Autodiff seeds the backward with the loss's own gradient, a constant
+// (1 / microbatches / data-parallel ranks), so the logits' gradient can be
+// computed where the loss is: one op instead of two, the row statistics
+// (max and sum of exponentials) computed once instead of twice, and what
+// the forward leaves for the backward is the logits' gradient instead of
+// the logits (the same bytes; Megatron's fused cross-entropy keeps its
+// softmax for the backward the same way). Runs on @microbatch after tensor
+// parallelism, whose vocabulary-parallel loss it fuses too, and before the
+// pipeline split, which then finds the fused op among the forward ops.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Passes.h"
+#include "dialects/graph/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace strata {
+#define GEN_PASS_DEF_FUSELOSS
+#include "compiler/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+namespace graph = strata::graph;
+
+namespace {
+
+/// The constant seed `grad` is, cloned before `at` as a forward value (no
+/// strata.layer: the pipeline split reads that tag as "backward"); null if
+/// `grad` is not a constant.
+Value seedBefore(OpBuilder &b, Operation *at, Value grad) {
+  auto constant = grad.getDefiningOp<graph::ConstantOp>();
+  if (!constant)
+    return nullptr;
+  b.setInsertionPoint(at);
+  Operation *clone = b.clone(*constant);
+  clone->removeAttr("strata.layer");
+  return clone->getResult(0);
+}
+
+/// Erases `grad`'s seed once nothing else uses it.
+void eraseSeedIfDead(Value seed) {
+  if (Operation *def = seed.getDefiningOp(); def && def->use_empty())
+    def->erase();
+}
+
+/// cross_entropy + cross_entropy_grad of the same logits and labels.
+void fuseWhole(OpBuilder &b, graph::CrossEntropyGradOp grad) {
+  graph::CrossEntropyOp loss;
+  for (Operation *user : grad.getLogits().getUsers())
+    if (auto candidate = dyn_cast<graph::CrossEntropyOp>(user))
+      if (candidate.getLabels() == grad.getLabels() &&
+          candidate.getVocabSizeAttr() == grad.getVocabSizeAttr())
+        loss = candidate;
+  if (!loss)
+    return;
+  Value seed = seedBefore(b, loss, grad.getGrad());
+  if (!seed)
+    return;
+  auto fused = graph::CrossEntropyWithGradOp::create(
+      b, loss.getLoc(), loss.getType(), grad.getType(), loss.getLogits(),
+      loss.getLabels(), seed, loss.getVocabSizeAttr());
+  Value oldSeed = grad.getGrad();
+  loss.replaceAllUsesWith(fused.getLoss());
+  grad.replaceAllUsesWith(fused.getLogitsGrad());
+  loss.erase();
+  grad.erase();
+  eraseSeedIfDead(oldSeed);
+}
+
+/// cross_entropy_from_stats + cross_entropy_grad_from_stats of the same
+/// statistics.
+void fuseFromStats(OpBuilder &b, graph::CrossEntropyGradFromStatsOp grad) {
+  graph::CrossEntropyFromStatsOp loss;
+  for (Operation *user : grad.getMax().getUsers())
+    if (auto candidate = dyn_cast<graph::CrossEntropyFromStatsOp>(user))
+      if (candidate.getSumExp() == grad.getSumExp())
+        loss = candidate;
+  if (!loss)
+    return;
+  Value seed = seedBefore(b, loss, grad.getGrad());
+  if (!seed)
+    return;
+  auto fused = graph::CrossEntropyWithGradFromStatsOp::create(
+      b, loss.getLoc(), loss.getType(), grad.getType(), grad.getLogits(),
+      grad.getLabels(), loss.getMax(), loss.getSumExp(), loss.getTarget(), seed,
+      grad.getVocabSizeAttr());
+  // The lowering gives a vocabulary-parallel launch its rank's columns.
+  if (Attribute parallel = grad->getAttr("dist.vocab_parallel"))
+    fused->setAttr("dist.vocab_parallel", parallel);
+  Value oldSeed = grad.getGrad();
+  loss.replaceAllUsesWith(fused.getLoss());
+  grad.replaceAllUsesWith(fused.getLogitsGrad());
+  loss.erase();
+  grad.erase();
+  eraseSeedIfDead(oldSeed);
+}
+
+struct FuseLossPass : strata::impl::FuseLossBase<FuseLossPass> {
+  void runOnOperation() override {
+    OpBuilder b(&getContext());
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      SmallVector<graph::CrossEntropyGradOp> whole;
+      SmallVector<graph::CrossEntropyGradFromStatsOp> fromStats;
+      func.walk([&](graph::CrossEntropyGradOp op) { whole.push_back(op); });
+      func.walk([&](graph::CrossEntropyGradFromStatsOp op) {
+        fromStats.push_back(op);
+      });
+      for (auto grad : whole)
+        fuseWhole(b, grad);
+      for (auto grad : fromStats)
+        fuseFromStats(b, grad);
+    }
+  }
+};
+
+} // namespace
