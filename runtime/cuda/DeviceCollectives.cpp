@@ -1,8 +1,11 @@
 //===- DeviceCollectives.cpp - collectives of ranks sharing one GPU -------===//
 #include "runtime/cuda/DeviceCollectives.h"
+#include "runtime/cuda/CollectiveLaunch.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
+#include <string>
 
 namespace strata::runtime::cuda {
 
@@ -10,16 +13,9 @@ extern const char kCollectiveKernelsPtx[]; // strata-embed-kernels' output
 
 namespace {
 
-/// The device struct the kernels take: every rank's input and output.
-struct Ranks {
-  const void *in[kMaxDeviceGroup];
-  void *out[kMaxDeviceGroup];
-};
-
 /// The kernels, loaded into the primary context once per process.
 struct Kernels {
-  CUfunction allReduce[2] = {}, reduceScatter[2] = {}; // f32, bf16
-  CUfunction allGather = nullptr;
+  std::map<std::string, CUfunction> byName;
   std::string error;
 };
 
@@ -35,24 +31,21 @@ const Kernels &kernels() {
                      d.error(r, "cuModuleLoadData");
       return;
     }
-    auto get = [&](CUfunction &function, const char *name) {
-      if (loaded.error.empty())
-        if (CUresult r = d.cuModuleGetFunction(&function, module, name);
-            r != CUDA_SUCCESS)
-          loaded.error = std::string("the communicator's kernel ") + name +
-                         ": " + d.error(r, "cuModuleGetFunction");
-    };
-    get(loaded.allReduce[0], "strata_all_reduce_f32");
-    get(loaded.allReduce[1], "strata_all_reduce_bf16");
-    get(loaded.reduceScatter[0], "strata_reduce_scatter_f32");
-    get(loaded.reduceScatter[1], "strata_reduce_scatter_bf16");
-    get(loaded.allGather, "strata_all_gather");
+    for (const char *name :
+         {"strata_all_reduce_f32", "strata_all_reduce_bf16",
+          "strata_reduce_scatter_f32", "strata_reduce_scatter_bf16",
+          "strata_all_gather"}) {
+      CUfunction function = nullptr;
+      if (CUresult r = d.cuModuleGetFunction(&function, module, name);
+          r != CUDA_SUCCESS) {
+        loaded.error = std::string("the communicator's kernel ") + name + ": " +
+                       d.error(r, "cuModuleGetFunction");
+        return;
+      }
+      loaded.byName[name] = function;
+    }
   });
   return loaded;
-}
-
-unsigned blocksFor(int64_t items) {
-  return unsigned(std::clamp<int64_t>((items + 255) / 256, 1, 65535));
 }
 
 /// The events that mark where a collective's kernel ends, kept for the
@@ -117,18 +110,58 @@ std::string DeviceCollectives::createGroups(const Plan &plan, uint32_t rank) {
   return "";
 }
 
-/// Whether a thread per element stays safe for a rank whose output and
-/// input share bytes: only the same bytes (in place), or, with blocks along
-/// the first dimension, a reduce-scatter's output at its own block of the
-/// input or an all-gather's input at its own block of the output.
-static bool safeAliasing(const CollectiveOp &op, const CollectiveOperands &rank,
-                         size_t index, int64_t outer) {
+std::vector<void *> CollectiveLaunch::args() {
+  return {&pointers, &ranks, &a, allReduce ? static_cast<void *>(&max) : &b};
+}
+
+CollectiveLaunch
+collectiveLaunch(const CollectiveOp &op,
+                 const std::vector<CollectiveOperands> &ranks) {
+  CollectiveLaunch launch;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    launch.pointers.in[r] = ranks[r].in.data;
+    launch.pointers.out[r] = ranks[r].out.data;
+  }
+  launch.ranks = int32_t(ranks.size());
+  const Buffer &in = *ranks[0].in.buffer, &out = *ranks[0].out.buffer;
+  bool bf16 = in.dtype == DType::BF16;
+  const Buffer &part = partOf(op, ranks[0].in, ranks[0].out);
+  int64_t outer = outerBlocks(part, op.dim), items = 0;
+  switch (op.kind) {
+  case CollectiveKind::AllReduceSum:
+  case CollectiveKind::AllReduceMax:
+    launch.kernel = bf16 ? "strata_all_reduce_bf16" : "strata_all_reduce_f32";
+    launch.allReduce = true;
+    launch.a = out.elements;
+    launch.max = op.kind == CollectiveKind::AllReduceMax ? 1 : 0;
+    items = out.elements;
+    break;
+  case CollectiveKind::ReduceScatter:
+    launch.kernel =
+        bf16 ? "strata_reduce_scatter_bf16" : "strata_reduce_scatter_f32";
+    launch.a = outer;
+    launch.b = part.elements / outer;
+    items = part.elements * launch.ranks;
+    break;
+  case CollectiveKind::AllGather:
+    launch.kernel = "strata_all_gather";
+    launch.a = outer;
+    launch.b = int64_t(part.bytes) / outer;
+    items = int64_t(part.bytes) * launch.ranks * launch.ranks;
+    break;
+  }
+  launch.blocks = uint32_t(std::clamp<int64_t>((items + 255) / 256, 1, 65535));
+  return launch;
+}
+
+bool safeCollectiveAliasing(const CollectiveOp &op,
+                            const CollectiveOperands &rank, size_t index) {
   auto begin = [](Operand o) { return static_cast<const uint8_t *>(o.data); };
   const uint8_t *in = begin(rank.in), *out = begin(rank.out);
   uint64_t inBytes = rank.in.buffer->bytes, outBytes = rank.out.buffer->bytes;
   if (in + inBytes <= out || out + outBytes <= in || in == out)
     return true;
-  if (outer != 1)
+  if (outerBlocks(partOf(op, rank.in, rank.out), op.dim) != 1)
     return false;
   if (op.kind == CollectiveKind::ReduceScatter)
     return out == in + index * outBytes;
@@ -139,49 +172,16 @@ static bool safeAliasing(const CollectiveOp &op, const CollectiveOperands &rank,
 
 void DeviceCollectives::launch(CUstream stream, const CollectiveOp &op,
                                const std::vector<CollectiveOperands> &ranks) {
-  Ranks pointers = {};
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    pointers.in[r] = ranks[r].in.data;
-    pointers.out[r] = ranks[r].out.data;
-  }
-  int n = int(ranks.size());
-  const Kernels &k = kernels();
-  const Buffer &in = *ranks[0].in.buffer, &out = *ranks[0].out.buffer;
-  int bf16 = in.dtype == DType::BF16 ? 1 : 0;
-  CUfunction function = nullptr;
-  int64_t a = 0, b = 0, items = 0;
-  int max = op.kind == CollectiveKind::AllReduceMax ? 1 : 0;
-  const Buffer &part = partOf(op, ranks[0].in, ranks[0].out);
-  int64_t outer = outerBlocks(part, op.dim);
   for (size_t r = 0; r < ranks.size(); ++r)
-    if (!safeAliasing(op, ranks[r], r, outer))
+    if (!safeCollectiveAliasing(op, ranks[r], r))
       throw std::runtime_error(
           "the device-side communicator cannot run a collective whose "
           "output partly overlaps its input (use --staged-collectives)");
-  void *args[4] = {&pointers, &n, &a, &b};
-  switch (op.kind) {
-  case CollectiveKind::AllReduceSum:
-  case CollectiveKind::AllReduceMax:
-    function = k.allReduce[bf16];
-    a = out.elements;
-    items = a;
-    args[3] = &max;
-    break;
-  case CollectiveKind::ReduceScatter:
-    function = k.reduceScatter[bf16];
-    a = outer;
-    b = part.elements / outer;
-    items = part.elements * n;
-    break;
-  case CollectiveKind::AllGather:
-    function = k.allGather;
-    a = outer;
-    b = int64_t(part.bytes) / outer;
-    items = int64_t(part.bytes) * n * n;
-    break;
-  }
-  check(driver().cuLaunchKernel(function, blocksFor(items), 1, 1, 256, 1, 1, 0,
-                                stream, args, nullptr),
+  CollectiveLaunch launch = collectiveLaunch(op, ranks);
+  std::vector<void *> args = launch.args();
+  check(driver().cuLaunchKernel(kernels().byName.at(launch.kernel),
+                                launch.blocks, 1, 1, 256, 1, 1, 0, stream,
+                                args.data(), nullptr),
         "cuLaunchKernel (a collective)");
 }
 

@@ -69,8 +69,13 @@ std::string hostUnit(const std::string &source, const std::string &name,
       R"(extern\s+__shared__\s+([A-Za-z_][A-Za-z_0-9 ]*?)\s*\b([A-Za-z_]\w*)\s*\[\s*\]\s*;)");
   std::string unit = std::regex_replace(
       source, dynamicShared, "$1 *$2 = ($1 *)::simt::dynamicShared();");
-  size_t at = unit.find("\n" + name + "(");
-  size_t open = at == std::string::npos ? at : unit.find('(', at);
+  // The kernel's declaration: __global__, its name, its parameters (the
+  // name on a line of its own, or after the qualifiers on one line).
+  std::smatch found;
+  size_t open = std::string::npos;
+  if (std::regex_search(unit, found,
+                        std::regex("__global__[^;{]*\\b" + name + "\\s*\\(")))
+    open = size_t(found.position(0) + found.length(0) - 1);
   size_t close = open == std::string::npos ? open : unit.find(')', open);
   if (close == std::string::npos) {
     error = "no signature for kernel " + name + " in its unit";

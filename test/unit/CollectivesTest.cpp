@@ -5,12 +5,18 @@
 // against one device. Here both run on fresh random inputs for groups of
 // 2, 3 and 4 ranks (threads over the local transport), every kind of
 // collective, along the first and a later dimension, in f32 and bf16, and
-// their outputs are compared bit for bit.
+// their outputs are compared bit for bit. The device-side communicator's
+// kernels (ranks sharing a GPU) run the same collectives on the simt model
+// by their launch contract (CollectiveLaunch.h), and must give the same
+// bits too.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/codegen/CudaKernel.h"
 #include "runtime/comm/LocalCollectives.h"
 #include "runtime/comm/Transport.h"
+#include "runtime/cuda/CollectiveLaunch.h"
 #include "runtime/exec/BFloat16.h"
+#include "runtime/simt/Simt.h"
 
 #include "TestRandom.h"
 
@@ -120,6 +126,111 @@ TEST(LocalCollectives, EveryCollectiveGivesTheRingsBits) {
         for (int32_t dim : {0, 1, 2})
           compare(n, {kind, dim, dtype});
     }
+}
+
+/// Runs `op` over `n` ranks with the device-side communicator's kernel on
+/// the simt model and with computeCollective; expects the same bytes.
+/// `inPlace`: each rank's output and input share bytes as the plans make
+/// them (the same buffer for an all-reduce; for a reduce-scatter along
+/// dim 0 the output is the rank's block of its input, for an all-gather
+/// the input the rank's block of its output).
+void compareOnDeviceKernels(int n, const Case &c, bool inPlace) {
+  std::vector<int64_t> block = {2, 3, 5}, whole = block;
+  whole[c.dim] *= n;
+  bool gather = c.kind == CollectiveKind::AllGather;
+  bool scatter = c.kind == CollectiveKind::ReduceScatter;
+  Buffer in = bufferOf(scatter ? whole : block, c.dtype);
+  Buffer out = bufferOf(gather ? whole : block, c.dtype);
+  CollectiveOp op;
+  op.kind = c.kind;
+  op.dim = c.dim;
+  op.dtype = c.dtype;
+  std::vector<std::vector<uint8_t>> inputs, expected(n);
+  std::vector<CollectiveOperands> oracle;
+  for (int r = 0; r < n; ++r) {
+    inputs.push_back(randomBytes(in));
+    expected[r].assign(out.bytes, 0xFF);
+  }
+  std::vector<std::vector<uint8_t>> oracleIn = inputs;
+  for (int r = 0; r < n; ++r)
+    oracle.push_back(
+        {{oracleIn[r].data(), &in}, {expected[r].data(), &out}, nullptr});
+  computeCollective(op, oracle);
+
+  // Each rank's memory: one allocation holding both, or two.
+  std::vector<std::vector<uint8_t>> memory(n), outMemory(n);
+  std::vector<CollectiveOperands> ranks;
+  for (int r = 0; r < n; ++r) {
+    uint8_t *inAt, *outAt;
+    if (!inPlace) {
+      memory[r] = inputs[r];
+      outMemory[r].assign(out.bytes, 0xFF);
+      inAt = memory[r].data();
+      outAt = outMemory[r].data();
+    } else if (scatter) {
+      memory[r] = inputs[r];
+      inAt = memory[r].data();
+      outAt = inAt + r * out.bytes;
+    } else if (gather) {
+      memory[r].assign(out.bytes, 0xFF);
+      outAt = memory[r].data();
+      inAt = outAt + r * in.bytes;
+      std::memcpy(inAt, inputs[r].data(), in.bytes);
+    } else {
+      memory[r] = inputs[r];
+      inAt = outAt = memory[r].data();
+    }
+    ranks.push_back({{inAt, &in}, {outAt, &out}, nullptr});
+    ASSERT_TRUE(cuda::safeCollectiveAliasing(op, ranks.back(), r));
+  }
+  cuda::CollectiveLaunch launch = cuda::collectiveLaunch(op, ranks);
+  std::string error;
+  auto kernel = simt::Kernel::build(strata::codegen::collectiveKernelsUnit(),
+                                    launch.kernel, error);
+  ASSERT_TRUE(kernel) << error;
+  std::vector<void *> args = launch.args();
+  ASSERT_EQ(kernel->launch({launch.blocks, 1, 1}, {256, 1, 1}, 0, args.data()),
+            "");
+  for (int r = 0; r < n; ++r) {
+    std::vector<uint8_t> got(static_cast<const uint8_t *>(ranks[r].out.data),
+                             static_cast<const uint8_t *>(ranks[r].out.data) +
+                                 out.bytes);
+    EXPECT_EQ(got, expected[r])
+        << launch.kernel << " dim " << c.dim << " over " << n << " ranks, rank "
+        << r << (inPlace ? " in place" : "");
+  }
+}
+
+TEST(DeviceCollectiveKernels, GiveTheCpusBitsOnTheSimtModel) {
+  for (int n : {2, 3, 4})
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      for (CollectiveKind kind :
+           {CollectiveKind::AllReduceSum, CollectiveKind::AllReduceMax})
+        for (bool inPlace : {false, true})
+          compareOnDeviceKernels(n, {kind, 0, dtype}, inPlace);
+      for (CollectiveKind kind :
+           {CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
+        for (int32_t dim : {0, 1, 2})
+          compareOnDeviceKernels(n, {kind, dim, dtype}, false);
+        compareOnDeviceKernels(n, {kind, 0, dtype}, true);
+      }
+    }
+}
+
+TEST(DeviceCollectiveKernels, APartialOverlapIsNotSafe) {
+  // A thread per element reads every rank's element before it writes: an
+  // output that overlaps its input elsewhere than where the plans put it
+  // would read what another thread wrote.
+  Buffer b = bufferOf({8}, DType::F32);
+  std::vector<float> memory(16);
+  CollectiveOp op;
+  op.kind = CollectiveKind::AllReduceSum;
+  CollectiveOperands shifted{
+      {memory.data(), &b}, {memory.data() + 1, &b}, nullptr};
+  EXPECT_FALSE(cuda::safeCollectiveAliasing(op, shifted, 0));
+  CollectiveOperands apart{
+      {memory.data(), &b}, {memory.data() + 8, &b}, nullptr};
+  EXPECT_TRUE(cuda::safeCollectiveAliasing(op, apart, 0));
 }
 
 TEST(LocalCollectives, ASumInAnotherOrderIsCaught) {
