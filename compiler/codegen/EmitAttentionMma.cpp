@@ -16,9 +16,10 @@
 // dQ = scale · dS·K walking the keys; the others own key rows and compute
 // dV = Pᵀ·dO and dK = scale · dSᵀ·Q walking the queries of every head that
 // reads their kv head, with Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ formed directly
-// transposed so that Pᵀ and dSᵀ are A operands in registers too. Both
-// recompute P from the forward's log-sum-exp; dS = P ⊙ (dP − D),
-// D = rowsum(dO ⊙ O).
+// transposed so that Pᵀ and dSᵀ are A operands in registers too (the
+// block's value rows are read from shared memory for dPᵀ, since the two
+// accumulators take the registers). Both recompute P from the forward's
+// log-sum-exp; dS = P ⊙ (dP − D), D = rowsum(dO ⊙ O).
 //
 // Shared tiles hold rows of bf16 pairs along the head dimension, padded to
 // $WORDS words a row so that a B fragment's eight rows by four words fall
@@ -108,12 +109,12 @@ __device__ __forceinline__ void loadRows(unsigned a[$KCHUNKS][4],
     }
 }
 
-// Rows [first, first + TILE) of a q- or kv-shaped operand into a shared
+// Rows [first, first + rows) of a q- or kv-shaped operand into a shared
 // tile, zero past `count` rows and past DIM; by the whole block.
 __device__ __forceinline__ void loadTile(unsigned *tile, const bf16 *p,
                                          bool kvShaped, i64 b, i64 first,
-                                         i64 head, i64 count) {
-  for (i64 e = threadIdx.x; e < $TILE * ($PADDED / 2); e += blockDim.x) {
+                                         i64 head, i64 count, i64 rows) {
+  for (i64 e = threadIdx.x; e < rows * ($PADDED / 2); e += blockDim.x) {
     i64 row = e / ($PADDED / 2), d = 2 * (e % ($PADDED / 2));
     i64 at = first + row;
     bool in = at < count && d < $DIM;
@@ -139,6 +140,33 @@ __device__ __forceinline__ void timesTileRows(float s[4][4],
       const unsigned *row = tile + (n * 8 + g8) * $WORDS + c * 8 + t4;
       unsigned bFrag[2] = {row[0], row[4]};
       mmaBf16(s[n], a[c], bFrag);
+    }
+  }
+}
+
+// s[n] as timesTileRows computes it, the warp's 16 rows read from a shared
+// tile (`rows`) a chunk of the head dimension at a time instead of held in
+// registers: for the backward's key rows, whose two accumulators take the
+// registers.
+__device__ __forceinline__ void tileTimesTileRows(float s[4][4],
+                                                  const unsigned *rows,
+                                                  const unsigned *tile,
+                                                  int g8, int t4) {
+#pragma unroll
+  for (int n = 0; n < 4; ++n)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      s[n][r] = 0.0f;
+#pragma unroll
+  for (int c = 0; c < $KCHUNKS; ++c) {
+    const unsigned *mine = rows + g8 * $WORDS + c * 8 + t4;
+    unsigned aFrag[4] = {mine[0], mine[8 * $WORDS], mine[4],
+                         mine[8 * $WORDS + 4]};
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      const unsigned *row = tile + (n * 8 + g8) * $WORDS + c * 8 + t4;
+      unsigned bFrag[2] = {row[0], row[4]};
+      mmaBf16(s[n], aFrag, bFrag);
     }
   }
 }
@@ -245,8 +273,8 @@ std::string emitAttentionFwdMma(const LaunchDesc &launch, KernelCode &code) {
     lastKey = blockIdx.x * $BLOCKROWS + $BLOCKROWS - 1;
   for (i64 j0 = 0; j0 <= lastKey; j0 += $TILE) {
     __syncthreads();
-    loadTile(kTile, k, true, b, j0, g, $KEYS);
-    loadTile(vTile, v, true, b, j0, g, $KEYS);
+    loadTile(kTile, k, true, b, j0, g, $KEYS, $TILE);
+    loadTile(vTile, v, true, b, j0, g, $KEYS, $TILE);
     __syncthreads();
     if ($CAUSAL && j0 > first + 15)
       continue;
@@ -314,7 +342,8 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
   code.grid = {uint32_t(queryBlocks + keyBlocks),
                uint32_t(std::max(s.heads, s.kvHeads)), uint32_t(s.batch)};
   code.blocksPerSm = kBlocksPerSm;
-  code.sharedBytes = 2 * s.tileBytes() + 2 * kTileRows * 4;
+  code.sharedBytes = 2 * s.tileBytes() + 2 * kTileRows * 4 +
+                     uint32_t(kBlockRows * s.words * 4);
   code.globals = s.apply(std::string(kAttentionIndex) + kHelpers);
   code.body = s.apply(fill(R"(  extern __shared__ unsigned tiles[];
   unsigned *tileA = tiles, *tileB = tiles + $TILE * $WORDS;
@@ -357,8 +386,8 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
       lastKey = blockIdx.x * $BLOCKROWS + $BLOCKROWS - 1;
     for (i64 j0 = 0; j0 <= lastKey; j0 += $TILE) {
       __syncthreads();
-      loadTile(tileA, k, true, b, j0, g, $KEYS);
-      loadTile(tileB, v, true, b, j0, g, $KEYS);
+      loadTile(tileA, k, true, b, j0, g, $KEYS, $TILE);
+      loadTile(tileB, v, true, b, j0, g, $KEYS, $TILE);
       __syncthreads();
       if ($CAUSAL && j0 > first + 15)
         continue;
@@ -382,16 +411,20 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
   }
   // dK and dV: the warp's 16 key rows against the queries that see them,
   // of every query head that reads kv head g; tileA holds queries, tileB
-  // their output gradients, then each query's D and log-sum-exp.
+  // their output gradients, then each query's D and log-sum-exp, then the
+  // block's value rows (read from there: dK's and dV's accumulators take
+  // the registers).
   i64 g = blockIdx.y;
   if (g >= $KVHEADS)
     return;
   float *tileD = (float *)(tileB + $TILE * $WORDS), *tileLse = tileD + $TILE;
+  unsigned *valueRows = (unsigned *)(tileLse + $TILE);
   i64 blockFirst = (blockIdx.x - $QBLOCKS) * $BLOCKROWS;
   i64 first = blockFirst + warp * 16;
-  unsigned ka[$KCHUNKS][4], va[$KCHUNKS][4];
+  unsigned ka[$KCHUNKS][4];
   loadRows(ka, k, true, b, first, g, $KEYS, g8, t4);
-  loadRows(va, v, true, b, first, g, $KEYS, g8, t4);
+  loadTile(valueRows, v, true, b, blockFirst, g, $KEYS, $BLOCKROWS);
+  const unsigned *va = valueRows + warp * 16 * $WORDS;
   // Queries before the block's first key see none of its keys.
   i64 firstQuery = $CAUSAL ? blockFirst / $TILE * $TILE : 0;
   for (i64 h = 0; h < $HEADS; ++h) {
@@ -399,8 +432,8 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
       continue;
     for (i64 i0 = firstQuery; i0 < $SEQ; i0 += $TILE) {
       __syncthreads();
-      loadTile(tileA, q, false, b, i0, h, $SEQ);
-      loadTile(tileB, dout, false, b, i0, h, $SEQ);
+      loadTile(tileA, q, false, b, i0, h, $SEQ, $TILE);
+      loadTile(tileB, dout, false, b, i0, h, $SEQ, $TILE);
       for (i64 ii = warp; ii < $TILE; ii += $WARPS) {
         i64 i = i0 + ii;
         float dot = 0.0f;
@@ -417,7 +450,7 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
         continue;
       float pt[4][4], dst[4][4];
       timesTileRows(pt, ka, tileA, g8, t4);
-      timesTileRows(dst, va, tileB, g8, t4);
+      tileTimesTileRows(dst, va, tileB, g8, t4);
 #pragma unroll
       for (int n = 0; n < 4; ++n)
 #pragma unroll

@@ -221,7 +221,8 @@ TEST(Codegen, LaunchShapesCoverTheWork) {
   EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{3 + 3, 4, 2}));
   // bf16 attention, on tensor cores: 64 query rows a block (16 a warp),
   // tiles of 32 rows of 16 / 2 + 4 words, two blocks an SM in the launch
-  // bounds; the backward's tiles are followed by 32 D and 32 lse values.
+  // bounds; the backward's tiles are followed by 32 D and 32 lse values
+  // and the block's 64 value rows.
   attention = sample(KernelId::AttentionFwd, DType::BF16);
   ASSERT_EQ(emitKernel(attention, code), "");
   EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{1, 4, 2}));
@@ -236,7 +237,8 @@ TEST(Codegen, LaunchShapesCoverTheWork) {
   attentionBwd = sample(KernelId::AttentionBwd, DType::BF16);
   ASSERT_EQ(emitKernel(attentionBwd, code), "");
   EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{1 + 1, 4, 2}));
-  EXPECT_EQ(code.sharedBytes, 2u * 32 * (16 / 2 + 4) * 4 + 2 * 32 * 4);
+  EXPECT_EQ(code.sharedBytes,
+            2u * 32 * (16 / 2 + 4) * 4 + 2 * 32 * 4 + 64 * (16 / 2 + 4) * 4);
   // A head dimension that is not a multiple of 8 stays SIMT.
   attention = sample(KernelId::AttentionFwd, DType::BF16);
   for (unsigned i : {0u, 1u, 2u, 3u})
