@@ -29,6 +29,10 @@ struct AttentionShape {
 /// (kv-shaped), lseAt ([batch, heads, seq]).
 extern const char *const kAttentionIndex;
 
+/// `text` with every line indented two more spaces (a walk's text inside
+/// one branch of a kernel).
+std::string indented(const std::string &text);
+
 /// Whether the launch runs on tensor cores: q, k, v (and the backward's
 /// dout) bf16, the head dimension a multiple of 8.
 bool attentionOnTensorCores(const LaunchDesc &launch);

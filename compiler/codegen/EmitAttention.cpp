@@ -132,7 +132,8 @@ constexpr const char *kStoreRow = R"(  if (!active)
   }
 )";
 
-/// `text` with every line indented two more spaces.
+} // namespace
+
 std::string indented(const std::string &text) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -142,8 +143,6 @@ std::string indented(const std::string &text) {
   }
   return out;
 }
-
-} // namespace
 
 std::string emitAttentionFwd(const LaunchDesc &launch, KernelCode &code) {
   if (attentionOnTensorCores(launch))

@@ -231,6 +231,22 @@ __device__ __forceinline__ void storeRows(float acc[$NCHUNKS][4], float *out32,
 }
 )";
 
+/// The walk of a warp's 16 query rows (from `first`) over the key tiles
+/// they see, the forward's and dQ's: a tile's keys into kTile and values
+/// into vTile, by the whole block; a warp whose rows see none of the
+/// tile's keys skips it. Opens the loop over tiles (j0).
+constexpr const char *kKeyWalk = R"(  i64 lastKey = $KEYS - 1;
+  if ($CAUSAL && blockIdx.x * $BLOCKROWS + $BLOCKROWS - 1 < lastKey)
+    lastKey = blockIdx.x * $BLOCKROWS + $BLOCKROWS - 1;
+  for (i64 j0 = 0; j0 <= lastKey; j0 += $TILE) {
+    __syncthreads();
+    loadTile(kTile, k, true, b, j0, g, $KEYS, $TILE);
+    loadTile(vTile, v, true, b, j0, g, $KEYS, $TILE);
+    __syncthreads();
+    if ($CAUSAL && j0 > first + 15)
+      continue;
+)";
+
 /// The pointers storeRows takes for output `name`: one of them null.
 std::string outputs(const View &v, unsigned index, const std::string &name) {
   return v.op(index).dtype == runtime::DType::BF16 ? "(float *)0, " + name
@@ -268,17 +284,7 @@ std::string emitAttentionFwdMma(const LaunchDesc &launch, KernelCode &code) {
     acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   const float none = -__uint_as_float(0x7f800000u);
   float rowMax[2] = {none, none}, rowSum[2] = {0.0f, 0.0f};
-  i64 lastKey = $KEYS - 1;
-  if ($CAUSAL && blockIdx.x * $BLOCKROWS + $BLOCKROWS - 1 < lastKey)
-    lastKey = blockIdx.x * $BLOCKROWS + $BLOCKROWS - 1;
-  for (i64 j0 = 0; j0 <= lastKey; j0 += $TILE) {
-    __syncthreads();
-    loadTile(kTile, k, true, b, j0, g, $KEYS, $TILE);
-    loadTile(vTile, v, true, b, j0, g, $KEYS, $TILE);
-    __syncthreads();
-    if ($CAUSAL && j0 > first + 15)
-      continue;
-    float p[4][4];
+)" + std::string(kKeyWalk) + R"(    float p[4][4];
     timesTileRows(p, qa, kTile, g8, t4);
     float tileMax[2] = {none, none};
 #pragma unroll
@@ -357,8 +363,8 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
     for (int r = 0; r < 4; ++r)
       acc[n][r] = acc2[n][r] = 0.0f;
   if (blockIdx.x < $QBLOCKS) {
-    // dQ: the warp's 16 query rows against the keys they see; tileA holds
-    // keys, tileB values.
+    // dQ: the warp's 16 query rows against the keys they see.
+    unsigned *kTile = tileA, *vTile = tileB;
     i64 h = blockIdx.y;
     if (h >= $HEADS)
       return;
@@ -381,19 +387,9 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
       rowD[x] = quadSum(dot);
       rowLse[x] = i < $SEQ ? lse[lseAt(b, h, i)] : 0.0f;
     }
-    i64 lastKey = $KEYS - 1;
-    if ($CAUSAL && blockIdx.x * $BLOCKROWS + $BLOCKROWS - 1 < lastKey)
-      lastKey = blockIdx.x * $BLOCKROWS + $BLOCKROWS - 1;
-    for (i64 j0 = 0; j0 <= lastKey; j0 += $TILE) {
-      __syncthreads();
-      loadTile(tileA, k, true, b, j0, g, $KEYS, $TILE);
-      loadTile(tileB, v, true, b, j0, g, $KEYS, $TILE);
-      __syncthreads();
-      if ($CAUSAL && j0 > first + 15)
-        continue;
-      float ds[4][4], dp[4][4];
-      timesTileRows(ds, qa, tileA, g8, t4);
-      timesTileRows(dp, da, tileB, g8, t4);
+)" + indented(kKeyWalk) + R"(      float ds[4][4], dp[4][4];
+      timesTileRows(ds, qa, kTile, g8, t4);
+      timesTileRows(dp, da, vTile, g8, t4);
 #pragma unroll
       for (int n = 0; n < 4; ++n)
 #pragma unroll
@@ -403,7 +399,7 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
           float p = visible ? expf(ds[n][r] * $SCALE - rowLse[r >> 1]) : 0.0f;
           ds[n][r] = p * (dp[n][r] - rowD[r >> 1]);
         }
-      timesTile(acc, ds, tileA, g8, t4);
+      timesTile(acc, ds, kTile, g8, t4);
     }
     const float scale[2] = {$SCALE, $SCALE};
     storeRows(acc, $DQ, false, b, first, h, $SEQ, scale, g8, t4);

@@ -41,8 +41,14 @@ Value seedBefore(OpBuilder &b, Operation *at, Value grad) {
   return clone->getResult(0);
 }
 
-/// Erases `grad`'s seed once nothing else uses it.
-void eraseSeedIfDead(Value seed) {
+/// The loss and its gradient replaced by the fused op's results; the
+/// backward's `seed` erased once nothing else uses it.
+void replaceBoth(Operation *loss, Operation *grad, Value seed, Value fusedLoss,
+                 Value fusedGrad) {
+  loss->replaceAllUsesWith(ValueRange{fusedLoss});
+  grad->replaceAllUsesWith(ValueRange{fusedGrad});
+  loss->erase();
+  grad->erase();
   if (Operation *def = seed.getDefiningOp(); def && def->use_empty())
     def->erase();
 }
@@ -63,12 +69,8 @@ void fuseWhole(OpBuilder &b, graph::CrossEntropyGradOp grad) {
   auto fused = graph::CrossEntropyWithGradOp::create(
       b, loss.getLoc(), loss.getType(), grad.getType(), loss.getLogits(),
       loss.getLabels(), seed, loss.getVocabSizeAttr());
-  Value oldSeed = grad.getGrad();
-  loss.replaceAllUsesWith(fused.getLoss());
-  grad.replaceAllUsesWith(fused.getLogitsGrad());
-  loss.erase();
-  grad.erase();
-  eraseSeedIfDead(oldSeed);
+  replaceBoth(loss, grad, grad.getGrad(), fused.getLoss(),
+              fused.getLogitsGrad());
 }
 
 /// cross_entropy_from_stats + cross_entropy_grad_from_stats of the same
@@ -91,12 +93,8 @@ void fuseFromStats(OpBuilder &b, graph::CrossEntropyGradFromStatsOp grad) {
   // The lowering gives a vocabulary-parallel launch its rank's columns.
   if (Attribute parallel = grad->getAttr("dist.vocab_parallel"))
     fused->setAttr("dist.vocab_parallel", parallel);
-  Value oldSeed = grad.getGrad();
-  loss.replaceAllUsesWith(fused.getLoss());
-  grad.replaceAllUsesWith(fused.getLogitsGrad());
-  loss.erase();
-  grad.erase();
-  eraseSeedIfDead(oldSeed);
+  replaceBoth(loss, grad, grad.getGrad(), fused.getLoss(),
+              fused.getLogitsGrad());
 }
 
 struct FuseLossPass : strata::impl::FuseLossBase<FuseLossPass> {

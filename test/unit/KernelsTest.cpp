@@ -1398,32 +1398,35 @@ TEST_P(Kernels, Bf16ElementwiseNormsAndRope) {
   }
 }
 
-TEST_P(Kernels, Bf16AttentionAndLoss) {
+/// bf16 attention forward and backward of shape `a` on `device` (random
+/// bf16 inputs) against float64: outputs within 1e-2, the log-sum-exp
+/// (f32) within 1e-5; the gradients stored as `gradients`.
+void expectBf16Attention(const Device &device, const AttnDims &a,
+                         DType gradients) {
   const DType bf16 = DType::BF16;
-  AttnDims a{1, 16, 4, 2, 16, true};
   Vec q = roundedToBf16(randomVec(a.b * a.s * a.h * a.d)),
       k = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
       v = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
       dout = roundedToBf16(randomVec(q.size()));
-  std::map<std::string, Arg> args = {{"causal", boolArg(true)},
-                                     {"group_size", intArg(a.h / a.kv)}};
+  std::map<std::string, Arg> args = {{"causal", boolArg(a.causal)},
+                                     {"group_size", intArg(a.groupSize())},
+                                     {"query_head_offset", intArg(a.offset)}};
   const std::vector<int64_t> qShape = {a.b, a.s, a.h, a.d},
                              kvShape = {a.b, a.s, a.kv, a.d};
   Vec lse;
   Vec o = refAttention(a, q, k, v, &lse);
-  Harness h(on());
+  Harness h(device);
   uint32_t out = h.add(qShape, bf16), ilse = h.add({a.b, a.h, a.s});
   h.run("attention_fwd",
         {h.input(qShape, q, bf16), h.input(kvShape, k, bf16),
          h.input(kvShape, v, bf16)},
         {out, ilse}, args);
-  expectClose(h.read(out), o, kTolBf16, "bf16 attention_fwd");
-  // The log-sum-exp is f32: from the bf16 inputs, only f32's rounding.
-  expectClose(h.read(ilse), lse, kTol, "bf16 attention_fwd log-sum-exp");
+  expectClose(h.read(out), o, kTolBf16, "attention_fwd");
+  expectClose(h.read(ilse), lse, kTol, "attention_fwd log-sum-exp");
 
-  Harness g(on());
-  uint32_t dq = g.add(qShape, bf16), dk = g.add(kvShape, bf16),
-           dv = g.add(kvShape, bf16);
+  Harness g(device);
+  uint32_t dq = g.add(qShape, gradients), dk = g.add(kvShape, gradients),
+           dv = g.add(kvShape, gradients);
   g.run("attention_bwd",
         {g.input(qShape, q, bf16), g.input(kvShape, k, bf16),
          g.input(kvShape, v, bf16), g.input(qShape, roundedToBf16(o), bf16),
@@ -1432,15 +1435,20 @@ TEST_P(Kernels, Bf16AttentionAndLoss) {
   expectClose(
       g.read(dq),
       vjp([&](const Vec &x) { return refAttention(a, x, k, v); }, q, dout),
-      kTolBf16, "bf16 query gradient");
+      kTolBf16, "query gradient");
   expectClose(
       g.read(dk),
       vjp([&](const Vec &x) { return refAttention(a, q, x, v); }, k, dout),
-      kTolBf16, "bf16 key gradient");
+      kTolBf16, "key gradient");
   expectClose(
       g.read(dv),
       vjp([&](const Vec &x) { return refAttention(a, q, k, x); }, v, dout),
-      kTolBf16, "bf16 value gradient");
+      kTolBf16, "value gradient");
+}
+
+TEST_P(Kernels, Bf16AttentionAndLoss) {
+  const DType bf16 = DType::BF16;
+  expectBf16Attention(on(), {1, 16, 4, 2, 16, true}, bf16);
 
   const int64_t tokens = 12, vocab = 40;
   Vec logits = roundedToBf16(randomVec(tokens * vocab, 2.0));
@@ -1485,49 +1493,9 @@ TEST_P(Kernels, Bf16AttentionOnTensorCoresAcrossTilesAndShapes) {
                         Case{{1, 70, 2, 1, 24, false}, bf16},
                         Case{{2, 33, 3, 2, 8, true, 2, 1}, bf16},
                         Case{{1, 40, 1, 1, 64, true}, DType::F32}}) {
-    const AttnDims &a = c.a;
-    SCOPED_TRACE("s " + std::to_string(a.s) + " d " + std::to_string(a.d) +
-                 (a.causal ? " causal" : ""));
-    Vec q = roundedToBf16(randomVec(a.b * a.s * a.h * a.d)),
-        k = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
-        v = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
-        dout = roundedToBf16(randomVec(q.size()));
-    std::map<std::string, Arg> args = {{"causal", boolArg(a.causal)},
-                                       {"group_size", intArg(a.groupSize())},
-                                       {"query_head_offset", intArg(a.offset)}};
-    const std::vector<int64_t> qShape = {a.b, a.s, a.h, a.d},
-                               kvShape = {a.b, a.s, a.kv, a.d};
-    Vec lse;
-    Vec o = refAttention(a, q, k, v, &lse);
-    Harness h(on());
-    uint32_t out = h.add(qShape, bf16), ilse = h.add({a.b, a.h, a.s});
-    h.run("attention_fwd",
-          {h.input(qShape, q, bf16), h.input(kvShape, k, bf16),
-           h.input(kvShape, v, bf16)},
-          {out, ilse}, args);
-    expectClose(h.read(out), o, kTolBf16, "attention_fwd");
-    expectClose(h.read(ilse), lse, kTol, "attention_fwd log-sum-exp");
-
-    Harness g(on());
-    uint32_t dq = g.add(qShape, c.gradients), dk = g.add(kvShape, c.gradients),
-             dv = g.add(kvShape, c.gradients);
-    g.run("attention_bwd",
-          {g.input(qShape, q, bf16), g.input(kvShape, k, bf16),
-           g.input(kvShape, v, bf16), g.input(qShape, roundedToBf16(o), bf16),
-           g.input({a.b, a.h, a.s}, lse), g.input(qShape, dout, bf16)},
-          {dq, dk, dv}, args);
-    expectClose(
-        g.read(dq),
-        vjp([&](const Vec &x) { return refAttention(a, x, k, v); }, q, dout),
-        kTolBf16, "query gradient");
-    expectClose(
-        g.read(dk),
-        vjp([&](const Vec &x) { return refAttention(a, q, x, v); }, k, dout),
-        kTolBf16, "key gradient");
-    expectClose(
-        g.read(dv),
-        vjp([&](const Vec &x) { return refAttention(a, q, k, x); }, v, dout),
-        kTolBf16, "value gradient");
+    SCOPED_TRACE("s " + std::to_string(c.a.s) + " d " + std::to_string(c.a.d) +
+                 (c.a.causal ? " causal" : ""));
+    expectBf16Attention(on(), c.a, c.gradients);
   }
 }
 
