@@ -34,7 +34,7 @@ extern const char *const kAttentionIndex;
 std::string indented(const std::string &text);
 
 /// Whether the launch runs on tensor cores: q, k, v (and the backward's
-/// dout) bf16, the head dimension a multiple of 8.
+/// dout) bf16, the head dimension a multiple of 8 up to 128.
 bool attentionOnTensorCores(const LaunchDesc &launch);
 
 std::string emitAttentionFwdMma(const LaunchDesc &launch, KernelCode &code);

@@ -65,7 +65,10 @@ bool attentionOnTensorCores(const LaunchDesc &launch) {
   for (unsigned i : operands)
     if (v.op(i).dtype != runtime::DType::BF16)
       return false;
-  return v.shape(AttentionFwd::op::q)[3] % 8 == 0;
+  // Up to 128: past it the accumulators outgrow the registers (a tiling
+  // for 256 is for the speed issue).
+  int64_t dim = v.shape(AttentionFwd::op::q)[3];
+  return dim % 8 == 0 && dim <= 128;
 }
 
 namespace {

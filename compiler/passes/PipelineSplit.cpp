@@ -15,7 +15,8 @@
 // recomputed in @backward_c just before its first use, by the policy:
 // views always recomputed; with `recompute=selective` attention too; with
 // `recompute=full` everything but each layer's input (Megatron's full,
-// uniform recomputation of one layer at a time).
+// uniform recomputation of one layer at a time) and the fused loss's
+// gradient.
 //
 // A parameter used on several stages (a tied embedding) gets a
 // dist.tie_gradients in @optimizer, and the gradient norm sums over the
@@ -31,9 +32,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/DenseSet.h"
 
 #include <set>
 
@@ -199,6 +200,13 @@ LogicalResult Splitter::buildForward(int64_t c) {
 bool Splitter::shouldStash(Operation *def) const {
   if (isView(def))
     return false;
+  // The fused loss's gradient is kept, as Megatron's fused cross-entropy
+  // keeps its softmax, under any policy: recomputing it would run the
+  // whole loss again (its all-reduces too) in the backward, and the last
+  // stage's backward follows its forward at once.
+  if (isa<graph::CrossEntropyWithGradOp,
+          graph::CrossEntropyWithGradFromStatsOp>(def))
+    return true;
   if (recompute == "selective" && isa<graph::AttentionOp>(def))
     return false;
   if (recompute == "full")
@@ -220,13 +228,12 @@ FailureOr<Value> Splitter::backwardForwardValue(int64_t c, Value value,
   int64_t home = def ? chunkOf.lookup(def) : -1;
   bool entering = home == c - 1 && chunk.inputs.contains(value);
   if (home != c && !entering)
-    return emitError(useLoc)
-           << "the backward of pipeline chunk " << c
-           << " uses a forward value of chunk " << home;
+    return emitError(useLoc) << "the backward of pipeline chunk " << c
+                             << " uses a forward value of chunk " << home;
   if (entering || shouldStash(def)) {
     chunk.stash.push_back(value);
-    Value argument = chunk.backwardEntry->addArgument(value.getType(),
-                                                      value.getLoc());
+    Value argument =
+        chunk.backwardEntry->addArgument(value.getType(), value.getLoc());
     chunk.backwardMap.map(value, argument);
     return argument;
   }
@@ -293,9 +300,8 @@ void Splitter::tieGradients() {
     if (on.size() < 2)
       continue;
     SmallVector<int64_t> list(on.begin(), on.end());
-    dist::TieGradientsOp::create(b, optimizer.getLoc(),
-                                 b.getStringAttr(name), grid,
-                                 b.getDenseI64ArrayAttr(list));
+    dist::TieGradientsOp::create(b, optimizer.getLoc(), b.getStringAttr(name),
+                                 grid, b.getDenseI64ArrayAttr(list));
   }
   // Each stage's sums of squares cover its own parameters.
   sumGradientNormOver(optimizer, kPipelineAxis);
@@ -313,8 +319,8 @@ LogicalResult Splitter::run() {
     for (bool backward : {false, true}) {
       std::string name =
           (backward ? "backward_" : "forward_") + std::to_string(c);
-      auto f = func::FuncOp::create(top, loc, name,
-                                    top.getFunctionType({}, {}));
+      auto f =
+          func::FuncOp::create(top, loc, name, top.getFunctionType({}, {}));
       f->setAttr("dist.chunk", top.getI64IntegerAttr(c));
       Block *entry = f.addEntryBlock();
       (backward ? chunks[c].backward : chunks[c].forward) = f;
@@ -328,15 +334,16 @@ LogicalResult Splitter::run() {
       return failure();
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
   Value loss = ret.getOperand(0);
-  if (!loss.getDefiningOp() || chunkOf.lookup(loss.getDefiningOp()) != count - 1)
-    return ret.emitOpError() << "returns a loss the last chunk does not compute";
+  if (!loss.getDefiningOp() ||
+      chunkOf.lookup(loss.getDefiningOp()) != count - 1)
+    return ret.emitOpError()
+           << "returns a loss the last chunk does not compute";
   for (int64_t c = 0; c < count; ++c) {
     Chunk &chunk = chunks[c];
     b.setInsertionPointToEnd(chunk.forwardEntry);
     if (c + 1 < count)
       for (Value value : chunks[c + 1].inputs)
-        dist::SendOp::create(b, value.getLoc(),
-                             chunk.forwardMap.lookup(value),
+        dist::SendOp::create(b, value.getLoc(), chunk.forwardMap.lookup(value),
                              b.getI64IntegerAttr(c + 1),
                              b.getI64IntegerAttr(channelOf[value]));
     if (c + 1 == count)
@@ -367,10 +374,9 @@ LogicalResult Splitter::run() {
     if (c > 0) {
       b.setInsertionPointToEnd(chunks[c].backwardEntry);
       for (Value grad : chunks[c - 1].gradInputs)
-        dist::SendOp::create(b, grad.getLoc(),
-                             chunks[c].backwardMap.lookup(grad),
-                             b.getI64IntegerAttr(c - 1),
-                             b.getI64IntegerAttr(channelOf[grad]));
+        dist::SendOp::create(
+            b, grad.getLoc(), chunks[c].backwardMap.lookup(grad),
+            b.getI64IntegerAttr(c - 1), b.getI64IntegerAttr(channelOf[grad]));
     }
   }
 
@@ -394,8 +400,7 @@ LogicalResult Splitter::run() {
   return success();
 }
 
-struct PipelineSplitPass
-    : strata::impl::PipelineSplitBase<PipelineSplitPass> {
+struct PipelineSplitPass : strata::impl::PipelineSplitBase<PipelineSplitPass> {
   using PipelineSplitBase::PipelineSplitBase;
 
   void runOnOperation() override {
@@ -437,8 +442,8 @@ struct PipelineSplitPass
     if (p < 1)
       return fail("the pipeline-parallel size must be at least 1");
     if (layers == 0 && p > 1)
-      return fail("the model has no layer boundaries to cut into " +
-                  Twine(p) + " pipeline stages");
+      return fail("the model has no layer boundaries to cut into " + Twine(p) +
+                  " pipeline stages");
     ChunkLayout layout;
     if (firstStageLayers >= 0 || lastStageLayers >= 0) {
       if (layersPerVirtualStage > 0)
@@ -463,9 +468,9 @@ struct PipelineSplitPass
       int64_t each = middleStages > 0 ? rest / middleStages : 0;
       layout.start.push_back(0);
       for (int64_t s = 0; s < p; ++s) {
-        int64_t n = s == 0 && first >= 0       ? first
+        int64_t n = s == 0 && first >= 0      ? first
                     : s == p - 1 && last >= 0 ? last
-                                               : each;
+                                              : each;
         layout.start.push_back(layout.start.back() + n);
       }
     } else {
@@ -480,8 +485,7 @@ struct PipelineSplitPass
                     "virtual stage) must be a multiple of the "
                     "pipeline-parallel size");
       if (layersPerVirtualStage <= 0 && layers % p != 0)
-        return fail(Twine(layers) + " layers do not divide among " +
-                    Twine(p) +
+        return fail(Twine(layers) + " layers do not divide among " + Twine(p) +
                     " pipeline stages: choose a size that divides them, or "
                     "give the first and last stages' layer counts "
                     "(--decoder-first-pipeline-num-layers, "

@@ -239,13 +239,16 @@ TEST(Codegen, LaunchShapesCoverTheWork) {
   EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{1 + 1, 4, 2}));
   EXPECT_EQ(code.sharedBytes,
             2u * 32 * (16 / 2 + 4) * 4 + 2 * 32 * 4 + 64 * (16 / 2 + 4) * 4);
-  // A head dimension that is not a multiple of 8 stays SIMT.
-  attention = sample(KernelId::AttentionFwd, DType::BF16);
-  for (unsigned i : {0u, 1u, 2u, 3u})
-    attention.operands[i].shape.back() = 12;
-  ASSERT_EQ(emitKernel(attention, code), "");
-  EXPECT_EQ(code.globals.find("mmaBf16"), std::string::npos);
-  EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{3, 4, 2}));
+  // A head dimension that is not a multiple of 8, or past 128, stays SIMT;
+  // 128 runs on tensor cores.
+  for (int64_t dim : {12, 136, 256, 128}) {
+    attention = sample(KernelId::AttentionFwd, DType::BF16);
+    for (unsigned i : {0u, 1u, 2u, 3u})
+      attention.operands[i].shape.back() = dim;
+    ASSERT_EQ(emitKernel(attention, code), "");
+    EXPECT_EQ(code.globals.find("mmaBf16") != std::string::npos, dim == 128)
+        << "head dimension " << dim;
+  }
   // Row kernels of the loss: a block per row.
   LaunchDesc loss = sample(KernelId::LogitsSumExp, DType::F32);
   ASSERT_EQ(emitKernel(loss, code), "");
