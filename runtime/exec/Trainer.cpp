@@ -1,6 +1,7 @@
 //===- Trainer.cpp - the training loop ------------------------------------===//
 #include "runtime/exec/Trainer.h"
 #include "runtime/comm/Transport.h"
+#include "runtime/io/WholeFile.h"
 
 #include <algorithm>
 #include <chrono>
@@ -58,6 +59,11 @@ std::string checkTrainOptions(const TrainOptions &o) {
   if (o.localCollectives && (o.stagedCollectives || o.backend == "cuda"))
     return "--local-collectives runs on the CPU backend (or simt), without "
            "--staged-collectives";
+  // Files the run writes at its end: refused now, not after the run.
+  for (const std::string *path : {&o.saveParams, &o.tracePath})
+    if (!path->empty())
+      if (std::string error = checkWritable(*path); !error.empty())
+        return error;
   return "";
 }
 

@@ -1,6 +1,6 @@
 //===- Safetensors.cpp - the safetensors format ---------------------------===//
 #include "runtime/io/Safetensors.h"
-#include "runtime/plan/PlanFile.h"
+#include "runtime/io/WholeFile.h"
 
 #include <cerrno>
 #include <cstring>
@@ -36,7 +36,7 @@ std::string writeSafetensors(const std::string &path,
     std::memcpy(data, tensor.values.data(), tensor.values.size() * 4);
     data += tensor.values.size() * 4;
   }
-  return plan::writeFileAtomically(path, file);
+  return writeFileWhole(path, file);
 }
 
 namespace {
@@ -99,7 +99,8 @@ public:
 
 private:
   void space() {
-    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos])))
+    while (pos < text.size() &&
+           std::isspace(static_cast<unsigned char>(text[pos])))
       ++pos;
   }
   bool consume(char c) {
@@ -128,7 +129,8 @@ private:
     do {
       space();
       size_t start = pos;
-      while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])))
+      while (pos < text.size() &&
+             std::isdigit(static_cast<unsigned char>(text[pos])))
         ++pos;
       if (start == pos || pos - start > 18)
         return false;

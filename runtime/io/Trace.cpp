@@ -1,5 +1,6 @@
 //===- Trace.cpp - per-instruction timestamps as a Chrome trace -----------===//
 #include "runtime/io/Trace.h"
+#include "runtime/io/WholeFile.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -67,19 +68,13 @@ std::string traceLines(int rank, const std::string &label,
 
 std::string writeTrace(const std::string &path,
                        const std::vector<std::string> &rankLines) {
-  std::ofstream file(path);
-  if (!file)
-    return "cannot write trace '" + path + "'";
-  file << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  std::string text = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   for (const std::string &lines : rankLines)
-    file << lines;
+    text += lines;
   // A last event without a comma after it closes the list.
-  file << "{\"name\":\"end\",\"ph\":\"i\",\"pid\":0,\"tid\":0,\"ts\":0,"
+  text += "{\"name\":\"end\",\"ph\":\"i\",\"pid\":0,\"tid\":0,\"ts\":0,"
           "\"s\":\"g\"}\n]}\n";
-  file.flush();
-  if (!file)
-    return "cannot write trace '" + path + "'";
-  return "";
+  return writeFileWhole(path, text);
 }
 
 std::string readTraceSteps(const std::string &path,

@@ -67,25 +67,4 @@ std::string decodePlanFile(const std::vector<uint8_t> &file,
   return "";
 }
 
-std::string writeFileAtomically(const std::string &path,
-                                const std::vector<uint8_t> &bytes) {
-  std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  FILE *file = std::fopen(temporary.c_str(), "wb");
-  if (!file)
-    return "cannot write '" + temporary + "': " + std::strerror(errno);
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  ok = (std::fflush(file) == 0) && ok;
-  ok = (std::fclose(file) == 0) && ok;
-  if (!ok) {
-    std::remove(temporary.c_str());
-    return "cannot write '" + temporary + "': " + std::strerror(errno);
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::string error = std::strerror(errno);
-    std::remove(temporary.c_str());
-    return "cannot rename '" + temporary + "' to '" + path + "': " + error;
-  }
-  return "";
-}
-
 } // namespace strata::plan

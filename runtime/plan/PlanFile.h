@@ -32,11 +32,6 @@ std::vector<uint8_t> encodePlanFile(const uint8_t *payload, size_t size);
 std::string decodePlanFile(const std::vector<uint8_t> &file,
                            const uint8_t *&payload, size_t &size);
 
-/// Writes `bytes` to `path` through a temporary name and a rename, so that a
-/// failed write never leaves half a file. Returns "" or the error.
-std::string writeFileAtomically(const std::string &path,
-                                const std::vector<uint8_t> &bytes);
-
 } // namespace strata::plan
 
 #endif

@@ -11,6 +11,7 @@
 #include "compiler/plan/PlanWriter.h"
 #include "dialects/exec/ExecDialect.h"
 #include "frontend/Frontend.h"
+#include "runtime/io/WholeFile.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/plan/PlanFile.h"
 
@@ -339,6 +340,9 @@ int main(int argc, char **argv) {
     emit = outputFile == "-" ? Emit::Summary : Emit::Plan;
   if (emit == Emit::Plan && outputFile == "-")
     return fail("--emit=plan writes a binary file: give it with -o FILE");
+  if (outputFile != "-")
+    if (std::string error = runtime::checkWritable(outputFile); !error.empty())
+      return fail(error);
 
   CompileOptions options;
   options.microBatchSize = microBatchSize;
@@ -455,7 +459,7 @@ int main(int argc, char **argv) {
       return fail("the plan fails the runtime's checks, so it is not "
                   "written: " +
                   error);
-    if (std::string error = plan::writeFileAtomically(outputFile, bytes);
+    if (std::string error = runtime::writeFileWhole(outputFile, bytes);
         !error.empty())
       return fail(error);
     outs() << summary << "wrote " << outputFile << " ("
@@ -463,11 +467,9 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  std::string errorMessage;
-  auto output = mlir::openOutputFile(outputFile, &errorMessage);
-  if (!output)
-    return fail("cannot write '" + outputFile + "': " + errorMessage);
-  raw_ostream &os = output->os();
+  // Printed text goes to stdout ("-"), or to a file written whole.
+  std::string text;
+  llvm::raw_string_ostream os(text);
   if (emit == Emit::Summary) {
     os << summary;
   } else {
@@ -481,6 +483,12 @@ int main(int argc, char **argv) {
                           .useLocalScope());
     os << "\n";
   }
-  output->keep();
+  if (outputFile == "-") {
+    outs() << text;
+    return 0;
+  }
+  if (std::string error = runtime::writeFileWhole(outputFile, text);
+      !error.empty())
+    return fail(error);
   return 0;
 }

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/io/Trace.h"
+#include "runtime/io/WholeFile.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/sim/PipelineSim.h"
 #include "tools/strata-inspect/ScheduleDrawing.h"
@@ -103,12 +104,10 @@ int writeKernels(const Plan &plan, const std::string &dir) {
                   "' has a name that is not a file name");
     for (const auto &[suffix, text] :
          {std::pair{".cu", &code.source}, std::pair{".ptx", &code.ptx}}) {
-      std::string path = dir + "/" + code.name + suffix;
-      std::ofstream out(path, std::ios::binary);
-      out << *text;
-      out.flush();
-      if (!out)
-        return fail("cannot write '" + path + "'");
+      if (std::string error =
+              runtime::writeFileWhole(dir + "/" + code.name + suffix, *text);
+          !error.empty())
+        return fail(error);
     }
   }
   std::cout << "wrote " << plan.code.size() << " kernels for " << plan.cudaArch
@@ -145,10 +144,10 @@ std::string stageOrders(const Plan &plan,
 
 /// Times from a trace: each stage's steps in its first rank's last
 /// traced iteration, in milliseconds from that iteration's first start.
-std::string traceTimes(const Plan &plan, const std::string &path,
-                       const std::vector<std::vector<sim::Work>> &orders,
-                       std::vector<std::vector<std::pair<double, double>>>
-                           &times) {
+std::string
+traceTimes(const Plan &plan, const std::string &path,
+           const std::vector<std::vector<sim::Work>> &orders,
+           std::vector<std::vector<std::pair<double, double>>> &times) {
   std::vector<std::vector<TraceEvent>> byRank;
   if (std::string error = readTraceSteps(path, byRank); !error.empty())
     return error;
@@ -167,9 +166,9 @@ std::string traceTimes(const Plan &plan, const std::string &path,
       if (e.iteration != iteration ||
           (e.phase != "forward" && e.phase != "backward"))
         continue;
-      seen.push_back({e.phase == "forward" ? sim::Phase::Forward
-                                           : sim::Phase::Backward,
-                      e.chunk, e.microbatch});
+      seen.push_back(
+          {e.phase == "forward" ? sim::Phase::Forward : sim::Phase::Backward,
+           e.chunk, e.microbatch});
       // A step's box starts when its receives have their data: the wait
       // before it is bubble, as in the simulated picture.
       times[s].push_back({(e.startUs + e.waitUs) / 1000.0,
@@ -271,12 +270,10 @@ int main(int argc, char **argv) {
   }
   if (text)
     std::cout << inspect::drawText(picture);
-  if (!svgPath.empty()) {
-    std::ofstream out(svgPath);
-    out << inspect::drawSvg(picture);
-    out.flush();
-    if (!out)
-      return fail("cannot write '" + svgPath + "'");
-  }
+  if (!svgPath.empty())
+    if (std::string error =
+            runtime::writeFileWhole(svgPath, inspect::drawSvg(picture));
+        !error.empty())
+      return fail(error);
   return 0;
 }

@@ -1,0 +1,38 @@
+//===- WholeFile.h - files written whole or not at all ----------*- C++ -*-===//
+//
+// Every file strata writes (plans, parameters, traces, pictures, kernels,
+// printed IR) goes through writeFileWhole: into a temporary file beside the
+// target, flushed to the disk, then renamed over it. A reader, or a crash
+// at any moment, sees the old file or the new one, never part of one. A
+// path that exists and is not a regular file (a directory, a device such
+// as /dev/null, a pipe, a socket) is refused rather than renamed over; a
+// symbolic link is followed, and the file it names is replaced.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_IO_WHOLEFILE_H
+#define STRATA_RUNTIME_IO_WHOLEFILE_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::runtime {
+
+/// Writes `bytes` to `path` whole or not at all; "" or why not.
+std::string writeFileWhole(const std::string &path, std::string_view bytes);
+inline std::string writeFileWhole(const std::string &path,
+                                  const std::vector<uint8_t> &bytes) {
+  return writeFileWhole(
+      path, std::string_view(reinterpret_cast<const char *>(bytes.data()),
+                             bytes.size()));
+}
+
+/// Whether writeFileWhole could write `path` now (what it would refuse, a
+/// directory it cannot write in): "" or why not. Checked before a run, so
+/// that a long one does not end in an error it could have given first.
+std::string checkWritable(const std::string &path);
+
+} // namespace strata::runtime
+
+#endif
