@@ -1,0 +1,104 @@
+//===- DataTest.cpp - Megatron's indexed dataset, written and read --------===//
+//
+// The builder's files read back by the memory-mapped reader, in both token
+// dtypes; damaged indexes refused with the file named. (That the layout is
+// Megatron's, test/data/preprocess.test checks with an independent reader.)
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/data/IndexedDataset.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
+
+using namespace strata::runtime;
+
+namespace {
+
+std::string scratchPrefix(const std::string &name) {
+  return ::testing::TempDir() + "strata-data-" + std::to_string(::getpid()) +
+         "-" + name;
+}
+
+std::vector<std::vector<int64_t>> write(const std::string &prefix,
+                                        TokenType type) {
+  std::vector<std::vector<int64_t>> documents = {
+      {1, 2, 3}, {}, {65535, 0}, {7}};
+  if (type == TokenType::Int32)
+    documents[2] = {70000, -1};
+  IndexedDatasetBuilder builder;
+  EXPECT_EQ(builder.open(prefix, type), "");
+  for (const auto &document : documents)
+    EXPECT_EQ(builder.addDocument(document), "");
+  EXPECT_EQ(builder.finish(), "");
+  return documents;
+}
+
+TEST(IndexedDataset, WhatTheBuilderWritesReadsBack) {
+  for (TokenType type : {TokenType::UInt16, TokenType::Int32}) {
+    std::string prefix = scratchPrefix("roundtrip");
+    auto documents = write(prefix, type);
+    IndexedDataset dataset;
+    ASSERT_EQ(dataset.open(prefix), "");
+    EXPECT_EQ(dataset.tokenType(), type);
+    ASSERT_EQ(dataset.documents(), documents.size());
+    ASSERT_EQ(dataset.sequences(), documents.size());
+    for (uint64_t d = 0; d < documents.size(); ++d) {
+      ASSERT_EQ(dataset.documentIndex(d), int64_t(d));
+      ASSERT_EQ(uint64_t(dataset.size(d)), documents[d].size());
+      std::vector<int64_t> tokens(documents[d].size());
+      dataset.read(d, 0, tokens.size(), tokens.data());
+      EXPECT_EQ(tokens, documents[d]) << "document " << d;
+    }
+    std::vector<int64_t> tail(1);
+    dataset.read(0, 2, 1, tail.data()); // from inside a sequence
+    EXPECT_EQ(tail[0], 3);
+  }
+}
+
+TEST(IndexedDataset, AnIdTheDtypeCannotHoldIsRefused) {
+  IndexedDatasetBuilder builder;
+  ASSERT_EQ(builder.open(scratchPrefix("narrow"), TokenType::UInt16), "");
+  EXPECT_NE(builder.addDocument({65536}).find("does not fit the uint16"),
+            std::string::npos);
+}
+
+TEST(IndexedDataset, DamagedIndexesAreRefusedNamingTheFile) {
+  std::string prefix = scratchPrefix("damaged");
+  write(prefix, TokenType::UInt16);
+  std::string idx = prefix + ".idx";
+  std::string good;
+  {
+    std::ifstream in(idx, std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto refusal = [&](std::string bytes) {
+    std::ofstream(idx, std::ios::binary) << bytes;
+    IndexedDataset dataset;
+    return dataset.open(prefix);
+  };
+  std::string magic = good;
+  magic[0] = 'X';
+  EXPECT_NE(refusal(magic).find("no MMIDIDX header"), std::string::npos);
+  std::string version = good;
+  version[9] = 2;
+  EXPECT_NE(refusal(version).find("version 2, not 1"), std::string::npos);
+  std::string dtype = good;
+  dtype[17] = 7;
+  EXPECT_NE(refusal(dtype).find("token dtype code 7"), std::string::npos);
+  EXPECT_NE(refusal(good.substr(0, good.size() - 8)).find("do not fill"),
+            std::string::npos);
+  std::string pointer = good; // sequence 0 starts past the .bin
+  pointer[34 + 4 * 4] = char(0x7f);
+  std::string error = refusal(pointer);
+  EXPECT_NE(error.find("is not inside"), std::string::npos) << error;
+  EXPECT_NE(error.find(idx), std::string::npos) << error;
+  std::remove((prefix + ".bin").c_str());
+  IndexedDataset missing;
+  EXPECT_NE(missing.open(prefix).find("cannot open"), std::string::npos);
+}
+
+} // namespace
