@@ -1,5 +1,6 @@
 //===- Safetensors.cpp - the safetensors format ---------------------------===//
 #include "runtime/io/Safetensors.h"
+#include "runtime/io/JsonReader.h"
 #include "runtime/io/WholeFile.h"
 
 #include <cerrno>
@@ -41,120 +42,63 @@ std::string writeSafetensors(const std::string &path,
 
 namespace {
 
-/// Just enough JSON for a safetensors header: objects, arrays, strings and
-/// integers.
-class HeaderParser {
-public:
-  explicit HeaderParser(const std::string &text) : text(text) {}
-
-  bool parse(std::map<std::string, HostTensor> &tensors,
-             std::map<std::string, std::pair<uint64_t, uint64_t>> &ranges) {
-    if (!consume('{'))
+/// A safetensors header: {"name": {"dtype": "F32", "shape": [...],
+/// "data_offsets": [begin, end]}, ...}, "__metadata__" skipped.
+bool parseHeader(const std::string &header,
+                 std::map<std::string, HostTensor> &tensors,
+                 std::map<std::string, std::pair<uint64_t, uint64_t>> &ranges) {
+  JsonReader r(header);
+  auto integers = [&](std::vector<int64_t> &out) {
+    if (!r.eat('['))
       return false;
-    if (consume('}'))
+    if (r.eat(']'))
       return true;
     do {
+      int64_t value;
+      if (!r.unsignedInteger(value))
+        return false;
+      out.push_back(value);
+    } while (r.eat(','));
+    return r.eat(']');
+  };
+  if (!r.eat('{'))
+    return false;
+  if (!r.eat('}')) {
+    do {
       std::string name;
-      if (!string(name) || !consume(':'))
+      if (!r.string(name) || !r.eat(':'))
         return false;
       if (name == "__metadata__") {
-        if (!skipObject())
+        if (!r.skipValue())
           return false;
         continue;
       }
       std::string dtype;
       HostTensor tensor;
-      std::pair<uint64_t, uint64_t> range{0, 0};
-      if (!consume('{'))
+      std::vector<int64_t> offsets;
+      if (!r.eat('{'))
         return false;
       do {
         std::string key;
-        if (!string(key) || !consume(':'))
+        if (!r.string(key) || !r.eat(':'))
           return false;
-        if (key == "dtype") {
-          if (!string(dtype))
-            return false;
-        } else if (key == "shape" || key == "data_offsets") {
-          std::vector<int64_t> values;
-          if (!integers(values))
-            return false;
-          if (key == "shape") {
-            tensor.shape = values;
-          } else {
-            if (values.size() != 2)
-              return false;
-            range = {uint64_t(values[0]), uint64_t(values[1])};
-          }
-        } else {
+        bool ok = key == "dtype"          ? r.string(dtype)
+                  : key == "shape"        ? integers(tensor.shape)
+                  : key == "data_offsets" ? integers(offsets)
+                                          : false;
+        if (!ok)
           return false;
-        }
-      } while (consume(','));
-      if (!consume('}') || dtype != "F32")
+      } while (r.eat(','));
+      if (!r.eat('}') || dtype != "F32" || offsets.size() != 2)
         return false;
       tensors[name] = std::move(tensor);
-      ranges[name] = range;
-    } while (consume(','));
-    return consume('}');
-  }
-
-private:
-  void space() {
-    while (pos < text.size() &&
-           std::isspace(static_cast<unsigned char>(text[pos])))
-      ++pos;
-  }
-  bool consume(char c) {
-    space();
-    if (pos < text.size() && text[pos] == c) {
-      ++pos;
-      return true;
-    }
-    return false;
-  }
-  bool string(std::string &out) {
-    if (!consume('"'))
+      ranges[name] = {uint64_t(offsets[0]), uint64_t(offsets[1])};
+    } while (r.eat(','));
+    if (!r.eat('}'))
       return false;
-    size_t end = text.find('"', pos);
-    if (end == std::string::npos)
-      return false;
-    out = text.substr(pos, end - pos);
-    pos = end + 1;
-    return true;
   }
-  bool integers(std::vector<int64_t> &out) {
-    if (!consume('['))
-      return false;
-    if (consume(']'))
-      return true;
-    do {
-      space();
-      size_t start = pos;
-      while (pos < text.size() &&
-             std::isdigit(static_cast<unsigned char>(text[pos])))
-        ++pos;
-      if (start == pos || pos - start > 18)
-        return false;
-      out.push_back(std::stoll(text.substr(start, pos - start)));
-    } while (consume(','));
-    return consume(']');
-  }
-  bool skipObject() {
-    if (!consume('{'))
-      return false;
-    int depth = 1;
-    while (pos < text.size() && depth > 0) {
-      if (text[pos] == '{')
-        ++depth;
-      else if (text[pos] == '}')
-        --depth;
-      ++pos;
-    }
-    return depth == 0;
-  }
-
-  const std::string &text;
-  size_t pos = 0;
-};
+  return r.done();
+}
 
 } // namespace
 
@@ -174,7 +118,7 @@ std::string readSafetensors(const std::string &path,
     return "'" + path + "' has a header longer than the file";
   std::string header(bytes.begin() + 8, bytes.begin() + 8 + length);
   std::map<std::string, std::pair<uint64_t, uint64_t>> ranges;
-  if (!HeaderParser(header).parse(tensors, ranges))
+  if (!parseHeader(header, tensors, ranges))
     return "'" + path + "' has a header strata cannot read (only F32 tensors)";
   uint64_t dataSize = bytes.size() - 8 - length;
   for (auto &[name, tensor] : tensors) {

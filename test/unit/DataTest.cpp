@@ -1,11 +1,15 @@
-//===- DataTest.cpp - Megatron's indexed dataset, written and read --------===//
+//===- DataTest.cpp - the files data comes in --------------------------===//
 //
-// The builder's files read back by the memory-mapped reader, in both token
-// dtypes; damaged indexes refused with the file named. (That the layout is
-// Megatron's, test/data/preprocess.test checks with an independent reader.)
+// Megatron's indexed dataset: the builder's files read back by the
+// memory-mapped reader, in both token dtypes; damaged indexes refused with
+// the file named. (That the layout is Megatron's, test/data/preprocess.test
+// checks with an independent reader.) The JSON reader that safetensors
+// headers and JSON Lines share, and safetensors written and read back.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/data/IndexedDataset.h"
+#include "runtime/io/JsonReader.h"
+#include "runtime/io/Safetensors.h"
 
 #include <gtest/gtest.h>
 
@@ -99,6 +103,70 @@ TEST(IndexedDataset, DamagedIndexesAreRefusedNamingTheFile) {
   std::remove((prefix + ".bin").c_str());
   IndexedDataset missing;
   EXPECT_NE(missing.open(prefix).find("cannot open"), std::string::npos);
+}
+
+TEST(JsonReader, AStringFieldAmongAnyValues) {
+  std::string text;
+  // Escapes, a surrogate pair (U+1F600), values of every kind around it.
+  EXPECT_EQ(jsonStringField(R"( {"a": [1, -2.5e3, {"b": "}"}, null, true],
+      "text": "x\"y\\\n\u00e9\ud83d\ude00", "z": false} )",
+                            "text", text),
+            "");
+  EXPECT_EQ(text, "x\"y\\\n\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(jsonStringField(R"({"text": 5})", "text", text),
+            "the value of \"text\" is not a string");
+  EXPECT_EQ(jsonStringField(R"({"other": "x"})", "text", text),
+            "no key \"text\"");
+  EXPECT_EQ(jsonStringField(R"({"text": "x"} 1)", "text", text),
+            "not valid JSON (text after the object)");
+  for (const char *bad :
+       {R"({"text": "x")", R"({"text": "\ude00"})", R"({"text": "a	b"})",
+        R"({"a": 01x, "text": "x"})", R"({"a": [1,], "text": "x"})"})
+    EXPECT_EQ(jsonStringField(bad, "text", text), "not valid JSON") << bad;
+  EXPECT_EQ(jsonStringField("[]", "text", text), "not a JSON object");
+}
+
+TEST(Safetensors, WrittenAndReadBack) {
+  std::string path = scratchPrefix("tensors") + ".safetensors";
+  std::map<std::string, HostTensor> written = {
+      {"a.weight", {{2, 3}, {1, 2, 3, 4, 5, 6}}}, {"b", {{}, {7}}}};
+  ASSERT_EQ(writeSafetensors(path, written), "");
+  std::map<std::string, HostTensor> read;
+  ASSERT_EQ(readSafetensors(path, read), "");
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_EQ(read["a.weight"].shape, written["a.weight"].shape);
+  EXPECT_EQ(read["a.weight"].values, written["a.weight"].values);
+  EXPECT_EQ(read["b"].values, written["b"].values);
+}
+
+TEST(Safetensors, MetadataIsSkippedAndOtherDtypesRefused) {
+  auto file = [](const std::string &header, size_t dataBytes) {
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i)
+      bytes[i] = char(uint64_t(header.size()) >> (8 * i));
+    return bytes + header + std::string(dataBytes, '\0');
+  };
+  std::string path = scratchPrefix("header") + ".safetensors";
+  auto read = [&](const std::string &bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+    std::map<std::string, HostTensor> tensors;
+    return readSafetensors(path, tensors);
+  };
+  // Metadata whose strings hold braces and quotes, as Hugging Face's may.
+  EXPECT_EQ(read(file(R"({"__metadata__": {"format": "pt}\"{"},
+      "w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}  )",
+                      8)),
+            "");
+  EXPECT_NE(read(file(R"({"w": {"dtype": "BF16", "shape": [2],
+      "data_offsets": [0, 4]}})",
+                      4))
+                .find("header strata cannot read"),
+            std::string::npos);
+  EXPECT_NE(read(file(R"({"w": {"dtype": "F32", "shape": [2],
+      "data_offsets": [0, 4]}})",
+                      4))
+                .find("bad byte range"),
+            std::string::npos);
 }
 
 } // namespace

@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/data/IndexedDataset.h"
-#include "runtime/data/JsonLine.h"
+#include "runtime/io/JsonReader.h"
 
 #include <chrono>
 #include <cstdio>

@@ -1,0 +1,52 @@
+//===- JsonReader.h - the JSON strata reads ---------------------*- C++ -*-===//
+//
+// One reader of the whole JSON grammar (objects, arrays, strings with every
+// escape and surrogate pairs, numbers, literals) for every JSON strata
+// reads: safetensors headers, JSON Lines documents (Megatron's
+// --json-keys). A caller walks the structure it expects with eat, string
+// and unsignedInteger, and skips what it does not need with skipValue, so
+// any valid input is read and any invalid one refused.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_IO_JSONREADER_H
+#define STRATA_RUNTIME_IO_JSONREADER_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace strata::runtime {
+
+class JsonReader {
+public:
+  explicit JsonReader(std::string_view text) : text(text) {}
+
+  /// `c` after any whitespace: consumed and true, else false.
+  bool eat(char c);
+  /// Only whitespace is left.
+  bool done();
+  /// A string, decoded to UTF-8.
+  bool string(std::string &out);
+  /// A non-negative integer of at most 18 digits.
+  bool unsignedInteger(int64_t &out);
+  /// Any value, read and dropped.
+  bool skipValue();
+
+private:
+  void space();
+  bool hex4(uint32_t &code);
+  bool scalar();
+  bool skipValue(int depth);
+
+  std::string_view text;
+  size_t at = 0;
+};
+
+/// The string value of `key` in the JSON object `line`, as UTF-8, into
+/// `out`; "" or what is wrong (not an object, no such key, not a string).
+std::string jsonStringField(std::string_view line, std::string_view key,
+                            std::string &out);
+
+} // namespace strata::runtime
+
+#endif
