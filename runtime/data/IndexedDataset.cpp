@@ -37,25 +37,14 @@ TokenType tokenTypeFor(int64_t vocabSize) {
   return vocabSize < 65500 ? TokenType::UInt16 : TokenType::Int32;
 }
 
-IndexedDatasetBuilder::~IndexedDatasetBuilder() {
-  if (bin) {
-    std::fclose(bin);
-    std::remove(temporaryBin.c_str());
-  }
-}
-
 std::string IndexedDatasetBuilder::open(const std::string &path,
                                         TokenType tokenType) {
   prefix = path;
   type = tokenType;
-  for (const char *suffix : {".bin", ".idx"})
-    if (std::string error = checkWritable(prefix + suffix); !error.empty())
-      return error;
-  temporaryBin = prefix + ".bin.tmp." + std::to_string(::getpid());
-  bin = std::fopen(temporaryBin.c_str(), "wbx");
-  if (!bin)
-    return "cannot write '" + temporaryBin + "': " + std::strerror(errno);
-  return "";
+  // The index is written last: refused now rather than after the tokens.
+  if (std::string error = checkWritable(prefix + ".idx"); !error.empty())
+    return error;
+  return bin.open(prefix + ".bin");
 }
 
 std::string
@@ -77,23 +66,15 @@ IndexedDatasetBuilder::addDocument(const std::vector<int64_t> &tokens) {
   if (tokens.size() > size_t(INT32_MAX))
     return "a document of " + std::to_string(tokens.size()) +
            " tokens: the index holds at most 2^31 - 1 per sequence";
-  if (std::fwrite(bytes.data(), 1, bytes.size(), bin) != bytes.size())
-    return "cannot write '" + temporaryBin + "': " + std::strerror(errno);
+  if (std::string error = bin.write(bytes); !error.empty())
+    return error;
   sizes.push_back(int32_t(tokens.size()));
-  pointers.push_back(int64_t(offset));
-  offset += bytes.size();
+  pointers.push_back(int64_t(tokenCount * bytesOf(type)));
   tokenCount += tokens.size();
   return "";
 }
 
 std::string IndexedDatasetBuilder::finish() {
-  bool ok = std::fflush(bin) == 0 && ::fsync(fileno(bin)) == 0;
-  ok = std::fclose(bin) == 0 && ok;
-  bin = nullptr;
-  if (!ok) {
-    std::remove(temporaryBin.c_str());
-    return "cannot write '" + temporaryBin + "': " + std::strerror(errno);
-  }
   std::string index(kMagic, sizeof kMagic);
   put(index, kVersion);
   put(index, uint8_t(type));
@@ -106,13 +87,8 @@ std::string IndexedDatasetBuilder::finish() {
   for (uint64_t d = 0; d <= sizes.size(); ++d)
     put(index, int64_t(d)); // a sequence per document
   // The tokens first: an index never names a .bin that is not there.
-  std::string binPath = prefix + ".bin";
-  if (std::rename(temporaryBin.c_str(), binPath.c_str()) != 0) {
-    std::string error = std::strerror(errno);
-    std::remove(temporaryBin.c_str());
-    return "cannot rename '" + temporaryBin + "' to '" + binPath +
-           "': " + error;
-  }
+  if (std::string error = bin.commit(); !error.empty())
+    return error;
   return writeFileWhole(prefix + ".idx", index);
 }
 

@@ -16,8 +16,9 @@
 #ifndef STRATA_RUNTIME_DATA_INDEXEDDATASET_H
 #define STRATA_RUNTIME_DATA_INDEXEDDATASET_H
 
+#include "runtime/io/WholeFile.h"
+
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -28,15 +29,15 @@ namespace strata::runtime {
 enum class TokenType : uint8_t { UInt16 = 8, Int32 = 4 };
 TokenType tokenTypeFor(int64_t vocabSize);
 
-/// Writes P.bin and P.idx, document by document. The tokens stream to a
-/// temporary file; finish() writes the index and renames both into place,
-/// so an interrupted run leaves no dataset that reads wrong.
+/// Writes P.bin and P.idx, document by document, each whole
+/// (runtime/io/WholeFile.h): the tokens stream to the .bin's temporary;
+/// finish() puts the .bin in place and then writes the index, so an
+/// interrupted run leaves no index that names a partial .bin.
 class IndexedDatasetBuilder {
 public:
   IndexedDatasetBuilder() = default;
   IndexedDatasetBuilder(const IndexedDatasetBuilder &) = delete;
   IndexedDatasetBuilder &operator=(const IndexedDatasetBuilder &) = delete;
-  ~IndexedDatasetBuilder();
 
   /// "" or why P.bin cannot be written.
   std::string open(const std::string &prefix, TokenType type);
@@ -50,12 +51,12 @@ public:
   uint64_t tokens() const { return tokenCount; }
 
 private:
-  std::string prefix, temporaryBin;
+  std::string prefix;
   TokenType type = TokenType::UInt16;
-  FILE *bin = nullptr;
+  WholeFileWriter bin;
   std::vector<int32_t> sizes;
   std::vector<int64_t> pointers;
-  uint64_t offset = 0, tokenCount = 0;
+  uint64_t tokenCount = 0;
 };
 
 /// P.bin and P.idx, memory-mapped and checked: the header, the counts

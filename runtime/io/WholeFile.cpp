@@ -31,19 +31,6 @@ const char *kindOf(fs::file_type type) {
   }
 }
 
-/// Writes all of `bytes` to `fd` and flushes them to the disk.
-bool writeAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    bytes.remove_prefix(size_t(n));
-  }
-  return ::fsync(fd) == 0;
-}
-
 /// The file `path` names (a link's target, which need not exist yet), or
 /// why strata will not replace it.
 std::string targetOf(const std::string &path, fs::path &target) {
@@ -78,33 +65,74 @@ std::string checkWritable(const std::string &path) {
   return "";
 }
 
-std::string writeFileWhole(const std::string &path, std::string_view bytes) {
-  fs::path target;
-  if (std::string error = targetOf(path, target); !error.empty())
+WholeFileWriter::~WholeFileWriter() {
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+  }
+}
+
+std::string WholeFileWriter::open(const std::string &path) {
+  fs::path resolved;
+  if (std::string error = targetOf(path, resolved); !error.empty())
     return error;
-  std::string temporary =
-      target.string() + ".tmp." + std::to_string(::getpid());
-  int fd =
-      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  target = resolved.string();
+  temporary = target + ".tmp." + std::to_string(::getpid());
+  fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0)
     return "cannot write '" + temporary + "': " + std::strerror(errno);
-  bool written = writeAll(fd, bytes);
-  int writeErrno = errno;
-  if (::close(fd) != 0 && written) {
-    written = false;
-    writeErrno = errno;
-  }
-  if (!written) {
-    ::unlink(temporary.c_str());
-    return "cannot write '" + temporary + "': " + std::strerror(writeErrno);
-  }
-  if (::rename(temporary.c_str(), target.c_str()) != 0) {
-    std::string error = std::strerror(errno);
-    ::unlink(temporary.c_str());
-    return "cannot rename '" + temporary + "' to '" + target.string() +
-           "': " + error;
-  }
   return "";
+}
+
+std::string WholeFileWriter::write(std::string_view bytes) {
+  // Small pieces gather in a buffer: one system call a megabyte.
+  buffered.append(bytes);
+  return buffered.size() < (1u << 20) ? "" : flush();
+}
+
+std::string WholeFileWriter::flush() {
+  std::string_view bytes = buffered;
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return "cannot write '" + temporary +
+             "': " + std::strerror(n < 0 ? errno : ENOSPC);
+    bytes.remove_prefix(size_t(n));
+  }
+  buffered.clear();
+  return "";
+}
+
+std::string WholeFileWriter::commit() {
+  if (std::string error = flush(); !error.empty())
+    return error; // the destructor removes the temporary
+  bool ok = ::fsync(fd) == 0;
+  int error = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    error = errno;
+  }
+  fd = -1;
+  if (ok && ::rename(temporary.c_str(), target.c_str()) == 0)
+    return "";
+  if (ok)
+    error = errno;
+  ::unlink(temporary.c_str());
+  return (ok ? "cannot rename '" + temporary + "' to '" + target + "': "
+             : "cannot write '" + temporary + "': ") +
+         std::strerror(error);
+}
+
+std::string writeFileWhole(const std::string &path, std::string_view bytes) {
+  WholeFileWriter file;
+  std::string error = file.open(path);
+  if (error.empty())
+    error = file.write(bytes);
+  if (error.empty())
+    error = file.commit();
+  return error;
 }
 
 } // namespace strata::runtime

@@ -19,6 +19,29 @@
 
 namespace strata::runtime {
 
+/// A file written whole in pieces (a stream of tokens, say): the bytes go
+/// to the temporary as they come, and commit() flushes them to the disk and
+/// renames the temporary over the target. Destroyed uncommitted, it
+/// removes the temporary.
+class WholeFileWriter {
+public:
+  WholeFileWriter() = default;
+  WholeFileWriter(const WholeFileWriter &) = delete;
+  WholeFileWriter &operator=(const WholeFileWriter &) = delete;
+  ~WholeFileWriter();
+
+  /// "" or why `path` cannot be written (what writeFileWhole refuses).
+  std::string open(const std::string &path);
+  std::string write(std::string_view bytes);
+  std::string commit();
+
+private:
+  std::string flush();
+
+  std::string target, temporary, buffered;
+  int fd = -1;
+};
+
 /// Writes `bytes` to `path` whole or not at all; "" or why not.
 std::string writeFileWhole(const std::string &path, std::string_view bytes);
 inline std::string writeFileWhole(const std::string &path,

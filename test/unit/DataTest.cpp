@@ -10,6 +10,7 @@
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/io/JsonReader.h"
 #include "runtime/io/Safetensors.h"
+#include "runtime/io/WholeFile.h"
 
 #include <gtest/gtest.h>
 
@@ -167,6 +168,27 @@ TEST(Safetensors, MetadataIsSkippedAndOtherDtypesRefused) {
                       4))
                 .find("bad byte range"),
             std::string::npos);
+}
+
+TEST(WholeFile, AFileLeftUncommittedLeavesNothing) {
+  // The old file stays until commit; an abandoned write leaves no trace.
+  std::string path = scratchPrefix("whole");
+  ASSERT_EQ(writeFileWhole(path, "old"), "");
+  {
+    WholeFileWriter file;
+    ASSERT_EQ(file.open(path), "");
+    ASSERT_EQ(file.write(std::string(3u << 20, 'x')), ""); // past the buffer
+  }
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "old");
+  EXPECT_FALSE(std::ifstream(path + ".tmp." + std::to_string(::getpid())));
+  WholeFileWriter file;
+  ASSERT_EQ(file.open(path), "");
+  ASSERT_EQ(file.write("new"), "");
+  ASSERT_EQ(file.commit(), "");
+  std::ifstream again(path);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), {}), "new");
 }
 
 } // namespace
