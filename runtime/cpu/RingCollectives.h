@@ -96,7 +96,10 @@ private:
 
 protected:
   // For the collectives that are this ring with their own collective()
-  // (staged, local, device-side).
+  // (staged, local, device-side, NCCL).
+  void countBytes(const std::string &kind, uint64_t sent) {
+    bytes.add(kind, sent);
+  }
   Transport &transport;
   SubmitToStream submit;
   std::chrono::milliseconds timeout;

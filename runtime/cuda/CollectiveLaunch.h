@@ -15,6 +15,7 @@
 #include "runtime/comm/LocalCollectives.h"
 #include "runtime/plan/KernelCatalog.h"
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -26,22 +27,41 @@ struct DeviceRanks {
   void *out[kMaxDeviceGroup];
 };
 
+/// The communicator's kernels, by the names CollectiveKernels.cpp gives
+/// them.
+enum class CollectiveKernel {
+  AllReduceF32,
+  AllReduceBf16,
+  ReduceScatterF32,
+  ReduceScatterBf16,
+  AllGather
+};
+inline constexpr const char *kCollectiveKernelNames[] = {
+    "strata_all_reduce_f32", "strata_all_reduce_bf16",
+    "strata_reduce_scatter_f32", "strata_reduce_scatter_bf16",
+    "strata_all_gather"};
+
 /// One launch: kernel `kernel`(ranks, n, a, b), or for an all-reduce
 /// (ranks, n, a = elements, max), on `blocks` blocks of 256 threads.
 /// a and b are otherwise the blocks along the collective's dimension
 /// (outer) and each block's elements (a reduce-scatter) or bytes (an
 /// all-gather).
 struct CollectiveLaunch {
-  const char *kernel = "";
+  CollectiveKernel kernel = CollectiveKernel::AllGather;
   int32_t ranks = 0;
   int64_t a = 0, b = 0;
   int32_t max = 0;
-  bool allReduce = false; // takes `max` where the others take `b`
   uint32_t blocks = 1;
   DeviceRanks pointers = {};
-  /// The kernel's argument pointers, in its parameters' order (pointing
-  /// into this launch).
-  std::vector<void *> args();
+
+  const char *name() const { return kCollectiveKernelNames[int(kernel)]; }
+  bool allReduce() const { return kernel <= CollectiveKernel::AllReduceBf16; }
+  /// The kernel's argument pointers, in its parameters' order. They point
+  /// into this launch: use them while it lives, where it is.
+  std::array<void *, 4> args() {
+    return {&pointers, &ranks, &a,
+            allReduce() ? static_cast<void *>(&max) : &b};
+  }
 };
 
 /// The launch of `op` over `ranks` (at most kMaxDeviceGroup).

@@ -3,7 +3,7 @@
 #include "runtime/cuda/CollectiveLaunch.h"
 
 #include <algorithm>
-#include <map>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -15,7 +15,7 @@ namespace {
 
 /// The kernels, loaded into the primary context once per process.
 struct Kernels {
-  std::map<std::string, CUfunction> byName;
+  CUfunction functions[std::size(kCollectiveKernelNames)] = {};
   std::string error;
 };
 
@@ -31,19 +31,15 @@ const Kernels &kernels() {
                      d.error(r, "cuModuleLoadData");
       return;
     }
-    for (const char *name :
-         {"strata_all_reduce_f32", "strata_all_reduce_bf16",
-          "strata_reduce_scatter_f32", "strata_reduce_scatter_bf16",
-          "strata_all_gather"}) {
-      CUfunction function = nullptr;
-      if (CUresult r = d.cuModuleGetFunction(&function, module, name);
+    for (size_t k = 0; k < std::size(kCollectiveKernelNames); ++k)
+      if (CUresult r = d.cuModuleGetFunction(&loaded.functions[k], module,
+                                             kCollectiveKernelNames[k]);
           r != CUDA_SUCCESS) {
-        loaded.error = std::string("the communicator's kernel ") + name + ": " +
+        loaded.error = std::string("the communicator's kernel ") +
+                       kCollectiveKernelNames[k] + ": " +
                        d.error(r, "cuModuleGetFunction");
         return;
       }
-      loaded.byName[name] = function;
-    }
   });
   return loaded;
 }
@@ -110,10 +106,6 @@ std::string DeviceCollectives::createGroups(const Plan &plan, uint32_t rank) {
   return "";
 }
 
-std::vector<void *> CollectiveLaunch::args() {
-  return {&pointers, &ranks, &a, allReduce ? static_cast<void *>(&max) : &b};
-}
-
 CollectiveLaunch
 collectiveLaunch(const CollectiveOp &op,
                  const std::vector<CollectiveOperands> &ranks) {
@@ -130,21 +122,21 @@ collectiveLaunch(const CollectiveOp &op,
   switch (op.kind) {
   case CollectiveKind::AllReduceSum:
   case CollectiveKind::AllReduceMax:
-    launch.kernel = bf16 ? "strata_all_reduce_bf16" : "strata_all_reduce_f32";
-    launch.allReduce = true;
+    launch.kernel =
+        bf16 ? CollectiveKernel::AllReduceBf16 : CollectiveKernel::AllReduceF32;
     launch.a = out.elements;
     launch.max = op.kind == CollectiveKind::AllReduceMax ? 1 : 0;
     items = out.elements;
     break;
   case CollectiveKind::ReduceScatter:
-    launch.kernel =
-        bf16 ? "strata_reduce_scatter_bf16" : "strata_reduce_scatter_f32";
+    launch.kernel = bf16 ? CollectiveKernel::ReduceScatterBf16
+                         : CollectiveKernel::ReduceScatterF32;
     launch.a = outer;
     launch.b = part.elements / outer;
     items = part.elements * launch.ranks;
     break;
   case CollectiveKind::AllGather:
-    launch.kernel = "strata_all_gather";
+    launch.kernel = CollectiveKernel::AllGather;
     launch.a = outer;
     launch.b = int64_t(part.bytes) / outer;
     items = int64_t(part.bytes) * launch.ranks * launch.ranks;
@@ -178,8 +170,8 @@ void DeviceCollectives::launch(CUstream stream, const CollectiveOp &op,
           "the device-side communicator cannot run a collective whose "
           "output partly overlaps its input (use --staged-collectives)");
   CollectiveLaunch launch = collectiveLaunch(op, ranks);
-  std::vector<void *> args = launch.args();
-  check(driver().cuLaunchKernel(kernels().byName.at(launch.kernel),
+  std::array<void *, 4> args = launch.args();
+  check(driver().cuLaunchKernel(kernels().functions[int(launch.kernel)],
                                 launch.blocks, 1, 1, 256, 1, 1, 0, stream,
                                 args.data(), nullptr),
         "cuLaunchKernel (a collective)");
@@ -201,9 +193,9 @@ void DeviceCollectives::collective(Stream stream, const CollectiveOp &op,
   hub->meet(
       seat, {in, out, ready},
       [&](const std::vector<CollectiveOperands> &ranks) -> void * {
-        // On the leader's thread: its stream waits for every rank's, runs
-        // the kernel, and marks where every stream may go on.
-        device.bind();
+        // On the last rank to arrive (this thread, its context bound
+        // above): its stream waits for every rank's, runs the kernel, and
+        // marks where every stream may go on.
         for (const CollectiveOperands &rank : ranks)
           check(d.cuStreamWaitEvent(mine, CUevent(rank.ready), 0),
                 "cuStreamWaitEvent");
@@ -213,7 +205,6 @@ void DeviceCollectives::collective(Stream stream, const CollectiveOp &op,
         return done;
       },
       [&](void *done) {
-        device.bind();
         check(d.cuStreamWaitEvent(mine, CUevent(done), 0), "cuStreamWaitEvent");
       },
       // Every stream waits on it already: it may be recorded again.

@@ -17,8 +17,7 @@ ncclDataType_t ncclType(DType dtype) {
 
 NcclCollectives::NcclCollectives(Transport &transport, CudaBackend &device,
                                  std::chrono::milliseconds timeout)
-    : transport(transport), device(device), timeout(timeout),
-      ring(transport, runNow, timeout), me(transport.rank()) {}
+    : RingCollectives(transport, runNow, timeout), device(device) {}
 
 NcclCollectives::~NcclCollectives() {
   // Nothing here may throw: results are ignored on the way out.
@@ -35,7 +34,8 @@ std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
   api = loadNccl(error);
   if (!api)
     return error;
-  if (std::string error = ring.createGroups(plan, rank); !error.empty())
+  if (std::string error = RingCollectives::createGroups(plan, rank);
+      !error.empty())
     return error;
   device.bind();
   if (std::string error = createCommunicators(*api, plan, rank, transport,
@@ -45,7 +45,7 @@ std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
   // Each plan group's communicator (none for one rank), and the line's.
   groupComms.clear();
   for (uint32_t g = 0; g < plan.groups.size(); ++g) {
-    auto it = comms.find(ring.group(g));
+    auto it = comms.find(group(g));
     groupComms.push_back(it == comms.end() ? nullptr : it->second);
   }
   line = pipelineLine(plan, rank);
@@ -100,7 +100,7 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
   device.bind();
   CUstream s = device.streamOf(stream);
   void *scratch = this->scratch[int(stream)];
-  size_t n = ring.group(op.group).size();
+  size_t n = group(op.group).size();
   if (n == 1) { // the ring's result for one rank: its input
     if (in.data != out.data)
       check(driver().cuMemcpyDtoDAsync(devicePointer(out.data),
@@ -113,11 +113,11 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
   ncclDataType_t type = ncclType(in.buffer->dtype);
   auto nccl = [&](ncclResult_t result, const char *call) {
     if (std::string error = api->error(result, call); !error.empty())
-      throw std::runtime_error("rank " + std::to_string(me) + ": " +
-                               collectiveName(op.kind) + " (" + where +
+      throw std::runtime_error("rank " + std::to_string(transport.rank()) +
+                               ": " + collectiveName(op.kind) + " (" + where +
                                "): " + error);
   };
-  const std::string &kind = ring.kindName(op);
+  const std::string &kind = kindName(op);
   switch (op.kind) {
   case CollectiveKind::AllReduceSum:
   case CollectiveKind::AllReduceMax:
@@ -126,7 +126,7 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
              op.kind == CollectiveKind::AllReduceMax ? ncclMax : ncclSum, comm,
              s),
          "ncclAllReduce");
-    bytes.add(kind, 2 * (n - 1) * out.buffer->bytes / n);
+    countBytes(kind, 2 * (n - 1) * out.buffer->bytes / n);
     return;
   case CollectiveKind::AllGather: {
     const Buffer &part = *in.buffer;
@@ -143,7 +143,7 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
                  static_cast<uint8_t *>(scratch) + r * part.bytes, inner, inner,
                  size_t(outer));
     }
-    bytes.add(kind, (n - 1) * part.bytes);
+    countBytes(kind, (n - 1) * part.bytes);
     return;
   }
   case CollectiveKind::ReduceScatter: {
@@ -162,7 +162,7 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
     nccl(api->ncclReduceScatter(source, out.data, size_t(part.elements), type,
                                 ncclSum, comm, s),
          "ncclReduceScatter");
-    bytes.add(kind, (n - 1) * part.bytes);
+    countBytes(kind, (n - 1) * part.bytes);
     return;
   }
   }
@@ -178,7 +178,7 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
   // To itself (virtual stages on one stage): through a buffer the stream
   // allocates, in the order sent.
   for (const Transfer &t : sends)
-    if (t.peer == me) {
+    if (t.peer == transport.rank()) {
       CUdeviceptr copy = 0;
       size_t size = t.buffer.buffer->bytes;
       check(d.cuMemAllocAsync(&copy, size, s), "cuMemAllocAsync");
@@ -187,10 +187,11 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
       toSelf[t.tag].push_back(copy);
     }
   for (const Transfer &t : receives)
-    if (t.peer == me) {
+    if (t.peer == transport.rank()) {
       std::deque<CUdeviceptr> &queue = toSelf[t.tag];
       if (queue.empty())
-        throw std::runtime_error("rank " + std::to_string(me) + ": " + t.where +
+        throw std::runtime_error("rank " + std::to_string(transport.rank()) +
+                                 ": " + t.where +
                                  ": a transfer to itself before it was sent");
       check(d.cuMemcpyDtoDAsync(devicePointer(t.buffer.data), queue.front(),
                                 t.buffer.buffer->bytes, s),
@@ -203,7 +204,7 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
   auto index = [&](int peer) { return int(rankIndex(line, peer)); };
   auto nccl = [&](ncclResult_t result, const char *call) {
     if (std::string error = api->error(result, call); !error.empty())
-      throw std::runtime_error("rank " + std::to_string(me) +
+      throw std::runtime_error("rank " + std::to_string(transport.rank()) +
                                ": a pipeline exchange: " + error);
   };
   // NCCL pairs a pair of ranks' sends and receives in order, without
@@ -218,14 +219,14 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
   ncclResult_t result = ncclSuccess;
   const char *call = "";
   for (const Transfer &t : sends)
-    if (t.peer != me && result == ncclSuccess) {
+    if (t.peer != transport.rank() && result == ncclSuccess) {
       result = api->ncclSend(t.buffer.data, t.buffer.buffer->bytes, ncclUint8,
                              index(t.peer), comm, s);
       call = "ncclSend";
       sent += t.buffer.buffer->bytes;
     }
   for (const Transfer &t : receives)
-    if (t.peer != me && result == ncclSuccess) {
+    if (t.peer != transport.rank() && result == ncclSuccess) {
       result = api->ncclRecv(t.buffer.data, t.buffer.buffer->bytes, ncclUint8,
                              index(t.peer), comm, s);
       call = "ncclRecv";
@@ -235,7 +236,7 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
   nccl(result, call);
   nccl(ended, "ncclGroupEnd");
   if (sent)
-    bytes.add("send over pp", sent);
+    countBytes("send over pp", sent);
 }
 
 } // namespace strata::runtime::cuda

@@ -23,7 +23,10 @@
 
 namespace strata::runtime::cuda {
 
-class NcclCollectives : public Collectives {
+/// The ring's groups, host all-reduce (the logged loss, over the
+/// transport), flush and byte counts as they are; collectives and
+/// exchanges over NCCL.
+class NcclCollectives : public RingCollectives {
 public:
   NcclCollectives(Transport &transport, CudaBackend &device,
                   std::chrono::milliseconds timeout);
@@ -35,25 +38,14 @@ public:
                   Operand out, const std::string &where) override;
   void exchange(Stream stream, std::vector<Transfer> sends,
                 std::vector<Transfer> receives) override;
-  void hostAllReduce(const std::vector<int> &group, float *values, size_t count,
-                     const std::string &what) override {
-    ring.hostAllReduce(group, values, count, what);
-  }
-  void flush() override { ring.flush(); }
-  std::map<std::string, uint64_t> bytesByKind() const override {
-    return bytes.snapshot();
-  }
 
-private: /// Copies `height` rows of `width` bytes between pitched layouts.
+private:
+  /// Copies `height` rows of `width` bytes between pitched layouts.
   void copyRows(CUstream stream, void *to, size_t toPitch, const void *from,
                 size_t fromPitch, size_t width, size_t height);
 
-  Transport &transport;
   CudaBackend &device;
-  std::chrono::milliseconds timeout;
-  RingCollectives ring; // the groups, and the host's all-reduce
   const NcclApi *api = nullptr;
-  int me = 0;
   std::map<std::vector<int>, ncclComm_t> comms; // by set of ranks
   std::vector<ncclComm_t> groupComms;           // per plan group
   std::vector<int> line;                        // the pipeline line
@@ -62,7 +54,6 @@ private: /// Copies `height` rows of `width` bytes between pitched layouts.
   // stream's collective may be in flight while the other's runs.
   void *scratch[kStreams] = {nullptr, nullptr};
   std::map<int, std::deque<CUdeviceptr>> toSelf; // by tag
-  ByteCounts bytes;
 };
 
 } // namespace strata::runtime::cuda
