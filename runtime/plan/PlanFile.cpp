@@ -2,10 +2,7 @@
 #include "runtime/plan/PlanFile.h"
 
 #include <array>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <unistd.h>
 
 namespace strata::plan {
 

@@ -61,8 +61,10 @@ std::string readFile(const std::string &path) {
   return text.str();
 }
 
-} // namespace
-
+/// The unit as the host compiles it: dynamic shared memory declarations
+/// made pointers into the model's buffer, and an entry that unpacks
+/// cuLaunchKernel-style parameters appended; "" in `error` or why the
+/// kernel's signature cannot be read.
 std::string hostUnit(const std::string &source, const std::string &name,
                      std::string &error) {
   static const std::regex dynamicShared(
@@ -107,6 +109,8 @@ std::string hostUnit(const std::string &source, const std::string &name,
   error.clear();
   return unit;
 }
+
+} // namespace
 
 std::shared_ptr<const Kernel> Kernel::build(const std::string &source,
                                             const std::string &name,

@@ -54,13 +54,6 @@ private:
   LaunchFn entry = nullptr;
 };
 
-/// The unit as the host compiles it: dynamic shared memory declarations
-/// made pointers into the model's buffer, and an entry that unpacks
-/// cuLaunchKernel-style parameters appended; "" in `error` or why the
-/// kernel's signature cannot be read.
-std::string hostUnit(const std::string &source, const std::string &name,
-                     std::string &error);
-
 } // namespace strata::runtime::simt
 
 #endif

@@ -27,23 +27,17 @@ std::string SimtBackend::prepare(const Plan &plan, const RankPlan &rank) {
 
 void SimtBackend::runLaunch(const LaunchOp &op,
                             const std::vector<Operand> &operands) {
-  if (op.code < 0 || size_t(op.code) >= kernels.size() ||
-      !kernels[size_t(op.code)]) {
-    CpuBackend::runLaunch(op, operands);
-    return;
-  }
+  // The loader gives every launch of a CUDA plan code and a grid and block
+  // of three dimensions (fused members, which have none, are skipped by
+  // the executor), and prepare() built each: no CPU kernel stands in.
+  const Kernel &kernel = *kernels.at(size_t(op.code));
   cuda::LaunchArgs args;
   args.build(op, operands);
-  auto dims = [](const std::vector<uint32_t> &v) {
-    return std::array<uint32_t, 3>{v.size() > 0 ? v[0] : 1,
-                                   v.size() > 1 ? v[1] : 1,
-                                   v.size() > 2 ? v[2] : 1};
-  };
-  std::string error = kernels[size_t(op.code)]->launch(
-      dims(op.grid), dims(op.block), op.sharedBytes, args.params());
+  std::string error = kernel.launch({op.grid[0], op.grid[1], op.grid[2]},
+                                    {op.block[0], op.block[1], op.block[2]},
+                                    op.sharedBytes, args.params());
   if (!error.empty())
-    throw std::runtime_error("kernel " + kernels[size_t(op.code)]->name() +
-                             ": " + error);
+    throw std::runtime_error("kernel " + kernel.name() + ": " + error);
 }
 
 } // namespace strata::runtime::simt

@@ -25,8 +25,7 @@ public:
   using CpuBackend::CpuBackend;
 
   /// Compiles the code objects the rank's launches run; "" or why not (a
-  /// unit the host compiler refuses). A launch without code (a CPU plan's;
-  /// strata-run refuses those for simt) runs the CPU's kernel.
+  /// unit the host compiler refuses).
   std::string prepare(const Plan &plan, const RankPlan &rank) override;
   bool runsFusedKernels() const override { return true; }
 

@@ -18,8 +18,8 @@
 // performs, and blocks never race with one another here.
 //
 //===----------------------------------------------------------------------===//
-#ifndef STRATA_TEST_SIMT_SIMTRUNTIME_H
-#define STRATA_TEST_SIMT_SIMTRUNTIME_H
+#ifndef STRATA_RUNTIME_SIMT_SIMTRUNTIME_H
+#define STRATA_RUNTIME_SIMT_SIMTRUNTIME_H
 
 #include <math.h>
 #include <stdint.h>

@@ -1,5 +1,4 @@
-//===- SimtTest.cpp - the host's model of a GPU block
-//----------------------===//
+//===- SimtTest.cpp - the host's model of a GPU block ----------*- C++ -*-===//
 //
 // runtime/simt runs generated kernels without a GPU; these check the model
 // itself: barriers and shuffles mean what they mean on a GPU, and what a GPU
