@@ -54,6 +54,26 @@ __device__ __forceinline__ i64 kvAt(i64 b, i64 j, i64 g, i64 d) {
 __device__ __forceinline__ i64 lseAt(i64 b, i64 h, i64 i) {
   return (b * $HEADS + h) * $SEQ + i;
 }
+// The backward's statistics of queries [i0, i0 + 32) of head h: D = dO·O
+// into rowD and the forward's log-sum-exp into rowLse (0 past SEQ); a warp
+// per query, the block's `warps` in turn.
+template <typename T, typename U>
+__device__ void queryTileStats(float *rowD, float *rowLse, const T *dout,
+                               const U *o, const float *lse, i64 b, i64 h,
+                               i64 i0, int warps) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (i64 ii = warp; ii < 32; ii += warps) {
+    i64 i = i0 + ii;
+    float dot = 0.0f;
+    for (i64 d = lane; d < $DIM; d += 32)
+      dot += i < $SEQ ? load(dout, qAt(b, i, h, d)) * load(o, qAt(b, i, h, d)) : 0.0f;
+    dot = warpSum(dot);
+    if (lane == 0) {
+      rowD[ii] = dot;
+      rowLse[ii] = i < $SEQ ? lse[lseAt(b, h, i)] : 0.0f;
+    }
+  }
+}
 )";
 
 bool attentionOnTensorCores(const LaunchDesc &launch) {
@@ -274,17 +294,7 @@ float rowLse = active ? lse[lseAt(b, h, i)] : 0.0f;
         qTile[ii * $PAD + d] = i < $SEQ ? load(q, qAt(b, i, h, d)) : 0.0f;
         dOTile[ii * $PAD + d] = i < $SEQ ? load(dout, qAt(b, i, h, d)) : 0.0f;
       }
-      for (i64 ii = warp; ii < 32; ii += $ROWS) {
-        i64 i = i0 + ii;
-        float dot = 0.0f;
-        for (i64 d = lane; d < $DIM; d += 32)
-          dot += i < $SEQ ? load(dout, qAt(b, i, h, d)) * load(o, qAt(b, i, h, d)) : 0.0f;
-        dot = warpSum(dot);
-        if (lane == 0) {
-          rowD[ii] = dot;
-          rowLse[ii] = i < $SEQ ? lse[lseAt(b, h, i)] : 0.0f;
-        }
-      }
+      queryTileStats(rowD, rowLse, dout, o, lse, b, h, i0, $ROWS);
       __syncthreads();
       if (!active || ($CAUSAL && i0 + 31 < j))
         continue;

@@ -38,6 +38,8 @@ namespace {
 constexpr int64_t kWarps = 4; // warps per block, 16 rows each
 constexpr int64_t kBlockRows = 16 * kWarps;
 constexpr int64_t kTileRows = 32; // rows of a shared tile
+static_assert(kTileRows == 32,
+              "queryTileStats (EmitAttention.cpp) covers a tile of 32 queries");
 
 /// The tensor-core kernels' shape: the head dimension padded to 16 and in
 /// chunks (16 for the products over it, 8 for those that produce it).
@@ -124,50 +126,50 @@ __device__ __forceinline__ void loadTile(unsigned *tile, const bf16 *p,
   }
 }
 
+// s[n] += chunk c of the warp's 16 rows (`aFrag`) · chunk c of the tile's
+// 32 rows (the tile's rows are B's columns).
+__device__ __forceinline__ void chunkTimesTileRows(float s[4][4],
+                                                   const unsigned aFrag[4],
+                                                   const unsigned *tile, int c,
+                                                   int g8, int t4) {
+#pragma unroll
+  for (int n = 0; n < 4; ++n) {
+    const unsigned *row = tile + (n * 8 + g8) * $WORDS + c * 8 + t4;
+    unsigned bFrag[2] = {row[0], row[4]};
+    mmaBf16(s[n], aFrag, bFrag);
+  }
+}
+
 // s[n] = a · tileᵀ: the warp's 16 rows against the tile's 32 rows, summed
-// over the head dimension (the tile's rows are B's columns).
+// over the head dimension.
 __device__ __forceinline__ void timesTileRows(float s[4][4],
                                               const unsigned a[$KCHUNKS][4],
                                               const unsigned *tile, int g8,
                                               int t4) {
 #pragma unroll
-  for (int n = 0; n < 4; ++n) {
+  for (int n = 0; n < 4; ++n)
+    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
-      s[n][r] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < $KCHUNKS; ++c) {
-      const unsigned *row = tile + (n * 8 + g8) * $WORDS + c * 8 + t4;
-      unsigned bFrag[2] = {row[0], row[4]};
-      mmaBf16(s[n], a[c], bFrag);
-    }
-  }
+  for (int c = 0; c < $KCHUNKS; ++c)
+    chunkTimesTileRows(s, a[c], tile, c, g8, t4);
 }
 
-// s[n] as timesTileRows computes it, the warp's 16 rows read from a shared
-// tile (`rows`) a chunk of the head dimension at a time instead of held in
-// registers: for the backward's key rows, whose two accumulators take the
-// registers.
+// The same with the warp's 16 rows read from a shared tile (`rows`) a
+// chunk at a time instead of held in registers: for the backward's key
+// rows, whose two accumulators take the registers.
 __device__ __forceinline__ void tileTimesTileRows(float s[4][4],
                                                   const unsigned *rows,
                                                   const unsigned *tile,
                                                   int g8, int t4) {
 #pragma unroll
   for (int n = 0; n < 4; ++n)
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-      s[n][r] = 0.0f;
+    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
   for (int c = 0; c < $KCHUNKS; ++c) {
     const unsigned *mine = rows + g8 * $WORDS + c * 8 + t4;
     unsigned aFrag[4] = {mine[0], mine[8 * $WORDS], mine[4],
                          mine[8 * $WORDS + 4]};
-#pragma unroll
-    for (int n = 0; n < 4; ++n) {
-      const unsigned *row = tile + (n * 8 + g8) * $WORDS + c * 8 + t4;
-      unsigned bFrag[2] = {row[0], row[4]};
-      mmaBf16(s[n], aFrag, bFrag);
-    }
+    chunkTimesTileRows(s, aFrag, tile, c, g8, t4);
   }
 }
 
@@ -206,12 +208,12 @@ __device__ __forceinline__ float quadMax(float v) {
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
-// The warp's 16 rows of a q- or kv-shaped output (f32 or bf16: the other
-// pointer is null) from the accumulators, times `scale` per row-half; rows
-// past `count` left alone.
-__device__ __forceinline__ void storeRows(float acc[$NCHUNKS][4], float *out32,
-                                          bf16 *out16, bool kvShaped, i64 b,
-                                          i64 first, i64 head, i64 count,
+// The warp's 16 rows of a q- or kv-shaped output from the accumulators,
+// times `scale` per row-half; rows past `count` left alone.
+template <typename T>
+__device__ __forceinline__ void storeRows(float acc[$NCHUNKS][4], T *out,
+                                          bool kvShaped, i64 b, i64 first,
+                                          i64 head, i64 count,
                                           const float scale[2], int g8,
                                           int t4) {
 #pragma unroll
@@ -219,14 +221,9 @@ __device__ __forceinline__ void storeRows(float acc[$NCHUNKS][4], float *out32,
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       i64 row = first + g8 + 8 * (r >> 1), d = n * 8 + 2 * t4 + (r & 1);
-      if (row >= count)
-        continue;
-      i64 at = kvShaped ? kvAt(b, row, head, d) : qAt(b, row, head, d);
-      float value = acc[n][r] * scale[r >> 1];
-      if (out32)
-        out32[at] = value;
-      else
-        out16[at] = toBf16(value);
+      if (row < count)
+        store(out, kvShaped ? kvAt(b, row, head, d) : qAt(b, row, head, d),
+              acc[n][r] * scale[r >> 1]);
     }
 }
 )";
@@ -247,12 +244,6 @@ constexpr const char *kKeyWalk = R"(  i64 lastKey = $KEYS - 1;
       continue;
 )";
 
-/// The pointers storeRows takes for output `name`: one of them null.
-std::string outputs(const View &v, unsigned index, const std::string &name) {
-  return v.op(index).dtype == runtime::DType::BF16 ? "(float *)0, " + name
-                                                   : name + ", (bf16 *)0";
-}
-
 /// The launch bounds' blocks per SM: two blocks of 128 threads leave a
 /// thread the registers the accumulators need.
 constexpr uint32_t kBlocksPerSm = 2;
@@ -269,7 +260,7 @@ std::string emitAttentionFwdMma(const LaunchDesc &launch, KernelCode &code) {
   code.blocksPerSm = kBlocksPerSm;
   code.sharedBytes = 2 * s.tileBytes();
   code.globals = s.apply(std::string(kAttentionIndex) + kHelpers);
-  code.body = s.apply(fill(R"(  extern __shared__ unsigned tiles[];
+  code.body = s.apply(std::string(R"(  extern __shared__ unsigned tiles[];
   unsigned *kTile = tiles, *vTile = tiles + $TILE * $WORDS;
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int g8 = lane >> 2, t4 = lane & 3;
@@ -326,15 +317,14 @@ std::string emitAttentionFwdMma(const LaunchDesc &launch, KernelCode &code) {
     rowSum[x] = quadSum(rowSum[x]);
     inverse[x] = 1.0f / rowSum[x];
   }
-  storeRows(acc, $OUT, false, b, first, h, $SEQ, inverse, g8, t4);
+  storeRows(acc, o, false, b, first, h, $SEQ, inverse, g8, t4);
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
     i64 i = first + g8 + 8 * x;
     if (t4 == 0 && i < $SEQ)
       lse[lseAt(b, h, i)] = rowMax[x] + logf(rowSum[x]);
   }
-)",
-                           {{"OUT", outputs(v, op::o, "o")}}));
+)"));
   return "";
 }
 
@@ -402,7 +392,7 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
       timesTile(acc, ds, kTile, g8, t4);
     }
     const float scale[2] = {$SCALE, $SCALE};
-    storeRows(acc, $DQ, false, b, first, h, $SEQ, scale, g8, t4);
+    storeRows(acc, dq, false, b, first, h, $SEQ, scale, g8, t4);
     return;
   }
   // dK and dV: the warp's 16 key rows against the queries that see them,
@@ -430,17 +420,7 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
       __syncthreads();
       loadTile(tileA, q, false, b, i0, h, $SEQ, $TILE);
       loadTile(tileB, dout, false, b, i0, h, $SEQ, $TILE);
-      for (i64 ii = warp; ii < $TILE; ii += $WARPS) {
-        i64 i = i0 + ii;
-        float dot = 0.0f;
-        for (i64 d = lane; d < $DIM; d += 32)
-          dot += i < $SEQ ? load(dout, qAt(b, i, h, d)) * load(o, qAt(b, i, h, d)) : 0.0f;
-        dot = warpSum(dot);
-        if (lane == 0) {
-          tileD[ii] = dot;
-          tileLse[ii] = i < $SEQ ? lse[lseAt(b, h, i)] : 0.0f;
-        }
-      }
+      queryTileStats(tileD, tileLse, dout, o, lse, b, h, i0, $WARPS);
       __syncthreads();
       if ($CAUSAL && i0 + $TILE - 1 < first)
         continue;
@@ -463,14 +443,11 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
     }
   }
   const float scale[2] = {$SCALE, $SCALE}, one[2] = {1.0f, 1.0f};
-  storeRows(acc, $DK, true, b, first, g, $KEYS, scale, g8, t4);
-  storeRows(acc2, $DV, true, b, first, g, $KEYS, one, g8, t4);
+  storeRows(acc, dk, true, b, first, g, $KEYS, scale, g8, t4);
+  storeRows(acc2, dv, true, b, first, g, $KEYS, one, g8, t4);
 )",
                            {{"QBLOCKS", num(queryBlocks)},
-                            {"WARPS", num(kWarps)},
-                            {"DQ", outputs(v, op::dq, "dq")},
-                            {"DK", outputs(v, op::dk, "dk")},
-                            {"DV", outputs(v, op::dv, "dv")}}));
+                            {"WARPS", num(kWarps)}}));
   return "";
 }
 

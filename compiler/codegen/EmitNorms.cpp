@@ -36,11 +36,14 @@ constexpr const char *kRowStats = R"(    double mean = 0.0;
     double rstd = 1.0 / sqrt(warpSum(var) / (double)$COLS + $EPS);
 )";
 
-/// `prologue`: what runs on each element `i` of a row before its norm (a
-/// fused group's pointwise members); each lane then reads back the
-/// elements it wrote itself.
-std::string normFwd(const LaunchDesc &launch, KernelCode &code, bool layerNorm,
-                    const std::string &prologue = "") {
+} // namespace
+
+// `prologue`: what runs on each element `i` of a row before its norm (a
+// fused group's pointwise members); each lane then reads back the elements
+// it wrote itself.
+std::string emitNormFwdAfter(const LaunchDesc &launch,
+                             const std::string &prologue, KernelCode &code) {
+  bool layerNorm = launch.kernel == runtime::KernelId::LayerNormFwd;
   View v{launch};
   int64_t cols = v.lastDim(LayerNormFwd::op::x);
   int64_t rows = v.count(LayerNormFwd::op::x) / cols;
@@ -73,6 +76,8 @@ $PROLOGUE$STATS    for (i64 c = lane; c < $COLS; c += 32) {
             {"BIAS", layerNorm ? " + load(bias, c)" : ""}});
   return "";
 }
+
+namespace {
 
 std::string normBwd(const LaunchDesc &launch, KernelCode &code,
                     bool layerNorm) {
@@ -163,11 +168,6 @@ std::string emitLayerNormFwd(const LaunchDesc &launch, KernelCode &code) {
 }
 std::string emitRmsNormFwd(const LaunchDesc &launch, KernelCode &code) {
   return emitNormFwdAfter(launch, "", code);
-}
-std::string emitNormFwdAfter(const LaunchDesc &launch,
-                             const std::string &prologue, KernelCode &code) {
-  return normFwd(launch, code, launch.kernel == runtime::KernelId::LayerNormFwd,
-                 prologue);
 }
 std::string emitLayerNormBwd(const LaunchDesc &launch, KernelCode &code) {
   return normBwd(launch, code, true);

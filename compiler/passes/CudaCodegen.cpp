@@ -8,6 +8,7 @@
 #include "compiler/Passes.h"
 #include "compiler/codegen/CudaKernel.h"
 #include "compiler/codegen/Nvrtc.h"
+#include "compiler/passes/FusionRule.h"
 #include "dialects/exec/ExecDialect.h"
 
 #include "mlir/IR/Builders.h"
@@ -107,8 +108,8 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
     });
     if (epilogues.wasInterrupted())
       return signalPassFailure();
-    for (auto old : llvm::make_early_inc_range(module.getOps<exec::CodeOp>()))
-      old.erase();
+    // Code made before (strata-opt may run this pass again) goes first.
+    exec::clearGeneratedCode(module);
     Builder b(module.getContext());
     // Each distinct unit once: its name by the unit's text.
     std::map<std::string, std::string> nameOf;
@@ -129,6 +130,16 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
         FailureOr<SmallVector<exec::LaunchOp>> group = exec::fusedGroup(launch);
         if (failed(group))
           return WalkResult::interrupt();
+        // A group written by hand (or by another tool) keeps the rule
+        // strata-fuse-elementwise groups by, or it would race.
+        if (group->size() > 1)
+          if (std::string error = fusion::checkGroup(*group, buffers);
+              !error.empty()) {
+            launch.emitOpError()
+                << "fuses " << group->size()
+                << " launches that cannot be one kernel: " << error;
+            return WalkResult::interrupt();
+          }
         // A fused kernel's operands by their bytes: two names of the same
         // elements are one value (a register must not go stale).
         std::vector<std::pair<std::optional<exec::BufferPlace>, StringRef>>
@@ -189,8 +200,6 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
         launch.setBlockAttr(dims(code.block));
         if (code.sharedBytes)
           launch.setSharedBytesAttr(b.getI64IntegerAttr(code.sharedBytes));
-        else
-          launch.removeSharedBytesAttr();
         launch.setCodeAttr(b.getStringAttr(it->second));
         return WalkResult::advance();
       });

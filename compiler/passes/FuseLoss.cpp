@@ -14,7 +14,6 @@
 #include "compiler/Passes.h"
 #include "dialects/graph/GraphOps.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
 namespace strata {
@@ -100,17 +99,18 @@ void fuseFromStats(OpBuilder &b, graph::CrossEntropyGradFromStatsOp grad) {
 struct FuseLossPass : strata::impl::FuseLossBase<FuseLossPass> {
   void runOnOperation() override {
     OpBuilder b(&getContext());
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      SmallVector<graph::CrossEntropyGradOp> whole;
-      SmallVector<graph::CrossEntropyGradFromStatsOp> fromStats;
-      func.walk([&](graph::CrossEntropyGradOp op) { whole.push_back(op); });
-      func.walk([&](graph::CrossEntropyGradFromStatsOp op) {
-        fromStats.push_back(op);
-      });
-      for (auto grad : whole)
-        fuseWhole(b, grad);
-      for (auto grad : fromStats)
-        fuseFromStats(b, grad);
+    // Collected first: fusing erases ops a walk would visit.
+    SmallVector<Operation *> grads;
+    getOperation().walk([&](Operation *op) {
+      if (isa<graph::CrossEntropyGradOp, graph::CrossEntropyGradFromStatsOp>(
+              op))
+        grads.push_back(op);
+    });
+    for (Operation *grad : grads) {
+      if (auto whole = dyn_cast<graph::CrossEntropyGradOp>(grad))
+        fuseWhole(b, whole);
+      else
+        fuseFromStats(b, cast<graph::CrossEntropyGradFromStatsOp>(grad));
     }
   }
 };

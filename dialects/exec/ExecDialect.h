@@ -3,6 +3,7 @@
 #define STRATA_DIALECTS_EXEC_EXECDIALECT_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
@@ -52,9 +53,10 @@ LaunchArgument launchArgument(LaunchOp launch, llvm::StringRef name);
 /// with it; failure, said at the op, when the ops after it are not such.
 mlir::FailureOr<llvm::SmallVector<LaunchOp>> fusedGroup(LaunchOp launch);
 
-/// Drops what strata-cuda-codegen set on `launch`: its code, grid, block
-/// and shared bytes.
-void clearGeneratedCode(LaunchOp launch);
+/// Drops everything strata-cuda-codegen made in `module`: its code
+/// objects, its architecture, and each launch's code, grid, block and
+/// shared bytes.
+void clearGeneratedCode(mlir::ModuleOp module);
 
 /// The module attribute naming the CUDA architecture its code is for.
 inline constexpr llvm::StringLiteral kCudaArchAttr = "strata.cuda_arch";

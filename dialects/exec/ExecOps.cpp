@@ -301,11 +301,16 @@ FailureOr<SmallVector<LaunchOp>> strata::exec::fusedGroup(LaunchOp launch) {
   return group;
 }
 
-void strata::exec::clearGeneratedCode(LaunchOp launch) {
-  launch.removeCodeAttr();
-  launch.removeGridAttr();
-  launch.removeBlockAttr();
-  launch.removeSharedBytesAttr();
+void strata::exec::clearGeneratedCode(mlir::ModuleOp module) {
+  module.walk([](LaunchOp launch) {
+    launch.removeCodeAttr();
+    launch.removeGridAttr();
+    launch.removeBlockAttr();
+    launch.removeSharedBytesAttr();
+  });
+  for (auto code : llvm::make_early_inc_range(module.getOps<CodeOp>()))
+    code.erase();
+  module->removeAttr(kCudaArchAttr);
 }
 
 std::optional<BufferPlace>

@@ -35,66 +35,56 @@ static double logSumExp(const float *row, int64_t vocab) {
   return max + std::log(sum);
 }
 
-/// The loss over `tokens` rows of `vocab` logits, `valid` of them real.
-static float crossEntropy(const float *logits, const int32_t *labels,
-                          int64_t tokens, int64_t vocab, int64_t valid) {
+/// Over `tokens` rows of `vocab` logits, `valid` of them real, each row's
+/// log-sum-exp once: the mean loss into `*loss` and the gradient for a
+/// loss gradient `dloss` into `grad`, where given.
+static void crossEntropy(const float *logits, const int32_t *labels,
+                         int64_t tokens, int64_t vocab, int64_t valid,
+                         float *loss, const float *dloss, float *grad) {
   double total = 0;
+  double perToken = grad ? double(*dloss) / double(tokens) : 0.0;
 #pragma omp parallel for reduction(+ : total) if (tokens * vocab > kCheap)
   for (int64_t i = 0; i < tokens; ++i) {
     const float *row = logits + i * vocab;
-    // A label is a token of the plan's vocabulary (the loader checks the
-    // loss covers it); one outside the row reads nothing.
-    int64_t label = labels[i];
-    float target = label >= 0 && label < vocab ? row[label] : 0.0f;
-    total += logSumExp(row, valid) - target;
-  }
-  return static_cast<float>(total / double(tokens));
-}
-
-/// The loss's gradient for a loss gradient `dloss`.
-static void crossEntropyGrad(const float *logits, const int32_t *labels,
-                             float dloss, float *grad, int64_t tokens,
-                             int64_t vocab, int64_t valid) {
-  double perToken = double(dloss) / double(tokens);
-#pragma omp parallel for if (tokens * vocab > kCheap)
-  for (int64_t i = 0; i < tokens; ++i) {
-    const float *row = logits + i * vocab;
     double lse = logSumExp(row, valid);
-    for (int64_t v = 0; v < vocab; ++v) {
+    if (loss) {
+      // A label is a token of the plan's vocabulary (the loader checks the
+      // loss covers it); one outside the row reads nothing.
+      int64_t label = labels[i];
+      total += lse - (label >= 0 && label < vocab ? row[label] : 0.0f);
+    }
+    for (int64_t v = 0; grad && v < vocab; ++v) {
       double p = v < valid ? std::exp(double(row[v]) - lse) : 0.0;
       grad[i * vocab + v] =
           static_cast<float>((p - (v == labels[i] ? 1.0 : 0.0)) * perToken);
     }
   }
+  if (loss)
+    *loss = static_cast<float>(total / double(tokens));
 }
 
 void runCrossEntropyFwd(const KernelArgs &args) {
   using namespace CrossEntropyFwd;
   int64_t vocab = args.shape(op::logits).back();
-  *args.f(op::loss) = crossEntropy(
-      args.f(op::logits), args.ids(op::labels), args.count(op::labels), vocab,
-      validColumns(args.i(attr::vocab_size), vocab));
+  crossEntropy(args.f(op::logits), args.ids(op::labels), args.count(op::labels),
+               vocab, validColumns(args.i(attr::vocab_size), vocab),
+               args.f(op::loss), nullptr, nullptr);
 }
 
 void runCrossEntropyBwd(const KernelArgs &args) {
   using namespace CrossEntropyBwd;
   int64_t vocab = args.shape(op::logits).back();
-  crossEntropyGrad(args.f(op::logits), args.ids(op::labels), *args.f(op::dloss),
-                   args.f(op::dlogits), args.count(op::labels), vocab,
-                   validColumns(args.i(attr::vocab_size), vocab));
+  crossEntropy(args.f(op::logits), args.ids(op::labels), args.count(op::labels),
+               vocab, validColumns(args.i(attr::vocab_size), vocab), nullptr,
+               args.f(op::dloss), args.f(op::dlogits));
 }
 
-// The fused kernel computes what the two compute, in their order: the
-// generated kernel shares the row statistics, the CPU needs no speed here.
 void runCrossEntropyWithGrad(const KernelArgs &args) {
   using namespace CrossEntropyWithGrad;
-  int64_t vocab = args.shape(op::logits).back(),
-          tokens = args.count(op::labels);
-  int64_t valid = validColumns(args.i(attr::vocab_size), vocab);
-  *args.f(op::loss) = crossEntropy(args.f(op::logits), args.ids(op::labels),
-                                   tokens, vocab, valid);
-  crossEntropyGrad(args.f(op::logits), args.ids(op::labels), *args.f(op::dloss),
-                   args.f(op::dlogits), tokens, vocab, valid);
+  int64_t vocab = args.shape(op::logits).back();
+  crossEntropy(args.f(op::logits), args.ids(op::labels), args.count(op::labels),
+               vocab, validColumns(args.i(attr::vocab_size), vocab),
+               args.f(op::loss), args.f(op::dloss), args.f(op::dlogits));
 }
 
 namespace {

@@ -1,7 +1,9 @@
+// What strata-cuda-codegen refuses: exec-level input it would make a
+// wrong kernel of is a compile error, not a plan a GPU would refuse.
+//
 // A gemm whose epilogue cuBLASLt computes differently from the plan's
 // meaning (gelu_bias: its GELU is the tanh form; bias_grad: it overwrites
-// the bias) gets no CUDA kernels: an exec-level input lowered for the CPU
-// is a compile error for the CUDA target, not a plan a GPU would refuse.
+// the bias): exec IR lowered for the CPU.
 // RUN: not strata-opt %s --split-input-file --strata-cuda-codegen 2>&1 | FileCheck %s
 
 // CHECK: error: 'exec.gemm' op epilogue gelu_bias has no cuBLASLt equivalent (its GELU is the tanh form, its bias gradient overwrites): lower for the CUDA target with --strata-lower-to-exec=bias-only-epilogues, as strata-compile --target cuda does
@@ -45,6 +47,43 @@ module {
     exec.buffer @y : tensor<3x2xf32> workspace at 128
     exec.program @main "microbatch" {
       exec.launch "transpose" (@x) -> (@y) args {permutation = array<i64: 0, 7>}
+    }
+  }
+}
+
+// -----
+
+// A `fuses N` group that breaks the rule strata-fuse-elementwise groups
+// by: the add reads, broadcast (a row per thread), bytes the copy writes
+// (@b lies in @y's first row), so one kernel would race.
+// CHECK: error: 'exec.launch' op fuses 2 launches that cannot be one kernel: member 1 ('add') touches bytes that another thread of one kernel would write
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<4x8xf32> workspace at 0
+    exec.buffer @y : tensor<4x8xf32> workspace at 128
+    exec.buffer @b : tensor<8xf32> workspace at 128
+    exec.buffer @z : tensor<4x8xf32> workspace at 256
+    exec.program @main "microbatch" {
+      exec.launch "copy" (@x) -> (@y) args {} fuses 2
+      exec.launch "add" (@x, @b) -> (@z) args {}
+    }
+  }
+}
+
+// -----
+
+// A norm's forward only closes a group: first, it is refused.
+// CHECK: error: 'exec.launch' op fuses 2 launches that cannot be one kernel: member 0 ('layer_norm_fwd'): a norm only closes a group
+module {
+  exec.template stage 0 {
+    exec.buffer @x : tensor<4x8xf32> workspace at 0
+    exec.buffer @w : tensor<8xf32> persistent at 0
+    exec.buffer @bias : tensor<8xf32> persistent at 32
+    exec.buffer @y : tensor<4x8xf32> workspace at 128
+    exec.buffer @z : tensor<4x8xf32> workspace at 256
+    exec.program @main "microbatch" {
+      exec.launch "layer_norm_fwd" (@x, @w, @bias) -> (@y) args {epsilon = 1.000000e-05 : f64} fuses 2
+      exec.launch "copy" (@y) -> (@z) args {}
     }
   }
 }
