@@ -136,9 +136,7 @@ std::string splitGpt2Pieces(std::string_view text,
       ++from;
     return from;
   };
-  auto is = [](CharClass c) {
-    return [c](CharClass k) { return k == c; };
-  };
+  auto is = [](CharClass c) { return [c](CharClass k) { return k == c; }; };
   while (i < n) {
     // 's 't 're 've 'm 'll 'd, in the pattern's order.
     if (cps[i] == '\'') {
@@ -244,9 +242,8 @@ std::string Gpt2Tokenizer::load(const std::string &vocabFile,
   size_t line = text.find('\n'), number = 1;
   if (line == std::string::npos)
     return "'" + mergeFile + "': no merges after the version line";
-  for (size_t start = line + 1, end; (end = text.find('\n', start)) !=
-                                     std::string::npos;
-       start = end + 1) {
+  for (size_t start = line + 1, end;
+       (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
     ++number;
     std::istringstream words(text.substr(start, end - start));
     std::string first, second, extra;

@@ -2,6 +2,7 @@
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/io/WholeFile.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -192,6 +193,17 @@ int64_t IndexedDataset::pointer(uint64_t sequence) const {
 
 int64_t IndexedDataset::documentIndex(uint64_t d) const {
   return get<int64_t>(documentIndices + d * 8);
+}
+
+int64_t IndexedDataset::maxToken() const {
+  const uint8_t *tokens = static_cast<const uint8_t *>(bin.data);
+  size_t width = bytesOf(type), count = bin.bytes / width;
+  int64_t largest = -1;
+  for (size_t i = 0; i < count; ++i)
+    largest = std::max(largest, type == TokenType::UInt16
+                                    ? int64_t(get<uint16_t>(tokens + i * 2))
+                                    : int64_t(get<int32_t>(tokens + i * 4)));
+  return largest;
 }
 
 void IndexedDataset::read(uint64_t sequence, uint64_t start, uint64_t length,

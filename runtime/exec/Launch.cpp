@@ -13,6 +13,7 @@
 #include "runtime/cuda/DeviceCollectives.h"
 #include "runtime/cuda/NcclCollectives.h"
 #include "runtime/cuda/StagedCollectives.h"
+#include "runtime/data/GptDataset.h"
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/Parameters.h"
 #include "runtime/io/Safetensors.h"
@@ -23,6 +24,8 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+
+#include <sys/stat.h>
 
 namespace strata::runtime {
 namespace {
@@ -367,6 +370,54 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
   return 0;
 }
 
+bool exists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+/// The training samples: --data-path's, or synthetic tokens from the seed.
+/// One word naming a file is a text file's bytes; otherwise the words are
+/// Megatron's indexed data (a prefix of .bin and .idx, or weights and
+/// prefixes), split by --split, seeded by --seed.
+std::string openData(const Plan &plan, const TrainOptions &options,
+                     std::unique_ptr<Dataset> &data) {
+  const std::vector<std::string> &words = options.dataPath;
+  if (words.empty()) {
+    data = makeSyntheticDataset(options.seed, plan.vocabSize, plan.seqLength);
+    return "";
+  }
+  if (words.size() == 1 && !exists(words[0] + ".idx") &&
+      !exists(words[0] + ".bin")) {
+    if (!exists(words[0]))
+      return "--data-path '" + words[0] + "': no such file, nor '" + words[0] +
+             ".bin' and '.idx' (Megatron's indexed data)";
+    return makeTextDataset(words[0], plan.vocabSize, plan.seqLength, data);
+  }
+  DataBlend blend;
+  std::array<double, 3> split;
+  if (std::string error = parseDataPath(words, blend); !error.empty())
+    return error;
+  if (std::string error = parseSplit(options.split, split); !error.empty())
+    return error;
+  if (options.seed > UINT32_MAX)
+    return "--seed " + std::to_string(options.seed) +
+           ": Megatron's data shuffle takes a seed below 2^32";
+  // At least one sample, so that the data is checked even when no
+  // iteration runs.
+  uint64_t samples = std::max<uint64_t>(1, uint64_t(options.trainIters) *
+                                               plan.globalBatchSize);
+  std::array<std::unique_ptr<Dataset>, 3> splits;
+  if (std::string error = makeMegatronDatasets(
+          blend, split, plan.seqLength, uint32_t(options.seed), {samples, 0, 0},
+          plan.vocabSize, splits);
+      !error.empty())
+    return error;
+  if (!splits[0])
+    return "--split " + options.split + " leaves no training data";
+  data = std::move(splits[0]);
+  return "";
+}
+
 } // namespace
 
 int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
@@ -379,14 +430,8 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
     if (std::string error = cuda::checkCudaPlan(plan); !error.empty())
       return refuse(errors, error);
   std::unique_ptr<Dataset> data;
-  if (!options.dataPath.empty()) {
-    if (std::string error = makeTextDataset(options.dataPath, plan.vocabSize,
-                                            plan.seqLength, data);
-        !error.empty())
-      return refuse(errors, error);
-  } else {
-    data = makeSyntheticDataset(options.seed, plan.vocabSize, plan.seqLength);
-  }
+  if (std::string error = openData(plan, options, data); !error.empty())
+    return refuse(errors, error);
   if (launcherWorldSize() > 0)
     return trainAsProcess(plan, options, *data, gpu ? &*gpu : nullptr, log,
                           errors);

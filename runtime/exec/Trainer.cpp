@@ -1,6 +1,7 @@
 //===- Trainer.cpp - the training loop ------------------------------------===//
 #include "runtime/exec/Trainer.h"
 #include "runtime/comm/Transport.h"
+#include "runtime/data/GptDataset.h"
 #include "runtime/io/WholeFile.h"
 
 #include <algorithm>
@@ -59,6 +60,9 @@ std::string checkTrainOptions(const TrainOptions &o) {
   if (o.localCollectives && (o.stagedCollectives || o.backend == "cuda"))
     return "--local-collectives runs on the CPU backend (or simt), without "
            "--staged-collectives";
+  std::array<double, 3> split;
+  if (std::string error = parseSplit(o.split, split); !error.empty())
+    return error;
   // Files the run writes at its end: refused now, not after the run.
   for (const std::string *path : {&o.saveParams, &o.tracePath})
     if (!path->empty())

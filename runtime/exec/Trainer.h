@@ -28,7 +28,10 @@ struct TrainOptions {
   std::string lrDecayStyle = "constant"; // constant, linear, cosine
   Hyper hyper;
   int64_t logInterval = 1;
-  std::string dataPath;
+  // --data-path: a text file (its bytes are the tokens), or Megatron's
+  // indexed data, a prefix or weight and prefix pairs; empty: synthetic.
+  std::vector<std::string> dataPath;
+  std::string split = "969,30,1"; // train, valid, test: Megatron's default
   std::string saveParams;
   int threads = 0;
   bool reportMemory = false;

@@ -36,6 +36,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
 from torch_models import MODELS  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
+import megatron_samples  # noqa: E402
+
 LOSS = re.compile(r"iteration\s+(\d+)/.*learning rate: (\S+) .*lm loss: (\S+) .*grad norm: (\S+) \|")
 
 
@@ -54,17 +57,22 @@ def learning_rate(args, iteration):
     return args.min_lr + coefficient * (args.lr - args.min_lr)
 
 
-def batches(data, iteration, args, seq):
-    """Microbatches of iteration (0-based) as strata's text dataset cuts them."""
+def text_sample(data, seq):
+    """Sample i of a text file, as strata's text dataset cuts it."""
     starts = len(data) - seq
+    return lambda index: list(data[(index * seq) % starts:][:seq + 1])
+
+
+def batches(sample, iteration, args):
+    """Microbatches of iteration (0-based): sample(i) is the seq + 1 tokens of
+    sample i."""
     m = args.global_batch_size // args.micro_batch_size
     for mb in range(m):
         tokens, labels = [], []
         for i in range(args.micro_batch_size):
-            index = iteration * args.global_batch_size + mb * args.micro_batch_size + i
-            start = (index * seq) % starts
-            tokens.append(list(data[start:start + seq]))
-            labels.append(list(data[start + 1:start + seq + 1]))
+            text = sample(iteration * args.global_batch_size + mb * args.micro_batch_size + i)
+            tokens.append(text[:-1])
+            labels.append(text[1:])
         yield torch.tensor(tokens, dtype=torch.long), torch.tensor(labels, dtype=torch.long)
 
 
@@ -88,8 +96,13 @@ def train_torch(args, initial, dtype):
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}],
                                   lr=args.lr, betas=(0.9, 0.999), eps=args.adam_eps)
-    with open(args.data, "rb") as f:
-        data = f.read()
+    if args.data_prefix:
+        # Megatron's GPT samples, from the independent reference.
+        sample = megatron_samples.dataset(args.data_prefix, args.split, model.seq, args.seed,
+                                          args.train_iters * args.global_batch_size).__getitem__
+    else:
+        with open(args.data, "rb") as f:
+            sample = text_sample(f.read(), model.seq)
     m = args.global_batch_size // args.micro_batch_size
     losses, norms = [], []
     for iteration in range(1, args.train_iters + 1):
@@ -97,7 +110,7 @@ def train_torch(args, initial, dtype):
             group["lr"] = learning_rate(args, iteration)
         optimizer.zero_grad()
         total = 0.0
-        for tokens, labels in batches(data, iteration - 1, args, model.seq):
+        for tokens, labels in batches(sample, iteration - 1, args):
             loss = model(tokens, labels)
             (loss / m).backward()
             total += loss.item()
@@ -135,6 +148,8 @@ def main():
     p.add_argument("--clip-grad", type=float, default=1.0)
     p.add_argument("--tolerance", type=float, default=1e-5)
     p.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
+    p.add_argument("--data-prefix", nargs="+", help="Megatron's indexed data, [weight] prefix...")
+    p.add_argument("--split", default="969,30,1")
     args = p.parse_args()
 
     torch.manual_seed(0)
@@ -149,7 +164,7 @@ def main():
               "--lr-warmup-iters", str(args.lr_warmup_iters), "--lr-decay-style", args.lr_decay_style,
               "--lr-decay-iters", str(args.lr_decay_iters), "--adam-eps", str(args.adam_eps),
               "--weight-decay", str(args.weight_decay), "--clip-grad", str(args.clip_grad),
-              "--data-path", args.data]
+              "--data-path"] + (args.data_prefix or [args.data]) + ["--split", args.split]
     initial = os.path.join(work, "initial.safetensors")
     final = os.path.join(work, "final.safetensors")
     run(["strata-run", plan, "--train-iters", "0", "--save-params", initial] + common)

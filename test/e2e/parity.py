@@ -107,8 +107,8 @@ def train(args, work, name, layout, mpi=False, run_flags=None):
     cmd = [args.strata_run, plan, "--train-iters", str(args.train_iters), "--seed", str(args.seed),
            "--lr", str(args.lr), "--clip-grad", "1.0", "--save-params", params,
            "--adam-eps", str(args.adam_eps)] + (args.run_flag if run_flags is None else run_flags)
-    if args.data:  # else synthetic tokens from the seed
-        cmd += ["--data-path", args.data]
+    if args.data and args.data != [""]:  # else synthetic tokens from the seed
+        cmd += ["--data-path"] + args.data
     env = None
     if mpi:
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -206,8 +206,9 @@ def main():
                         "--baseline-run-flag=cpu)")
     p.add_argument("--compile-flag", action="append", default=[],
                    help="a flag for strata-compile (repeatable)")
-    p.add_argument("--data-path", dest="data", default="/usr/share/common-licenses/GPL-3",
-                   help="a text to train on ('' for synthetic tokens)")
+    p.add_argument("--data-path", dest="data", nargs="+", default=["/usr/share/common-licenses/GPL-3"],
+                   help="a text to train on, or Megatron's indexed data ([weight] prefix...); "
+                   "'' for synthetic tokens")
     args = p.parse_args()
     if args.print_load:
         args.run_flag.append("--report-load")

