@@ -15,6 +15,7 @@
 #include "runtime/cuda/StagedCollectives.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/exec/Checkpoint.h"
+#include "runtime/exec/CheckpointStore.h"
 #include "runtime/exec/Parameters.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/io/Trace.h"
@@ -243,9 +244,23 @@ void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
     die(errors, error, /*mpi=*/true);
 }
 
+/// The rank's parameters and moments from a loaded checkpoint, its loop
+/// going on after the checkpoint's iteration.
+void resume(LocalRank &rank, const LoadedCheckpoint *checkpoint) {
+  if (!checkpoint)
+    return;
+  if (std::string error = restoreShards(rank.executor, checkpoint->params);
+      !error.empty())
+    throw std::runtime_error(
+        "rank " + std::to_string(rank.executor.rankPlan().rank) +
+        ": loading '" + checkpoint->directory + "': " + error);
+  rank.loop.resumeAfter(checkpoint->iteration);
+}
+
 /// One process, one rank, under an MPI launcher.
 int trainAsProcess(const Plan &plan, const TrainOptions &options,
-                   const Dataset &data, const cuda::Gpu *gpu, std::ostream &log,
+                   const Dataset &data, const LoadedCheckpoint *checkpoint,
+                   const cuda::Gpu *gpu, std::ostream &log,
                    std::ostream &errors) {
   if (options.localCollectives)
     return refuse(errors, "--local-collectives is for ranks as threads of "
@@ -281,6 +296,7 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
     rank.executor.enableProfile();
   try {
     initializeParameters(rank.executor, options.seed);
+    resume(rank, checkpoint);
     rank.loop.run(me == loggingRank(plan) ? &log : nullptr);
     rank.collectives->flush();
     rank.loop.printReports(log);
@@ -297,7 +313,8 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
 
 /// Every rank a thread of this process.
 int trainAsThreads(const Plan &plan, const TrainOptions &options,
-                   const Dataset &data, const cuda::Gpu *gpu, std::ostream &log,
+                   const Dataset &data, const LoadedCheckpoint *checkpoint,
+                   const cuda::Gpu *gpu, std::ostream &log,
                    std::ostream &errors) {
   int world = int(plan.world());
   if (options.ranks != 0 && options.ranks != world)
@@ -341,6 +358,7 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
       LocalRank &rank = *ranks[r];
       try {
         initializeParameters(rank.executor, options.seed);
+        resume(rank, checkpoint);
         rank.loop.run(uint32_t(r) == loggingRank(plan) ? &log : nullptr);
       } catch (const std::exception &error) {
         die(errors, error.what());
@@ -432,11 +450,33 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
   std::unique_ptr<Dataset> data;
   if (std::string error = openData(plan, options, data); !error.empty())
     return refuse(errors, error);
+  // A checkpoint is read once a process, its ranks each taking their shards.
+  std::optional<LoadedCheckpoint> checkpoint;
+  if (!options.load.empty()) {
+    bool found = false;
+    if (std::string error = readCheckpoint(options.load, plan, options.seed,
+                                           checkpoint.emplace(), found);
+        !error.empty())
+      return refuse(errors, error);
+    if (!found) {
+      checkpoint.reset();
+      if (launcherRank() <= 0)
+        log << "no checkpoint in " << options.load
+            << " (no latest_checkpointed_iteration.txt): training from "
+               "iteration 0\n";
+    } else if (launcherRank() <= 0) {
+      log << "loaded checkpoint " << checkpoint->directory << ": iteration "
+          << checkpoint->iteration << ", saved by " << checkpoint->savedRanks
+          << " ranks (" << checkpoint->savedLayout << "), resharded to "
+          << plan.world() << "\n";
+    }
+  }
+  const LoadedCheckpoint *loaded = checkpoint ? &*checkpoint : nullptr;
   if (launcherWorldSize() > 0)
-    return trainAsProcess(plan, options, *data, gpu ? &*gpu : nullptr, log,
-                          errors);
-  return trainAsThreads(plan, options, *data, gpu ? &*gpu : nullptr, log,
-                        errors);
+    return trainAsProcess(plan, options, *data, loaded, gpu ? &*gpu : nullptr,
+                          log, errors);
+  return trainAsThreads(plan, options, *data, loaded, gpu ? &*gpu : nullptr,
+                        log, errors);
 }
 
 } // namespace strata::runtime

@@ -2,6 +2,7 @@
 #include "runtime/exec/Trainer.h"
 #include "runtime/comm/Transport.h"
 #include "runtime/data/GptDataset.h"
+#include "runtime/exec/CheckpointStore.h"
 #include "runtime/io/WholeFile.h"
 
 #include <algorithm>
@@ -9,6 +10,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <stdexcept>
+
+#include <sys/stat.h>
 
 namespace strata::runtime {
 
@@ -49,6 +53,15 @@ std::string checkTrainOptions(const TrainOptions &o) {
     return "--weight-decay must be >= 0";
   if (!(h.clipGrad >= 0))
     return "--clip-grad must be >= 0 (0: no clipping)";
+  if (o.saveInterval < 0 || o.exitInterval < 0)
+    return "--save-interval and --exit-interval must be >= 0";
+  if (o.saveInterval > 0 && o.save.empty())
+    return "--save-interval needs --save DIR";
+  for (const std::string *dir : {&o.save, &o.load}) {
+    struct stat st;
+    if (!dir->empty() && ::stat(dir->c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+      return "'" + *dir + "' is not a directory (--save and --load take one)";
+  }
   if (o.logInterval < 1)
     return "--log-interval must be >= 1";
   if (o.ranks < 0)
@@ -129,7 +142,8 @@ bool TrainingLoop::run(std::ostream *log) {
   for (uint32_t d = 0; d < plan.dataParallel; ++d)
     dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
   bool lastStage = coords[2] + 1 == plan.pipelineParallel;
-  for (int64_t iteration = 1; iteration <= options.trainIters; ++iteration) {
+  for (int64_t iteration = firstIteration; iteration <= options.trainIters;
+       ++iteration) {
     if (int(rank.rank) == options.failRank &&
         iteration == options.failAtIteration) {
       if (launcherWorldSize() > 0)
@@ -180,6 +194,32 @@ bool TrainingLoop::run(std::ostream *log) {
       lossSum = 0;
       lossCount = 0;
       elapsedMs = 0;
+    }
+    bool due =
+        options.saveInterval > 0 && iteration % options.saveInterval == 0;
+    bool exit =
+        options.exitInterval > 0 && iteration % options.exitInterval == 0;
+    if (!options.save.empty() &&
+        (due || exit || iteration == options.trainIters)) {
+      executor.device().synchronize();
+      auto began = std::chrono::steady_clock::now();
+      if (std::string error =
+              saveCheckpoint(executor, options.save, iteration, options.seed);
+          !error.empty())
+        throw std::runtime_error(error);
+      if (log)
+        *log << "saved checkpoint of iteration " << iteration << " to "
+             << checkpointDirectory(options.save, iteration) << " in "
+             << int64_t(std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - began)
+                            .count() *
+                        1e3)
+             << " ms\n";
+    }
+    if (exit && iteration < options.trainIters) {
+      if (log)
+        *log << "exiting program at iteration " << iteration << "\n";
+      break;
     }
   }
   executor.device().synchronize();

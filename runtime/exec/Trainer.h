@@ -33,6 +33,13 @@ struct TrainOptions {
   std::vector<std::string> dataPath;
   std::string split = "969,30,1"; // train, valid, test: Megatron's default
   std::string saveParams;
+  // Checkpoints (CheckpointStore.h): saved under `save` every
+  // `saveInterval` iterations and at the end; loaded from `load`.
+  std::string save, load;
+  int64_t saveInterval = 0;
+  // Megatron's --exit-interval: stop (saving first) after an iteration
+  // this divides, the schedule still that of --train-iters.
+  int64_t exitInterval = 0;
   int threads = 0;
   bool reportMemory = false;
   bool reportComm = false; // bytes sent and time exposed per iteration
@@ -83,6 +90,9 @@ public:
   /// stopped early (fault injection).
   bool run(std::ostream *log);
 
+  /// Goes on after iteration `iteration` (a loaded checkpoint's).
+  void resumeAfter(int64_t iteration) { firstIteration = iteration + 1; }
+
   /// --profile, --report-comm and --report-memory, as asked.
   void printReports(std::ostream &log);
 
@@ -99,7 +109,7 @@ private:
   const RankPlan &rank;
   std::array<uint32_t, 3> coords{};    // this rank's tp, dp, pp
   std::vector<int32_t> tokens, labels; // host staging for one microbatch
-  int64_t iterationsRun = 0;
+  int64_t iterationsRun = 0, firstIteration = 1;
   double iterationSeconds = 0;
 };
 

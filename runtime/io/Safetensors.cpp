@@ -4,20 +4,51 @@
 #include "runtime/io/WholeFile.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
 namespace strata::runtime {
 
-std::string writeSafetensors(const std::string &path,
-                             const std::map<std::string, HostTensor> &tensors) {
+namespace {
+
+/// `text` as a JSON string.
+std::string quoted(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\u%04x", c);
+      out += escape;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+} // namespace
+
+std::string
+writeSafetensors(const std::string &path,
+                 const std::map<std::string, HostTensor> &tensors,
+                 const std::map<std::string, std::string> &metadata) {
   std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    for (const auto &[key, value] : metadata)
+      header +=
+          (header.back() == '{' ? "" : ",") + quoted(key) + ":" + quoted(value);
+    header += "}";
+  }
   uint64_t offset = 0;
   for (const auto &[name, tensor] : tensors) {
     uint64_t bytes = tensor.values.size() * sizeof(float);
-    header += (header.size() > 1 ? "," : "") + std::string("\"") + name +
-              "\":{\"dtype\":\"F32\",\"shape\":[";
+    header += (header.size() > 1 ? "," : "") + quoted(name) +
+              ":{\"dtype\":\"F32\",\"shape\":[";
     for (size_t d = 0; d < tensor.shape.size(); ++d)
       header += (d ? "," : "") + std::to_string(tensor.shape[d]);
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
@@ -43,10 +74,12 @@ std::string writeSafetensors(const std::string &path,
 namespace {
 
 /// A safetensors header: {"name": {"dtype": "F32", "shape": [...],
-/// "data_offsets": [begin, end]}, ...}, "__metadata__" skipped.
+/// "data_offsets": [begin, end]}, ...}, and "__metadata__", an object of
+/// strings, read into `metadata` or skipped.
 bool parseHeader(const std::string &header,
                  std::map<std::string, HostTensor> &tensors,
-                 std::map<std::string, std::pair<uint64_t, uint64_t>> &ranges) {
+                 std::map<std::string, std::pair<uint64_t, uint64_t>> &ranges,
+                 std::map<std::string, std::string> *metadata) {
   JsonReader r(header);
   auto integers = [&](std::vector<int64_t> &out) {
     if (!r.eat('['))
@@ -68,8 +101,23 @@ bool parseHeader(const std::string &header,
       std::string name;
       if (!r.string(name) || !r.eat(':'))
         return false;
-      if (name == "__metadata__") {
+      if (name == "__metadata__" && !metadata) {
         if (!r.skipValue())
+          return false;
+        continue;
+      }
+      if (name == "__metadata__") {
+        if (!r.eat('{'))
+          return false;
+        if (r.eat('}'))
+          continue;
+        do {
+          std::string key, value;
+          if (!r.string(key) || !r.eat(':') || !r.string(value))
+            return false;
+          (*metadata)[key] = value;
+        } while (r.eat(','));
+        if (!r.eat('}'))
           return false;
         continue;
       }
@@ -103,7 +151,8 @@ bool parseHeader(const std::string &header,
 } // namespace
 
 std::string readSafetensors(const std::string &path,
-                            std::map<std::string, HostTensor> &tensors) {
+                            std::map<std::string, HostTensor> &tensors,
+                            std::map<std::string, std::string> *metadata) {
   std::ifstream file(path, std::ios::binary);
   if (!file)
     return "cannot open '" + path + "': " + std::strerror(errno);
@@ -118,7 +167,7 @@ std::string readSafetensors(const std::string &path,
     return "'" + path + "' has a header longer than the file";
   std::string header(bytes.begin() + 8, bytes.begin() + 8 + length);
   std::map<std::string, std::pair<uint64_t, uint64_t>> ranges;
-  if (!parseHeader(header, tensors, ranges))
+  if (!parseHeader(header, tensors, ranges, metadata))
     return "'" + path + "' has a header strata cannot read (only F32 tensors)";
   uint64_t dataSize = bytes.size() - 8 - length;
   for (auto &[name, tensor] : tensors) {

@@ -20,13 +20,19 @@ struct HostTensor {
   std::vector<float> values;
 };
 
-/// Writes f32 tensors; returns "" or the error.
-std::string writeSafetensors(const std::string &path,
-                             const std::map<std::string, HostTensor> &tensors);
+/// Writes f32 tensors, and `metadata` as the header's __metadata__;
+/// returns "" or the error.
+std::string
+writeSafetensors(const std::string &path,
+                 const std::map<std::string, HostTensor> &tensors,
+                 const std::map<std::string, std::string> &metadata = {});
 
-/// Reads the f32 tensors of a file; returns "" or the error.
-std::string readSafetensors(const std::string &path,
-                            std::map<std::string, HostTensor> &tensors);
+/// Reads the f32 tensors of a file, and its __metadata__ if asked;
+/// returns "" or the error.
+std::string
+readSafetensors(const std::string &path,
+                std::map<std::string, HostTensor> &tensors,
+                std::map<std::string, std::string> *metadata = nullptr);
 
 } // namespace strata::runtime
 

@@ -837,23 +837,29 @@ private:
 
 namespace {
 
-/// The fp32 masters of each parameter: where the optimizer's adamw launch
-/// (its windows and the rank's part) keeps the elements of the parameter
-/// region this rank owns.
-std::string placeMasters(RankPlan &rank) {
+/// The optimizer state of each parameter: where the optimizer's adamw
+/// launch (its windows and the rank's part) keeps the moments, and the fp32
+/// masters if it has them, of the parameter elements this rank owns.
+std::string placeOptimizerState(RankPlan &rank) {
   using namespace kernels;
   const LaunchOp *adam = nullptr;
   for (const Program &program : rank.programs)
     for (const Instruction &instruction : program.instructions)
       if (const LaunchOp *l = instruction.launch();
-          l && l->kernel == KernelId::AdamW &&
-          l->operands[AdamW::op::master] != kNoBuffer) {
+          l && l->kernel == KernelId::AdamW) {
         if (adam)
-          return "two adamw launches keep masters";
+          return "two adamw launches keep optimizer state";
         adam = l;
       }
+  for (Param &param : rank.params) {
+    param.masters.clear();
+    param.state.clear();
+  }
+  rank.expAvg = rank.expAvgSq = kNoBuffer;
   if (!adam)
     return "";
+  rank.expAvg = adam->operands[AdamW::op::exp_avg];
+  rank.expAvgSq = adam->operands[AdamW::op::exp_avg_sq];
   uint32_t masterIndex = adam->operands[AdamW::op::master];
   const Buffer &region = rank.buffers[adam->operands[AdamW::op::params]];
   uint64_t element = dtypeBytes(region.dtype);
@@ -877,13 +883,16 @@ std::string placeMasters(RankPlan &rank) {
     if (ranges[2 * i] < ranges[2 * i - 2] + ranges[2 * i - 1])
       return "parameters '" + rank.params[order[i - 1].second].name +
              "' and '" + rank.params[order[i].second].name + "' overlap";
-  forEachOwned(ranges, 2, adam->attrs[AdamW::attr::windows].list,
-               adam->attrs[AdamW::attr::part].i,
-               [&](int64_t begin, int64_t length, int64_t state, size_t i) {
-                 auto [paramBegin, p] = order[i];
-                 rank.params[p].masters.push_back(
-                     {masterIndex, state, begin - paramBegin, length});
-               });
+  forEachOwned(
+      ranges, 2, adam->attrs[AdamW::attr::windows].list,
+      adam->attrs[AdamW::attr::part].i,
+      [&](int64_t begin, int64_t length, int64_t state, size_t i) {
+        auto [paramBegin, p] = order[i];
+        rank.params[p].state.push_back({state, begin - paramBegin, length});
+        if (masterIndex != kNoBuffer)
+          rank.params[p].masters.push_back(
+              {masterIndex, state, begin - paramBegin, length});
+      });
   return "";
 }
 
@@ -1033,7 +1042,7 @@ std::string resolveRank(const Plan &plan, uint32_t rank, RankPlan &out) {
   out.rank = rank;
   std::string error = resolveParts(plan, rank, stage, out, nullptr);
   if (error.empty())
-    error = placeMasters(out);
+    error = placeOptimizerState(out);
   return error.empty() ? "" : "rank " + std::to_string(rank) + ": " + error;
 }
 
@@ -1064,13 +1073,10 @@ std::string checkEveryRank(const Plan &plan) {
         first = false;
       } else {
         error = resolveParts(plan, r, stage, rank, &d);
-        // Masters follow the moved buffers and the adamw launch's part,
-        // both resolved again above.
-        if (error.empty() && d.masters) {
-          for (Param &param : rank.params)
-            param.masters.clear();
-          error = placeMasters(rank);
-        }
+        // Masters and moments follow the moved buffers and the adamw
+        // launch's part, both resolved again above.
+        if (error.empty() && d.masters)
+          error = placeOptimizerState(rank);
         if (!error.empty())
           error = "rank " + std::to_string(r) + ": " + error;
       }

@@ -188,6 +188,14 @@ struct MasterSegment {
   int64_t bufferBegin = 0, begin = 0, length = 0;
 };
 
+/// Optimizer state a rank keeps for a parameter: its local elements
+/// [begin, begin + length) have their Adam moments (and master) at
+/// `state` onwards in the adamw launch's exp_avg and exp_avg_sq (and
+/// master) buffers.
+struct StateSegment {
+  int64_t state = 0, begin = 0, length = 0;
+};
+
 struct Param {
   std::string name;
   uint32_t value = 0, grad = 0;
@@ -201,6 +209,7 @@ struct Param {
   // and its masters (from the optimizer's adamw launch).
   std::vector<int64_t> shardOffset;
   std::vector<MasterSegment> masters;
+  std::vector<StateSegment> state; // empty on a rank without an optimizer
 };
 
 /// Calls fn(e, global, padding) for each element e (row-major) of a rank's
@@ -263,6 +272,8 @@ struct RankPlan {
   std::vector<Param> params;
   std::vector<Io> io;
   std::vector<Step> schedule;
+  // Resolved: the adamw launch's moment buffers (kNoBuffer without one).
+  uint32_t expAvg = kNoBuffer, expAvgSq = kNoBuffer;
 
   /// The buffer index of an io entry, or -1.
   int ioBuffer(const std::string &name) const {

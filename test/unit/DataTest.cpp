@@ -149,6 +149,15 @@ TEST(Safetensors, WrittenAndReadBack) {
   EXPECT_EQ(read["a.weight"].shape, written["a.weight"].shape);
   EXPECT_EQ(read["a.weight"].values, written["a.weight"].values);
   EXPECT_EQ(read["b"].values, written["b"].values);
+  // Metadata, with characters JSON escapes, comes back when asked.
+  std::map<std::string, std::string> metadata = {
+      {"a.weight", "global 2 2 3 offset 2 0 0"}, {"q\"b\\", "x\ty\n"}};
+  ASSERT_EQ(writeSafetensors(path, written, metadata), "");
+  std::map<std::string, std::string> back;
+  read.clear();
+  ASSERT_EQ(readSafetensors(path, read, &back), "");
+  EXPECT_EQ(back, metadata);
+  EXPECT_EQ(read["a.weight"].values, written["a.weight"].values);
 }
 
 TEST(Safetensors, MetadataIsSkippedAndOtherDtypesRefused) {

@@ -45,6 +45,14 @@ const char *kUsage =
     "                            (969,30,1)\n"
     "  --save-params FILE        write the parameters (safetensors) at\n"
     "                            the end\n"
+    "  --save DIR                checkpoints (parameters, Adam moments,\n"
+    "                            data position) every --save-interval N\n"
+    "                            iterations and at the end\n"
+    "  --load DIR                go on from DIR's latest checkpoint, in\n"
+    "                            any layout (none there: from the start)\n"
+    "  --exit-interval N         stop after an iteration N divides (saving\n"
+    "                            first with --save), the learning-rate\n"
+    "                            schedule still --train-iters'\n"
     "  --log-interval N          iterations per log line (1)\n"
     "  --backend cpu|cuda|simt   where the ranks run (cpu; cuda loads the\n"
     "                            NVIDIA driver, and only then; simt, for\n"
@@ -181,6 +189,10 @@ int main(int argc, char **argv) {
       {"--split", text(options.split)},
       {"--backend", text(options.backend)},
       {"--save-params", text(options.saveParams)},
+      {"--save", text(options.save)},
+      {"--load", text(options.load)},
+      {"--save-interval", integer(options.saveInterval)},
+      {"--exit-interval", integer(options.exitInterval)},
       {"--trace", text(options.tracePath)},
       {"--log-interval", integer(options.logInterval)},
       {"--threads", integer(threads)},

@@ -1,0 +1,275 @@
+//===- CheckpointStore.cpp - checkpoints on disk, whole or not at all -----===//
+#include "runtime/exec/CheckpointStore.h"
+#include "runtime/io/JsonReader.h"
+#include "runtime/io/WholeFile.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace strata::runtime {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char *kMarker = "latest_checkpointed_iteration.txt";
+constexpr const char *kFormat = "strata checkpoint";
+constexpr int64_t kVersion = 1;
+
+std::string rankFile(const std::string &directory, uint32_t rank) {
+  char name[64];
+  std::snprintf(name, sizeof name, "/rank_%05u.safetensors", rank);
+  return directory + name;
+}
+
+/// FNV-1a over the tensors' names and bytes, in the file's order.
+std::string checksum(const std::map<std::string, HostTensor> &tensors) {
+  uint64_t hash = 1469598103934665603ull;
+  auto mix = [&](const void *data, size_t bytes) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    for (size_t i = 0; i < bytes; ++i)
+      hash = (hash ^ p[i]) * 1099511628211ull;
+  };
+  for (const auto &[name, tensor] : tensors) {
+    mix(name.data(), name.size());
+    mix(tensor.values.data(), tensor.values.size() * 4);
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%016llx", (unsigned long long)hash);
+  return text;
+}
+
+std::string layoutOf(const Plan &plan) {
+  return "t" + std::to_string(plan.tensorParallel) + " d" +
+         std::to_string(plan.dataParallel) + " p" +
+         std::to_string(plan.pipelineParallel) +
+         (plan.pipelineSchedule.empty() ? "" : " " + plan.pipelineSchedule);
+}
+
+/// Makes the directory's entries durable (a rename inside it).
+void syncDirectory(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+/// Rank 0's part: metadata, the rename into place, then the marker.
+std::string publish(const Plan &plan, const std::string &root,
+                    const std::string &temp, const std::string &directory,
+                    int64_t iteration, uint64_t seed) {
+  auto quote = [](const std::string &text) {
+    std::string out = "\"";
+    for (char c : text)
+      out +=
+          (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    return out + "\"";
+  };
+  std::string json =
+      "{\n  \"format\": \"" + std::string(kFormat) +
+      "\",\n  \"version\": " + std::to_string(kVersion) +
+      ",\n  \"model\": " + quote(plan.model) +
+      ",\n  \"iteration\": " + std::to_string(iteration) +
+      ",\n  \"consumed_samples\": " +
+      std::to_string(uint64_t(iteration) * plan.globalBatchSize) +
+      ",\n  \"global_batch_size\": " + std::to_string(plan.globalBatchSize) +
+      ",\n  \"seed\": " + std::to_string(seed) +
+      ",\n  \"ranks\": " + std::to_string(plan.world()) +
+      ",\n  \"layout\": " + quote(layoutOf(plan)) + "\n}\n";
+  if (std::string error = writeFileWhole(temp + "/metadata.json", json);
+      !error.empty())
+    return error;
+  syncDirectory(temp);
+  std::error_code ec;
+  // A checkpoint of the same iteration (a run resumed before it) is
+  // replaced: moved aside, never removed before its successor is there.
+  std::string old = directory + ".old";
+  fs::remove_all(old, ec);
+  if (fs::exists(directory, ec)) {
+    fs::rename(directory, old, ec);
+    if (ec)
+      return "cannot move the old '" + directory + "' aside: " + ec.message();
+  }
+  fs::rename(temp, directory, ec);
+  if (ec)
+    return "cannot rename '" + temp + "' to '" + directory +
+           "': " + ec.message();
+  syncDirectory(root);
+  if (std::string error = writeFileWhole(root + "/" + kMarker,
+                                         std::to_string(iteration) + "\n");
+      !error.empty())
+    return error;
+  fs::remove_all(old, ec);
+  return "";
+}
+
+} // namespace
+
+std::string checkpointDirectory(const std::string &root, int64_t iteration) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/iter_%07lld", (long long)iteration);
+  return root + name;
+}
+
+std::string saveCheckpoint(Executor &executor, const std::string &root,
+                           int64_t iteration, uint64_t seed) {
+  const Plan &plan = executor.plan();
+  uint32_t me = executor.rankPlan().rank;
+  std::vector<int> everyone;
+  for (uint32_t r = 0; r < plan.world(); ++r)
+    everyone.push_back(int(r));
+  // Every rank learns whether any failed, so that none goes on alone.
+  auto agree = [&](const std::string &error, const char *step) {
+    float failed = error.empty() ? 0.0f : 1.0f;
+    executor.communication().hostAllReduce(
+        everyone, &failed, 1,
+        "saving the checkpoint of iteration " + std::to_string(iteration) +
+            " (" + step + ")");
+    return failed == 0.0f;
+  };
+  std::string directory = checkpointDirectory(root, iteration);
+  std::string temp = directory + ".tmp";
+  std::string error;
+  if (me == 0) {
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    if (!ec)
+      fs::remove_all(temp, ec); // a save that did not finish
+    if (!ec)
+      fs::create_directory(temp, ec);
+    if (ec)
+      error = "cannot make '" + temp + "': " + ec.message();
+  }
+  if (!agree(error, "preparing"))
+    return error.empty() ? "rank 0 could not prepare '" + temp + "'" : error;
+  RankShards shards = shardsOf(executor);
+  shards.metadata["strata.checksum"] = checksum(shards.tensors);
+  shards.metadata["strata.rank"] = std::to_string(me);
+  error = writeSafetensors(rankFile(temp, me), shards.tensors, shards.metadata);
+  if (!agree(error, "writing the shards"))
+    return error.empty() ? "another rank could not write its shards" : error;
+  if (me == 0)
+    error = publish(plan, root, temp, directory, iteration, seed);
+  if (!agree(error, "publishing"))
+    return error.empty() ? "rank 0 could not publish the checkpoint" : error;
+  return "";
+}
+
+std::string readCheckpoint(const std::string &root, const Plan &plan,
+                           uint64_t seed, LoadedCheckpoint &out, bool &found) {
+  out = {};
+  found = false;
+  std::string marker = root + "/" + kMarker;
+  std::error_code ec;
+  if (!fs::exists(marker, ec))
+    return "";
+  found = true;
+  std::ifstream markerFile(marker);
+  std::string text((std::istreambuf_iterator<char>(markerFile)), {});
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  if (text.empty() || text.size() > 12 ||
+      text.find_first_not_of("0123456789") != std::string::npos)
+    return "'" + marker + "' holds '" + text + "', not an iteration";
+  int64_t iteration = std::stoll(text);
+  out.directory = checkpointDirectory(root, iteration);
+  out.iteration = iteration;
+
+  std::string metaPath = out.directory + "/metadata.json";
+  std::ifstream metaFile(metaPath, std::ios::binary);
+  if (!metaFile)
+    return "'" + metaPath + "' is missing: '" + marker + "' names iteration " +
+           text + ", whose checkpoint is not there";
+  std::string json((std::istreambuf_iterator<char>(metaFile)), {});
+  std::map<std::string, std::string> strings;
+  std::map<std::string, int64_t> numbers;
+  JsonReader reader(json);
+  bool ok = reader.eat('{');
+  if (ok && !reader.eat('}')) {
+    do {
+      std::string key, value;
+      int64_t number = 0;
+      ok = reader.string(key) && reader.eat(':');
+      if (ok && reader.string(value))
+        strings[key] = value;
+      else if (ok && reader.unsignedInteger(number))
+        numbers[key] = number;
+      else
+        ok = false;
+    } while (ok && reader.eat(','));
+    ok = ok && reader.eat('}');
+  }
+  ok = ok && reader.done();
+  for (const char *key : {"format", "model", "layout"})
+    ok = ok && strings.count(key);
+  for (const char *key : {"version", "iteration", "consumed_samples",
+                          "global_batch_size", "seed", "ranks"})
+    ok = ok && numbers.count(key);
+  if (!ok || strings["format"] != kFormat)
+    return "'" + metaPath + "' is not a strata checkpoint's metadata";
+  if (numbers["version"] != kVersion)
+    return "'" + metaPath + "' is version " +
+           std::to_string(numbers["version"]) + "; this strata reads " +
+           std::to_string(kVersion);
+  if (numbers["iteration"] != iteration)
+    return "'" + metaPath + "' is of iteration " +
+           std::to_string(numbers["iteration"]) + ", not " + text;
+  if (strings["model"] != plan.model)
+    return "'" + out.directory + "' is a checkpoint of model '" +
+           strings["model"] + "', not '" + plan.model + "'";
+  if (numbers["global_batch_size"] != int64_t(plan.globalBatchSize))
+    return "'" + out.directory + "' was trained with a global batch of " +
+           std::to_string(numbers["global_batch_size"]) +
+           " samples; this plan's is " + std::to_string(plan.globalBatchSize) +
+           " (the data position would not carry over)";
+  if (uint64_t(numbers["seed"]) != seed)
+    return "'" + out.directory + "' was trained with --seed " +
+           std::to_string(numbers["seed"]) + "; this run has " +
+           std::to_string(seed) + " (the data order would change)";
+  if (numbers["ranks"] < 1 || numbers["ranks"] > (1 << 20))
+    return "'" + metaPath + "' names " + std::to_string(numbers["ranks"]) +
+           " ranks";
+  out.savedRanks = uint32_t(numbers["ranks"]);
+  out.savedLayout = strings["layout"];
+
+  for (uint32_t r = 0; r < out.savedRanks; ++r) {
+    std::string path = rankFile(out.directory, r);
+    if (!fs::exists(path, ec))
+      return "'" + path + "' is missing: the checkpoint was saved by " +
+             std::to_string(out.savedRanks) + " ranks";
+    RankShards shards;
+    if (std::string error =
+            readSafetensors(path, shards.tensors, &shards.metadata);
+        !error.empty())
+      return error;
+    if (shards.metadata["strata.rank"] != std::to_string(r))
+      return "'" + path + "' is not rank " + std::to_string(r) + "'s file";
+    if (shards.metadata["strata.checksum"] != checksum(shards.tensors))
+      return "'" + path + "' is damaged: its tensors do not match its checksum";
+    if (std::string error = addShards(shards, out.params); !error.empty())
+      return "'" + path + "': " + error;
+  }
+  // With every rank decoded, the model's parameters are known: the
+  // checkpoint must hold no other.
+  if (plan.ranks.size() == plan.world()) {
+    std::set<std::string> names;
+    for (const auto &[r, rank] : plan.ranks)
+      for (const Param &param : rank.params)
+        names.insert(param.name);
+    for (const auto &[name, param] : out.params)
+      if (!names.count(name))
+        return "'" + out.directory + "' holds parameter '" + name +
+               "', which model '" + plan.model + "' does not have";
+  }
+  return "";
+}
+
+} // namespace strata::runtime
