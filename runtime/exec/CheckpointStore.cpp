@@ -29,8 +29,10 @@ std::string rankFile(const std::string &directory, uint32_t rank) {
   return directory + name;
 }
 
-/// FNV-1a over the tensors' names and bytes, in the file's order.
-std::string checksum(const std::map<std::string, HostTensor> &tensors) {
+/// FNV-1a over the tensors' names and bytes, in the file's order, and the
+/// metadata that places them (all but the checksum itself).
+std::string checksum(const std::map<std::string, HostTensor> &tensors,
+                     const std::map<std::string, std::string> &metadata) {
   uint64_t hash = 1469598103934665603ull;
   auto mix = [&](const void *data, size_t bytes) {
     const auto *p = static_cast<const uint8_t *>(data);
@@ -41,6 +43,11 @@ std::string checksum(const std::map<std::string, HostTensor> &tensors) {
     mix(name.data(), name.size());
     mix(tensor.values.data(), tensor.values.size() * 4);
   }
+  for (const auto &[key, value] : metadata)
+    if (key != "strata.checksum") {
+      mix(key.data(), key.size());
+      mix(value.data(), value.size() + 1); // with its terminator
+    }
   char text[32];
   std::snprintf(text, sizeof text, "%016llx", (unsigned long long)hash);
   return text;
@@ -151,8 +158,9 @@ std::string saveCheckpoint(Executor &executor, const std::string &root,
   if (!agree(error, "preparing"))
     return error.empty() ? "rank 0 could not prepare '" + temp + "'" : error;
   RankShards shards = shardsOf(executor);
-  shards.metadata["strata.checksum"] = checksum(shards.tensors);
   shards.metadata["strata.rank"] = std::to_string(me);
+  shards.metadata["strata.checksum"] =
+      checksum(shards.tensors, shards.metadata);
   error = writeSafetensors(rankFile(temp, me), shards.tensors, shards.metadata);
   if (!agree(error, "writing the shards"))
     return error.empty() ? "another rank could not write its shards" : error;
@@ -230,6 +238,11 @@ std::string readCheckpoint(const std::string &root, const Plan &plan,
            std::to_string(numbers["global_batch_size"]) +
            " samples; this plan's is " + std::to_string(plan.globalBatchSize) +
            " (the data position would not carry over)";
+  if (numbers["consumed_samples"] != iteration * numbers["global_batch_size"])
+    return "'" + metaPath +
+           "': " + std::to_string(numbers["consumed_samples"]) +
+           " consumed samples are not " + text + " iterations of " +
+           std::to_string(numbers["global_batch_size"]);
   if (uint64_t(numbers["seed"]) != seed)
     return "'" + out.directory + "' was trained with --seed " +
            std::to_string(numbers["seed"]) + "; this run has " +
@@ -240,6 +253,13 @@ std::string readCheckpoint(const std::string &root, const Plan &plan,
   out.savedRanks = uint32_t(numbers["ranks"]);
   out.savedLayout = strings["layout"];
 
+  // Only the parameters this process's ranks hold are assembled, each
+  // checked against the model's global shape before anything is sized.
+  std::map<std::string, std::vector<int64_t>> wanted;
+  for (const auto &[r, rank] : plan.ranks)
+    for (const Param &param : rank.params)
+      wanted[param.name] = param.globalShape;
+  std::set<std::string> saved;
   for (uint32_t r = 0; r < out.savedRanks; ++r) {
     std::string path = rankFile(out.directory, r);
     if (!fs::exists(path, ec))
@@ -250,25 +270,26 @@ std::string readCheckpoint(const std::string &root, const Plan &plan,
             readSafetensors(path, shards.tensors, &shards.metadata);
         !error.empty())
       return error;
+    if (shards.metadata["strata.checksum"] !=
+        checksum(shards.tensors, shards.metadata))
+      return "'" + path +
+             "' is damaged: its tensors or metadata do not match its checksum";
     if (shards.metadata["strata.rank"] != std::to_string(r))
       return "'" + path + "' is not rank " + std::to_string(r) + "'s file";
-    if (shards.metadata["strata.checksum"] != checksum(shards.tensors))
-      return "'" + path + "' is damaged: its tensors do not match its checksum";
-    if (std::string error = addShards(shards, out.params); !error.empty())
+    if (std::string error = addShards(shards, wanted, out.params);
+        !error.empty())
       return "'" + path + "': " + error;
+    for (const auto &[key, value] : shards.metadata)
+      if (key.rfind("strata.", 0) != 0)
+        saved.insert(key);
   }
   // With every rank decoded, the model's parameters are known: the
   // checkpoint must hold no other.
-  if (plan.ranks.size() == plan.world()) {
-    std::set<std::string> names;
-    for (const auto &[r, rank] : plan.ranks)
-      for (const Param &param : rank.params)
-        names.insert(param.name);
-    for (const auto &[name, param] : out.params)
-      if (!names.count(name))
+  if (plan.ranks.size() == plan.world())
+    for (const std::string &name : saved)
+      if (!wanted.count(name))
         return "'" + out.directory + "' holds parameter '" + name +
                "', which model '" + plan.model + "' does not have";
-  }
   return "";
 }
 

@@ -31,10 +31,11 @@ void putList(std::ostringstream &out, const char *name,
 }
 
 bool getList(std::istringstream &in, const char *name,
-             std::vector<int64_t> &values) {
+             std::vector<int64_t> &values, size_t most) {
   std::string word;
   size_t count = 0;
-  if (!(in >> word) || word != name || !(in >> count) || count > (1u << 30))
+  // No more numbers than the text has room for.
+  if (!(in >> word) || word != name || !(in >> count) || count > most)
     return false;
   values.resize(count);
   for (int64_t &v : values)
@@ -97,20 +98,33 @@ RankShards shardsOf(Executor &executor) {
   return out;
 }
 
+static std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (int64_t d : shape)
+    text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text;
+}
+
 std::string addShards(const RankShards &shards,
+                      const std::map<std::string, std::vector<int64_t>> &wanted,
                       std::map<std::string, GlobalParam> &global) {
   for (const auto &[name, text] : shards.metadata) {
     if (name.rfind("strata.", 0) == 0)
       continue; // the file's own entries
+    auto want = wanted.find(name);
+    if (want == wanted.end())
+      continue;
     auto bad = [&](const std::string &what) {
       return "parameter '" + name + "': " + what;
     };
     Param param;
     std::vector<int64_t> exact, state;
     std::istringstream in(text);
-    if (!getList(in, "global", param.globalShape) ||
-        !getList(in, "offset", param.shardOffset) ||
-        !getList(in, "exact", exact) || !getList(in, "state", state) ||
+    size_t most = text.size() / 2;
+    if (!getList(in, "global", param.globalShape, most) ||
+        !getList(in, "offset", param.shardOffset, most) ||
+        !getList(in, "exact", exact, most) ||
+        !getList(in, "state", state, most) ||
         param.shardOffset.size() != param.globalShape.size() ||
         exact.size() % 2 || state.size() % 2)
       return bad("its shard metadata is not readable");
@@ -120,8 +134,13 @@ std::string addShards(const RankShards &shards,
     const std::vector<int64_t> &local = tensor->second.shape;
     if (local.size() != param.globalShape.size())
       return bad("its shard and global shapes differ in rank");
+    if (param.globalShape != want->second)
+      return bad("it is " + shapeText(param.globalShape) +
+                 " in the checkpoint, " + shapeText(want->second) +
+                 " in this model");
     for (size_t d = 0; d < local.size(); ++d)
-      if (param.shardOffset[d] < 0 || local[d] < 0 || param.globalShape[d] < 0)
+      if (param.shardOffset[d] < 0 || local[d] < 0 ||
+          param.shardOffset[d] > (int64_t(1) << 40))
         return bad("its shard metadata is not readable");
     GlobalParam &g = global[name];
     int64_t total = product(param.globalShape);
@@ -192,12 +211,6 @@ std::string restoreShards(Executor &executor,
     if (it == global.end())
       return "the checkpoint has no parameter '" + param.name + "'";
     const GlobalParam &g = it->second;
-    auto shapeText = [](const std::vector<int64_t> &shape) {
-      std::string text;
-      for (int64_t d : shape)
-        text += (text.empty() ? "" : "x") + std::to_string(d);
-      return text;
-    };
     if (g.shape != param.globalShape)
       return "parameter '" + param.name + "' is " + shapeText(g.shape) +
              " in the checkpoint, " + shapeText(param.globalShape) +

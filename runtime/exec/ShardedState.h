@@ -42,8 +42,11 @@ struct GlobalParam {
   std::vector<uint8_t> moments; // 1 where the moments are known
 };
 
-/// Adds one rank's shards to `global`; "" or what is wrong with them.
+/// Adds one rank's shards of the parameters `wanted` names (with their
+/// global shapes) to `global`, skipping the others; "" or what is wrong
+/// with them, such as a shard of another global shape.
 std::string addShards(const RankShards &shards,
+                      const std::map<std::string, std::vector<int64_t>> &wanted,
                       std::map<std::string, GlobalParam> &global);
 
 /// Sets `executor`'s parameters, masters and moments from `global` (on the
