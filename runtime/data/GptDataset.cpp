@@ -37,15 +37,14 @@ std::string parseDataPath(const std::vector<std::string> &words,
   double total = 0;
   for (size_t i = 0; i < words.size(); i += 2) {
     double weight = 0;
-    if (!parseNumber(words[i], weight) || weight < 0)
+    if (!parseNumber(words[i], weight) || !(weight > 0))
       return "--data-path: '" + words[i] +
-             "' is not a weight (weight and prefix pairs: 0.7 A 0.3 B)";
+             "' is not a weight, a positive number (weight and prefix "
+             "pairs: 0.7 A 0.3 B)";
     blend.weights.push_back(weight);
     blend.prefixes.push_back(words[i + 1]);
     total += weight;
   }
-  if (!(total > 0))
-    return "--data-path: the weights add up to 0";
   for (double &weight : blend.weights)
     weight /= total;
   return "";
@@ -244,8 +243,10 @@ std::string makeMegatronDatasets(const DataBlend &blend,
     auto data = std::make_shared<IndexedDataset>();
     if (std::string error = data->open(prefix); !error.empty())
       return error;
-    if (int64_t largest = data->maxToken(); largest >= vocab)
-      return "'" + prefix + ".bin' holds token id " + std::to_string(largest) +
+    auto [smallest, largest] = data->tokenRange();
+    if (smallest < 0 || largest >= vocab)
+      return "'" + prefix + ".bin' holds token id " +
+             std::to_string(smallest < 0 ? smallest : largest) +
              "; the model's vocabulary has " + std::to_string(vocab);
     opened.push_back(std::move(data));
   }
@@ -274,11 +275,28 @@ std::string makeMegatronDatasets(const DataBlend &blend,
                " to " + std::to_string(end) + ") " + error;
       parts.push_back(std::move(part));
     }
-    if (blend.weights.empty())
+    if (blend.weights.empty()) {
       out[k] = std::move(parts[0]);
-    else
-      out[k] = std::make_unique<BlendedDataset>(std::move(parts), blend.weights,
-                                                size);
+      continue;
+    }
+    std::vector<uint64_t> built;
+    for (const auto &part : parts)
+      built.push_back(part->size());
+    auto blended =
+        std::make_unique<BlendedDataset>(std::move(parts), blend.weights, size);
+    // Each prefix was built for its share and more; the blend must not
+    // ask past what was built (Megatron raises an IndexError there).
+    std::vector<uint64_t> asked(built.size(), 0);
+    for (uint64_t i = 0; i < size; ++i) {
+      auto [d, j] = blended->source(int64_t(i));
+      asked[d] = std::max(asked[d], uint64_t(j) + 1);
+    }
+    for (size_t d = 0; d < built.size(); ++d)
+      if (asked[d] > built[d])
+        return "the " + std::string(kSplitNames[k]) + " split of '" +
+               blend.prefixes[d] + "' gives " + std::to_string(built[d]) +
+               " samples; the blend takes " + std::to_string(asked[d]);
+    out[k] = std::move(blended);
   }
   return "";
 }

@@ -195,15 +195,18 @@ int64_t IndexedDataset::documentIndex(uint64_t d) const {
   return get<int64_t>(documentIndices + d * 8);
 }
 
-int64_t IndexedDataset::maxToken() const {
+std::pair<int64_t, int64_t> IndexedDataset::tokenRange() const {
   const uint8_t *tokens = static_cast<const uint8_t *>(bin.data);
   size_t width = bytesOf(type), count = bin.bytes / width;
-  int64_t largest = -1;
-  for (size_t i = 0; i < count; ++i)
-    largest = std::max(largest, type == TokenType::UInt16
-                                    ? int64_t(get<uint16_t>(tokens + i * 2))
-                                    : int64_t(get<int32_t>(tokens + i * 4)));
-  return largest;
+  int64_t smallest = 0, largest = -1;
+  for (size_t i = 0; i < count; ++i) {
+    int64_t id = type == TokenType::UInt16
+                     ? int64_t(get<uint16_t>(tokens + i * 2))
+                     : int64_t(get<int32_t>(tokens + i * 4));
+    smallest = i == 0 ? id : std::min(smallest, id);
+    largest = std::max(largest, id);
+  }
+  return {smallest, largest};
 }
 
 void IndexedDataset::read(uint64_t sequence, uint64_t start, uint64_t length,

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata::runtime {
@@ -80,8 +81,9 @@ public:
   /// Sequence `sequence`'s tokens from `start`, `length` of them.
   void read(uint64_t sequence, uint64_t start, uint64_t length,
             int64_t *out) const;
-  /// The largest token id in P.bin (-1 when it is empty): one pass.
-  int64_t maxToken() const;
+  /// The smallest and largest token ids in P.bin ({0, -1} when it is
+  /// empty): one pass.
+  std::pair<int64_t, int64_t> tokenRange() const;
   /// The sequences of document d are [documentIndex(d), documentIndex(d+1)).
   int64_t documentIndex(uint64_t d) const;
 

@@ -40,7 +40,8 @@ std::string checksum(const std::map<std::string, HostTensor> &tensors,
       hash = (hash ^ p[i]) * 1099511628211ull;
   };
   for (const auto &[name, tensor] : tensors) {
-    mix(name.data(), name.size());
+    mix(name.data(), name.size() + 1);
+    mix(tensor.shape.data(), tensor.shape.size() * 8);
     mix(tensor.values.data(), tensor.values.size() * 4);
   }
   for (const auto &[key, value] : metadata)
@@ -99,6 +100,10 @@ std::string publish(const Plan &plan, const std::string &root,
   // A checkpoint of the same iteration (a run resumed before it) is
   // replaced: moved aside, never removed before its successor is there.
   std::string old = directory + ".old";
+  // An old copy left by a killed save may be the only complete one: put
+  // back before anything else.
+  if (!fs::exists(directory, ec) && fs::exists(old, ec))
+    fs::rename(old, directory, ec);
   fs::remove_all(old, ec);
   if (fs::exists(directory, ec)) {
     fs::rename(directory, old, ec);
@@ -191,6 +196,11 @@ std::string readCheckpoint(const std::string &root, const Plan &plan,
   out.directory = checkpointDirectory(root, iteration);
   out.iteration = iteration;
 
+  // A save of the same iteration killed between moving the old directory
+  // aside and renaming the new one in leaves the old one complete there.
+  if (!fs::exists(out.directory + "/metadata.json", ec) &&
+      fs::exists(out.directory + ".old/metadata.json", ec))
+    out.directory += ".old";
   std::string metaPath = out.directory + "/metadata.json";
   std::ifstream metaFile(metaPath, std::ios::binary);
   if (!metaFile)

@@ -456,8 +456,12 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
     bool found = false;
     if (std::string error = readCheckpoint(options.load, plan, options.seed,
                                            checkpoint.emplace(), found);
-        !error.empty())
+        !error.empty()) {
+      // Under MPI the other processes may already wait for this one.
+      if (launcherWorldSize() > 0)
+        die(errors, error, /*mpi=*/true);
       return refuse(errors, error);
+    }
     if (!found) {
       checkpoint.reset();
       if (launcherRank() <= 0)

@@ -144,7 +144,7 @@ std::string addShards(const RankShards &shards,
         return bad("its shard metadata is not readable");
     GlobalParam &g = global[name];
     int64_t total = product(param.globalShape);
-    if (g.shape.empty()) {
+    if (g.known.empty()) {
       g.shape = param.globalShape;
       g.value.assign(size_t(total), 0.0f);
       g.expAvg.assign(size_t(total), 0.0f);
@@ -157,9 +157,13 @@ std::string addShards(const RankShards &shards,
     std::vector<int64_t> where = globalIndices(param, local);
     const std::vector<float> &values = tensor->second.values;
     std::vector<uint8_t> isExact(where.size(), 0);
+    // A range [begin, begin + length) inside `size`, without adding.
+    auto inside = [](int64_t begin, int64_t length, size_t size) {
+      return begin >= 0 && length >= 0 && begin <= int64_t(size) &&
+             length <= int64_t(size) - begin;
+    };
     for (size_t i = 0; i < exact.size(); i += 2) {
-      if (exact[i] < 0 || exact[i + 1] < 0 ||
-          exact[i] + exact[i + 1] > int64_t(where.size()))
+      if (!inside(exact[i], exact[i + 1], where.size()))
         return bad("an exact range lies outside its shard");
       std::fill_n(isExact.begin() + exact[i], exact[i + 1], 1);
     }
@@ -178,17 +182,17 @@ std::string addShards(const RankShards &shards,
     auto first = shards.tensors.find(name + ".exp_avg"),
          second = shards.tensors.find(name + ".exp_avg_sq");
     int64_t owned = 0;
-    for (size_t i = 1; i < state.size(); i += 2)
-      owned += state[i];
+    for (size_t i = 0; i < state.size(); i += 2) {
+      if (!inside(state[i], state[i + 1], where.size()))
+        return bad("a moment range lies outside its shard");
+      owned += state[i + 1]; // at most the shard's size per range
+    }
     if (first == shards.tensors.end() || second == shards.tensors.end() ||
         int64_t(first->second.values.size()) != owned ||
         int64_t(second->second.values.size()) != owned)
       return bad("its moments do not match their ranges");
     int64_t k = 0;
     for (size_t i = 0; i < state.size(); i += 2) {
-      if (state[i] < 0 || state[i + 1] < 0 ||
-          state[i] + state[i + 1] > int64_t(where.size()))
-        return bad("a moment range lies outside its shard");
       for (int64_t e = state[i]; e < state[i] + state[i + 1]; ++e, ++k) {
         int64_t at = where[e];
         if (at < 0 || at >= total)

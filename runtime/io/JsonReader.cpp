@@ -1,6 +1,8 @@
 //===- JsonReader.cpp - the JSON strata reads -----------------------------===//
 #include "runtime/io/JsonReader.h"
 
+#include <cstdint>
+
 namespace strata::runtime {
 
 namespace {
@@ -135,11 +137,15 @@ bool JsonReader::unsignedInteger(int64_t &out) {
   size_t start = at;
   while (at < text.size() && isDigit(text[at]))
     ++at;
-  if (at == start || at - start > 18)
+  if (at == start || at - start > 19)
     return false;
   out = 0;
-  for (size_t i = start; i < at; ++i)
-    out = out * 10 + (text[i] - '0');
+  for (size_t i = start; i < at; ++i) {
+    int digit = text[i] - '0';
+    if (out > (INT64_MAX - digit) / 10)
+      return false; // past int64
+    out = out * 10 + digit;
+  }
   return true;
 }
 

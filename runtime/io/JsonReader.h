@@ -27,7 +27,7 @@ public:
   bool done();
   /// A string, decoded to UTF-8.
   bool string(std::string &out);
-  /// A non-negative integer of at most 18 digits.
+  /// A non-negative integer that fits int64.
   bool unsignedInteger(int64_t &out);
   /// Any value, read and dropped.
   bool skipValue();

@@ -172,10 +172,15 @@ std::string readSafetensors(const std::string &path,
   uint64_t dataSize = bytes.size() - 8 - length;
   for (auto &[name, tensor] : tensors) {
     auto [begin, end] = ranges[name];
+    // The element count bounded by the data at every step: no product
+    // wraps around.
     uint64_t elements = 1;
-    for (int64_t dim : tensor.shape)
-      elements *= uint64_t(dim);
-    if (end < begin || end > dataSize || end - begin != elements * 4)
+    bool fits = true;
+    for (int64_t dim : tensor.shape) {
+      fits = fits && (dim == 0 || elements <= dataSize / 4 / uint64_t(dim));
+      elements = fits ? elements * uint64_t(dim) : 0;
+    }
+    if (!fits || end < begin || end > dataSize || end - begin != elements * 4)
       return "'" + path + "': tensor '" + name + "' has a bad byte range";
     tensor.values.resize(elements);
     std::memcpy(tensor.values.data(), bytes.data() + 8 + length + begin,

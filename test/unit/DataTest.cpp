@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/data/Gpt2Tokenizer.h"
+#include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/io/JsonReader.h"
 #include "runtime/io/Safetensors.h"
@@ -160,6 +161,21 @@ TEST(Safetensors, WrittenAndReadBack) {
   EXPECT_EQ(read["a.weight"].values, written["a.weight"].values);
 }
 
+TEST(GptDataset, TokensOutsideTheVocabularyAreRefused) {
+  // The int32 dataset holds -1 and 70000, the uint16 one 65535.
+  std::array<std::unique_ptr<Dataset>, 3> splits;
+  for (TokenType type : {TokenType::Int32, TokenType::UInt16}) {
+    std::string prefix = scratchPrefix("range");
+    write(prefix, type);
+    std::string error = makeMegatronDatasets({{prefix}, {}}, {1, 0, 0}, 2, 1,
+                                             {1, 0, 0}, 1000, splits);
+    EXPECT_NE(error.find(type == TokenType::Int32 ? "holds token id -1;"
+                                                  : "holds token id 65535;"),
+              std::string::npos)
+        << error;
+  }
+}
+
 TEST(Safetensors, MetadataIsSkippedAndOtherDtypesRefused) {
   auto file = [](const std::string &header, size_t dataBytes) {
     std::string bytes(8, '\0');
@@ -186,6 +202,12 @@ TEST(Safetensors, MetadataIsSkippedAndOtherDtypesRefused) {
   EXPECT_NE(read(file(R"({"w": {"dtype": "F32", "shape": [2],
       "data_offsets": [0, 4]}})",
                       4))
+                .find("bad byte range"),
+            std::string::npos);
+  // A shape whose element count wraps around 64 bits.
+  EXPECT_NE(read(file(R"({"w": {"dtype": "F32",
+      "shape": [2147483648, 2147483648, 4], "data_offsets": [0, 0]}})",
+                      0))
                 .find("bad byte range"),
             std::string::npos);
 }

@@ -249,7 +249,8 @@ int main(int argc, char **argv) {
       continue;
     }
     if (arg == "--data-path") {
-      // Megatron's: every word up to the next flag.
+      // Megatron's: every word up to the next flag (the last flag given).
+      options.dataPath.clear();
       while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
         options.dataPath.push_back(argv[++i]);
       if (options.dataPath.empty())
@@ -315,8 +316,10 @@ int main(int argc, char **argv) {
   Plan plan;
   LoadOptions load;
   int me = launcherRank();
+  // Rank 0 decodes every template to gather --save-params, and to check a
+  // loaded checkpoint against the whole model.
   if (launcherWorldSize() > 0 && me >= 0 &&
-      (me != 0 || options.saveParams.empty()))
+      (me != 0 || (options.saveParams.empty() && options.load.empty())))
     load.ranks = std::vector<uint32_t>{uint32_t(me)};
   if (std::string error = loadPlan(planPath, plan, load); !error.empty())
     return fail(planPath + ": " + error);
