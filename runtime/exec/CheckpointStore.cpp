@@ -176,8 +176,12 @@ std::string saveCheckpoint(Executor &executor, const std::string &root,
   return "";
 }
 
-std::string readCheckpoint(const std::string &root, const Plan &plan,
-                           uint64_t seed, LoadedCheckpoint &out, bool &found) {
+namespace {
+
+/// The checkpoint the marker names, checked against `plan` and `seed`
+/// when there is a plan (else every parameter is read).
+std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
+                      LoadedCheckpoint &out, bool &found) {
   out = {};
   found = false;
   std::string marker = root + "/" + kMarker;
@@ -240,20 +244,20 @@ std::string readCheckpoint(const std::string &root, const Plan &plan,
   if (numbers["iteration"] != iteration)
     return "'" + metaPath + "' is of iteration " +
            std::to_string(numbers["iteration"]) + ", not " + text;
-  if (strings["model"] != plan.model)
-    return "'" + out.directory + "' is a checkpoint of model '" +
-           strings["model"] + "', not '" + plan.model + "'";
-  if (numbers["global_batch_size"] != int64_t(plan.globalBatchSize))
-    return "'" + out.directory + "' was trained with a global batch of " +
-           std::to_string(numbers["global_batch_size"]) +
-           " samples; this plan's is " + std::to_string(plan.globalBatchSize) +
-           " (the data position would not carry over)";
   if (numbers["consumed_samples"] != iteration * numbers["global_batch_size"])
     return "'" + metaPath +
            "': " + std::to_string(numbers["consumed_samples"]) +
            " consumed samples are not " + text + " iterations of " +
            std::to_string(numbers["global_batch_size"]);
-  if (uint64_t(numbers["seed"]) != seed)
+  if (plan && strings["model"] != plan->model)
+    return "'" + out.directory + "' is a checkpoint of model '" +
+           strings["model"] + "', not '" + plan->model + "'";
+  if (plan && numbers["global_batch_size"] != int64_t(plan->globalBatchSize))
+    return "'" + out.directory + "' was trained with a global batch of " +
+           std::to_string(numbers["global_batch_size"]) +
+           " samples; this plan's is " + std::to_string(plan->globalBatchSize) +
+           " (the data position would not carry over)";
+  if (plan && uint64_t(numbers["seed"]) != seed)
     return "'" + out.directory + "' was trained with --seed " +
            std::to_string(numbers["seed"]) + "; this run has " +
            std::to_string(seed) + " (the data order would change)";
@@ -263,18 +267,26 @@ std::string readCheckpoint(const std::string &root, const Plan &plan,
   out.savedRanks = uint32_t(numbers["ranks"]);
   out.savedLayout = strings["layout"];
 
-  // Only the parameters this process's ranks hold are assembled, each
-  // checked against the model's global shape before anything is sized.
+  out.model = strings["model"];
+  // With a plan, only the parameters this process's ranks hold are
+  // assembled, each checked against the model's global shape before
+  // anything is sized; without, every one, none larger than the files.
   std::map<std::string, std::vector<int64_t>> wanted;
-  for (const auto &[r, rank] : plan.ranks)
-    for (const Param &param : rank.params)
-      wanted[param.name] = param.globalShape;
-  std::set<std::string> saved;
+  if (plan)
+    for (const auto &[r, rank] : plan->ranks)
+      for (const Param &param : rank.params)
+        wanted[param.name] = param.globalShape;
+  int64_t fileElements = 0;
   for (uint32_t r = 0; r < out.savedRanks; ++r) {
     std::string path = rankFile(out.directory, r);
     if (!fs::exists(path, ec))
       return "'" + path + "' is missing: the checkpoint was saved by " +
              std::to_string(out.savedRanks) + " ranks";
+    fileElements += int64_t(fs::file_size(path, ec) / 4);
+  }
+  std::set<std::string> saved;
+  for (uint32_t r = 0; r < out.savedRanks; ++r) {
+    std::string path = rankFile(out.directory, r);
     RankShards shards;
     if (std::string error =
             readSafetensors(path, shards.tensors, &shards.metadata);
@@ -286,7 +298,8 @@ std::string readCheckpoint(const std::string &root, const Plan &plan,
              "' is damaged: its tensors or metadata do not match its checksum";
     if (shards.metadata["strata.rank"] != std::to_string(r))
       return "'" + path + "' is not rank " + std::to_string(r) + "'s file";
-    if (std::string error = addShards(shards, wanted, out.params);
+    if (std::string error = addShards(shards, plan ? &wanted : nullptr,
+                                      fileElements, out.params);
         !error.empty())
       return "'" + path + "': " + error;
     for (const auto &[key, value] : shards.metadata)
@@ -295,11 +308,39 @@ std::string readCheckpoint(const std::string &root, const Plan &plan,
   }
   // With every rank decoded, the model's parameters are known: the
   // checkpoint must hold no other.
-  if (plan.ranks.size() == plan.world())
+  if (plan && plan->ranks.size() == plan->world())
     for (const std::string &name : saved)
       if (!wanted.count(name))
         return "'" + out.directory + "' holds parameter '" + name +
-               "', which model '" + plan.model + "' does not have";
+               "', which model '" + plan->model + "' does not have";
+  return "";
+}
+
+} // namespace
+
+std::string readCheckpoint(const std::string &root, const Plan &plan,
+                           uint64_t seed, LoadedCheckpoint &out, bool &found) {
+  return readFiles(root, &plan, seed, out, found);
+}
+
+std::string readCheckpointParams(const std::string &root, LoadedCheckpoint &out,
+                                 std::map<std::string, HostTensor> &params) {
+  bool found = false;
+  if (std::string error = readFiles(root, nullptr, 0, out, found);
+      !error.empty())
+    return error;
+  if (!found)
+    return "no checkpoint in '" + root +
+           "' (no latest_checkpointed_iteration.txt)";
+  params.clear();
+  for (auto &[name, param] : out.params) {
+    for (size_t i = 0; i < param.known.size(); ++i)
+      if (!param.known[i])
+        return "'" + out.directory + "' lacks element " + std::to_string(i) +
+               " of parameter '" + name + "'";
+    params[name] = {param.shape, std::move(param.value)};
+  }
+  out.params.clear();
   return "";
 }
 

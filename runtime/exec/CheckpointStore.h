@@ -43,7 +43,7 @@ std::string saveCheckpoint(Executor &executor, const std::string &root,
 /// A checkpoint read and assembled: the iteration it was saved after and
 /// every parameter's global values and moments.
 struct LoadedCheckpoint {
-  std::string directory;
+  std::string directory, model;
   int64_t iteration = 0;
   uint32_t savedRanks = 0;
   std::string savedLayout;
@@ -56,6 +56,12 @@ struct LoadedCheckpoint {
 /// naming the file.
 std::string readCheckpoint(const std::string &root, const Plan &plan,
                            uint64_t seed, LoadedCheckpoint &out, bool &found);
+
+/// Every parameter of the checkpoint `root`'s marker names, whole, by
+/// strata's names (for export: no model to check against); "" or what is
+/// wrong, naming the file.
+std::string readCheckpointParams(const std::string &root, LoadedCheckpoint &out,
+                                 std::map<std::string, HostTensor> &params);
 
 } // namespace strata::runtime
 

@@ -17,6 +17,7 @@
 #include "runtime/exec/Checkpoint.h"
 #include "runtime/exec/CheckpointStore.h"
 #include "runtime/exec/Parameters.h"
+#include "runtime/io/HuggingFace.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/io/Trace.h"
 #include "runtime/simt/SimtBackend.h"
@@ -393,6 +394,39 @@ bool exists(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+/// --load-safetensors: the file's tensors by --names as the weights of the
+/// parameters this process's ranks hold, with no optimizer state, the run
+/// starting at iteration 1.
+std::string startingWeights(const Plan &plan, const TrainOptions &options,
+                            LoadedCheckpoint &out) {
+  NameScheme scheme;
+  if (std::string error = parseNameScheme(options.names, scheme);
+      !error.empty())
+    return error;
+  std::map<std::string, HostTensor> file, tensors;
+  if (std::string error = readSafetensors(options.loadSafetensors, file);
+      !error.empty())
+    return error;
+  std::map<std::string, std::vector<int64_t>> model;
+  for (const auto &[r, rank] : plan.ranks)
+    for (const Param &param : rank.params)
+      model[param.name] = param.globalShape;
+  if (std::string error = importTensors(
+          file, scheme, model, plan.ranks.size() == plan.world(), tensors);
+      !error.empty())
+    return "'" + options.loadSafetensors + "' (" + options.names +
+           " names): " + error;
+  out = {};
+  out.directory = options.loadSafetensors;
+  for (auto &[name, tensor] : tensors) {
+    GlobalParam &g = out.params[name];
+    g.shape = tensor.shape;
+    g.known.assign(tensor.values.size(), 2);
+    g.value = std::move(tensor.values);
+  }
+  return "";
+}
+
 /// The training samples: --data-path's, or synthetic tokens from the seed.
 /// One word naming a file is a text file's bytes; otherwise the words are
 /// Megatron's indexed data (a prefix of .bin and .idx, or weights and
@@ -474,6 +508,18 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
           << " ranks (" << checkpoint->savedLayout << "), resharded to "
           << plan.world() << "\n";
     }
+  }
+  if (!options.loadSafetensors.empty()) {
+    if (std::string error =
+            startingWeights(plan, options, checkpoint.emplace());
+        !error.empty()) {
+      if (launcherWorldSize() > 0)
+        die(errors, error, /*mpi=*/true);
+      return refuse(errors, error);
+    }
+    if (launcherRank() <= 0)
+      log << "loaded " << checkpoint->params.size() << " parameters from "
+          << options.loadSafetensors << " (" << options.names << " names)\n";
   }
   const LoadedCheckpoint *loaded = checkpoint ? &*checkpoint : nullptr;
   if (launcherWorldSize() > 0)

@@ -106,13 +106,13 @@ static std::string shapeText(const std::vector<int64_t> &shape) {
 }
 
 std::string addShards(const RankShards &shards,
-                      const std::map<std::string, std::vector<int64_t>> &wanted,
+                      const std::map<std::string, std::vector<int64_t>> *wanted,
+                      int64_t maxElements,
                       std::map<std::string, GlobalParam> &global) {
   for (const auto &[name, text] : shards.metadata) {
     if (name.rfind("strata.", 0) == 0)
       continue; // the file's own entries
-    auto want = wanted.find(name);
-    if (want == wanted.end())
+    if (wanted && !wanted->count(name))
       continue;
     auto bad = [&](const std::string &what) {
       return "parameter '" + name + "': " + what;
@@ -134,10 +134,20 @@ std::string addShards(const RankShards &shards,
     const std::vector<int64_t> &local = tensor->second.shape;
     if (local.size() != param.globalShape.size())
       return bad("its shard and global shapes differ in rank");
-    if (param.globalShape != want->second)
+    if (wanted && param.globalShape != wanted->at(name))
       return bad("it is " + shapeText(param.globalShape) +
-                 " in the checkpoint, " + shapeText(want->second) +
+                 " in the checkpoint, " + shapeText(wanted->at(name)) +
                  " in this model");
+    if (!wanted) {
+      // Sized by the shards' own word: bounded before anything is.
+      int64_t elements = 1;
+      for (int64_t d : param.globalShape) {
+        if (d < 0 || (d > 0 && elements > maxElements / d))
+          return bad("its global shape " + shapeText(param.globalShape) +
+                     " is larger than the checkpoint");
+        elements *= d;
+      }
+    }
     for (size_t d = 0; d < local.size(); ++d)
       if (param.shardOffset[d] < 0 || local[d] < 0 ||
           param.shardOffset[d] > (int64_t(1) << 40))
@@ -232,6 +242,8 @@ std::string restoreShards(Executor &executor,
     }
     setParameterValues(executor, param, local.data());
     std::vector<float> first, second;
+    if (g.moments.empty())
+      continue; // weights alone: the moments stay as initialized, zero
     for (const StateSegment &segment : param.state) {
       first.assign(size_t(segment.length), 0.0f);
       second.assign(size_t(segment.length), 0.0f);

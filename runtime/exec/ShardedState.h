@@ -39,14 +39,17 @@ struct GlobalParam {
   std::vector<int64_t> shape;
   std::vector<float> value, expAvg, expAvgSq;
   std::vector<uint8_t> known;   // 0 none, 1 a copy (bf16), 2 exact
-  std::vector<uint8_t> moments; // 1 where the moments are known
+  std::vector<uint8_t> moments; // 1 where known; empty: weights alone
 };
 
 /// Adds one rank's shards of the parameters `wanted` names (with their
-/// global shapes) to `global`, skipping the others; "" or what is wrong
-/// with them, such as a shard of another global shape.
+/// global shapes) to `global`, skipping the others; with no `wanted`,
+/// every parameter, its global shape as the shards say, of at most
+/// `maxElements` elements. "" or what is wrong with them, such as a shard
+/// of another global shape.
 std::string addShards(const RankShards &shards,
-                      const std::map<std::string, std::vector<int64_t>> &wanted,
+                      const std::map<std::string, std::vector<int64_t>> *wanted,
+                      int64_t maxElements,
                       std::map<std::string, GlobalParam> &global);
 
 /// Sets `executor`'s parameters, masters and moments from `global` (on the

@@ -3,6 +3,7 @@
 #include "runtime/comm/Transport.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/exec/CheckpointStore.h"
+#include "runtime/io/HuggingFace.h"
 #include "runtime/io/WholeFile.h"
 
 #include <algorithm>
@@ -62,6 +63,11 @@ std::string checkTrainOptions(const TrainOptions &o) {
     if (!dir->empty() && ::stat(dir->c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
       return "'" + *dir + "' is not a directory (--save and --load take one)";
   }
+  if (!o.load.empty() && !o.loadSafetensors.empty())
+    return "--load and --load-safetensors both start the run: give one";
+  NameScheme scheme;
+  if (std::string error = parseNameScheme(o.names, scheme); !error.empty())
+    return error;
   if (o.logInterval < 1)
     return "--log-interval must be >= 1";
   if (o.ranks < 0)

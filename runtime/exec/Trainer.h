@@ -40,6 +40,9 @@ struct TrainOptions {
   // Megatron's --exit-interval: stop (saving first) after an iteration
   // this divides, the schedule still that of --train-iters.
   int64_t exitInterval = 0;
+  // Starting weights from a safetensors file (HuggingFace.h's names).
+  std::string loadSafetensors;
+  std::string names = "strata";
   int threads = 0;
   bool reportMemory = false;
   bool reportComm = false; // bytes sent and time exposed per iteration

@@ -25,11 +25,19 @@
 // Prints the samples Megatron's GPT datasets give (runtime/data/
 // GptDataset.h), as training reads them.
 //
+//   strata-data export --load DIR --output FILE [--names hf-gpt2|...]
+//
+// A checkpoint's parameters, whole, in Hugging Face's names and layouts
+// (runtime/io/HuggingFace.h).
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/data/Gpt2Tokenizer.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"
+#include "runtime/exec/CheckpointStore.h"
+#include "runtime/io/HuggingFace.h"
 #include "runtime/io/JsonReader.h"
+#include "runtime/io/WholeFile.h"
 
 #include <algorithm>
 #include <array>
@@ -83,7 +91,13 @@ const char *const kUsage =
     "         [--vocab-size N]\n"
     "  prints samples of Megatron's GPT datasets over indexed data, as\n"
     "  strata-run --data-path reads them: sample i is the seq + 1 tokens\n"
-    "  whose first seq are the inputs and last seq the labels\n";
+    "  whose first seq are the inputs and last seq the labels\n"
+    "\n"
+    "       strata-data export --load DIR --output FILE\n"
+    "         [--format safetensors] [--names strata|hf-gpt2|hf-llama]\n"
+    "  writes the parameters of DIR's latest checkpoint (strata-run --save)\n"
+    "  as one safetensors file, named and laid out as Hugging Face's\n"
+    "  GPT2LMHeadModel or LlamaForCausalLM keep them, or as strata does\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-data: error: " << message << "\n";
@@ -402,6 +416,50 @@ int samples(int argc, char **argv) {
   return 0;
 }
 
+int exportCheckpoint(int argc, char **argv) {
+  std::map<std::string, std::string> flags = {{"--load", ""},
+                                              {"--output", ""},
+                                              {"--format", "safetensors"},
+                                              {"--names", "strata"}};
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (!flags.count(arg))
+      return fail("unknown flag '" + arg + "'\n" + kUsage);
+    if (i + 1 >= argc)
+      return fail(arg + " needs a value");
+    flags[arg] = argv[++i];
+  }
+  if (flags["--load"].empty() || flags["--output"].empty())
+    return fail("export needs --load DIR and --output FILE");
+  if (flags["--format"] != "safetensors")
+    return fail("--format " + flags["--format"] +
+                ": strata-data exports safetensors");
+  NameScheme scheme;
+  if (std::string error = parseNameScheme(flags["--names"], scheme);
+      !error.empty())
+    return fail(error);
+  if (std::string error = checkWritable(flags["--output"]); !error.empty())
+    return fail(error);
+  LoadedCheckpoint checkpoint;
+  std::map<std::string, HostTensor> params, out;
+  if (std::string error =
+          readCheckpointParams(flags["--load"], checkpoint, params);
+      !error.empty())
+    return fail(error);
+  if (std::string error = exportTensors(params, scheme, out); !error.empty())
+    return fail("model '" + checkpoint.model + "' as " + flags["--names"] +
+                ": " + error);
+  if (std::string error = writeSafetensors(flags["--output"], out);
+      !error.empty())
+    return fail(error);
+  std::printf("wrote %s: %zu tensors (%s names) from %s, model %s, "
+              "iteration %lld\n",
+              flags["--output"].c_str(), out.size(), flags["--names"].c_str(),
+              checkpoint.directory.c_str(), checkpoint.model.c_str(),
+              (long long)checkpoint.iteration);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -413,6 +471,8 @@ int main(int argc, char **argv) {
   std::string command = argv[1];
   if (command == "samples")
     return samples(argc, argv);
+  if (command == "export")
+    return exportCheckpoint(argc, argv);
   if (command != "preprocess")
     return fail("unknown command '" + command + "'\n" + kUsage);
   std::map<std::string, std::string> flags;

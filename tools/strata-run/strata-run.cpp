@@ -50,6 +50,10 @@ const char *kUsage =
     "                            iterations and at the end\n"
     "  --load DIR                go on from DIR's latest checkpoint, in\n"
     "                            any layout (none there: from the start)\n"
+    "  --load-safetensors FILE   start from the weights of a safetensors\n"
+    "                            file (no optimizer state)\n"
+    "  --names strata|hf-gpt2|hf-llama   how that file names them\n"
+    "                            (strata: as the model does)\n"
     "  --exit-interval N         stop after an iteration N divides (saving\n"
     "                            first with --save), the learning-rate\n"
     "                            schedule still --train-iters'\n"
@@ -193,6 +197,8 @@ int main(int argc, char **argv) {
       {"--load", text(options.load)},
       {"--save-interval", integer(options.saveInterval)},
       {"--exit-interval", integer(options.exitInterval)},
+      {"--load-safetensors", text(options.loadSafetensors)},
+      {"--names", text(options.names)},
       {"--trace", text(options.tracePath)},
       {"--log-interval", integer(options.logInterval)},
       {"--threads", integer(threads)},
@@ -319,7 +325,8 @@ int main(int argc, char **argv) {
   // Rank 0 decodes every template to gather --save-params, and to check a
   // loaded checkpoint against the whole model.
   if (launcherWorldSize() > 0 && me >= 0 &&
-      (me != 0 || (options.saveParams.empty() && options.load.empty())))
+      (me != 0 || (options.saveParams.empty() && options.load.empty() &&
+                   options.loadSafetensors.empty())))
     load.ranks = std::vector<uint32_t>{uint32_t(me)};
   if (std::string error = loadPlan(planPath, plan, load); !error.empty())
     return fail(planPath + ": " + error);

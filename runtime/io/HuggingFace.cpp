@@ -1,0 +1,256 @@
+//===- HuggingFace.cpp - weights under Hugging Face's names ---------------===//
+#include "runtime/io/HuggingFace.h"
+
+#include <cstdlib>
+#include <set>
+
+namespace strata::runtime {
+
+namespace {
+
+/// Where a strata parameter lives in the other scheme: a tensor, as is,
+/// transposed, or one of `parts` equal blocks of its last dimension.
+struct Source {
+  std::string name;
+  enum Kind { Same, Transpose, Block } kind = Same;
+  int part = 0, parts = 1;
+};
+
+/// "layers.N.rest" → N and rest.
+bool layerOf(const std::string &name, std::string &index, std::string &rest) {
+  if (name.rfind("layers.", 0) != 0)
+    return false;
+  size_t dot = name.find('.', 7);
+  if (dot == std::string::npos || dot == 7 ||
+      name.find_first_not_of("0123456789", 7) != dot)
+    return false;
+  index = name.substr(7, dot - 7);
+  rest = name.substr(dot + 1);
+  return true;
+}
+
+bool sourceOf(NameScheme scheme, const std::string &name, Source &source) {
+  using K = Source::Kind;
+  if (scheme == NameScheme::Strata) {
+    source = {name, K::Same};
+    return true;
+  }
+  std::string index, rest;
+  bool layer = layerOf(name, index, rest);
+  if (scheme == NameScheme::HfGpt2) {
+    static const std::map<std::string, std::string> top = {
+        {"wte", "transformer.wte.weight"},
+        {"wpe", "transformer.wpe.weight"},
+        {"ln_f.weight", "transformer.ln_f.weight"},
+        {"ln_f.bias", "transformer.ln_f.bias"}};
+    static const std::map<std::string, std::string> inLayer = {
+        {"ln1.weight", "ln_1.weight"},
+        {"ln1.bias", "ln_1.bias"},
+        {"attn.proj.weight", "attn.c_proj.weight"},
+        {"attn.proj.bias", "attn.c_proj.bias"},
+        {"ln2.weight", "ln_2.weight"},
+        {"ln2.bias", "ln_2.bias"},
+        {"mlp.fc1.weight", "mlp.c_fc.weight"},
+        {"mlp.fc1.bias", "mlp.c_fc.bias"},
+        {"mlp.fc2.weight", "mlp.c_proj.weight"},
+        {"mlp.fc2.bias", "mlp.c_proj.bias"}};
+    if (!layer) {
+      auto it = top.find(name);
+      if (it == top.end())
+        return false;
+      source = {it->second, K::Same};
+      return true;
+    }
+    std::string prefix = "transformer.h." + index + ".";
+    // q, k and v side by side in c_attn (Conv1D: [in, 3·out]).
+    static const char *const kQkv[] = {"q", "k", "v"};
+    for (int p = 0; p < 3; ++p)
+      for (const char *what : {"weight", "bias"})
+        if (rest == std::string("attn.") + kQkv[p] + "." + what) {
+          source = {prefix + "attn.c_attn." + what, K::Block, p, 3};
+          return true;
+        }
+    auto it = inLayer.find(rest);
+    if (it == inLayer.end())
+      return false;
+    source = {prefix + it->second, K::Same};
+    return true;
+  }
+  // hf-llama: nn.Linear stores [out, in], strata [in, out].
+  static const std::map<std::string, std::pair<std::string, bool>> top = {
+      {"embed", {"model.embed_tokens.weight", false}},
+      {"norm.weight", {"model.norm.weight", false}},
+      {"output.weight", {"lm_head.weight", true}}};
+  static const std::map<std::string, std::pair<std::string, bool>> inLayer = {
+      {"attn_norm.weight", {"input_layernorm.weight", false}},
+      {"attn.q.weight", {"self_attn.q_proj.weight", true}},
+      {"attn.k.weight", {"self_attn.k_proj.weight", true}},
+      {"attn.v.weight", {"self_attn.v_proj.weight", true}},
+      {"attn.o.weight", {"self_attn.o_proj.weight", true}},
+      {"mlp_norm.weight", {"post_attention_layernorm.weight", false}},
+      {"mlp.gate.weight", {"mlp.gate_proj.weight", true}},
+      {"mlp.up.weight", {"mlp.up_proj.weight", true}},
+      {"mlp.down.weight", {"mlp.down_proj.weight", true}}};
+  const auto &table = layer ? inLayer : top;
+  auto it = table.find(layer ? rest : name);
+  if (it == table.end())
+    return false;
+  source = {(layer ? "model.layers." + index + "." : std::string()) +
+                it->second.first,
+            it->second.second ? K::Transpose : K::Same};
+  return true;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
+HostTensor transposed(const HostTensor &t) {
+  int64_t rows = t.shape[0], cols = t.shape[1];
+  HostTensor out{{cols, rows}, std::vector<float>(t.values.size())};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out.values[c * rows + r] = t.values[r * cols + c];
+  return out;
+}
+
+/// Rows of a tensor, viewed as [rows, last dimension].
+int64_t rowsOf(const std::vector<int64_t> &shape) {
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d)
+    rows *= shape[d];
+  return rows;
+}
+
+} // namespace
+
+std::string parseNameScheme(const std::string &text, NameScheme &scheme) {
+  if (text == "strata")
+    scheme = NameScheme::Strata;
+  else if (text == "hf-gpt2")
+    scheme = NameScheme::HfGpt2;
+  else if (text == "hf-llama")
+    scheme = NameScheme::HfLlama;
+  else
+    return "--names " + text + ": strata, hf-gpt2 or hf-llama";
+  return "";
+}
+
+std::string exportTensors(const std::map<std::string, HostTensor> &strata,
+                          NameScheme scheme,
+                          std::map<std::string, HostTensor> &out) {
+  out.clear();
+  // Blocks first gathered by their tensor, then laid side by side.
+  std::map<std::string, std::vector<const HostTensor *>> blocks;
+  for (const auto &[name, tensor] : strata) {
+    Source source;
+    if (!sourceOf(scheme, name, source))
+      return "parameter '" + name + "' has no name in this scheme";
+    if (source.kind == Source::Transpose) {
+      if (tensor.shape.size() != 2)
+        return "parameter '" + name + "' is not a matrix";
+      out[source.name] = transposed(tensor);
+    } else if (source.kind == Source::Block) {
+      auto &parts = blocks[source.name];
+      parts.resize(size_t(source.parts), nullptr);
+      parts[size_t(source.part)] = &tensor;
+    } else {
+      out[source.name] = tensor;
+    }
+  }
+  for (const auto &[name, parts] : blocks) {
+    for (const HostTensor *part : parts)
+      if (!part || part->shape != parts[0]->shape || part->shape.empty())
+        return "'" + name + "' needs its " + std::to_string(parts.size()) +
+               " blocks (q, k, v) of one shape";
+    std::vector<int64_t> shape = parts[0]->shape;
+    int64_t width = shape.back(), rows = rowsOf(shape);
+    shape.back() = width * int64_t(parts.size());
+    HostTensor joined{shape, std::vector<float>(size_t(rows * shape.back()))};
+    for (size_t p = 0; p < parts.size(); ++p)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < width; ++c)
+          joined.values[r * shape.back() + int64_t(p) * width + c] =
+              parts[p]->values[r * width + c];
+    out[name] = std::move(joined);
+  }
+  return "";
+}
+
+std::string
+importTensors(const std::map<std::string, HostTensor> &file, NameScheme scheme,
+              const std::map<std::string, std::vector<int64_t>> &model,
+              bool wholeModel, std::map<std::string, HostTensor> &out) {
+  out.clear();
+  // GPT-2's files come with or without GPT2LMHeadModel's "transformer."
+  // prefix.
+  auto find = [&](const std::string &name) {
+    auto it = file.find(name);
+    if (it == file.end() && scheme == NameScheme::HfGpt2 &&
+        name.rfind("transformer.", 0) == 0)
+      it = file.find(name.substr(12));
+    return it;
+  };
+  std::set<std::string> used;
+  for (const auto &[name, shape] : model) {
+    Source source;
+    if (!sourceOf(scheme, name, source))
+      return "parameter '" + name + "' has no name in this scheme";
+    auto it = find(source.name);
+    if (it == file.end())
+      return "no tensor '" + source.name + "' (for parameter '" + name + "')";
+    used.insert(it->first);
+    const HostTensor &tensor = it->second;
+    HostTensor value;
+    if (source.kind == Source::Transpose) {
+      if (tensor.shape.size() != 2)
+        return "'" + it->first + "' is not a matrix";
+      value = transposed(tensor);
+    } else if (source.kind == Source::Block) {
+      if (tensor.shape.empty() || tensor.shape.back() % source.parts != 0)
+        return "'" + it->first + "' " + shapeText(tensor.shape) +
+               " does not split into " + std::to_string(source.parts) +
+               " blocks";
+      std::vector<int64_t> blockShape = tensor.shape;
+      int64_t whole = blockShape.back(), width = whole / source.parts,
+              rows = rowsOf(blockShape);
+      blockShape.back() = width;
+      value = {blockShape, std::vector<float>(size_t(rows * width))};
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < width; ++c)
+          value.values[r * width + c] =
+              tensor.values[r * whole + int64_t(source.part) * width + c];
+    } else {
+      value = tensor;
+    }
+    if (value.shape != shape)
+      return "'" + it->first + "' gives parameter '" + name + "' the shape " +
+             shapeText(value.shape) + "; the model's is " + shapeText(shape);
+    out[name] = std::move(value);
+  }
+  // What is left must be what the scheme carries beside the weights.
+  for (const auto &[name, tensor] : file) {
+    if (used.count(name) || !wholeModel)
+      continue;
+    auto endsWith = [&](const char *suffix) {
+      std::string s = suffix;
+      return name.size() >= s.size() &&
+             name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    bool buffer =
+        (scheme == NameScheme::HfGpt2 &&
+         (endsWith(".attn.bias") || endsWith(".attn.masked_bias"))) ||
+        (scheme == NameScheme::HfLlama && endsWith(".rotary_emb.inv_freq"));
+    // GPT-2's output layer is its word embedding, saved or not.
+    bool tied = scheme == NameScheme::HfGpt2 && name == "lm_head.weight" &&
+                out.count("wte") && out["wte"].values == tensor.values;
+    if (!buffer && !tied)
+      return "tensor '" + name + "' is not a parameter of this model";
+  }
+  return "";
+}
+
+} // namespace strata::runtime

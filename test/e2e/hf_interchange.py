@@ -1,0 +1,127 @@
+"""Weights in and out under Hugging Face's names: train --model a few
+iterations at t=2 (its shards resharded on the way out), save; export the
+checkpoint with --names hf-gpt2 or hf-llama and with strata's names; load
+the first strictly into the Hugging Face-named torch twin (hf_models.py)
+and the second into strata's torch twin (torch_models.py): their logits on
+the next iteration's tokens must agree, and the loss on them must be the
+one strata logs resuming from the checkpoint (--tolerance relative). Then
+start runs from both exported files (--load-safetensors): their first
+losses must be equal, bit for bit, and the Hugging Face twin's on the first
+iteration's tokens.
+
+  hf_interchange.py --examples DIR --model gpt-tiny|llama-tiny --names hf-gpt2|hf-llama
+      --data-path PREFIX
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
+import hf_models  # noqa: E402
+import megatron_samples  # noqa: E402
+import safetensors_io  # noqa: E402
+from torch_models import MODELS  # noqa: E402
+
+LOSS = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*\| lm loss: ([0-9.E+-]+) \|")
+
+
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(cmd)}\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+def losses(log):
+    return {int(m[1]): m[2] for m in LOSS.finditer(log)}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--examples", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--names", required=True)
+    p.add_argument("--data-path", required=True)
+    p.add_argument("--trained", type=int, default=3)
+    p.add_argument("--tolerance", type=float, default=1e-5)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    work = tempfile.mkdtemp(prefix="strata-hf-")
+    plan = os.path.join(work, "t2.plan")
+    gbs = 8
+    run(["strata-compile", os.path.join(args.examples, args.model + ".model"), "-o", plan,
+         "--tensor-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", str(gbs)])
+    flags = ["--seed", "5", "--lr", "3e-3", "--data-path", args.data_path, "--train-iters", "10"]
+    ckpt = os.path.join(work, "ckpt")
+    run(["strata-run", plan, "--save", ckpt, "--exit-interval", str(args.trained)] + flags)
+    hf_file, strata_file = os.path.join(work, "hf.safetensors"), os.path.join(work, "strata.safetensors")
+    print(run(["strata-data", "export", "--load", ckpt, "--names", args.names, "--output", hf_file]).strip()
+          .replace(work, "WORK"))
+    run(["strata-data", "export", "--load", ckpt, "--names", "strata", "--output", strata_file])
+
+    hf = hf_models.build(args.model)
+    hf.load_state_dict(safetensors_io.read(hf_file), strict=True)
+    twin = MODELS[args.model]()
+    names = twin.strata_names()
+    weights = safetensors_io.read(strata_file)
+    if set(weights) != set(names):
+        sys.exit(f"FAILED: strata names differ: {sorted(set(weights) ^ set(names))}")
+    with torch.no_grad():
+        for name, (param, transposed) in names.items():
+            param.copy_(weights[name].t() if transposed else weights[name])
+
+    samples = megatron_samples.dataset([args.data_path], "969,30,1", twin.seq, 5, 10 * gbs)
+
+    def batch(iteration):  # 1-based, as strata logs it
+        texts = [samples[(iteration - 1) * gbs + i] for i in range(gbs)]
+        tokens = torch.tensor([t[:-1] for t in texts])
+        labels = torch.tensor([t[1:] for t in texts])
+        return tokens, labels
+
+    def hf_loss(tokens, labels):
+        with torch.no_grad():
+            logits = hf.logits(tokens)
+        return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)).item()
+
+    # The next iteration's tokens: logits of both twins, and strata's loss.
+    tokens, labels = batch(args.trained + 1)
+    logits, loss = hf_loss(tokens, labels)
+    with torch.no_grad():
+        x = twin.wte(tokens) + twin.wpe if args.model == "gpt-tiny" else twin.embed(tokens)
+        for layer in twin.layers:
+            x = layer(x)
+        twin_logits = (twin.ln_f(x) @ twin.wte.weight.t() if args.model == "gpt-tiny"
+                       else twin.output(twin.norm(x)))
+    logit_error = ((logits - twin_logits).norm() / twin_logits.norm()).item()
+    resumed = losses(run(["strata-run", plan, "--load", ckpt, "--exit-interval", str(args.trained + 1)] + flags))
+    strata_loss = float(resumed[args.trained + 1])
+    loss_error = abs(loss - strata_loss) / abs(strata_loss)
+    print(f"exported at iteration {args.trained}: {args.names} twin's logits {logit_error:.1e} from "
+          f"strata's twin; its loss {loss:.6e}, strata's {strata_loss:.6e} ({loss_error:.1e})")
+    if logit_error > args.tolerance or loss_error > args.tolerance:
+        sys.exit("FAILED: beyond the tolerance")
+
+    # Imported: runs started from either file agree, and with the twin.
+    first = {}
+    for scheme, path in ((args.names, hf_file), ("strata", strata_file)):
+        log = run(["strata-run", plan, "--load-safetensors", path, "--names", scheme,
+                   "--exit-interval", "1"] + flags)
+        first[scheme] = losses(log)[1]
+    _, loss1 = hf_loss(*batch(1))
+    import_error = abs(float(first[args.names]) - loss1) / abs(loss1)
+    print(f"imported: first loss {first[args.names]} ({args.names}), {first['strata']} (strata); "
+          f"the twin's {loss1:.6e} ({import_error:.1e})")
+    if first[args.names] != first["strata"] or import_error > args.tolerance:
+        sys.exit("FAILED: the imported run's first loss")
+    print("PASSED")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""GPT-2 and LLaMA written with torch.nn under Hugging Face's parameter
+names and layouts (transformers' GPT2LMHeadModel and LlamaForCausalLM,
+their state_dict keys and shapes), independent of strata's names: what
+`strata-data export --names hf-gpt2|hf-llama` must fill, strictly.
+
+GPT-2 keeps Conv1D weights [in, out] and q, k, v side by side in c_attn;
+LLaMA keeps nn.Linear weights [out, in]. The GPT-2 here uses the exact
+GELU, as strata's gpt-tiny (and Megatron's GPT by default) does; Hugging
+Face's GPT-2 uses the tanh approximation (gelu_new)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from torch_models import RMSNorm, causal_attention, rope
+
+
+class Conv1D(nn.Module):
+    """Hugging Face's Conv1D: y = x @ weight + bias, weight [in, out]."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(n_in, n_out))
+        self.bias = nn.Parameter(torch.zeros(n_out))
+
+    def forward(self, x):
+        return x @ self.weight + self.bias
+
+
+class Gpt2Block(nn.Module):
+    def __init__(self, hidden, heads, eps):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(hidden, eps=eps)
+        self.attn = nn.Module()
+        self.attn.c_attn = Conv1D(hidden, 3 * hidden)
+        self.attn.c_proj = Conv1D(hidden, hidden)
+        self.ln_2 = nn.LayerNorm(hidden, eps=eps)
+        self.mlp = nn.Module()
+        self.mlp.c_fc = Conv1D(hidden, 4 * hidden)
+        self.mlp.c_proj = Conv1D(4 * hidden, hidden)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.attn.c_attn(self.ln_1(x)).split(h, dim=-1)
+        shape = (b, s, self.heads, h // self.heads)
+        a = causal_attention(q.reshape(shape), k.reshape(shape), v.reshape(shape)).reshape(b, s, h)
+        x = x + self.attn.c_proj(a)
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+
+
+class HfGpt2(nn.Module):
+    def __init__(self, layers, hidden, heads, positions, vocab, eps=1e-5):
+        super().__init__()
+        self.transformer = nn.Module()
+        self.transformer.wte = nn.Embedding(vocab, hidden)
+        self.transformer.wpe = nn.Embedding(positions, hidden)
+        self.transformer.h = nn.ModuleList(Gpt2Block(hidden, heads, eps) for _ in range(layers))
+        self.transformer.ln_f = nn.LayerNorm(hidden, eps=eps)
+
+    def logits(self, tokens):
+        t = self.transformer
+        x = t.wte(tokens) + t.wpe(torch.arange(tokens.shape[1]))
+        for block in t.h:
+            x = block(x)
+        return t.ln_f(x) @ t.wte.weight.t()  # lm_head tied to wte
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, hidden, heads, kv_heads, ffn, eps):
+        super().__init__()
+        self.heads, self.kv_heads = heads, kv_heads
+        d = hidden // heads
+        self.input_layernorm = RMSNorm(hidden, eps)
+        self.self_attn = nn.Module()
+        self.self_attn.q_proj = nn.Linear(hidden, hidden, bias=False)
+        self.self_attn.k_proj = nn.Linear(hidden, kv_heads * d, bias=False)
+        self.self_attn.v_proj = nn.Linear(hidden, kv_heads * d, bias=False)
+        self.self_attn.o_proj = nn.Linear(hidden, hidden, bias=False)
+        self.post_attention_layernorm = RMSNorm(hidden, eps)
+        self.mlp = nn.Module()
+        self.mlp.gate_proj = nn.Linear(hidden, ffn, bias=False)
+        self.mlp.up_proj = nn.Linear(hidden, ffn, bias=False)
+        self.mlp.down_proj = nn.Linear(ffn, hidden, bias=False)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        d = h // self.heads
+        a = self.self_attn
+        y = self.input_layernorm(x)
+        q = rope(a.q_proj(y).view(b, s, self.heads, d))
+        k = rope(a.k_proj(y).view(b, s, self.kv_heads, d))
+        v = a.v_proj(y).view(b, s, self.kv_heads, d)
+        x = x + a.o_proj(causal_attention(q, k, v).reshape(b, s, h))
+        y = self.post_attention_layernorm(x)
+        return x + self.mlp.down_proj(F.silu(self.mlp.gate_proj(y)) * self.mlp.up_proj(y))
+
+
+class HfLlama(nn.Module):
+    def __init__(self, layers, hidden, heads, kv_heads, ffn, vocab, eps=1e-5):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(vocab, hidden)
+        self.model.layers = nn.ModuleList(LlamaLayer(hidden, heads, kv_heads, ffn, eps)
+                                          for _ in range(layers))
+        self.model.norm = RMSNorm(hidden, eps)
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+
+    def logits(self, tokens):
+        x = self.model.embed_tokens(tokens)
+        for layer in self.model.layers:
+            x = layer(x)
+        return self.lm_head(self.model.norm(x))
+
+
+def build(model):
+    """The Hugging Face-named twin of an example model."""
+    if model == "gpt-tiny":
+        return HfGpt2(layers=4, hidden=64, heads=4, positions=64, vocab=256)
+    return HfLlama(layers=4, hidden=64, heads=4, kv_heads=2, ffn=176, vocab=256)
