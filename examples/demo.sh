@@ -2,9 +2,9 @@
 # make demo: compile every example model and show what one training step
 # costs; then tokenize English text (Debian's fortunes) with GPT-2's BPE
 # into Megatron's indexed dataset, train gpt-tiny (GPT-2's vocabulary) on
-# it on the CPU, the loss falling as it learns, save a checkpoint and stop
-# halfway; and resume from the checkpoint as an interleaved pipeline of two
-# stages, its schedule drawn.
+# it on the CPU, the loss falling as it learns and the validation loss
+# with it, save a checkpoint and stop halfway; and resume from the
+# checkpoint as an interleaved pipeline of two stages, its schedule drawn.
 set -euo pipefail
 bin=$(cd "${1:-build/bin}" && pwd)
 cd "$(dirname "$0")/.."
@@ -24,7 +24,8 @@ python3 examples/fortunes_jsonl.py fortunes literature riddles > "$work/fortunes
   --append-eod --workers 2
 data="$work/fortunes_text_document"
 schedule=(--train-iters 120 --log-interval 20 --lr 3e-3 --min-lr 3e-4
-          --lr-warmup-iters 10 --lr-decay-style cosine --data-path "$data")
+          --lr-warmup-iters 10 --lr-decay-style cosine --data-path "$data"
+          --eval-interval 60 --eval-iters 5)
 
 echo
 echo "== training gpt-tiny on them, one device; a checkpoint at iteration 60, and stop"

@@ -254,6 +254,15 @@ std::string makeMegatronDatasets(const DataBlend &blend,
     out[k].reset();
     if (samples[k] == 0 || split[k] == 0)
       continue;
+    // A valid or test fraction that rounds to no sequence of any prefix
+    // (a small dataset) is no split, as a fraction of 0 is.
+    bool empty = k > 0;
+    for (const auto &data : opened) {
+      auto [begin, end] = splitRanges(split, data->sequences())[k];
+      empty = empty && begin == end;
+    }
+    if (empty)
+      continue;
     std::vector<std::unique_ptr<GptDataset>> parts;
     uint64_t size = 0;
     for (size_t d = 0; d < opened.size(); ++d) {

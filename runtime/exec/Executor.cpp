@@ -293,6 +293,35 @@ float Executor::runIteration(int64_t iteration, const Hyper &h,
   hyperValues(h, hyperHost);
   backend.copyIn(Stream::Compute, address(uint32_t(hyper)), hyperHost,
                  sizeof hyperHost);
+  runSteps(iteration, loadBatch, /*optimizer=*/true);
+  backend.copyOut(Stream::Compute, &gradNormHost,
+                  address(uint32_t(gradNormBuffer)), 4);
+  backend.synchronizeCompute();
+  return lossSum();
+}
+
+float Executor::evaluate(int64_t iteration, const LoadBatch &loadBatch) {
+  runSteps(iteration, loadBatch, /*optimizer=*/false);
+  // Every stream, the gradients' reductions on the communication one too,
+  // before the accumulators are zeroed.
+  backend.synchronize();
+  if (rank.gradRegion != kNoBuffer) {
+    backend.fillZero(Stream::Compute, address(rank.gradRegion),
+                     rank.buffers[rank.gradRegion].bytes);
+    backend.synchronizeCompute();
+  }
+  return lossSum();
+}
+
+float Executor::lossSum() const {
+  float sum = 0;
+  for (float value : lossHost)
+    sum += value;
+  return sum;
+}
+
+void Executor::runSteps(int64_t iteration, const LoadBatch &loadBatch,
+                        bool optimizer) {
   lossHost.clear();
   lossHost.reserve(rank.schedule.size());
   std::vector<size_t> pending; // steps whose sends are not yet posted
@@ -302,6 +331,8 @@ float Executor::runIteration(int64_t iteration, const Hyper &h,
     const ProgramInfo &info = programs[step.program];
     if (exchangePoint[s])
       exchangeAt(s, pending);
+    if (!optimizer && program.phase == Phase::Optimizer)
+      continue;
     if (step.microbatch >= 0 && info.readsBatch)
       loadBatch(step.microbatch);
     double start = tracing ? now() : 0;
@@ -347,13 +378,6 @@ float Executor::runIteration(int64_t iteration, const Hyper &h,
     }
   }
   exchangeAt(rank.schedule.size(), pending);
-  backend.copyOut(Stream::Compute, &gradNormHost,
-                  address(uint32_t(gradNormBuffer)), 4);
-  backend.synchronizeCompute();
-  float sum = 0;
-  for (float value : lossHost)
-    sum += value;
-  return sum;
 }
 
 float Executor::gradNorm() { return gradNormHost; }

@@ -54,6 +54,13 @@ public:
   float runIteration(int64_t iteration, const Hyper &hyper,
                      const LoadBatch &loadBatch);
 
+  /// Runs the schedule for the loss alone: every step but the optimizer,
+  /// then the gradient accumulators zeroed as the optimizer would have,
+  /// so that training goes on as if nothing had run (the backward runs
+  /// too: the plan holds no forward-only programs yet). Returns what
+  /// runIteration does.
+  float evaluate(int64_t iteration, const LoadBatch &loadBatch);
+
   /// The gradient norm the last optimizer program computed.
   float gradNorm();
 
@@ -111,6 +118,9 @@ private:
   int tokens = -1, labels = -1, loss = -1, gradNormBuffer = -1, hyper = -1;
   float hyperHost[kHyperSlots] = {};
   std::vector<float> lossHost; // one per step that writes the loss
+  /// The schedule's steps, the optimizer's only if `optimizer`.
+  void runSteps(int64_t iteration, const LoadBatch &loadBatch, bool optimizer);
+  float lossSum() const;
   float gradNormHost = 0;
   std::vector<Operand> scratch; // a launch's operands
   bool fusedKernels = false;    // the backend's runsFusedKernels()

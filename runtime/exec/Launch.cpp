@@ -22,6 +22,7 @@
 #include "runtime/io/Trace.h"
 #include "runtime/simt/SimtBackend.h"
 
+#include <array>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -245,6 +246,11 @@ void gatherParams(Transport &transport, LocalRank &rank, const Plan &plan,
     die(errors, error, /*mpi=*/true);
 }
 
+/// The valid and test splits evaluated on (null: none).
+struct Evaluation {
+  const Dataset *valid = nullptr, *test = nullptr;
+};
+
 /// The rank's parameters and moments from a loaded checkpoint, its loop
 /// going on after the checkpoint's iteration.
 void resume(LocalRank &rank, const LoadedCheckpoint *checkpoint) {
@@ -260,9 +266,9 @@ void resume(LocalRank &rank, const LoadedCheckpoint *checkpoint) {
 
 /// One process, one rank, under an MPI launcher.
 int trainAsProcess(const Plan &plan, const TrainOptions &options,
-                   const Dataset &data, const LoadedCheckpoint *checkpoint,
-                   const cuda::Gpu *gpu, std::ostream &log,
-                   std::ostream &errors) {
+                   const Dataset &data, Evaluation evaluation,
+                   const LoadedCheckpoint *checkpoint, const cuda::Gpu *gpu,
+                   std::ostream &log, std::ostream &errors) {
   if (options.localCollectives)
     return refuse(errors, "--local-collectives is for ranks as threads of "
                           "one process; under a launcher each process is "
@@ -290,6 +296,7 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
       !error.empty())
     die(errors, error, /*mpi=*/true);
   LocalRank &rank = *made;
+  rank.loop.setEvaluationData(evaluation.valid, evaluation.test);
   auto epoch = Clock::now();
   if (!options.tracePath.empty())
     rank.executor.enableTrace(epoch);
@@ -314,9 +321,9 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
 
 /// Every rank a thread of this process.
 int trainAsThreads(const Plan &plan, const TrainOptions &options,
-                   const Dataset &data, const LoadedCheckpoint *checkpoint,
-                   const cuda::Gpu *gpu, std::ostream &log,
-                   std::ostream &errors) {
+                   const Dataset &data, Evaluation evaluation,
+                   const LoadedCheckpoint *checkpoint, const cuda::Gpu *gpu,
+                   std::ostream &log, std::ostream &errors) {
   int world = int(plan.world());
   if (options.ranks != 0 && options.ranks != world)
     return refuse(errors, "the plan is for " + std::to_string(world) +
@@ -347,6 +354,7 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
                      threadsPerRank, gpu, meetings, ranks.back());
         !error.empty())
       return refuse(errors, error);
+    ranks.back()->loop.setEvaluationData(evaluation.valid, evaluation.test);
     if (!options.tracePath.empty())
       ranks.back()->executor.enableTrace(epoch);
     if (options.profile)
@@ -432,7 +440,9 @@ std::string startingWeights(const Plan &plan, const TrainOptions &options,
 /// Megatron's indexed data (a prefix of .bin and .idx, or weights and
 /// prefixes), split by --split, seeded by --seed.
 std::string openData(const Plan &plan, const TrainOptions &options,
-                     std::unique_ptr<Dataset> &data) {
+                     std::array<std::unique_ptr<Dataset>, 3> &splits,
+                     std::ostream &log) {
+  std::unique_ptr<Dataset> &data = splits[0];
   const std::vector<std::string> &words = options.dataPath;
   if (words.empty()) {
     data = makeSyntheticDataset(options.seed, plan.vocabSize, plan.seqLength);
@@ -455,18 +465,28 @@ std::string openData(const Plan &plan, const TrainOptions &options,
     return "--seed " + std::to_string(options.seed) +
            ": Megatron's data shuffle takes a seed below 2^32";
   // At least one sample, so that the data is checked even when no
-  // iteration runs.
-  uint64_t samples = std::max<uint64_t>(1, uint64_t(options.trainIters) *
-                                               plan.globalBatchSize);
-  std::array<std::unique_ptr<Dataset>, 3> splits;
+  // iteration runs; the valid split for every evaluation and the one
+  // after training, as Megatron counts them.
+  uint64_t gbs = plan.globalBatchSize;
+  uint64_t train = std::max<uint64_t>(1, uint64_t(options.trainIters) * gbs);
+  uint64_t evaluations =
+      (options.evalInterval > 0 ? options.trainIters / options.evalInterval
+                                : 0) +
+      1;
+  uint64_t eval = uint64_t(options.evalIters) * gbs;
   if (std::string error = makeMegatronDatasets(
-          blend, split, plan.seqLength, uint32_t(options.seed), {samples, 0, 0},
-          plan.vocabSize, splits);
+          blend, split, plan.seqLength, uint32_t(options.seed),
+          {train, evaluations * eval, eval}, plan.vocabSize, splits);
       !error.empty())
     return error;
   if (!splits[0])
     return "--split " + options.split + " leaves no training data";
-  data = std::move(splits[0]);
+  if (options.evalIters > 0 && launcherRank() <= 0)
+    for (int k = 1; k < 3; ++k)
+      if (!splits[k])
+        log << "no " << (k == 1 ? "validation" : "test") << " data: --split "
+            << options.split << " leaves the " << (k == 1 ? "valid" : "test")
+            << " split no sequences; it is not evaluated\n";
   return "";
 }
 
@@ -481,9 +501,11 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
   if (options.backend == "simt")
     if (std::string error = cuda::checkCudaPlan(plan); !error.empty())
       return refuse(errors, error);
-  std::unique_ptr<Dataset> data;
-  if (std::string error = openData(plan, options, data); !error.empty())
+  std::array<std::unique_ptr<Dataset>, 3> splits;
+  if (std::string error = openData(plan, options, splits, log); !error.empty())
     return refuse(errors, error);
+  const Dataset &data = *splits[0];
+  Evaluation evaluation{splits[1].get(), splits[2].get()};
   // A checkpoint is read once a process, its ranks each taking their shards.
   std::optional<LoadedCheckpoint> checkpoint;
   if (!options.load.empty()) {
@@ -505,8 +527,9 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
     } else if (launcherRank() <= 0) {
       log << "loaded checkpoint " << checkpoint->directory << ": iteration "
           << checkpoint->iteration << ", saved by " << checkpoint->savedRanks
-          << " ranks (" << checkpoint->savedLayout << "), resharded to "
-          << plan.world() << "\n";
+          << (checkpoint->savedRanks == 1 ? " rank (" : " ranks (")
+          << checkpoint->savedLayout << "), resharded to " << plan.world()
+          << "\n";
     }
   }
   if (!options.loadSafetensors.empty()) {
@@ -523,10 +546,10 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
   }
   const LoadedCheckpoint *loaded = checkpoint ? &*checkpoint : nullptr;
   if (launcherWorldSize() > 0)
-    return trainAsProcess(plan, options, *data, loaded, gpu ? &*gpu : nullptr,
-                          log, errors);
-  return trainAsThreads(plan, options, *data, loaded, gpu ? &*gpu : nullptr,
-                        log, errors);
+    return trainAsProcess(plan, options, data, evaluation, loaded,
+                          gpu ? &*gpu : nullptr, log, errors);
+  return trainAsThreads(plan, options, data, evaluation, loaded,
+                        gpu ? &*gpu : nullptr, log, errors);
 }
 
 } // namespace strata::runtime

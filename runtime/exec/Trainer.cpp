@@ -11,6 +11,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include <sys/stat.h>
@@ -56,6 +57,8 @@ std::string checkTrainOptions(const TrainOptions &o) {
     return "--clip-grad must be >= 0 (0: no clipping)";
   if (o.saveInterval < 0 || o.exitInterval < 0)
     return "--save-interval and --exit-interval must be >= 0";
+  if (o.evalInterval < 0 || o.evalIters < 0)
+    return "--eval-interval and --eval-iters must be >= 0";
   if (o.saveInterval > 0 && o.save.empty())
     return "--save-interval needs --save DIR";
   for (const std::string *dir : {&o.save, &o.load}) {
@@ -123,14 +126,13 @@ TrainingLoop::TrainingLoop(Executor &executor, const TrainOptions &options,
   labels.resize(tokens.size());
 }
 
-void TrainingLoop::loadBatch(int64_t iteration, int64_t mb) {
+void TrainingLoop::loadBatch(const Dataset &from, int64_t first, int64_t mb) {
   // Sample indices as Megatron's sampler orders them across data-parallel
   // ranks.
   int64_t b = plan.microBatchSize, s = plan.seqLength;
   for (int64_t i = 0; i < b; ++i) {
-    int64_t index = iteration * plan.globalBatchSize +
-                    mb * b * plan.dataParallel + coords[1] * b + i;
-    data.sample(index, tokens.data() + i * s, labels.data() + i * s);
+    int64_t index = first + mb * b * plan.dataParallel + coords[1] * b + i;
+    from.sample(index, tokens.data() + i * s, labels.data() + i * s);
   }
   // A pipeline stage may hold only one of the two inputs.
   Backend &device = executor.device();
@@ -159,8 +161,9 @@ bool TrainingLoop::run(std::ostream *log) {
     auto start = std::chrono::steady_clock::now();
     hyper.lr = learningRate(options, iteration);
     hyper.step = iteration;
-    float loss = executor.runIteration(
-        iteration, hyper, [&](int64_t mb) { loadBatch(iteration - 1, mb); });
+    float loss = executor.runIteration(iteration, hyper, [&](int64_t mb) {
+      loadBatch(data, (iteration - 1) * plan.globalBatchSize, mb);
+    });
     if (lastStage) {
       // Each data-parallel rank averaged its microbatches; average ranks.
       loss /= float(plan.numMicrobatches);
@@ -201,6 +204,14 @@ bool TrainingLoop::run(std::ostream *log) {
       lossCount = 0;
       elapsedMs = 0;
     }
+    // Megatron's order: evaluate, save, exit. The valid split goes on where
+    // the last evaluation stopped.
+    if (valid && options.evalInterval > 0 &&
+        iteration % options.evalInterval == 0)
+      evaluate(*valid,
+               (iteration / options.evalInterval - 1) * options.evalIters *
+                   plan.globalBatchSize,
+               "iteration " + std::to_string(iteration), iteration, log);
     bool due =
         options.saveInterval > 0 && iteration % options.saveInterval == 0;
     bool exit =
@@ -225,11 +236,58 @@ bool TrainingLoop::run(std::ostream *log) {
     if (exit && iteration < options.trainIters) {
       if (log)
         *log << "exiting program at iteration " << iteration << "\n";
-      break;
+      executor.device().synchronize();
+      return true;
     }
   }
+  // After training, the valid split past the periodic evaluations', and
+  // the test split from its start.
+  int64_t last = options.trainIters;
+  if (valid)
+    evaluate(*valid,
+             (options.evalInterval > 0 ? last / options.evalInterval : 0) *
+                 options.evalIters * plan.globalBatchSize,
+             "iteration " + std::to_string(last) + " on validation set", last,
+             log);
+  if (test)
+    evaluate(*test, 0, "iteration " + std::to_string(last) + " on test set",
+             last, log);
   executor.device().synchronize();
   return true;
+}
+
+void TrainingLoop::evaluate(const Dataset &from, int64_t first,
+                            const std::string &what, int64_t iteration,
+                            std::ostream *log) {
+  std::vector<int> dpGroup;
+  for (uint32_t d = 0; d < plan.dataParallel; ++d)
+    dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
+  bool lastStage = coords[2] + 1 == plan.pipelineParallel;
+  double total = 0;
+  for (int64_t k = 0; k < options.evalIters; ++k) {
+    int64_t start = first + k * int64_t(plan.globalBatchSize);
+    float loss = executor.evaluate(
+        iteration, [&](int64_t mb) { loadBatch(from, start, mb); });
+    if (lastStage) {
+      loss /= float(plan.numMicrobatches);
+      executor.communication().hostAllReduce(
+          dpGroup, &loss, 1, "averaging the " + what + " loss over dp");
+      total += double(loss) / double(dpGroup.size());
+    }
+  }
+  if (!log || options.evalIters < 1)
+    return;
+  // Every batch has as many tokens: the token-weighted mean Megatron
+  // takes is the mean of the batches' means.
+  double loss = total / double(options.evalIters);
+  char line[256];
+  // Megatron says "validation loss" of the test split too.
+  std::snprintf(line, sizeof line,
+                " validation loss at %s | lm loss value: %.6E | lm loss "
+                "PPL: %.6E | ",
+                what.c_str(), loss, std::exp(std::min(20.0, loss)));
+  std::string rule(std::strlen(line) + 1, '-');
+  *log << rule << "\n" << line << "\n" << rule << "\n";
 }
 
 std::string TrainingLoop::traceLabel() const {

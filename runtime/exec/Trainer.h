@@ -32,6 +32,9 @@ struct TrainOptions {
   // indexed data, a prefix or weight and prefix pairs; empty: synthetic.
   std::vector<std::string> dataPath;
   std::string split = "969,30,1"; // train, valid, test: Megatron's default
+  // Validation every evalInterval iterations over evalIters batches, and
+  // after training on the valid and test splits (indexed data only).
+  int64_t evalInterval = 1000, evalIters = 100;
   std::string saveParams;
   // Checkpoints (CheckpointStore.h): saved under `save` every
   // `saveInterval` iterations and at the end; loaded from `load`.
@@ -96,6 +99,12 @@ public:
   /// Goes on after iteration `iteration` (a loaded checkpoint's).
   void resumeAfter(int64_t iteration) { firstIteration = iteration + 1; }
 
+  /// The valid and test splits to evaluate on (null: none).
+  void setEvaluationData(const Dataset *validSplit, const Dataset *testSplit) {
+    valid = validSplit;
+    test = testSplit;
+  }
+
   /// --profile, --report-comm and --report-memory, as asked.
   void printReports(std::ostream &log);
 
@@ -103,11 +112,18 @@ public:
   std::string traceLabel() const;
 
 private:
-  void loadBatch(int64_t iteration, int64_t microbatch);
+  /// Microbatch `microbatch` of the global batch starting at sample
+  /// `first` of `from`, as Megatron's sampler hands it to this rank.
+  void loadBatch(const Dataset &from, int64_t first, int64_t microbatch);
+  /// evalIters batches of `from` from sample `first`; the loss printed,
+  /// Megatron's way, on the rank that logs.
+  void evaluate(const Dataset &from, int64_t first, const std::string &what,
+                int64_t iteration, std::ostream *log);
 
   Executor &executor;
   const TrainOptions &options;
   const Dataset &data;
+  const Dataset *valid = nullptr, *test = nullptr;
   const Plan &plan;
   const RankPlan &rank;
   std::array<uint32_t, 3> coords{};    // this rank's tp, dp, pp

@@ -855,11 +855,12 @@ std::string placeOptimizerState(RankPlan &rank) {
     param.masters.clear();
     param.state.clear();
   }
-  rank.expAvg = rank.expAvgSq = kNoBuffer;
+  rank.expAvg = rank.expAvgSq = rank.gradRegion = kNoBuffer;
   if (!adam)
     return "";
   rank.expAvg = adam->operands[AdamW::op::exp_avg];
   rank.expAvgSq = adam->operands[AdamW::op::exp_avg_sq];
+  rank.gradRegion = adam->operands[AdamW::op::grads];
   uint32_t masterIndex = adam->operands[AdamW::op::master];
   const Buffer &region = rank.buffers[adam->operands[AdamW::op::params]];
   uint64_t element = dtypeBytes(region.dtype);

@@ -272,8 +272,9 @@ struct RankPlan {
   std::vector<Param> params;
   std::vector<Io> io;
   std::vector<Step> schedule;
-  // Resolved: the adamw launch's moment buffers (kNoBuffer without one).
-  uint32_t expAvg = kNoBuffer, expAvgSq = kNoBuffer;
+  // Resolved: the adamw launch's moment buffers and the gradient region it
+  // reads, whose accumulators the optimizer zeroes (kNoBuffer without one).
+  uint32_t expAvg = kNoBuffer, expAvgSq = kNoBuffer, gradRegion = kNoBuffer;
 
   /// The buffer index of an io entry, or -1.
   int ioBuffer(const std::string &name) const {

@@ -47,8 +47,9 @@ def main():
     args = p.parse_args()
     work = tempfile.mkdtemp(prefix="strata-checkpoint-")
     common = ["--micro-batch-size", "2", "--global-batch-size", "8"] + [f"--set={s}" for s in args.set]
+    # Evaluations every 3 iterations too: they must leave training as it was.
     run_flags = ["--seed", "7", "--lr", "1e-3", "--lr-warmup-iters", "2", "--lr-decay-style", "cosine",
-                 "--data-path"] + args.data_path
+                 "--eval-interval", "3", "--eval-iters", "2", "--data-path"] + args.data_path
 
     def compile_plan(name, layout):
         plan = os.path.join(work, name + ".plan")

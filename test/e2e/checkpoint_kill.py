@@ -40,7 +40,7 @@ def main():
     run(["strata-compile", os.path.join(args.examples, "gpt-tiny.model"), "-o", plan,
          "--tensor-model-parallel-size", "2", "--data-parallel-size", "2",
          "--use-distributed-optimizer", "--micro-batch-size", "2", "--global-batch-size", "8"])
-    flags = ["--seed", "3", "--lr", "1e-3", "--data-path", args.data_path,
+    flags = ["--seed", "3", "--lr", "1e-3", "--eval-iters", "0", "--data-path", args.data_path,
              "--train-iters", str(args.train_iters)]
     full = {int(m[1]): m[2] for m in LOSS.finditer(run(["strata-run", plan] + flags))}
     # How long a run that saves every iteration takes: the kills fall in it.

@@ -58,7 +58,8 @@ def main():
     gbs = 8
     run(["strata-compile", os.path.join(args.examples, args.model + ".model"), "-o", plan,
          "--tensor-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", str(gbs)])
-    flags = ["--seed", "5", "--lr", "3e-3", "--data-path", args.data_path, "--train-iters", "10"]
+    flags = ["--seed", "5", "--lr", "3e-3", "--eval-iters", "0", "--data-path", args.data_path,
+             "--train-iters", "10"]
     ckpt = os.path.join(work, "ckpt")
     run(["strata-run", plan, "--save", ckpt, "--exit-interval", str(args.trained)] + flags)
     hf_file, strata_file = os.path.join(work, "hf.safetensors"), os.path.join(work, "strata.safetensors")

@@ -79,7 +79,8 @@ def batches(sample, iteration, args):
 def train_torch(args, initial, dtype):
     """Trains the torch model from strata's initial weights; returns the final
     weights by strata name (in strata's layout, float64), the losses and the
-    gradient norms of every iteration."""
+    gradient norms of every iteration, and the validation losses (by what
+    strata's line says after "validation loss at")."""
     model = MODELS[args.model](**({"vocab": args.vocab} if args.vocab else {})).to(dtype)
     names = model.strata_names()
     weights = safetensors_io.read(initial)
@@ -104,6 +105,26 @@ def train_torch(args, initial, dtype):
         with open(args.data, "rb") as f:
             sample = text_sample(f.read(), model.seq)
     m = args.global_batch_size // args.micro_batch_size
+    gbs = args.global_batch_size
+    evals = {}
+    if args.data_prefix and args.eval_iters > 0:
+        runs = args.train_iters // args.eval_interval + 1
+        valid = megatron_samples.dataset(args.data_prefix, args.split, model.seq, args.seed,
+                                         runs * args.eval_iters * gbs, "valid")
+        test = megatron_samples.dataset(args.data_prefix, args.split, model.seq, args.seed,
+                                        args.eval_iters * gbs, "test")
+
+    def evaluate(data, first, what):
+        # The mean over eval-iters batches of each batch's mean loss.
+        with torch.no_grad():
+            total = 0.0
+            for k in range(args.eval_iters):
+                batch = [data[first + k * gbs + i] for i in range(gbs)]
+                tokens = torch.tensor([t[:-1] for t in batch])
+                labels = torch.tensor([t[1:] for t in batch])
+                total += model(tokens, labels).item()
+        evals[what] = total / args.eval_iters
+
     losses, norms = [], []
     for iteration in range(1, args.train_iters + 1):
         for group in optimizer.param_groups:
@@ -117,9 +138,17 @@ def train_torch(args, initial, dtype):
         norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad).item())
         optimizer.step()
         losses.append(total / m)
+        if args.data_prefix and args.eval_iters > 0 and iteration % args.eval_interval == 0:
+            evaluate(valid, (iteration // args.eval_interval - 1) * args.eval_iters * gbs,
+                     f"iteration {iteration}")
+    if args.data_prefix and args.eval_iters > 0:
+        n = args.train_iters
+        evaluate(valid, n // args.eval_interval * args.eval_iters * gbs,
+                 f"iteration {n} on validation set")
+        evaluate(test, 0, f"iteration {n} on test set")
     final = {name: (p.detach().t() if transposed else p.detach()).double()
              for name, (p, transposed) in names.items()}
-    return final, losses, norms
+    return final, losses, norms, evals
 
 
 def run(cmd):
@@ -150,6 +179,8 @@ def main():
     p.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     p.add_argument("--data-prefix", nargs="+", help="Megatron's indexed data, [weight] prefix...")
     p.add_argument("--split", default="969,30,1")
+    p.add_argument("--eval-interval", type=int, default=2)
+    p.add_argument("--eval-iters", type=int, default=0, help="with --data-prefix: validation losses too")
     args = p.parse_args()
 
     torch.manual_seed(0)
@@ -164,7 +195,8 @@ def main():
               "--lr-warmup-iters", str(args.lr_warmup_iters), "--lr-decay-style", args.lr_decay_style,
               "--lr-decay-iters", str(args.lr_decay_iters), "--adam-eps", str(args.adam_eps),
               "--weight-decay", str(args.weight_decay), "--clip-grad", str(args.clip_grad),
-              "--data-path"] + (args.data_prefix or [args.data]) + ["--split", args.split]
+              "--data-path"] + (args.data_prefix or [args.data]) + ["--split", args.split,
+              "--eval-interval", str(args.eval_interval), "--eval-iters", str(args.eval_iters)]
     initial = os.path.join(work, "initial.safetensors")
     final = os.path.join(work, "final.safetensors")
     run(["strata-run", plan, "--train-iters", "0", "--save-params", initial] + common)
@@ -173,8 +205,18 @@ def main():
     if len(strata_steps) != args.train_iters:
         sys.exit(f"FAILED: expected {args.train_iters} log lines, got:\n{log}")
 
-    torch32, losses32, norms32 = train_torch(args, initial, torch.float32)
-    torch64, losses64, _ = train_torch(args, initial, torch.float64)
+    torch32, losses32, norms32, evals32 = train_torch(args, initial, torch.float32)
+    torch64, losses64, _, _ = train_torch(args, initial, torch.float64)
+    strata_evals = {m[1]: float(m[2]) for m in re.finditer(
+        r" validation loss at (.*?) \| lm loss value: (\S+) \|", log)}
+    if set(strata_evals) != set(evals32):
+        sys.exit(f"FAILED: strata evaluated {sorted(strata_evals)}, torch {sorted(evals32)}\n{log}")
+    for what, theirs in sorted(evals32.items()):
+        ours = strata_evals[what]
+        error = abs(ours - theirs) / abs(theirs)
+        print(f"validation loss at {what}: torch {theirs:.7e} strata {ours:.7e} rel {error:.2e}")
+        if error > args.tolerance:
+            sys.exit(f"FAILED: the validation loss at {what}")
     worst_loss, clipped = 0.0, 0
     for iteration in range(1, args.train_iters + 1):
         lr = learning_rate(args, iteration)

@@ -43,6 +43,10 @@ const char *kUsage =
     "                            synthetic tokens from the seed)\n"
     "  --split A,B,C             train, valid, test parts of each prefix\n"
     "                            (969,30,1)\n"
+    "  --eval-interval N         the validation loss every N iterations\n"
+    "                            (1000), and after training on the valid\n"
+    "                            and test splits (indexed data)\n"
+    "  --eval-iters N            batches per evaluation (100; 0: none)\n"
     "  --save-params FILE        write the parameters (safetensors) at\n"
     "                            the end\n"
     "  --save DIR                checkpoints (parameters, Adam moments,\n"
@@ -191,6 +195,8 @@ int main(int argc, char **argv) {
       {"--adam-eps", real(options.hyper.eps)},
       {"--clip-grad", real(options.hyper.clipGrad)},
       {"--split", text(options.split)},
+      {"--eval-interval", integer(options.evalInterval)},
+      {"--eval-iters", integer(options.evalIters)},
       {"--backend", text(options.backend)},
       {"--save-params", text(options.saveParams)},
       {"--save", text(options.save)},
