@@ -254,12 +254,13 @@ std::string makeMegatronDatasets(const DataBlend &blend,
     out[k].reset();
     if (samples[k] == 0 || split[k] == 0)
       continue;
-    // A valid or test fraction that rounds to no sequence of any prefix
-    // (a small dataset) is no split, as a fraction of 0 is.
-    bool empty = k > 0;
+    // A valid or test fraction that rounds to no sequence of a prefix (a
+    // small dataset) is no split, as a fraction of 0 is: a blend without
+    // that prefix would not be the blend asked for.
+    bool empty = false;
     for (const auto &data : opened) {
       auto [begin, end] = splitRanges(split, data->sequences())[k];
-      empty = empty && begin == end;
+      empty = empty || (k > 0 && begin == end);
     }
     if (empty)
       continue;

@@ -102,8 +102,8 @@ private:
 
 /// The train, valid and test datasets of --data-path, --split, the
 /// sequence length and seed, with `samples` samples each (a split of zero
-/// width, a valid or test split with no sequence, or one asked for none,
-/// is null). Every token must be below `vocab`.
+/// width, a valid or test split with no sequence in some prefix, or one
+/// asked for none, is null). Every token must be below `vocab`.
 /// "" or what is wrong, naming the file.
 std::string makeMegatronDatasets(const DataBlend &blend,
                                  const std::array<double, 3> &split,

@@ -301,7 +301,13 @@ float Executor::runIteration(int64_t iteration, const Hyper &h,
 }
 
 float Executor::evaluate(int64_t iteration, const LoadBatch &loadBatch) {
+  // Not training: no trace events (strata-inspect reads the schedule of an
+  // iteration from them) and no kernel times.
+  bool traced = tracing, profiled = profiling;
+  tracing = profiling = false;
   runSteps(iteration, loadBatch, /*optimizer=*/false);
+  tracing = traced;
+  profiling = profiled;
   // Every stream, the gradients' reductions on the communication one too,
   // before the accumulators are zeroed.
   backend.synchronize();

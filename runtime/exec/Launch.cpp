@@ -486,7 +486,7 @@ std::string openData(const Plan &plan, const TrainOptions &options,
       if (!splits[k])
         log << "no " << (k == 1 ? "validation" : "test") << " data: --split "
             << options.split << " leaves the " << (k == 1 ? "valid" : "test")
-            << " split no sequences; it is not evaluated\n";
+            << " split of a prefix no sequences; it is not evaluated\n";
   return "";
 }
 

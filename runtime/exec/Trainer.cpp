@@ -71,6 +71,9 @@ std::string checkTrainOptions(const TrainOptions &o) {
   NameScheme scheme;
   if (std::string error = parseNameScheme(o.names, scheme); !error.empty())
     return error;
+  if (o.names != "strata" && o.loadSafetensors.empty())
+    return "--names says how --load-safetensors' file names the weights; "
+           "give that file";
   if (o.logInterval < 1)
     return "--log-interval must be >= 1";
   if (o.ranks < 0)
@@ -233,7 +236,9 @@ bool TrainingLoop::run(std::ostream *log) {
                         1e3)
              << " ms\n";
     }
-    if (exit && iteration < options.trainIters) {
+    // Megatron exits here, before the evaluations after training, even at
+    // the last iteration.
+    if (exit) {
       if (log)
         *log << "exiting program at iteration " << iteration << "\n";
       executor.device().synchronize();
@@ -264,6 +269,15 @@ void TrainingLoop::evaluate(const Dataset &from, int64_t first,
     dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
   bool lastStage = coords[2] + 1 == plan.pipelineParallel;
   double total = 0;
+  Collectives &comm = executor.communication();
+  // Training's communication (a gather after the update overlaps what
+  // follows) finished first, so that what is counted next is the
+  // evaluation's.
+  executor.device().synchronize();
+  comm.flush();
+  auto bytesBefore = comm.bytesByKind();
+  double commBefore = executor.device().communicationSeconds(),
+         exposedBefore = executor.exposedCommunicationSeconds();
   for (int64_t k = 0; k < options.evalIters; ++k) {
     int64_t start = first + k * int64_t(plan.globalBatchSize);
     float loss = executor.evaluate(
@@ -275,6 +289,12 @@ void TrainingLoop::evaluate(const Dataset &from, int64_t first,
       total += double(loss) / double(dpGroup.size());
     }
   }
+  for (auto &[kind, bytes] : comm.bytesByKind())
+    evaluationBytes[kind] += bytes - bytesBefore[kind];
+  evaluationCommSeconds +=
+      executor.device().communicationSeconds() - commBefore;
+  evaluationExposedSeconds +=
+      executor.exposedCommunicationSeconds() - exposedBefore;
   if (!log || options.evalIters < 1)
     return;
   // Every batch has as many tokens: the token-weighted mean Megatron
@@ -322,7 +342,8 @@ void TrainingLoop::printReports(std::ostream &log) {
   if (options.reportComm && iterationsRun > 0) {
     for (auto &[kind, bytes] : executor.communication().bytesByKind())
       log << "rank " << rank.rank << " sent "
-          << withThousands(bytes / uint64_t(iterationsRun))
+          << withThousands((bytes - evaluationBytes[kind]) /
+                           uint64_t(iterationsRun))
           << " bytes per iteration in " << kind << "\n";
     char line[256];
     double perIteration = 1e3 / double(iterationsRun);
@@ -331,8 +352,11 @@ void TrainingLoop::printReports(std::ostream &log) {
         "rank %u communication per iteration: %.2f ms on the communication "
         "stream, %.2f ms exposed (the compute stream in collectives or "
         "waiting for the communication stream) of %.2f ms\n",
-        rank.rank, executor.device().communicationSeconds() * perIteration,
-        executor.exposedCommunicationSeconds() * perIteration,
+        rank.rank,
+        (executor.device().communicationSeconds() - evaluationCommSeconds) *
+            perIteration,
+        (executor.exposedCommunicationSeconds() - evaluationExposedSeconds) *
+            perIteration,
         iterationSeconds * perIteration);
     log << line;
   }

@@ -14,6 +14,7 @@
 #include "runtime/plan/Hyper.h"
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 
@@ -130,6 +131,10 @@ private:
   std::vector<int32_t> tokens, labels; // host staging for one microbatch
   int64_t iterationsRun = 0, firstIteration = 1;
   double iterationSeconds = 0;
+  // What evaluations sent and waited, left out of --report-comm's
+  // per-iteration figures.
+  std::map<std::string, uint64_t> evaluationBytes;
+  double evaluationCommSeconds = 0, evaluationExposedSeconds = 0;
 };
 
 /// The rank that logs: the first of the last pipeline stage.

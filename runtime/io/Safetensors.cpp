@@ -4,6 +4,7 @@
 #include "runtime/io/WholeFile.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -73,12 +74,39 @@ writeSafetensors(const std::string &path,
 
 namespace {
 
+/// Bytes per element of a safetensors dtype, 0 for one strata does not
+/// know.
+size_t widthOf(const std::string &dtype) {
+  static const std::map<std::string, size_t> widths = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"BOOL", 1},
+      {"U8", 1},  {"I8", 1},  {"U16", 2}, {"I16", 2},  {"U32", 4},
+      {"I32", 4}, {"U64", 8}, {"I64", 8}};
+  auto it = widths.find(dtype);
+  return it == widths.end() ? 0 : it->second;
+}
+
+bool isFloat(const std::string &dtype) {
+  return dtype == "F64" || dtype == "F32" || dtype == "F16" || dtype == "BF16";
+}
+
+/// An IEEE half's value.
+float halfToFloat(uint16_t h) {
+  int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+  float sign = (h & 0x8000) ? -1.0f : 1.0f;
+  if (exponent == 0)
+    return sign * std::ldexp(float(mantissa), -24);
+  if (exponent == 31)
+    return mantissa ? NAN : sign * INFINITY;
+  return sign * std::ldexp(float(mantissa | 0x400), exponent - 25);
+}
+
 /// A safetensors header: {"name": {"dtype": "F32", "shape": [...],
 /// "data_offsets": [begin, end]}, ...}, and "__metadata__", an object of
 /// strings, read into `metadata` or skipped.
 bool parseHeader(const std::string &header,
                  std::map<std::string, HostTensor> &tensors,
                  std::map<std::string, std::pair<uint64_t, uint64_t>> &ranges,
+                 std::map<std::string, std::string> &dtypes,
                  std::map<std::string, std::string> *metadata) {
   JsonReader r(header);
   auto integers = [&](std::vector<int64_t> &out) {
@@ -137,10 +165,11 @@ bool parseHeader(const std::string &header,
         if (!ok)
           return false;
       } while (r.eat(','));
-      if (!r.eat('}') || dtype != "F32" || offsets.size() != 2)
+      if (!r.eat('}') || !widthOf(dtype) || offsets.size() != 2)
         return false;
       tensors[name] = std::move(tensor);
       ranges[name] = {uint64_t(offsets[0]), uint64_t(offsets[1])};
+      dtypes[name] = dtype;
     } while (r.eat(','));
     if (!r.eat('}'))
       return false;
@@ -167,24 +196,53 @@ std::string readSafetensors(const std::string &path,
     return "'" + path + "' has a header longer than the file";
   std::string header(bytes.begin() + 8, bytes.begin() + 8 + length);
   std::map<std::string, std::pair<uint64_t, uint64_t>> ranges;
-  if (!parseHeader(header, tensors, ranges, metadata))
-    return "'" + path + "' has a header strata cannot read (only F32 tensors)";
+  std::map<std::string, std::string> dtypes;
+  if (!parseHeader(header, tensors, ranges, dtypes, metadata))
+    return "'" + path + "' has a header strata cannot read";
   uint64_t dataSize = bytes.size() - 8 - length;
-  for (auto &[name, tensor] : tensors) {
+  const uint8_t *data = bytes.data() + 8 + length;
+  for (auto it = tensors.begin(); it != tensors.end();) {
+    auto &[name, tensor] = *it;
     auto [begin, end] = ranges[name];
+    const std::string &dtype = dtypes[name];
+    uint64_t width = widthOf(dtype);
     // The element count bounded by the data at every step: no product
     // wraps around.
     uint64_t elements = 1;
     bool fits = true;
     for (int64_t dim : tensor.shape) {
-      fits = fits && (dim == 0 || elements <= dataSize / 4 / uint64_t(dim));
+      fits = fits && (dim == 0 || elements <= dataSize / width / uint64_t(dim));
       elements = fits ? elements * uint64_t(dim) : 0;
     }
-    if (!fits || end < begin || end > dataSize || end - begin != elements * 4)
+    if (!fits || end < begin || end > dataSize ||
+        end - begin != elements * width)
       return "'" + path + "': tensor '" + name + "' has a bad byte range";
+    // Weights are floats: other tensors (masks, counters) are left out.
+    if (!isFloat(dtype)) {
+      it = tensors.erase(it);
+      continue;
+    }
     tensor.values.resize(elements);
-    std::memcpy(tensor.values.data(), bytes.data() + 8 + length + begin,
-                end - begin);
+    const uint8_t *at = data + begin;
+    for (uint64_t e = 0; e < elements; ++e) {
+      if (dtype == "F32") {
+        std::memcpy(&tensor.values[e], at + e * 4, 4);
+      } else if (dtype == "F64") {
+        double v;
+        std::memcpy(&v, at + e * 8, 8);
+        tensor.values[e] = float(v);
+      } else {
+        uint16_t bits;
+        std::memcpy(&bits, at + e * 2, 2);
+        if (dtype == "BF16") {
+          uint32_t wide = uint32_t(bits) << 16;
+          std::memcpy(&tensor.values[e], &wide, 4);
+        } else {
+          tensor.values[e] = halfToFloat(bits);
+        }
+      }
+    }
+    ++it;
   }
   return "";
 }

@@ -27,8 +27,9 @@ writeSafetensors(const std::string &path,
                  const std::map<std::string, HostTensor> &tensors,
                  const std::map<std::string, std::string> &metadata = {});
 
-/// Reads the f32 tensors of a file, and its __metadata__ if asked;
-/// returns "" or the error.
+/// Reads the floating-point tensors of a file (F32, and F64, F16 and BF16
+/// widened or narrowed to f32; tensors of other dtypes, such as masks, are
+/// left out), and its __metadata__ if asked; returns "" or the error.
 std::string
 readSafetensors(const std::string &path,
                 std::map<std::string, HostTensor> &tensors,

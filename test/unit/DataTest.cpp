@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -176,7 +177,7 @@ TEST(GptDataset, TokensOutsideTheVocabularyAreRefused) {
   }
 }
 
-TEST(Safetensors, MetadataIsSkippedAndOtherDtypesRefused) {
+TEST(Safetensors, MetadataIsSkippedAndUnknownDtypesRefused) {
   auto file = [](const std::string &header, size_t dataBytes) {
     std::string bytes(8, '\0');
     for (int i = 0; i < 8; ++i)
@@ -194,9 +195,9 @@ TEST(Safetensors, MetadataIsSkippedAndOtherDtypesRefused) {
       "w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}  )",
                       8)),
             "");
-  EXPECT_NE(read(file(R"({"w": {"dtype": "BF16", "shape": [2],
-      "data_offsets": [0, 4]}})",
-                      4))
+  EXPECT_NE(read(file(R"({"w": {"dtype": "F8_E4M3", "shape": [2],
+      "data_offsets": [0, 2]}})",
+                      2))
                 .find("header strata cannot read"),
             std::string::npos);
   EXPECT_NE(read(file(R"({"w": {"dtype": "F32", "shape": [2],
@@ -210,6 +211,38 @@ TEST(Safetensors, MetadataIsSkippedAndOtherDtypesRefused) {
                       0))
                 .find("bad byte range"),
             std::string::npos);
+}
+
+TEST(Safetensors, HalfAndDoubleWidenedMasksLeftOut) {
+  // BF16 1.5 and -2, F16 0.5, a subnormal and -inf, F64 0.1, a BOOL mask.
+  std::string header =
+      R"({"b": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]},)"
+      R"("h": {"dtype": "F16", "shape": [3], "data_offsets": [4, 10]},)"
+      R"("d": {"dtype": "F64", "shape": [1], "data_offsets": [10, 18]},)"
+      R"("m": {"dtype": "BOOL", "shape": [2, 1], "data_offsets": [18, 20]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    bytes[i] = char(uint64_t(header.size()) >> (8 * i));
+  bytes += header;
+  auto put16 = [&](uint16_t v) { bytes.append((const char *)&v, 2); };
+  put16(0x3FC0); // bf16 1.5
+  put16(0xC000); // bf16 -2
+  put16(0x3800); // f16 0.5
+  put16(0x0001); // f16 2^-24
+  put16(0xFC00); // f16 -inf
+  double tenth = 0.1;
+  bytes.append((const char *)&tenth, 8);
+  bytes += std::string("\1\0", 2);
+  std::string path = scratchPrefix("dtypes") + ".safetensors";
+  std::ofstream(path, std::ios::binary) << bytes;
+  std::map<std::string, HostTensor> tensors;
+  ASSERT_EQ(readSafetensors(path, tensors), "");
+  EXPECT_EQ(tensors.count("m"), 0u);
+  EXPECT_EQ(tensors["b"].values, (std::vector<float>{1.5f, -2.0f}));
+  EXPECT_EQ(tensors["h"].values[0], 0.5f);
+  EXPECT_EQ(tensors["h"].values[1], std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::isinf(tensors["h"].values[2]) && tensors["h"].values[2] < 0);
+  EXPECT_EQ(tensors["d"].values[0], 0.1f);
 }
 
 TEST(WholeFile, AFileLeftUncommittedLeavesNothing) {
