@@ -1,6 +1,7 @@
 //===- HuggingFace.cpp - weights under Hugging Face's names ---------------===//
 #include "runtime/io/HuggingFace.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 
@@ -250,6 +251,119 @@ importTensors(const std::map<std::string, HostTensor> &file, NameScheme scheme,
     if (!buffer && !tied)
       return "tensor '" + name + "' is not a parameter of this model";
   }
+  return "";
+}
+
+std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
+                              NameScheme scheme, const HfConfigOptions &options,
+                              std::string &json) {
+  auto shape = [&](const std::string &name) -> std::vector<int64_t> {
+    auto it = tensors.find(name);
+    return it == tensors.end() ? std::vector<int64_t>{} : it->second.shape;
+  };
+  auto layers = [&](const std::string &prefix, const std::string &leaf) {
+    int64_t n = 0;
+    while (tensors.count(prefix + std::to_string(n) + leaf))
+      ++n;
+    return n;
+  };
+  auto number = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", v);
+    return std::string(text);
+  };
+  int64_t heads = options.numAttentionHeads;
+  if (heads < 1)
+    return "config.json needs --num-attention-heads";
+  if (scheme == NameScheme::HfGpt2) {
+    auto wte = shape("transformer.wte.weight"),
+         wpe = shape("transformer.wpe.weight"),
+         fc = shape("transformer.h.0.mlp.c_fc.weight");
+    int64_t n = layers("transformer.h.", ".ln_1.weight");
+    if (wte.size() != 2 || wpe.size() != 2 || fc.size() != 2 || n < 1)
+      return "the tensors are not a GPT-2's";
+    if (wte[1] % heads)
+      return "--num-attention-heads " + std::to_string(heads) +
+             " does not divide the hidden size " + std::to_string(wte[1]);
+    json = "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n"
+           "  \"model_type\": \"gpt2\",\n"
+           "  \"vocab_size\": " +
+           std::to_string(wte[0]) +
+           ",\n"
+           "  \"n_positions\": " +
+           std::to_string(wpe[0]) +
+           ",\n"
+           "  \"n_ctx\": " +
+           std::to_string(wpe[0]) +
+           ",\n"
+           "  \"n_embd\": " +
+           std::to_string(wte[1]) +
+           ",\n"
+           "  \"n_layer\": " +
+           std::to_string(n) +
+           ",\n"
+           "  \"n_head\": " +
+           std::to_string(heads) +
+           ",\n"
+           "  \"n_inner\": " +
+           std::to_string(fc[1]) +
+           ",\n"
+           "  \"activation_function\": \"gelu\",\n"
+           "  \"layer_norm_epsilon\": " +
+           number(options.normEpsilon) +
+           ",\n"
+           "  \"tie_word_embeddings\": true,\n"
+           "  \"torch_dtype\": \"float32\"\n}\n";
+    return "";
+  }
+  if (scheme != NameScheme::HfLlama)
+    return "config.json is Hugging Face's: --names hf-gpt2 or hf-llama";
+  auto embed = shape("model.embed_tokens.weight"),
+       k = shape("model.layers.0.self_attn.k_proj.weight"),
+       gate = shape("model.layers.0.mlp.gate_proj.weight");
+  int64_t n = layers("model.layers.", ".input_layernorm.weight");
+  if (embed.size() != 2 || k.size() != 2 || gate.size() != 2 || n < 1)
+    return "the tensors are not a LLaMA's";
+  int64_t hidden = embed[1];
+  if (hidden % heads || k[0] % (hidden / heads))
+    return "--num-attention-heads " + std::to_string(heads) +
+           " does not divide the hidden size " + std::to_string(hidden) +
+           " and the key width " + std::to_string(k[0]);
+  if (options.maxPositionEmbeddings < 1)
+    return "config.json needs --max-position-embeddings for LLaMA";
+  json = "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n"
+         "  \"model_type\": \"llama\",\n"
+         "  \"vocab_size\": " +
+         std::to_string(embed[0]) +
+         ",\n"
+         "  \"hidden_size\": " +
+         std::to_string(hidden) +
+         ",\n"
+         "  \"intermediate_size\": " +
+         std::to_string(gate[0]) +
+         ",\n"
+         "  \"num_hidden_layers\": " +
+         std::to_string(n) +
+         ",\n"
+         "  \"num_attention_heads\": " +
+         std::to_string(heads) +
+         ",\n"
+         "  \"num_key_value_heads\": " +
+         std::to_string(k[0] / (hidden / heads)) +
+         ",\n"
+         "  \"max_position_embeddings\": " +
+         std::to_string(options.maxPositionEmbeddings) +
+         ",\n"
+         "  \"hidden_act\": \"silu\",\n"
+         "  \"rms_norm_eps\": " +
+         number(options.normEpsilon) +
+         ",\n"
+         "  \"rope_theta\": " +
+         number(options.rotaryBase) +
+         ",\n"
+         "  \"attention_bias\": false,\n"
+         "  \"tie_word_embeddings\": false,\n"
+         "  \"torch_dtype\": \"float32\"\n}\n";
   return "";
 }
 

@@ -50,6 +50,23 @@ importTensors(const std::map<std::string, HostTensor> &file, NameScheme scheme,
               const std::map<std::string, std::vector<int64_t>> &model,
               bool wholeModel, std::map<std::string, HostTensor> &out);
 
+/// What Hugging Face's config.json needs that the weights do not say
+/// (Megatron's flag names).
+struct HfConfigOptions {
+  int64_t numAttentionHeads = 0;
+  double normEpsilon = 1e-5;
+  double rotaryBase = 10000;
+  int64_t maxPositionEmbeddings = 0; // LLaMA's; GPT-2's is wpe's rows
+};
+
+/// config.json for tensors `exportTensors` named by `scheme` (hf-gpt2 or
+/// hf-llama): the sizes read off the weights, the rest from `options`;
+/// GPT-2's activation is the exact GELU ("gelu"), strata's. "" or what is
+/// wrong.
+std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
+                              NameScheme scheme, const HfConfigOptions &options,
+                              std::string &json);
+
 } // namespace strata::runtime
 
 #endif

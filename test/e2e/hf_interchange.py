@@ -1,7 +1,8 @@
 """Weights in and out under Hugging Face's names: train --model a few
 iterations at t=2 (its shards resharded on the way out), save; export the
-checkpoint with --names hf-gpt2 or hf-llama and with strata's names; load
-the first strictly into the Hugging Face-named torch twin (hf_models.py)
+checkpoint with --names hf-gpt2 or hf-llama (and its config.json) and with
+strata's names; load the first strictly into the Hugging Face-named torch
+twin that config.json describes (hf_models.py)
 and the second into strata's torch twin (torch_models.py): their logits on
 the next iteration's tokens must agree, and the loss on them must be the
 one strata logs resuming from the checkpoint (--tolerance relative). Then
@@ -13,6 +14,7 @@ iteration's tokens.
       --data-path PREFIX
 """
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -62,12 +64,18 @@ def main():
              "--train-iters", "10"]
     ckpt = os.path.join(work, "ckpt")
     run(["strata-run", plan, "--save", ckpt, "--exit-interval", str(args.trained)] + flags)
-    hf_file, strata_file = os.path.join(work, "hf.safetensors"), os.path.join(work, "strata.safetensors")
-    print(run(["strata-data", "export", "--load", ckpt, "--names", args.names, "--output", hf_file]).strip()
+    os.makedirs(os.path.join(work, "hf"))
+    hf_file = os.path.join(work, "hf", "model.safetensors")
+    strata_file = os.path.join(work, "strata.safetensors")
+    print(run(["strata-data", "export", "--load", ckpt, "--names", args.names, "--output", hf_file,
+               "--num-attention-heads", "4", "--max-position-embeddings", "64"]).strip()
           .replace(work, "WORK"))
     run(["strata-data", "export", "--load", ckpt, "--names", "strata", "--output", strata_file])
 
-    hf = hf_models.build(args.model)
+    # The twin as the exported config.json describes it, its weights
+    # loaded strictly by Hugging Face's names.
+    with open(os.path.join(work, "hf", "config.json")) as f:
+        hf = hf_models.from_config(json.load(f))
     hf.load_state_dict(safetensors_io.read(hf_file), strict=True)
     twin = MODELS[args.model]()
     names = twin.strata_names()

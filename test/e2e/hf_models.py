@@ -27,7 +27,7 @@ class Conv1D(nn.Module):
 
 
 class Gpt2Block(nn.Module):
-    def __init__(self, hidden, heads, eps):
+    def __init__(self, hidden, heads, inner, eps):
         super().__init__()
         self.heads = heads
         self.ln_1 = nn.LayerNorm(hidden, eps=eps)
@@ -36,8 +36,8 @@ class Gpt2Block(nn.Module):
         self.attn.c_proj = Conv1D(hidden, hidden)
         self.ln_2 = nn.LayerNorm(hidden, eps=eps)
         self.mlp = nn.Module()
-        self.mlp.c_fc = Conv1D(hidden, 4 * hidden)
-        self.mlp.c_proj = Conv1D(4 * hidden, hidden)
+        self.mlp.c_fc = Conv1D(hidden, inner)
+        self.mlp.c_proj = Conv1D(inner, hidden)
 
     def forward(self, x):
         b, s, h = x.shape
@@ -49,12 +49,12 @@ class Gpt2Block(nn.Module):
 
 
 class HfGpt2(nn.Module):
-    def __init__(self, layers, hidden, heads, positions, vocab, eps=1e-5):
+    def __init__(self, layers, hidden, heads, positions, vocab, inner, eps):
         super().__init__()
         self.transformer = nn.Module()
         self.transformer.wte = nn.Embedding(vocab, hidden)
         self.transformer.wpe = nn.Embedding(positions, hidden)
-        self.transformer.h = nn.ModuleList(Gpt2Block(hidden, heads, eps) for _ in range(layers))
+        self.transformer.h = nn.ModuleList(Gpt2Block(hidden, heads, inner, eps) for _ in range(layers))
         self.transformer.ln_f = nn.LayerNorm(hidden, eps=eps)
 
     def logits(self, tokens):
@@ -96,7 +96,7 @@ class LlamaLayer(nn.Module):
 
 
 class HfLlama(nn.Module):
-    def __init__(self, layers, hidden, heads, kv_heads, ffn, vocab, eps=1e-5):
+    def __init__(self, layers, hidden, heads, kv_heads, ffn, vocab, eps):
         super().__init__()
         self.model = nn.Module()
         self.model.embed_tokens = nn.Embedding(vocab, hidden)
@@ -112,8 +112,17 @@ class HfLlama(nn.Module):
         return self.lm_head(self.model.norm(x))
 
 
-def build(model):
-    """The Hugging Face-named twin of an example model."""
-    if model == "gpt-tiny":
-        return HfGpt2(layers=4, hidden=64, heads=4, positions=64, vocab=256)
-    return HfLlama(layers=4, hidden=64, heads=4, kv_heads=2, ffn=176, vocab=256)
+def from_config(c):
+    """The twin a Hugging Face config.json describes (the parts these
+    twins implement, checked)."""
+    if c["model_type"] == "gpt2":
+        assert c["architectures"] == ["GPT2LMHeadModel"] and c["activation_function"] == "gelu", c
+        assert c["tie_word_embeddings"] and c["n_ctx"] == c["n_positions"], c
+        return HfGpt2(layers=c["n_layer"], hidden=c["n_embd"], heads=c["n_head"],
+                      positions=c["n_positions"], vocab=c["vocab_size"], inner=c["n_inner"],
+                      eps=c["layer_norm_epsilon"])
+    assert c["model_type"] == "llama" and c["architectures"] == ["LlamaForCausalLM"], c
+    assert c["hidden_act"] == "silu" and c["rope_theta"] == 10000.0 and not c["tie_word_embeddings"], c
+    return HfLlama(layers=c["num_hidden_layers"], hidden=c["hidden_size"], heads=c["num_attention_heads"],
+                   kv_heads=c["num_key_value_heads"], ffn=c["intermediate_size"], vocab=c["vocab_size"],
+                   eps=c["rms_norm_eps"])

@@ -95,9 +95,12 @@ const char *const kUsage =
     "\n"
     "       strata-data export --load DIR --output FILE\n"
     "         [--format safetensors] [--names strata|hf-gpt2|hf-llama]\n"
+    "         [--num-attention-heads N [--max-position-embeddings N]\n"
+    "          [--norm-epsilon 1e-5] [--rotary-base 10000]]\n"
     "  writes the parameters of DIR's latest checkpoint (strata-run --save)\n"
     "  as one safetensors file, named and laid out as Hugging Face's\n"
-    "  GPT2LMHeadModel or LlamaForCausalLM keep them, or as strata does\n";
+    "  GPT2LMHeadModel or LlamaForCausalLM keep them, or as strata does;\n"
+    "  with --num-attention-heads, Hugging Face's config.json beside it\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-data: error: " << message << "\n";
@@ -417,10 +420,15 @@ int samples(int argc, char **argv) {
 }
 
 int exportCheckpoint(int argc, char **argv) {
-  std::map<std::string, std::string> flags = {{"--load", ""},
-                                              {"--output", ""},
-                                              {"--format", "safetensors"},
-                                              {"--names", "strata"}};
+  std::map<std::string, std::string> flags = {
+      {"--load", ""},
+      {"--output", ""},
+      {"--format", "safetensors"},
+      {"--names", "strata"},
+      {"--num-attention-heads", ""},
+      {"--norm-epsilon", "1e-5"},
+      {"--rotary-base", "10000"},
+      {"--max-position-embeddings", ""}};
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (!flags.count(arg))
@@ -449,12 +457,44 @@ int exportCheckpoint(int argc, char **argv) {
   if (std::string error = exportTensors(params, scheme, out); !error.empty())
     return fail("model '" + checkpoint.model + "' as " + flags["--names"] +
                 ": " + error);
+  // Hugging Face's config.json beside the weights, when the head count
+  // (which the weights do not hold) is given.
+  std::string config, configPath;
+  if (!flags["--num-attention-heads"].empty()) {
+    HfConfigOptions options;
+    char *end = nullptr;
+    options.normEpsilon = std::strtod(flags["--norm-epsilon"].c_str(), &end);
+    bool epsilonOk = *end == '\0' && options.normEpsilon > 0;
+    options.rotaryBase = std::strtod(flags["--rotary-base"].c_str(), &end);
+    bool baseOk = *end == '\0' && options.rotaryBase > 0;
+    if (!positive(flags["--num-attention-heads"], options.numAttentionHeads) ||
+        !epsilonOk || !baseOk ||
+        (!flags["--max-position-embeddings"].empty() &&
+         !positive(flags["--max-position-embeddings"],
+                   options.maxPositionEmbeddings)))
+      return fail("--num-attention-heads, --max-position-embeddings, "
+                  "--norm-epsilon and --rotary-base take positive numbers");
+    if (std::string error = huggingFaceConfig(out, scheme, options, config);
+        !error.empty())
+      return fail(error);
+    std::string output = flags["--output"];
+    size_t slash = output.rfind('/');
+    configPath = (slash == std::string::npos ? std::string()
+                                             : output.substr(0, slash + 1)) +
+                 "config.json";
+    if (std::string error = checkWritable(configPath); !error.empty())
+      return fail(error);
+  }
   if (std::string error = writeSafetensors(flags["--output"], out);
       !error.empty())
     return fail(error);
-  std::printf("wrote %s: %zu tensors (%s names) from %s, model %s, "
+  if (!config.empty())
+    if (std::string error = writeFileWhole(configPath, config); !error.empty())
+      return fail(error);
+  std::printf("wrote %s%s%s: %zu tensors (%s names) from %s, model %s, "
               "iteration %lld\n",
-              flags["--output"].c_str(), out.size(), flags["--names"].c_str(),
+              flags["--output"].c_str(), config.empty() ? "" : " and ",
+              configPath.c_str(), out.size(), flags["--names"].c_str(),
               checkpoint.directory.c_str(), checkpoint.model.c_str(),
               (long long)checkpoint.iteration);
   return 0;
