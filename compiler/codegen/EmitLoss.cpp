@@ -95,31 +95,42 @@ std::string withShape(std::string text, int64_t columns) {
 
 } // namespace
 
+/// The whole-vocabulary loss kernels, a row a block: the row's softmax
+/// statistics, then its loss (into rowLoss, their mean after) and/or the
+/// logits' gradient, in one pass over the row for each.
+static void crossEntropyRows(KernelCode &code, int64_t columns, int64_t rows,
+                             bool loss, bool grad) {
+  std::string row =
+      std::string(kRowSoftmax) + "    double lse = rowMax + log(rowSum);\n";
+  if (loss) {
+    code.globals = rowLossScratch(rows);
+    row += R"(    if (threadIdx.x == 0) {
+      i64 label = labels[r];
+      float target = label >= 0 && label < $COLUMNS ? load(logits, base + label) : 0.0f;
+      rowLoss[r] = lse - target;
+    }
+)";
+  }
+  if (grad)
+    row += kGradFromLse;
+  perRow(code, rows, row);
+  code.body = validColumns("0") + code.body + (loss ? kMeanOfRows : "");
+  code.body = withShape(fill(code.body, {{"ROWS", num(rows)}}), columns);
+}
+
 std::string emitCrossEntropyFwd(const LaunchDesc &launch, KernelCode &code) {
   using namespace CrossEntropyFwd;
   View v{launch};
-  int64_t columns = v.lastDim(op::logits), rows = v.count(op::labels);
-  code.globals = rowLossScratch(rows);
-  perRow(code, rows, std::string(kRowSoftmax) + R"(    if (threadIdx.x == 0) {
-      i64 label = labels[r];
-      float target = label >= 0 && label < $COLUMNS ? load(logits, base + label) : 0.0f;
-      rowLoss[r] = rowMax + log(rowSum) - target;
-    }
-)");
-  code.body = validColumns("0") + code.body + kMeanOfRows;
-  code.body = withShape(fill(code.body, {{"ROWS", num(rows)}}), columns);
+  crossEntropyRows(code, v.lastDim(op::logits), v.count(op::labels), true,
+                   false);
   return "";
 }
 
 std::string emitCrossEntropyBwd(const LaunchDesc &launch, KernelCode &code) {
   using namespace CrossEntropyBwd;
   View v{launch};
-  int64_t columns = v.lastDim(op::logits), rows = v.count(op::labels);
-  perRow(code, rows,
-         std::string(kRowSoftmax) + "    double lse = rowMax + log(rowSum);\n" +
-             kGradFromLse);
-  code.body = validColumns("0") + fill(code.body, {{"ROWS", num(rows)}});
-  code.body = withShape(code.body, columns);
+  crossEntropyRows(code, v.lastDim(op::logits), v.count(op::labels), false,
+                   true);
   return "";
 }
 
@@ -127,20 +138,8 @@ std::string emitCrossEntropyWithGrad(const LaunchDesc &launch,
                                      KernelCode &code) {
   using namespace CrossEntropyWithGrad;
   View v{launch};
-  int64_t columns = v.lastDim(op::logits), rows = v.count(op::labels);
-  code.globals = rowLossScratch(rows);
-  // One pass for the row's statistics, one for its gradient.
-  perRow(code, rows,
-         std::string(kRowSoftmax) +
-             R"(    double lse = rowMax + log(rowSum);
-    if (threadIdx.x == 0) {
-      i64 label = labels[r];
-      float target = label >= 0 && label < $COLUMNS ? load(logits, base + label) : 0.0f;
-      rowLoss[r] = lse - target;
-    }
-)" + kGradFromLse);
-  code.body = validColumns("0") + code.body + kMeanOfRows;
-  code.body = withShape(fill(code.body, {{"ROWS", num(rows)}}), columns);
+  crossEntropyRows(code, v.lastDim(op::logits), v.count(op::labels), true,
+                   true);
   return "";
 }
 
@@ -205,16 +204,30 @@ std::string emitCrossEntropyFromStats(const LaunchDesc &launch,
   return "";
 }
 
+/// A vocabulary-parallel shard's gradient from the rows' statistics, a row
+/// a block, with the row's loss (into rowLoss, their mean after) if asked.
+static void gradFromStatsRows(KernelCode &code, int64_t columns, int64_t rows,
+                              bool loss) {
+  std::string row;
+  if (loss) {
+    code.globals = rowLossScratch(rows);
+    row = R"(    if (threadIdx.x == 0)
+      rowLoss[r] = log((double)sum[r]) + max[r] - target[r];
+)";
+  }
+  perRow(code, rows, row + kGradFromStats);
+  code.body = withShape(
+      validColumns("vocab_offset") +
+          fill(code.body + (loss ? kMeanOfRows : ""), {{"ROWS", num(rows)}}),
+      columns);
+}
+
 std::string emitCrossEntropyGradFromStats(const LaunchDesc &launch,
                                           KernelCode &code) {
   using namespace CrossEntropyGradFromStats;
   View v{launch};
   int64_t columns = v.lastDim(op::logits);
-  int64_t rows = v.count(op::logits) / columns;
-  perRow(code, rows, kGradFromStats);
-  code.body = withShape(validColumns("vocab_offset") +
-                            fill(code.body, {{"ROWS", num(rows)}}),
-                        columns);
+  gradFromStatsRows(code, columns, v.count(op::logits) / columns, false);
   return "";
 }
 
@@ -223,15 +236,7 @@ std::string emitCrossEntropyWithGradFromStats(const LaunchDesc &launch,
   using namespace CrossEntropyWithGradFromStats;
   View v{launch};
   int64_t columns = v.lastDim(op::logits);
-  int64_t rows = v.count(op::logits) / columns;
-  code.globals = rowLossScratch(rows);
-  perRow(code, rows, std::string(R"(    if (threadIdx.x == 0)
-      rowLoss[r] = log((double)sum[r]) + max[r] - target[r];
-)") + kGradFromStats);
-  code.body =
-      withShape(validColumns("vocab_offset") +
-                    fill(code.body + kMeanOfRows, {{"ROWS", num(rows)}}),
-                columns);
+  gradFromStatsRows(code, columns, v.count(op::logits) / columns, true);
   return "";
 }
 

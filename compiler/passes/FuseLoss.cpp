@@ -52,48 +52,60 @@ void replaceBoth(Operation *loss, Operation *grad, Value seed, Value fusedLoss,
     def->erase();
 }
 
-/// cross_entropy + cross_entropy_grad of the same logits and labels.
-void fuseWhole(OpBuilder &b, graph::CrossEntropyGradOp grad) {
-  graph::CrossEntropyOp loss;
-  for (Operation *user : grad.getLogits().getUsers())
-    if (auto candidate = dyn_cast<graph::CrossEntropyOp>(user))
-      if (candidate.getLabels() == grad.getLabels() &&
-          candidate.getVocabSizeAttr() == grad.getVocabSizeAttr())
-        loss = candidate;
-  if (!loss)
-    return;
-  Value seed = seedBefore(b, loss, grad.getGrad());
+/// The first user of `v` of kind LossOp that `matches`, or null.
+template <typename LossOp, typename Match>
+LossOp partnerOf(Value v, Match matches) {
+  for (Operation *user : v.getUsers())
+    if (auto candidate = dyn_cast<LossOp>(user);
+        candidate && matches(candidate))
+      return candidate;
+  return LossOp();
+}
+
+/// `loss` and `grad` replaced by the fused op `build(seed)` makes, when the
+/// gradient's seed is a constant.
+template <typename Build>
+void fuse(OpBuilder &b, Operation *loss, Operation *grad, Value gradSeed,
+          Build build) {
+  Value seed = seedBefore(b, loss, gradSeed);
   if (!seed)
     return;
-  auto fused = graph::CrossEntropyWithGradOp::create(
-      b, loss.getLoc(), loss.getType(), grad.getType(), loss.getLogits(),
-      loss.getLabels(), seed, loss.getVocabSizeAttr());
-  replaceBoth(loss, grad, grad.getGrad(), fused.getLoss(),
-              fused.getLogitsGrad());
+  auto fused = build(seed);
+  // The lowering gives a vocabulary-parallel launch its rank's columns.
+  if (Attribute parallel = grad->getAttr("dist.vocab_parallel"))
+    fused->setAttr("dist.vocab_parallel", parallel);
+  replaceBoth(loss, grad, gradSeed, fused.getLoss(), fused.getLogitsGrad());
+}
+
+/// cross_entropy + cross_entropy_grad of the same logits and labels.
+void fuseWhole(OpBuilder &b, graph::CrossEntropyGradOp grad) {
+  auto loss = partnerOf<graph::CrossEntropyOp>(
+      grad.getLogits(), [&](graph::CrossEntropyOp candidate) {
+        return candidate.getLabels() == grad.getLabels() &&
+               candidate.getVocabSizeAttr() == grad.getVocabSizeAttr();
+      });
+  if (loss)
+    fuse(b, loss, grad, grad.getGrad(), [&](Value seed) {
+      return graph::CrossEntropyWithGradOp::create(
+          b, loss.getLoc(), loss.getType(), grad.getType(), loss.getLogits(),
+          loss.getLabels(), seed, loss.getVocabSizeAttr());
+    });
 }
 
 /// cross_entropy_from_stats + cross_entropy_grad_from_stats of the same
 /// statistics.
 void fuseFromStats(OpBuilder &b, graph::CrossEntropyGradFromStatsOp grad) {
-  graph::CrossEntropyFromStatsOp loss;
-  for (Operation *user : grad.getMax().getUsers())
-    if (auto candidate = dyn_cast<graph::CrossEntropyFromStatsOp>(user))
-      if (candidate.getSumExp() == grad.getSumExp())
-        loss = candidate;
-  if (!loss)
-    return;
-  Value seed = seedBefore(b, loss, grad.getGrad());
-  if (!seed)
-    return;
-  auto fused = graph::CrossEntropyWithGradFromStatsOp::create(
-      b, loss.getLoc(), loss.getType(), grad.getType(), grad.getLogits(),
-      grad.getLabels(), loss.getMax(), loss.getSumExp(), loss.getTarget(), seed,
-      grad.getVocabSizeAttr());
-  // The lowering gives a vocabulary-parallel launch its rank's columns.
-  if (Attribute parallel = grad->getAttr("dist.vocab_parallel"))
-    fused->setAttr("dist.vocab_parallel", parallel);
-  replaceBoth(loss, grad, grad.getGrad(), fused.getLoss(),
-              fused.getLogitsGrad());
+  auto loss = partnerOf<graph::CrossEntropyFromStatsOp>(
+      grad.getMax(), [&](graph::CrossEntropyFromStatsOp candidate) {
+        return candidate.getSumExp() == grad.getSumExp();
+      });
+  if (loss)
+    fuse(b, loss, grad, grad.getGrad(), [&](Value seed) {
+      return graph::CrossEntropyWithGradFromStatsOp::create(
+          b, loss.getLoc(), loss.getType(), grad.getType(), grad.getLogits(),
+          grad.getLabels(), loss.getMax(), loss.getSumExp(), loss.getTarget(),
+          seed, grad.getVocabSizeAttr());
+    });
 }
 
 struct FuseLossPass : strata::impl::FuseLossBase<FuseLossPass> {

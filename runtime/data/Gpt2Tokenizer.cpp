@@ -1,9 +1,9 @@
 //===- Gpt2Tokenizer.cpp - GPT-2's byte-level BPE -------------------------===//
 #include "runtime/data/Gpt2Tokenizer.h"
 #include "runtime/io/JsonReader.h"
+#include "runtime/io/WholeFile.h"
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -107,16 +107,6 @@ int byteOfCharacter(uint32_t cp) {
   return -1;
 }
 
-bool readWhole(const std::string &path, std::string &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::stringstream text;
-  text << in.rdbuf();
-  out = text.str();
-  return bool(in) || in.eof();
-}
-
 } // namespace
 
 std::string splitGpt2Pieces(std::string_view text,
@@ -173,7 +163,7 @@ std::string splitGpt2Pieces(std::string_view text,
 std::string Gpt2Tokenizer::load(const std::string &vocabFile,
                                 const std::string &mergeFile) {
   std::string text;
-  if (!readWhole(vocabFile, text))
+  if (!readFileWhole(vocabFile, text).empty())
     return "cannot read the GPT-2 vocabulary '" + vocabFile + "'";
   auto bad = [&](const std::string &what) {
     return "'" + vocabFile + "': " + what;
@@ -234,7 +224,7 @@ std::string Gpt2Tokenizer::load(const std::string &vocabFile,
   if (eod < 0)
     return bad("no <|endoftext|> token");
 
-  if (!readWhole(mergeFile, text))
+  if (!readFileWhole(mergeFile, text).empty())
     return "cannot read the GPT-2 merges '" + mergeFile + "'";
   // As GPT-2's encoder reads it: the newline-ended lines after the first
   // (a version line), one merge each, by rank.
@@ -316,13 +306,15 @@ std::string Gpt2Tokenizer::encode(std::string_view text,
   // A bound on the memo, which otherwise grows with every new word.
   constexpr size_t kMaxCached = size_t(1) << 20;
   std::vector<int32_t> word;
+  std::string key;
   for (std::string_view piece : pieces) {
-    auto it = cache.pieces.find(std::string(piece));
+    key.assign(piece);
+    auto it = cache.pieces.find(key);
     if (it == cache.pieces.end()) {
       mergePiece(piece, word);
       if (cache.pieces.size() >= kMaxCached)
         cache.pieces.clear();
-      it = cache.pieces.emplace(std::string(piece), word).first;
+      it = cache.pieces.emplace(key, word).first;
     }
     ids.insert(ids.end(), it->second.begin(), it->second.end());
   }

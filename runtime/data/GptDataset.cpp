@@ -206,7 +206,7 @@ BlendedDataset::BlendedDataset(std::vector<std::unique_ptr<GptDataset>> parts,
     total += w;
   for (double &w : weights)
     w /= total;
-  std::vector<int64_t> taken(weights.size(), 0);
+  taken.assign(weights.size(), 0);
   datasetIndex.resize(size);
   datasetSampleIndex.resize(size);
   for (uint64_t s = 0; s < size; ++s) {
@@ -257,10 +257,11 @@ std::string makeMegatronDatasets(const DataBlend &blend,
     // A valid or test fraction that rounds to no sequence of a prefix (a
     // small dataset) is no split, as a fraction of 0 is: a blend without
     // that prefix would not be the blend asked for.
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
     bool empty = false;
     for (const auto &data : opened) {
-      auto [begin, end] = splitRanges(split, data->sequences())[k];
-      empty = empty || (k > 0 && begin == end);
+      ranges.push_back(splitRanges(split, data->sequences())[k]);
+      empty = empty || (k > 0 && ranges.back().first == ranges.back().second);
     }
     if (empty)
       continue;
@@ -275,7 +276,7 @@ std::string makeMegatronDatasets(const DataBlend &blend,
         size += share;
         asked = uint64_t(std::ceil(double(share) * (1 + 0.005)));
       }
-      auto [begin, end] = splitRanges(split, opened[d]->sequences())[k];
+      auto [begin, end] = ranges[d];
       std::unique_ptr<GptDataset> part;
       if (std::string error =
               GptDataset::build(opened[d], begin, end, asked, seq, seed, part);
@@ -289,23 +290,16 @@ std::string makeMegatronDatasets(const DataBlend &blend,
       out[k] = std::move(parts[0]);
       continue;
     }
-    std::vector<uint64_t> built;
-    for (const auto &part : parts)
-      built.push_back(part->size());
     auto blended =
         std::make_unique<BlendedDataset>(std::move(parts), blend.weights, size);
     // Each prefix was built for its share and more; the blend must not
     // ask past what was built (Megatron raises an IndexError there).
-    std::vector<uint64_t> asked(built.size(), 0);
-    for (uint64_t i = 0; i < size; ++i) {
-      auto [d, j] = blended->source(int64_t(i));
-      asked[d] = std::max(asked[d], uint64_t(j) + 1);
-    }
-    for (size_t d = 0; d < built.size(); ++d)
-      if (asked[d] > built[d])
+    for (size_t d = 0; d < opened.size(); ++d)
+      if (blended->takes(d) > blended->holds(d))
         return "the " + std::string(kSplitNames[k]) + " split of '" +
-               blend.prefixes[d] + "' gives " + std::to_string(built[d]) +
-               " samples; the blend takes " + std::to_string(asked[d]);
+               blend.prefixes[d] + "' gives " +
+               std::to_string(blended->holds(d)) +
+               " samples; the blend takes " + std::to_string(blended->takes(d));
     out[k] = std::move(blended);
   }
   return "";

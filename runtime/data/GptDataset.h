@@ -89,15 +89,15 @@ public:
 
   uint64_t size() const { return datasetIndex.size(); }
   void sample(int64_t index, int32_t *tokens, int32_t *labels) const override;
-  /// Which dataset sample `index` comes from, and its index there.
-  std::pair<int, int64_t> source(int64_t index) const {
-    return {datasetIndex[index], datasetSampleIndex[index]};
-  }
+  /// Samples the blend takes from dataset `d`, and those it holds.
+  uint64_t takes(size_t d) const { return taken[d]; }
+  uint64_t holds(size_t d) const { return datasets[d]->size(); }
 
 private:
   std::vector<std::unique_ptr<GptDataset>> datasets;
   std::vector<int16_t> datasetIndex;
   std::vector<int64_t> datasetSampleIndex;
+  std::vector<uint64_t> taken; // per dataset
 };
 
 /// The train, valid and test datasets of --data-path, --split, the

@@ -13,8 +13,9 @@ std::vector<ParamPiece> piecesOf(Executor &executor) {
     const Buffer &value = rank.buffers[param.value];
     if (value.dtype == DType::F32)
       piece.exact.push_back({0, value.elements});
-    for (const MasterSegment &m : param.masters)
-      piece.exact.push_back({m.begin, m.begin + m.length});
+    if (rank.master != kNoBuffer)
+      for (const StateSegment &m : param.state)
+        piece.exact.push_back({m.begin, m.begin + m.length});
     pieces.push_back(std::move(piece));
   }
   return pieces;

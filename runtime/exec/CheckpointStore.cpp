@@ -3,15 +3,14 @@
 #include "runtime/io/JsonReader.h"
 #include "runtime/io/WholeFile.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <fcntl.h>
-#include <unistd.h>
+#include <stdio.h> // renameat2
 
 namespace strata::runtime {
 
@@ -61,66 +60,38 @@ std::string layoutOf(const Plan &plan) {
          (plan.pipelineSchedule.empty() ? "" : " " + plan.pipelineSchedule);
 }
 
-/// Makes the directory's entries durable (a rename inside it).
-void syncDirectory(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
-
 /// Rank 0's part: metadata, the rename into place, then the marker.
 std::string publish(const Plan &plan, const std::string &root,
                     const std::string &temp, const std::string &directory,
                     int64_t iteration, uint64_t seed) {
-  auto quote = [](const std::string &text) {
-    std::string out = "\"";
-    for (char c : text)
-      out +=
-          (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-    return out + "\"";
-  };
   std::string json =
-      "{\n  \"format\": \"" + std::string(kFormat) +
-      "\",\n  \"version\": " + std::to_string(kVersion) +
-      ",\n  \"model\": " + quote(plan.model) +
-      ",\n  \"iteration\": " + std::to_string(iteration) +
-      ",\n  \"consumed_samples\": " +
-      std::to_string(uint64_t(iteration) * plan.globalBatchSize) +
-      ",\n  \"global_batch_size\": " + std::to_string(plan.globalBatchSize) +
-      ",\n  \"seed\": " + std::to_string(seed) +
-      ",\n  \"ranks\": " + std::to_string(plan.world()) +
-      ",\n  \"layout\": " + quote(layoutOf(plan)) + "\n}\n";
+      jsonObject({{"format", jsonString(kFormat)},
+                  {"version", std::to_string(kVersion)},
+                  {"model", jsonString(plan.model)},
+                  {"iteration", std::to_string(iteration)},
+                  {"consumed_samples",
+                   std::to_string(uint64_t(iteration) * plan.globalBatchSize)},
+                  {"global_batch_size", std::to_string(plan.globalBatchSize)},
+                  {"seed", std::to_string(seed)},
+                  {"ranks", std::to_string(plan.world())},
+                  {"layout", jsonString(layoutOf(plan))}});
   if (std::string error = writeFileWhole(temp + "/metadata.json", json);
       !error.empty())
     return error;
-  syncDirectory(temp);
+  // Into place: a checkpoint of the same iteration already there (a run
+  // resumed before it) is exchanged with the new one in one step, so the
+  // name never lacks a complete checkpoint, then removed.
   std::error_code ec;
-  // A checkpoint of the same iteration (a run resumed before it) is
-  // replaced: moved aside, never removed before its successor is there.
-  std::string old = directory + ".old";
-  // An old copy left by a killed save may be the only complete one: put
-  // back before anything else.
-  if (!fs::exists(directory, ec) && fs::exists(old, ec))
-    fs::rename(old, directory, ec);
-  fs::remove_all(old, ec);
-  if (fs::exists(directory, ec)) {
-    fs::rename(directory, old, ec);
-    if (ec)
-      return "cannot move the old '" + directory + "' aside: " + ec.message();
-  }
-  fs::rename(temp, directory, ec);
-  if (ec)
+  bool replacing = fs::exists(directory, ec);
+  if (replacing ? ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD,
+                              directory.c_str(), RENAME_EXCHANGE) != 0
+                : ::rename(temp.c_str(), directory.c_str()) != 0)
     return "cannot rename '" + temp + "' to '" + directory +
-           "': " + ec.message();
+           "': " + std::strerror(errno);
   syncDirectory(root);
-  if (std::string error = writeFileWhole(root + "/" + kMarker,
-                                         std::to_string(iteration) + "\n");
-      !error.empty())
-    return error;
-  fs::remove_all(old, ec);
-  return "";
+  if (replacing)
+    fs::remove_all(temp, ec);
+  return writeFileWhole(root + "/" + kMarker, std::to_string(iteration) + "\n");
 }
 
 } // namespace
@@ -189,8 +160,9 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
   if (!fs::exists(marker, ec))
     return "";
   found = true;
-  std::ifstream markerFile(marker);
-  std::string text((std::istreambuf_iterator<char>(markerFile)), {});
+  std::string text;
+  if (std::string error = readFileWhole(marker, text); !error.empty())
+    return error;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.pop_back();
   if (text.empty() || text.size() > 12 ||
@@ -200,17 +172,10 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
   out.directory = checkpointDirectory(root, iteration);
   out.iteration = iteration;
 
-  // A save of the same iteration killed between moving the old directory
-  // aside and renaming the new one in leaves the old one complete there.
-  if (!fs::exists(out.directory + "/metadata.json", ec) &&
-      fs::exists(out.directory + ".old/metadata.json", ec))
-    out.directory += ".old";
-  std::string metaPath = out.directory + "/metadata.json";
-  std::ifstream metaFile(metaPath, std::ios::binary);
-  if (!metaFile)
+  std::string metaPath = out.directory + "/metadata.json", json;
+  if (!readFileWhole(metaPath, json).empty())
     return "'" + metaPath + "' is missing: '" + marker + "' names iteration " +
            text + ", whose checkpoint is not there";
-  std::string json((std::istreambuf_iterator<char>(metaFile)), {});
   std::map<std::string, std::string> strings;
   std::map<std::string, int64_t> numbers;
   JsonReader reader(json);

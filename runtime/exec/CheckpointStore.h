@@ -11,7 +11,8 @@
 //   DIR/latest_checkpointed_iteration.txt    the iteration to load
 // (Megatron's directory and marker names). A checkpoint becomes visible
 // only whole: the ranks write into iter_0000005.tmp, wait for each other,
-// then rank 0 writes metadata.json, renames the directory into place and
+// then rank 0 writes metadata.json, renames the directory into place (an
+// old one of the same iteration exchanged with it in one step) and
 // only then replaces the marker (each file written whole, WholeFile.h). A
 // crash at any moment leaves the marker naming the last complete
 // checkpoint. --load DIR reads the marker's checkpoint, checks it (every

@@ -52,11 +52,12 @@ std::vector<float> parameterValues(Executor &executor, const Param &param) {
                    value.bytes);
   }
   // Masters hold the fp32 truth where they exist.
-  for (const MasterSegment &segment : param.masters)
-    device.copyOut(Stream::Compute, out.data() + segment.begin,
-                   static_cast<char *>(executor.address(segment.buffer)) +
-                       segment.bufferBegin * 4,
-                   segment.length * 4);
+  if (rank.master != kNoBuffer)
+    for (const StateSegment &segment : param.state)
+      device.copyOut(Stream::Compute, out.data() + segment.begin,
+                     static_cast<char *>(executor.address(rank.master)) +
+                         segment.state * 4,
+                     segment.length * 4);
   device.synchronizeCompute();
   return out;
 }
@@ -66,11 +67,12 @@ void setParameterValues(Executor &executor, const Param &param,
   const RankPlan &rank = executor.rankPlan();
   Backend &device = executor.device();
   const Buffer &value = rank.buffers[param.value];
-  for (const MasterSegment &segment : param.masters)
-    device.copyIn(Stream::Compute,
-                  static_cast<char *>(executor.address(segment.buffer)) +
-                      segment.bufferBegin * 4,
-                  values + segment.begin, segment.length * 4);
+  if (rank.master != kNoBuffer)
+    for (const StateSegment &segment : param.state)
+      device.copyIn(Stream::Compute,
+                    static_cast<char *>(executor.address(rank.master)) +
+                        segment.state * 4,
+                    values + segment.begin, segment.length * 4);
   // copyIn may return before the copy is done, but its host bytes may be
   // reused at once: no wait here (initializeParameters waits once).
   if (value.dtype == DType::BF16) {

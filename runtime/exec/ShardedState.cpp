@@ -82,7 +82,6 @@ RankShards shardsOf(Executor &executor) {
                        size_t(segment.length) * 4);
       at += segment.length;
     }
-    device.synchronizeCompute();
     std::ostringstream meta;
     putList(meta, "global", param.globalShape);
     putList(meta, "offset", param.shardOffset);
@@ -90,11 +89,13 @@ RankShards shardsOf(Executor &executor) {
     putList(meta, "state", state);
     out.metadata[param.name] = meta.str();
     out.tensors[param.name] = {value.shape, std::move(pieces[p].values)};
+    // Moved, the vectors keep the storage the copies land in.
     if (!param.state.empty()) {
       out.tensors[param.name + ".exp_avg"] = std::move(expAvg);
       out.tensors[param.name + ".exp_avg_sq"] = std::move(expAvgSq);
     }
   }
+  device.synchronizeCompute(); // once, for every parameter's copies
   return out;
 }
 
@@ -181,10 +182,10 @@ std::string addShards(const RankShards &shards,
       int64_t at = where[e];
       if (at < 0 || at >= total)
         continue;
-      uint8_t rank = isExact[e] ? 2 : 1;
-      if (rank > g.known[at] || (rank == 1 && g.known[at] == 1)) {
+      // An exact value stays; any other is overwritten.
+      if (g.known[at] < 2) {
         g.value[at] = values[e];
-        g.known[at] = rank;
+        g.known[at] = isExact[e] ? 2 : 1;
       }
     }
     if (state.empty())

@@ -125,6 +125,9 @@ TrainingLoop::TrainingLoop(Executor &executor, const TrainOptions &options,
     : executor(executor), options(options), data(data), plan(executor.plan()),
       rank(executor.rankPlan()) {
   coords = plan.coordinates(rank.rank);
+  for (uint32_t d = 0; d < plan.dataParallel; ++d)
+    dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
+  lastStage = coords[2] + 1 == plan.pipelineParallel;
   tokens.resize(size_t(plan.microBatchSize) * plan.seqLength);
   labels.resize(tokens.size());
 }
@@ -145,14 +148,18 @@ void TrainingLoop::loadBatch(const Dataset &from, int64_t first, int64_t mb) {
       device.copyIn(Stream::Compute, target, host->data(), host->size() * 4);
 }
 
+float TrainingLoop::averageLoss(float sum, const std::string &what) {
+  // Each data-parallel rank averages its microbatches; then the ranks.
+  float loss = sum / float(plan.numMicrobatches);
+  executor.communication().hostAllReduce(dpGroup, &loss, 1,
+                                         "averaging the loss over dp, " + what);
+  return loss / float(dpGroup.size());
+}
+
 bool TrainingLoop::run(std::ostream *log) {
   Hyper hyper = options.hyper;
   double lossSum = 0, elapsedMs = 0;
   int64_t lossCount = 0, nans = 0;
-  std::vector<int> dpGroup;
-  for (uint32_t d = 0; d < plan.dataParallel; ++d)
-    dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
-  bool lastStage = coords[2] + 1 == plan.pipelineParallel;
   for (int64_t iteration = firstIteration; iteration <= options.trainIters;
        ++iteration) {
     if (int(rank.rank) == options.failRank &&
@@ -167,14 +174,8 @@ bool TrainingLoop::run(std::ostream *log) {
     float loss = executor.runIteration(iteration, hyper, [&](int64_t mb) {
       loadBatch(data, (iteration - 1) * plan.globalBatchSize, mb);
     });
-    if (lastStage) {
-      // Each data-parallel rank averaged its microbatches; average ranks.
-      loss /= float(plan.numMicrobatches);
-      executor.communication().hostAllReduce(
-          dpGroup, &loss, 1,
-          "averaging the loss over dp, iteration " + std::to_string(iteration));
-      loss /= float(dpGroup.size());
-    }
+    if (lastStage)
+      loss = averageLoss(loss, "iteration " + std::to_string(iteration));
     float norm = executor.gradNorm();
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -264,10 +265,6 @@ bool TrainingLoop::run(std::ostream *log) {
 void TrainingLoop::evaluate(const Dataset &from, int64_t first,
                             const std::string &what, int64_t iteration,
                             std::ostream *log) {
-  std::vector<int> dpGroup;
-  for (uint32_t d = 0; d < plan.dataParallel; ++d)
-    dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
-  bool lastStage = coords[2] + 1 == plan.pipelineParallel;
   double total = 0;
   Collectives &comm = executor.communication();
   // Training's communication (a gather after the update overlaps what
@@ -282,12 +279,8 @@ void TrainingLoop::evaluate(const Dataset &from, int64_t first,
     int64_t start = first + k * int64_t(plan.globalBatchSize);
     float loss = executor.evaluate(
         iteration, [&](int64_t mb) { loadBatch(from, start, mb); });
-    if (lastStage) {
-      loss /= float(plan.numMicrobatches);
-      executor.communication().hostAllReduce(
-          dpGroup, &loss, 1, "averaging the " + what + " loss over dp");
-      total += double(loss) / double(dpGroup.size());
-    }
+    if (lastStage)
+      total += averageLoss(loss, "the " + what + " evaluation");
   }
   for (auto &[kind, bytes] : comm.bytesByKind())
     evaluationBytes[kind] += bytes - bytesBefore[kind];

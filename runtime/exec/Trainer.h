@@ -116,6 +116,9 @@ private:
   /// Microbatch `microbatch` of the global batch starting at sample
   /// `first` of `from`, as Megatron's sampler hands it to this rank.
   void loadBatch(const Dataset &from, int64_t first, int64_t microbatch);
+  /// The mean loss over the global batch, from this rank's sum over its
+  /// microbatches (on the last pipeline stage, where the loss is).
+  float averageLoss(float sum, const std::string &what);
   /// evalIters batches of `from` from sample `first`; the loss printed,
   /// Megatron's way, on the rank that logs.
   void evaluate(const Dataset &from, int64_t first, const std::string &what,
@@ -128,6 +131,8 @@ private:
   const Plan &plan;
   const RankPlan &rank;
   std::array<uint32_t, 3> coords{};    // this rank's tp, dp, pp
+  std::vector<int> dpGroup;            // the ranks averaging the loss
+  bool lastStage = false;              // where the loss is
   std::vector<int32_t> tokens, labels; // host staging for one microbatch
   int64_t iterationsRun = 0, firstIteration = 1;
   double iterationSeconds = 0;

@@ -1,5 +1,6 @@
 //===- HuggingFace.cpp - weights under Hugging Face's names ---------------===//
 #include "runtime/io/HuggingFace.h"
+#include "runtime/io/JsonReader.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -279,41 +280,27 @@ std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
     auto wte = shape("transformer.wte.weight"),
          wpe = shape("transformer.wpe.weight"),
          fc = shape("transformer.h.0.mlp.c_fc.weight");
-    int64_t n = layers("transformer.h.", ".ln_1.weight");
-    if (wte.size() != 2 || wpe.size() != 2 || fc.size() != 2 || n < 1)
+    int64_t depth = layers("transformer.h.", ".ln_1.weight");
+    if (wte.size() != 2 || wpe.size() != 2 || fc.size() != 2 || depth < 1)
       return "the tensors are not a GPT-2's";
     if (wte[1] % heads)
       return "--num-attention-heads " + std::to_string(heads) +
              " does not divide the hidden size " + std::to_string(wte[1]);
-    json = "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n"
-           "  \"model_type\": \"gpt2\",\n"
-           "  \"vocab_size\": " +
-           std::to_string(wte[0]) +
-           ",\n"
-           "  \"n_positions\": " +
-           std::to_string(wpe[0]) +
-           ",\n"
-           "  \"n_ctx\": " +
-           std::to_string(wpe[0]) +
-           ",\n"
-           "  \"n_embd\": " +
-           std::to_string(wte[1]) +
-           ",\n"
-           "  \"n_layer\": " +
-           std::to_string(n) +
-           ",\n"
-           "  \"n_head\": " +
-           std::to_string(heads) +
-           ",\n"
-           "  \"n_inner\": " +
-           std::to_string(fc[1]) +
-           ",\n"
-           "  \"activation_function\": \"gelu\",\n"
-           "  \"layer_norm_epsilon\": " +
-           number(options.normEpsilon) +
-           ",\n"
-           "  \"tie_word_embeddings\": true,\n"
-           "  \"torch_dtype\": \"float32\"\n}\n";
+    auto n = [](int64_t v) { return std::to_string(v); };
+    json = jsonObject(
+        {{"architectures", "[" + jsonString("GPT2LMHeadModel") + "]"},
+         {"model_type", jsonString("gpt2")},
+         {"vocab_size", n(wte[0])},
+         {"n_positions", n(wpe[0])},
+         {"n_ctx", n(wpe[0])},
+         {"n_embd", n(wte[1])},
+         {"n_layer", n(depth)},
+         {"n_head", n(heads)},
+         {"n_inner", n(fc[1])},
+         {"activation_function", jsonString("gelu")},
+         {"layer_norm_epsilon", number(options.normEpsilon)},
+         {"tie_word_embeddings", "true"},
+         {"torch_dtype", jsonString("float32")}});
     return "";
   }
   if (scheme != NameScheme::HfLlama)
@@ -321,8 +308,8 @@ std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
   auto embed = shape("model.embed_tokens.weight"),
        k = shape("model.layers.0.self_attn.k_proj.weight"),
        gate = shape("model.layers.0.mlp.gate_proj.weight");
-  int64_t n = layers("model.layers.", ".input_layernorm.weight");
-  if (embed.size() != 2 || k.size() != 2 || gate.size() != 2 || n < 1)
+  int64_t depth = layers("model.layers.", ".input_layernorm.weight");
+  if (embed.size() != 2 || k.size() != 2 || gate.size() != 2 || depth < 1)
     return "the tensors are not a LLaMA's";
   int64_t hidden = embed[1];
   if (hidden % heads || k[0] % (hidden / heads))
@@ -331,39 +318,23 @@ std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
            " and the key width " + std::to_string(k[0]);
   if (options.maxPositionEmbeddings < 1)
     return "config.json needs --max-position-embeddings for LLaMA";
-  json = "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n"
-         "  \"model_type\": \"llama\",\n"
-         "  \"vocab_size\": " +
-         std::to_string(embed[0]) +
-         ",\n"
-         "  \"hidden_size\": " +
-         std::to_string(hidden) +
-         ",\n"
-         "  \"intermediate_size\": " +
-         std::to_string(gate[0]) +
-         ",\n"
-         "  \"num_hidden_layers\": " +
-         std::to_string(n) +
-         ",\n"
-         "  \"num_attention_heads\": " +
-         std::to_string(heads) +
-         ",\n"
-         "  \"num_key_value_heads\": " +
-         std::to_string(k[0] / (hidden / heads)) +
-         ",\n"
-         "  \"max_position_embeddings\": " +
-         std::to_string(options.maxPositionEmbeddings) +
-         ",\n"
-         "  \"hidden_act\": \"silu\",\n"
-         "  \"rms_norm_eps\": " +
-         number(options.normEpsilon) +
-         ",\n"
-         "  \"rope_theta\": " +
-         number(options.rotaryBase) +
-         ",\n"
-         "  \"attention_bias\": false,\n"
-         "  \"tie_word_embeddings\": false,\n"
-         "  \"torch_dtype\": \"float32\"\n}\n";
+  auto n = [](int64_t v) { return std::to_string(v); };
+  json =
+      jsonObject({{"architectures", "[" + jsonString("LlamaForCausalLM") + "]"},
+                  {"model_type", jsonString("llama")},
+                  {"vocab_size", n(embed[0])},
+                  {"hidden_size", n(hidden)},
+                  {"intermediate_size", n(gate[0])},
+                  {"num_hidden_layers", n(depth)},
+                  {"num_attention_heads", n(heads)},
+                  {"num_key_value_heads", n(k[0] / (hidden / heads))},
+                  {"max_position_embeddings", n(options.maxPositionEmbeddings)},
+                  {"hidden_act", jsonString("silu")},
+                  {"rms_norm_eps", number(options.normEpsilon)},
+                  {"rope_theta", number(options.rotaryBase)},
+                  {"attention_bias", "false"},
+                  {"tie_word_embeddings", "false"},
+                  {"torch_dtype", jsonString("float32")}});
   return "";
 }
 

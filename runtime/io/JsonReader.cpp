@@ -1,7 +1,8 @@
-//===- JsonReader.cpp - the JSON strata reads -----------------------------===//
+//===- JsonReader.cpp - the JSON strata reads and writes ------------------===//
 #include "runtime/io/JsonReader.h"
 
 #include <cstdint>
+#include <cstdio>
 
 namespace strata::runtime {
 
@@ -249,6 +250,31 @@ std::string jsonStringField(std::string_view line, std::string_view key,
   if (!isString)
     return "the value of \"" + std::string(key) + "\" is not a string";
   return "";
+}
+
+std::string jsonString(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\u%04x", c);
+      out += escape;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string
+jsonObject(const std::vector<std::pair<std::string, std::string>> &members) {
+  std::string out = "{";
+  for (size_t i = 0; i < members.size(); ++i)
+    out += (i ? ",\n  " : "\n  ") + jsonString(members[i].first) + ": " +
+           members[i].second;
+  return out + "\n}\n";
 }
 
 } // namespace strata::runtime

@@ -1,11 +1,12 @@
-//===- JsonReader.h - the JSON strata reads ---------------------*- C++ -*-===//
+//===- JsonReader.h - the JSON strata reads and writes ----------*- C++ -*-===//
 //
 // One reader of the whole JSON grammar (objects, arrays, strings with every
 // escape and surrogate pairs, numbers, literals) for every JSON strata
 // reads: safetensors headers, JSON Lines documents (Megatron's
 // --json-keys). A caller walks the structure it expects with eat, string
 // and unsignedInteger, and skips what it does not need with skipValue, so
-// any valid input is read and any invalid one refused.
+// any valid input is read and any invalid one refused. jsonString and
+// jsonObject write it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_IO_JSONREADER_H
@@ -14,6 +15,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace strata::runtime {
 
@@ -46,6 +49,17 @@ private:
 /// `out`; "" or what is wrong (not an object, no such key, not a string).
 std::string jsonStringField(std::string_view line, std::string_view key,
                             std::string &out);
+
+// Writing: what strata writes as JSON (safetensors headers, checkpoint
+// metadata, Hugging Face configs) is built from these two.
+
+/// `text` as a JSON string, quoted and escaped.
+std::string jsonString(std::string_view text);
+
+/// A JSON object of `members` (keys, and values already JSON text), one a
+/// line, ending in a newline.
+std::string
+jsonObject(const std::vector<std::pair<std::string, std::string>> &members);
 
 } // namespace strata::runtime
 

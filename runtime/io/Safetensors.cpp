@@ -1,5 +1,6 @@
 //===- Safetensors.cpp - the safetensors format ---------------------------===//
 #include "runtime/io/Safetensors.h"
+#include "runtime/exec/BFloat16.h"
 #include "runtime/io/JsonReader.h"
 #include "runtime/io/WholeFile.h"
 
@@ -7,31 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 namespace strata::runtime {
-
-namespace {
-
-/// `text` as a JSON string.
-std::string quoted(const std::string &text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char escape[8];
-      std::snprintf(escape, sizeof escape, "\\u%04x", c);
-      out += escape;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-} // namespace
 
 std::string
 writeSafetensors(const std::string &path,
@@ -41,14 +19,14 @@ writeSafetensors(const std::string &path,
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
     for (const auto &[key, value] : metadata)
-      header +=
-          (header.back() == '{' ? "" : ",") + quoted(key) + ":" + quoted(value);
+      header += (header.back() == '{' ? "" : ",") + jsonString(key) + ":" +
+                jsonString(value);
     header += "}";
   }
   uint64_t offset = 0;
   for (const auto &[name, tensor] : tensors) {
     uint64_t bytes = tensor.values.size() * sizeof(float);
-    header += (header.size() > 1 ? "," : "") + quoted(name) +
+    header += (header.size() > 1 ? "," : "") + jsonString(name) +
               ":{\"dtype\":\"F32\",\"shape\":[";
     for (size_t d = 0; d < tensor.shape.size(); ++d)
       header += (d ? "," : "") + std::to_string(tensor.shape[d]);
@@ -59,17 +37,21 @@ writeSafetensors(const std::string &path,
   header += "}";
   while (header.size() % 8 != 0)
     header += ' ';
-  std::vector<uint8_t> file(8 + header.size() + offset);
-  uint64_t length = header.size();
+  // Streamed to the file: the length, the header, each tensor's bytes.
+  std::string length(8, '\0');
   for (int i = 0; i < 8; ++i)
-    file[i] = static_cast<uint8_t>(length >> (8 * i));
-  std::memcpy(file.data() + 8, header.data(), header.size());
-  uint8_t *data = file.data() + 8 + header.size();
-  for (const auto &[name, tensor] : tensors) {
-    std::memcpy(data, tensor.values.data(), tensor.values.size() * 4);
-    data += tensor.values.size() * 4;
-  }
-  return writeFileWhole(path, file);
+    length[i] = char(uint64_t(header.size()) >> (8 * i));
+  WholeFileWriter file;
+  std::string error = file.open(path);
+  if (error.empty())
+    error = file.write(length);
+  if (error.empty())
+    error = file.write(header);
+  for (auto it = tensors.begin(); error.empty() && it != tensors.end(); ++it)
+    error = file.write(std::string_view(
+        reinterpret_cast<const char *>(it->second.values.data()),
+        it->second.values.size() * sizeof(float)));
+  return error.empty() ? file.commit() : error;
 }
 
 namespace {
@@ -182,25 +164,24 @@ bool parseHeader(const std::string &header,
 std::string readSafetensors(const std::string &path,
                             std::map<std::string, HostTensor> &tensors,
                             std::map<std::string, std::string> *metadata) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return "cannot open '" + path + "': " + std::strerror(errno);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
-                             std::istreambuf_iterator<char>());
-  if (bytes.size() < 8)
+  std::string file;
+  if (std::string error = readFileWhole(path, file); !error.empty())
+    return error;
+  const auto *bytes = reinterpret_cast<const uint8_t *>(file.data());
+  if (file.size() < 8)
     return "'" + path + "' is not a safetensors file";
   uint64_t length = 0;
   for (int i = 0; i < 8; ++i)
     length |= uint64_t(bytes[i]) << (8 * i);
-  if (length > bytes.size() - 8)
+  if (length > file.size() - 8)
     return "'" + path + "' has a header longer than the file";
-  std::string header(bytes.begin() + 8, bytes.begin() + 8 + length);
+  std::string header = file.substr(8, length);
   std::map<std::string, std::pair<uint64_t, uint64_t>> ranges;
   std::map<std::string, std::string> dtypes;
   if (!parseHeader(header, tensors, ranges, dtypes, metadata))
     return "'" + path + "' has a header strata cannot read";
-  uint64_t dataSize = bytes.size() - 8 - length;
-  const uint8_t *data = bytes.data() + 8 + length;
+  uint64_t dataSize = file.size() - 8 - length;
+  const uint8_t *data = bytes + 8 + length;
   for (auto it = tensors.begin(); it != tensors.end();) {
     auto &[name, tensor] = *it;
     auto [begin, end] = ranges[name];
@@ -222,24 +203,26 @@ std::string readSafetensors(const std::string &path,
       it = tensors.erase(it);
       continue;
     }
+    // The conversion chosen once a tensor.
     tensor.values.resize(elements);
     const uint8_t *at = data + begin;
-    for (uint64_t e = 0; e < elements; ++e) {
-      if (dtype == "F32") {
-        std::memcpy(&tensor.values[e], at + e * 4, 4);
-      } else if (dtype == "F64") {
-        double v;
-        std::memcpy(&v, at + e * 8, 8);
-        tensor.values[e] = float(v);
-      } else {
-        uint16_t bits;
-        std::memcpy(&bits, at + e * 2, 2);
-        if (dtype == "BF16") {
-          uint32_t wide = uint32_t(bits) << 16;
-          std::memcpy(&tensor.values[e], &wide, 4);
-        } else {
-          tensor.values[e] = halfToFloat(bits);
-        }
+    if (dtype == "F32") {
+      std::memcpy(tensor.values.data(), at, elements * 4);
+    } else if (dtype == "BF16") {
+      std::vector<uint16_t> bits(elements);
+      std::memcpy(bits.data(), at, elements * 2);
+      widenBf16(bits.data(), tensor.values.data(), int64_t(elements));
+    } else if (dtype == "F16") {
+      for (uint64_t e = 0; e < elements; ++e) {
+        uint16_t half;
+        std::memcpy(&half, at + e * 2, 2);
+        tensor.values[e] = halfToFloat(half);
+      }
+    } else { // F64
+      for (uint64_t e = 0; e < elements; ++e) {
+        double wide;
+        std::memcpy(&wide, at + e * 8, 8);
+        tensor.values[e] = float(wide);
       }
     }
     ++it;

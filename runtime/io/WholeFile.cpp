@@ -52,6 +52,38 @@ std::string targetOf(const std::string &path, fs::path &target) {
 
 } // namespace
 
+std::string readFileWhole(const std::string &path, std::string &out) {
+  out.clear();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return "cannot open '" + path + "': " + std::strerror(errno);
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int error = errno;
+      ::close(fd);
+      return "cannot read '" + path + "': " + std::strerror(error);
+    }
+    if (n == 0)
+      break;
+    out.append(buffer, size_t(n));
+  }
+  ::close(fd);
+  return "";
+}
+
+void syncDirectory(const std::string &path) {
+  int fd = ::open(path.empty() ? "." : path.c_str(),
+                  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
 std::string checkWritable(const std::string &path) {
   fs::path target;
   if (std::string error = targetOf(path, target); !error.empty())
@@ -77,21 +109,40 @@ std::string WholeFileWriter::open(const std::string &path) {
   if (std::string error = targetOf(path, resolved); !error.empty())
     return error;
   target = resolved.string();
-  temporary = target + ".tmp." + std::to_string(::getpid());
-  fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  // A name of its own, whoever else writes the same target (another
+  // writer in this process, a temporary a killed run left).
+  std::string name = target + ".tmp.XXXXXX";
+  fd = ::mkostemp(name.data(), O_CLOEXEC);
   if (fd < 0)
-    return "cannot write '" + temporary + "': " + std::strerror(errno);
+    return "cannot write '" + name + "': " + std::strerror(errno);
+  temporary = name;
+  // mkostemp makes it 0600; a file strata writes is as any other.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
   return "";
 }
 
 std::string WholeFileWriter::write(std::string_view bytes) {
-  // Small pieces gather in a buffer: one system call a megabyte.
-  buffered.append(bytes);
-  return buffered.size() < (1u << 20) ? "" : flush();
+  // Small pieces gather in a buffer, one system call a megabyte; a large
+  // one goes out as it is, not copied.
+  constexpr size_t kBuffer = 1u << 20;
+  if (bytes.size() < kBuffer) {
+    buffered.append(bytes);
+    return buffered.size() < kBuffer ? "" : flush();
+  }
+  if (std::string error = flush(); !error.empty())
+    return error;
+  return writeOut(bytes);
 }
 
 std::string WholeFileWriter::flush() {
-  std::string_view bytes = buffered;
+  std::string error = writeOut(buffered);
+  buffered.clear();
+  return error;
+}
+
+std::string WholeFileWriter::writeOut(std::string_view bytes) {
   while (!bytes.empty()) {
     ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR)
@@ -101,7 +152,6 @@ std::string WholeFileWriter::flush() {
              "': " + std::strerror(n < 0 ? errno : ENOSPC);
     bytes.remove_prefix(size_t(n));
   }
-  buffered.clear();
   return "";
 }
 
@@ -115,8 +165,10 @@ std::string WholeFileWriter::commit() {
     error = errno;
   }
   fd = -1;
-  if (ok && ::rename(temporary.c_str(), target.c_str()) == 0)
+  if (ok && ::rename(temporary.c_str(), target.c_str()) == 0) {
+    syncDirectory(fs::path(target).parent_path().string());
     return "";
+  }
   if (ok)
     error = errno;
   ::unlink(temporary.c_str());

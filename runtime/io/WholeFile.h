@@ -2,8 +2,9 @@
 //
 // Every file strata writes (plans, parameters, traces, pictures, kernels,
 // printed IR) goes through writeFileWhole: into a temporary file beside the
-// target, flushed to the disk, then renamed over it. A reader, or a crash
-// at any moment, sees the old file or the new one, never part of one. A
+// target, flushed to the disk, then renamed over it, and the rename made
+// durable. A reader, or a crash at any moment, sees the old file or the new
+// one, never part of one. readFileWhole is the reading side. A
 // path that exists and is not a regular file (a directory, a device such
 // as /dev/null, a pipe, a socket) is refused rather than renamed over; a
 // symbolic link is followed, and the file it names is replaced.
@@ -37,6 +38,7 @@ public:
 
 private:
   std::string flush();
+  std::string writeOut(std::string_view bytes);
 
   std::string target, temporary, buffered;
   int fd = -1;
@@ -50,6 +52,12 @@ inline std::string writeFileWhole(const std::string &path,
       path, std::string_view(reinterpret_cast<const char *>(bytes.data()),
                              bytes.size()));
 }
+
+/// The bytes of `path` into `out`; "" or why not, naming the file.
+std::string readFileWhole(const std::string &path, std::string &out);
+
+/// Makes the entries of directory `path` durable (a rename inside it).
+void syncDirectory(const std::string &path);
 
 /// Whether writeFileWhole could write `path` now (what it would refuse, a
 /// directory it cannot write in): "" or why not. Checked before a run, so

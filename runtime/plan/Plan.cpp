@@ -851,17 +851,15 @@ std::string placeOptimizerState(RankPlan &rank) {
           return "two adamw launches keep optimizer state";
         adam = l;
       }
-  for (Param &param : rank.params) {
-    param.masters.clear();
+  for (Param &param : rank.params)
     param.state.clear();
-  }
-  rank.expAvg = rank.expAvgSq = rank.gradRegion = kNoBuffer;
+  rank.expAvg = rank.expAvgSq = rank.master = rank.gradRegion = kNoBuffer;
   if (!adam)
     return "";
   rank.expAvg = adam->operands[AdamW::op::exp_avg];
   rank.expAvgSq = adam->operands[AdamW::op::exp_avg_sq];
   rank.gradRegion = adam->operands[AdamW::op::grads];
-  uint32_t masterIndex = adam->operands[AdamW::op::master];
+  rank.master = adam->operands[AdamW::op::master];
   const Buffer &region = rank.buffers[adam->operands[AdamW::op::params]];
   uint64_t element = dtypeBytes(region.dtype);
   // Each parameter's range in the region, in the region's order.
@@ -890,9 +888,6 @@ std::string placeOptimizerState(RankPlan &rank) {
       [&](int64_t begin, int64_t length, int64_t state, size_t i) {
         auto [paramBegin, p] = order[i];
         rank.params[p].state.push_back({state, begin - paramBegin, length});
-        if (masterIndex != kNoBuffer)
-          rank.params[p].masters.push_back(
-              {masterIndex, state, begin - paramBegin, length});
       });
   return "";
 }
@@ -909,8 +904,8 @@ struct Dependence {
   std::vector<std::pair<uint32_t, uint32_t>> instructions; // program, index
   unsigned axes = 0; // the mesh axes read (bit a for axis a)
   // A parameter's buffers or the optimizer's regions move with the rank:
-  // its masters are placed (and checked) again.
-  bool masters = false;
+  // its optimizer state (moments, masters) is placed and checked again.
+  bool optimizerState = false;
 };
 
 Dependence dependenceOf(const RankPlan &stage) {
@@ -934,7 +929,7 @@ Dependence dependenceOf(const RankPlan &stage) {
             perRankArgument = true;
             d.axes |= 1u << attr.perRank.axis;
           }
-        d.masters |= launch->kernel == KernelId::AdamW && movingOperand;
+        d.optimizerState |= launch->kernel == KernelId::AdamW && movingOperand;
       }
       if (perRankArgument)
         d.instructions.push_back({p, n});
@@ -946,7 +941,7 @@ Dependence dependenceOf(const RankPlan &stage) {
       d.params.push_back(p);
       d.axes |= 1u << 0;
     }
-    d.masters |= moves[param.value] || moves[param.grad];
+    d.optimizerState |= moves[param.value] || moves[param.grad];
   }
   return d;
 }
@@ -1076,7 +1071,7 @@ std::string checkEveryRank(const Plan &plan) {
         error = resolveParts(plan, r, stage, rank, &d);
         // Masters and moments follow the moved buffers and the adamw
         // launch's part, both resolved again above.
-        if (error.empty() && d.masters)
+        if (error.empty() && d.optimizerState)
           error = placeOptimizerState(rank);
         if (!error.empty())
           error = "rank " + std::to_string(r) + ": " + error;

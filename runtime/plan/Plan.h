@@ -181,13 +181,6 @@ struct Program {
   size_t bodyBegin = 0, bodyEnd = 0;
 };
 
-/// Elements [begin, begin + length) of a rank's local parameter, whose
-/// fp32 masters lie from element `bufferBegin` of `buffer` on.
-struct MasterSegment {
-  uint32_t buffer = 0;
-  int64_t bufferBegin = 0, begin = 0, length = 0;
-};
-
 /// Optimizer state a rank keeps for a parameter: its local elements
 /// [begin, begin + length) have their Adam moments (and master) at
 /// `state` onwards in the adamw launch's exp_avg and exp_avg_sq (and
@@ -206,9 +199,8 @@ struct Param {
   std::string init;
   double std = 0;
   // Resolved for the rank: where its shard starts in the global tensor,
-  // and its masters (from the optimizer's adamw launch).
+  // and the elements whose optimizer state (and masters) it keeps.
   std::vector<int64_t> shardOffset;
-  std::vector<MasterSegment> masters;
   std::vector<StateSegment> state; // empty on a rank without an optimizer
 };
 
@@ -272,9 +264,12 @@ struct RankPlan {
   std::vector<Param> params;
   std::vector<Io> io;
   std::vector<Step> schedule;
-  // Resolved: the adamw launch's moment buffers and the gradient region it
-  // reads, whose accumulators the optimizer zeroes (kNoBuffer without one).
-  uint32_t expAvg = kNoBuffer, expAvgSq = kNoBuffer, gradRegion = kNoBuffer;
+  // Resolved: the adamw launch's moment and fp32 master buffers (indexed by
+  // StateSegment::state) and the gradient region it reads, whose
+  // accumulators the optimizer zeroes (kNoBuffer without one; no master
+  // when the parameters are themselves fp32).
+  uint32_t expAvg = kNoBuffer, expAvgSq = kNoBuffer, master = kNoBuffer,
+           gradRegion = kNoBuffer;
 
   /// The buffer index of an io entry, or -1.
   int ioBuffer(const std::string &name) const {

@@ -1,5 +1,6 @@
 //===- Simt.cpp - a generated kernel compiled and run on the host ---------===//
 #include "runtime/simt/Simt.h"
+#include "runtime/io/WholeFile.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,7 +9,6 @@
 #include <map>
 #include <mutex>
 #include <regex>
-#include <sstream>
 #include <unistd.h>
 
 namespace strata::runtime::simt {
@@ -53,13 +53,6 @@ const std::string &workDirectory() {
 
 /// One launch at a time in the process (see Kernel::launch).
 std::mutex launchMutex;
-
-std::string readFile(const std::string &path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 /// The unit as the host compiles it: dynamic shared memory declarations
 /// made pointers into the model's buffer, and an entry that unpacks
@@ -154,7 +147,8 @@ std::string Kernel::compile(const std::string &source,
       quoted(dir + "/SimtRuntime.h") + " -o " + quoted(stem + ".so") + " " +
       quoted(stem + ".cpp") + " 2> " + quoted(stem + ".log");
   int status = std::system(command.c_str());
-  std::string log = readFile(stem + ".log");
+  std::string log;
+  readFileWhole(stem + ".log", log); // what the compiler said, if anything
   std::remove((stem + ".cpp").c_str());
   std::remove((stem + ".log").c_str());
   if (status != 0) {

