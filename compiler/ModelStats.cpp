@@ -11,8 +11,11 @@ ModelStats computeModelStats(ModuleOp module) {
   if (auto name = module->getAttrOfType<StringAttr>("strata.model"))
     stats.name = name.str();
   int64_t boundaries = 0;
+  bool exactGelu = false, tanhGelu = false;
   module.walk([&](Operation *op) {
-    if (auto param = dyn_cast<graph::ParamOp>(op)) {
+    if (auto gelu = dyn_cast<graph::GeluOp>(op)) {
+      (gelu.getTanh() ? tanhGelu : exactGelu) = true;
+    } else if (auto param = dyn_cast<graph::ParamOp>(op)) {
       stats.parameters += param.getType().getNumElements();
     } else if (isa<graph::LayerBoundaryOp>(op)) {
       ++boundaries;
@@ -33,6 +36,10 @@ ModelStats computeModelStats(ModuleOp module) {
     }
   });
   stats.layers = boundaries > 0 ? boundaries - 1 : 0;
+  stats.gelu = exactGelu && tanhGelu ? "exact,tanh"
+               : exactGelu           ? "exact"
+               : tanhGelu            ? "tanh"
+                                     : "";
   return stats;
 }
 

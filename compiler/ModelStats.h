@@ -12,9 +12,12 @@ struct ModelStats {
   std::string name;
   int64_t parameters = 0;
   int64_t layers = 0;
-  int64_t tokens = 0; // per microbatch: the labels' elements
+  int64_t tokens = 0;    // per microbatch: the labels' elements
   int64_t seqLength = 0; // the labels' last dimension
   int64_t vocabSize = 0; // the logits' last dimension
+  /// The GELU the model computes: "exact", "tanh", "exact,tanh" (both), or
+  /// "" (none); a checkpoint keeps it, Hugging Face's config.json says it.
+  std::string gelu;
   /// Matmul and attention FLOPs of one forward pass, counted as Narayanan et
   /// al. count them: 2mnk per matmul, 4·b·s²·h per attention (the full score
   /// matrix, masked or not); elementwise work is not counted.

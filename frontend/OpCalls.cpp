@@ -20,7 +20,7 @@ const std::vector<OpInfo> &ops() {
       {"attention", {"q", "k", "v"}, {{"causal", "true"}}},
       {"cross_entropy", {"logits", "labels"}, {}},
       {"embedding", {"table", "ids"}, {}},
-      {"gelu", {"x"}, {}},
+      {"gelu", {"x"}, {{"tanh", "false"}}},
       {"layer_norm", {"x", "weight", "bias"}, {{"eps", "1e-5"}}},
       {"matmul", {"a", "b"}, {{"transpose_b", "false"}}},
       {"reshape", {"x", "shape"}, {}},
@@ -254,13 +254,17 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
         .getResult();
   }
   if (name == "gelu" || name == "silu") {
+    // gelu's tanh=true is GPT-2's form (Megatron's --openai-gelu).
+    FailureOr<bool> tanh = reader.boolean("tanh", false);
+    if (failed(tanh))
+      return failure();
     auto type = infer(reader, [&](auto e) {
       return graph::inferUnaryType(e, tensors[0].getType());
     });
     if (failed(type))
       return failure();
     if (name == "gelu")
-      return graph::GeluOp::create(builder, loc, tensors[0]).getResult();
+      return graph::GeluOp::create(builder, loc, tensors[0], *tanh).getResult();
     return graph::SiluOp::create(builder, loc, tensors[0]).getResult();
   }
   if (name == "layer_norm" || name == "rms_norm") {

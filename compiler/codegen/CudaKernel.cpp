@@ -149,7 +149,7 @@ __device__ __forceinline__ float stored(const bf16 *, float v) {
   return __uint_as_float((unsigned)toBf16(v) << 16);
 }
 
-// The activations, exact (erf) GELU and SiLU, and their gradients.
+// The activations, GELU (exact, erf) and SiLU, and their gradients.
 __device__ __forceinline__ float gelu(float v) {
   return 0.5f * v * (1.0f + erff(v * 0.70710678118654752440f));
 }
@@ -157,6 +157,16 @@ __device__ __forceinline__ float geluGrad(float v, float dy) {
   float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752440f));
   float pdf = 0.39894228040143267794f * expf(-0.5f * v * v);
   return dy * (cdf + v * pdf);
+}
+// GELU's tanh form (GPT-2's): 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))).
+__device__ __forceinline__ float geluTanh(float v) {
+  float u = 0.79788456080286535588f * (v + 0.044715f * v * v * v);
+  return 0.5f * v * (1.0f + tanhf(u));
+}
+__device__ __forceinline__ float geluTanhGrad(float v, float dy) {
+  float t = tanhf(0.79788456080286535588f * (v + 0.044715f * v * v * v));
+  float du = 0.79788456080286535588f * (1.0f + 3.0f * 0.044715f * v * v);
+  return dy * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
 }
 __device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
 __device__ __forceinline__ float siluGrad(float v, float dy) {

@@ -86,6 +86,10 @@ std::string pointwiseValue(const LaunchDesc &launch,
     return "gelu(" + in[0] + ")";
   case KernelId::GeluBwd:
     return "geluGrad(" + in[0] + ", " + in[1] + ")";
+  case KernelId::GeluTanhFwd:
+    return "geluTanh(" + in[0] + ")";
+  case KernelId::GeluTanhBwd:
+    return "geluTanhGrad(" + in[0] + ", " + in[1] + ")";
   case KernelId::SiluFwd:
     return "silu(" + in[0] + ")";
   case KernelId::SiluBwd:

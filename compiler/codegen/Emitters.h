@@ -60,8 +60,9 @@ const char *unitPrelude();
 #define STRATA_POINTWISE_KERNELS(X)                                            \
   X(Copy)                                                                      \
   X(Add)                                                                       \
-  X(Sub) X(Mul) X(Scale) X(Accumulate) X(GeluFwd) X(GeluBwd) X(SiluFwd)        \
-      X(SiluBwd)
+  X(Sub)                                                                       \
+  X(Mul) X(Scale) X(Accumulate) X(GeluFwd) X(GeluBwd) X(GeluTanhFwd)           \
+      X(GeluTanhBwd) X(SiluFwd) X(SiluBwd)
 
 /// Appends to a kernel's parameter list the pointer to launch operand
 /// `index` (const for an input), called `name`.

@@ -129,7 +129,8 @@ LogicalResult GradientBuilder::differentiate(Operation *op) {
     return success();
   }
   if (auto gelu = dyn_cast<GeluOp>(op)) {
-    contribute(gelu.getInput(), GeluGradOp::create(b, loc, gelu.getInput(), dy),
+    contribute(gelu.getInput(),
+               GeluGradOp::create(b, loc, gelu.getInput(), dy, gelu.getTanh()),
                loc);
     return success();
   }

@@ -33,11 +33,12 @@ static graph::AddOp biasAddOf(graph::MatmulOp matmul) {
              : graph::AddOp();
 }
 
-/// A GELU of a biased product, which a gemm's epilogue applies too (the
-/// sum, which the backward reads, is kept as well).
+/// An exact GELU of a biased product, which a gemm's epilogue applies too
+/// (the sum, which the backward reads, is kept as well). The epilogue's
+/// GELU is the erf form: a tanh one stays its own kernel.
 static graph::GeluOp geluOf(graph::AddOp add) {
   for (Operation *user : add.getResult().getUsers())
-    if (auto gelu = dyn_cast<graph::GeluOp>(user))
+    if (auto gelu = dyn_cast<graph::GeluOp>(user); gelu && !gelu.getTanh())
       return gelu;
   return {};
 }
@@ -208,9 +209,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                               .accumulate = accumulate});
     return success();
   }
-  if (isa<graph::GeluOp>(op)) {
-    launch(loc, kernel::GeluFwd{.x = in(op->getOperand(0)),
-                                .y = out(op->getResult(0))});
+  if (auto gelu = dyn_cast<graph::GeluOp>(op)) {
+    if (gelu.getTanh())
+      launch(loc, kernel::GeluTanhFwd{.x = in(gelu.getInput()),
+                                      .y = out(gelu.getResult())});
+    else
+      launch(loc, kernel::GeluFwd{.x = in(gelu.getInput()),
+                                  .y = out(gelu.getResult())});
     return success();
   }
   if (isa<graph::SiluOp>(op)) {
@@ -218,10 +223,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                                 .y = out(op->getResult(0))});
     return success();
   }
-  if (isa<graph::GeluGradOp>(op)) {
-    launch(loc, kernel::GeluBwd{.x = in(op->getOperand(0)),
-                                .dy = in(op->getOperand(1)),
-                                .dx = out(op->getResult(0))});
+  if (auto grad = dyn_cast<graph::GeluGradOp>(op)) {
+    if (grad.getTanh())
+      launch(loc, kernel::GeluTanhBwd{.x = in(grad.getInput()),
+                                      .dy = in(grad.getGrad()),
+                                      .dx = out(grad.getResult())});
+    else
+      launch(loc, kernel::GeluBwd{.x = in(grad.getInput()),
+                                  .dy = in(grad.getGrad()),
+                                  .dx = out(grad.getResult())});
     return success();
   }
   if (isa<graph::SiluGradOp>(op)) {

@@ -335,6 +335,7 @@ void setPlanHeader(ModuleOp module, const PlanHeader &header) {
           b.getNamedAttr("pipeline_schedule",
                          b.getStringAttr(header.pipelineSchedule)),
           b.getNamedAttr("recompute", b.getStringAttr(header.recompute)),
+          b.getNamedAttr("gelu", b.getStringAttr(header.gelu)),
       }));
 }
 
@@ -365,6 +366,8 @@ FailureOr<PlanHeader> getPlanHeader(ModuleOp module) {
   if (!flops)
     return module.emitError() << "strata.plan needs flops_per_iteration";
   header.flopsPerIteration = flops.getValueAsDouble();
+  if (auto gelu = dict.getAs<StringAttr>("gelu"))
+    header.gelu = gelu.str();
   auto flag = [&](StringRef key) {
     auto value = dict.getAs<BoolAttr>(key);
     return value && value.getValue();
@@ -453,7 +456,8 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
       b.CreateVectorOfStrings(writer.kernels), b.CreateVector(groups),
       b.CreateVectorOfStrings(writer.locations),
       codes.empty() ? 0 : b.CreateVector(codes),
-      arch ? b.CreateString(arch.str()) : 0);
+      arch ? b.CreateString(arch.str()) : 0,
+      header.gelu.empty() ? 0 : b.CreateString(header.gelu));
   plan::FinishPlanBuffer(b, root);
   bytes = plan::encodePlanFile(b.GetBufferPointer(), b.GetSize());
   return success();

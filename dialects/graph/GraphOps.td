@@ -127,8 +127,17 @@ class Graph_UnaryOp<string mnemonic, string what>
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Graph_GeluOp : Graph_UnaryOp<"gelu",
-    "x * Phi(x), the exact (erf) GELU as torch.nn.functional.gelu">;
+def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "GELU, x * Phi(x): exact (erf), or with `tanh` its tanh form";
+  let description = [{
+    Without `tanh`, torch.nn.functional.gelu (Megatron's default); with it,
+    gelu(approximate='tanh'): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+    GPT-2's own (Hugging Face's gelu_new, Megatron's --openai-gelu).
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, UnitAttr:$tanh);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input (`tanh` $tanh^)? attr-dict `:` type($input)";
+}
 def Graph_SiluOp : Graph_UnaryOp<"silu", "x * sigmoid(x)">;
 
 def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {

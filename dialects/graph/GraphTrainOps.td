@@ -72,8 +72,16 @@ class Graph_ActivationGradOp<string mnemonic, string what>
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
 }
 
-def Graph_GeluGradOp : Graph_ActivationGradOp<"gelu_grad",
-    "grad · gelu'(input)">;
+def Graph_GeluGradOp : Graph_Op<"gelu_grad",
+    [Pure, AllTypesMatch<["input", "grad", "result"]>]> {
+  let summary = "grad · gelu'(input), of the tanh form with `tanh`";
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$grad,
+                   UnitAttr:$tanh);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad (`tanh` $tanh^)? attr-dict `:` type($input)
+  }];
+}
 def Graph_SiluGradOp : Graph_ActivationGradOp<"silu_grad",
     "grad · silu'(input)">;
 

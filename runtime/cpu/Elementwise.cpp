@@ -3,6 +3,8 @@
 //   add/sub/mul   c[i] = a[i] op b[i mod |b|]   (b broadcast over rows)
 //   sum_to        y[j] (+)= sum over rows r of x[r·|y| + j]
 //   gelu          x·Φ(x), the exact (erf) form; gelu' = Φ(x) + x·φ(x)
+//   gelu_tanh     ½x(1 + t), t = tanh(u), u = √(2/π)(x + κx³), κ = 0.044715;
+//                 gelu_tanh' = ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3κx²)
 //   silu          x·σ(x);  silu' = σ(x)·(1 + x·(1 − σ(x)))
 //   transpose     y[i0..] = x[i_perm]
 //
@@ -125,6 +127,25 @@ void runGeluBwd(const KernelArgs &args) {
     float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
     float pdf = kInvSqrt2Pi * std::exp(-0.5f * x * x);
     return dy * (cdf + x * pdf);
+  });
+}
+
+static constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+static constexpr float kGeluCubic = 0.044715f;
+
+void runGeluTanhFwd(const KernelArgs &args) {
+  unary(args, kCostly, [](float x) {
+    float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+    return 0.5f * x * (1.0f + std::tanh(u));
+  });
+}
+
+void runGeluTanhBwd(const KernelArgs &args) {
+  pointwiseBackward(args, [](float x, float dy) {
+    float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+    float t = std::tanh(u);
+    float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
   });
 }
 

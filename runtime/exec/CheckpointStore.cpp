@@ -20,7 +20,7 @@ namespace {
 
 constexpr const char *kMarker = "latest_checkpointed_iteration.txt";
 constexpr const char *kFormat = "strata checkpoint";
-constexpr int64_t kVersion = 1;
+constexpr int64_t kVersion = 2; // 2: the model's GELU
 
 std::string rankFile(const std::string &directory, uint32_t rank) {
   char name[64];
@@ -68,6 +68,7 @@ std::string publish(const Plan &plan, const std::string &root,
       jsonObject({{"format", jsonString(kFormat)},
                   {"version", std::to_string(kVersion)},
                   {"model", jsonString(plan.model)},
+                  {"gelu", jsonString(plan.gelu)},
                   {"iteration", std::to_string(iteration)},
                   {"consumed_samples",
                    std::to_string(uint64_t(iteration) * plan.globalBatchSize)},
@@ -195,7 +196,7 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
     ok = ok && reader.eat('}');
   }
   ok = ok && reader.done();
-  for (const char *key : {"format", "model", "layout"})
+  for (const char *key : {"format", "model", "gelu", "layout"})
     ok = ok && strings.count(key);
   for (const char *key : {"version", "iteration", "consumed_samples",
                           "global_batch_size", "seed", "ranks"})
@@ -217,6 +218,13 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
   if (plan && strings["model"] != plan->model)
     return "'" + out.directory + "' is a checkpoint of model '" +
            strings["model"] + "', not '" + plan->model + "'";
+  auto geluName = [](const std::string &gelu) -> std::string {
+    return gelu.empty() ? "no GELU" : "the " + gelu + " GELU";
+  };
+  if (plan && strings["gelu"] != plan->gelu)
+    return "'" + out.directory + "' was trained with " +
+           geluName(strings["gelu"]) + "; this plan's model computes " +
+           geluName(plan->gelu);
   if (plan && numbers["global_batch_size"] != int64_t(plan->globalBatchSize))
     return "'" + out.directory + "' was trained with a global batch of " +
            std::to_string(numbers["global_batch_size"]) +
@@ -233,6 +241,7 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
   out.savedLayout = strings["layout"];
 
   out.model = strings["model"];
+  out.gelu = strings["gelu"];
   // With a plan, only the parameters this process's ranks hold are
   // assembled, each checked against the model's global shape before
   // anything is sized; without, every one, none larger than the files.

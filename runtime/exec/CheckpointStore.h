@@ -5,9 +5,10 @@
 //   DIR/iter_0000005/rank_00003.safetensors  each rank's shards
 //                                            (ShardedState.h) and a
 //                                            checksum of its data
-//   DIR/iter_0000005/metadata.json           the run: model, iteration,
-//                                            consumed samples, global
-//                                            batch, seed, ranks, layout
+//   DIR/iter_0000005/metadata.json           the run: model, its GELU,
+//                                            iteration, consumed samples,
+//                                            global batch, seed, ranks,
+//                                            layout
 //   DIR/latest_checkpointed_iteration.txt    the iteration to load
 // (Megatron's directory and marker names). A checkpoint becomes visible
 // only whole: the ranks write into iter_0000005.tmp, wait for each other,
@@ -45,6 +46,7 @@ std::string saveCheckpoint(Executor &executor, const std::string &root,
 /// every parameter's global values and moments.
 struct LoadedCheckpoint {
   std::string directory, model;
+  std::string gelu; // Plan::gelu of the run that saved it
   int64_t iteration = 0;
   uint32_t savedRanks = 0;
   std::string savedLayout;

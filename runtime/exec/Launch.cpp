@@ -20,6 +20,7 @@
 #include "runtime/io/HuggingFace.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/io/Trace.h"
+#include "runtime/io/WholeFile.h"
 #include "runtime/simt/SimtBackend.h"
 
 #include <array>
@@ -411,6 +412,23 @@ std::string startingWeights(const Plan &plan, const TrainOptions &options,
   if (std::string error = parseNameScheme(options.names, scheme);
       !error.empty())
     return error;
+  // GPT-2 weights beside a config.json that names another GELU than the
+  // model's would load and train, as another function: refused.
+  if (scheme == NameScheme::HfGpt2) {
+    size_t slash = options.loadSafetensors.rfind('/');
+    std::string config = (slash == std::string::npos
+                              ? std::string()
+                              : options.loadSafetensors.substr(0, slash + 1)) +
+                         "config.json";
+    std::string json;
+    if (exists(config)) {
+      if (std::string error = readFileWhole(config, json); !error.empty())
+        return error;
+      if (std::string error = checkHfGpt2Activation(json, plan.gelu);
+          !error.empty())
+        return "'" + config + "': " + error;
+    }
+  }
   std::map<std::string, HostTensor> file, tensors;
   if (std::string error = readSafetensors(options.loadSafetensors, file);
       !error.empty())

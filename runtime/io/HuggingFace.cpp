@@ -255,6 +255,39 @@ importTensors(const std::map<std::string, HostTensor> &file, NameScheme scheme,
   return "";
 }
 
+std::string hfGpt2Activation(const std::string &gelu) {
+  return gelu == "exact" ? "gelu" : gelu == "tanh" ? "gelu_new" : "";
+}
+
+std::string checkHfGpt2Activation(const std::string &configJson,
+                                  const std::string &gelu) {
+  std::string activation;
+  if (std::string error =
+          jsonStringField(configJson, "activation_function", activation);
+      !error.empty())
+    return error;
+  // Hugging Face's names of the two forms; gelu_pytorch_tanh and gelu_fast
+  // compute the tanh one too.
+  std::string form = activation == "gelu" ? "exact"
+                     : activation == "gelu_new" ||
+                             activation == "gelu_pytorch_tanh" ||
+                             activation == "gelu_fast"
+                         ? "tanh"
+                         : "";
+  if (!form.empty() && form == gelu)
+    return "";
+  std::string ours = gelu.empty() ? "no GELU" : "the " + gelu + " GELU";
+  if (form.empty())
+    return "activation_function is " + activation +
+           ", which strata does not compute; this plan's model computes " +
+           ours;
+  return "activation_function is " + activation + " (the " + form +
+         " GELU); this plan's model computes " + ours +
+         (form == "tanh" ? ": write gelu(x, tanh=true) (the examples: "
+                           "--set openai_gelu=true)"
+                         : ": write gelu(x) without tanh=true");
+}
+
 std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
                               NameScheme scheme, const HfConfigOptions &options,
                               std::string &json) {
@@ -286,6 +319,11 @@ std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
     if (wte[1] % heads)
       return "--num-attention-heads " + std::to_string(heads) +
              " does not divide the hidden size " + std::to_string(wte[1]);
+    std::string activation = hfGpt2Activation(options.gelu);
+    if (activation.empty())
+      return "GPT-2's config.json has one GELU; the model computes " +
+             (options.gelu.empty() ? std::string("none")
+                                   : "both forms (" + options.gelu + ")");
     auto n = [](int64_t v) { return std::to_string(v); };
     json = jsonObject(
         {{"architectures", "[" + jsonString("GPT2LMHeadModel") + "]"},
@@ -297,7 +335,7 @@ std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
          {"n_layer", n(depth)},
          {"n_head", n(heads)},
          {"n_inner", n(fc[1])},
-         {"activation_function", jsonString("gelu")},
+         {"activation_function", jsonString(activation)},
          {"layer_norm_epsilon", number(options.normEpsilon)},
          {"tie_word_embeddings", "true"},
          {"torch_dtype", jsonString("float32")}});

@@ -57,12 +57,23 @@ struct HfConfigOptions {
   double normEpsilon = 1e-5;
   double rotaryBase = 10000;
   int64_t maxPositionEmbeddings = 0; // LLaMA's; GPT-2's is wpe's rows
+  std::string gelu; // the checkpoint's (Plan::gelu): GPT-2's activation
 };
+
+/// GPT-2's config.json activation_function for a model's GELU (Plan::gelu):
+/// "gelu" for the exact one, "gelu_new" for the tanh form; "" for none or
+/// both.
+std::string hfGpt2Activation(const std::string &gelu);
+
+/// Whether a GPT-2 config.json's activation_function is the GELU `gelu`
+/// (Plan::gelu) computes: "" or what differs, and how to write the model.
+std::string checkHfGpt2Activation(const std::string &configJson,
+                                  const std::string &gelu);
 
 /// config.json for tensors `exportTensors` named by `scheme` (hf-gpt2 or
 /// hf-llama): the sizes read off the weights, the rest from `options`;
-/// GPT-2's activation is the exact GELU ("gelu"), strata's. "" or what is
-/// wrong.
+/// GPT-2's activation is the model's GELU: "gelu" for the exact one,
+/// "gelu_new" for the tanh form. "" or what is wrong.
 std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
                               NameScheme scheme, const HfConfigOptions &options,
                               std::string &json);

@@ -261,6 +261,15 @@ void checkGeluBwd(Rules &r) {
   r.sameCount(GeluBwd::op::x, GeluBwd::op::dy);
   r.sameCount(GeluBwd::op::x, GeluBwd::op::dx);
 }
+
+void checkGeluTanhFwd(Rules &r) {
+  r.sameCount(GeluTanhFwd::op::x, GeluTanhFwd::op::y);
+}
+
+void checkGeluTanhBwd(Rules &r) {
+  r.sameCount(GeluTanhBwd::op::x, GeluTanhBwd::op::dy);
+  r.sameCount(GeluTanhBwd::op::x, GeluTanhBwd::op::dx);
+}
 void checkSiluBwd(Rules &r) {
   r.sameCount(SiluBwd::op::x, SiluBwd::op::dy);
   r.sameCount(SiluBwd::op::x, SiluBwd::op::dx);

@@ -308,6 +308,12 @@ private:
     out.pipelineParallel = in.pipeline_parallel();
     if (in.pipeline_schedule())
       out.pipelineSchedule = in.pipeline_schedule()->str();
+    if (in.gelu())
+      out.gelu = in.gelu()->str();
+    if (out.gelu != "" && out.gelu != "exact" && out.gelu != "tanh" &&
+        out.gelu != "exact,tanh")
+      return "the model's GELU is '" + out.gelu +
+             "', not exact, tanh or exact,tanh";
     if (out.microBatchSize == 0 || out.numMicrobatches == 0 ||
         out.seqLength == 0 || out.vocabSize == 0)
       return "batch sizes, sequence length and vocabulary must be positive";

@@ -3,7 +3,8 @@ in bf16 (bf16 parameters and activations, fp32 master weights, gradients and
 moments) on one device or in the parallel layouts given, on the same text and
 seed; every iteration's loss within 2% of the fp32 curve.
 
-  bf16_curve.py EXAMPLES TEXT [--model M] [--iterations N] [--layout FLAGS]... [--backend B]
+  bf16_curve.py EXAMPLES TEXT [--model M] [--set NAME=VALUE]... [--iterations N] [--layout FLAGS]...
+      [--backend B]
 
 A layout is strata-compile's flags as one string ("" for one device)."""
 import argparse
@@ -18,6 +19,7 @@ p = argparse.ArgumentParser()
 p.add_argument("examples")
 p.add_argument("data")
 p.add_argument("--model", default="gpt-tiny")
+p.add_argument("--set", action="append", default=[], help="a model constant, for every curve")
 p.add_argument("--iterations", type=int, default=200)
 p.add_argument("--micro-batch-size", type=int, default=8)
 p.add_argument("--global-batch-size", type=int, default=16)
@@ -34,7 +36,8 @@ def curve(name, flags, run_flags=()):
     plan = os.path.join(work, name + ".plan")
     compiled = subprocess.run(["strata-compile", os.path.join(args.examples, args.model + ".model"),
                                "-o", plan, "--micro-batch-size", str(args.micro_batch_size),
-                               "--global-batch-size", str(args.global_batch_size)] + flags,
+                               "--global-batch-size", str(args.global_batch_size)]
+                              + [f"--set={s}" for s in args.set] + flags,
                               capture_output=True, text=True)
     if compiled.returncode != 0:
         sys.exit(f"FAILED: {name}: strata-compile {' '.join(flags)}\n{compiled.stderr}")

@@ -11,7 +11,7 @@ losses must be equal, bit for bit, and the Hugging Face twin's on the first
 iteration's tokens.
 
   hf_interchange.py --examples DIR --model gpt-tiny|llama-tiny --names hf-gpt2|hf-llama
-      --data-path PREFIX
+      --data-path PREFIX [--openai-gelu]   (gpt-tiny with GELU's tanh form)
 """
 import argparse
 import json
@@ -38,13 +38,15 @@ def main():
     p.add_argument("--data-path", required=True)
     p.add_argument("--trained", type=int, default=3)
     p.add_argument("--tolerance", type=float, default=1e-5)
+    p.add_argument("--openai-gelu", action="store_true")
     args = p.parse_args()
     torch.set_num_threads(1)
     work = tempfile.mkdtemp(prefix="strata-hf-")
     plan = os.path.join(work, "t2.plan")
     gbs = 8
     run(["strata-compile", os.path.join(args.examples, args.model + ".model"), "-o", plan,
-         "--tensor-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", str(gbs)])
+         "--tensor-model-parallel-size", "2", "--micro-batch-size", "2", "--global-batch-size", str(gbs)]
+        + (["--set", "openai_gelu=true"] if args.openai_gelu else []))
     flags = ["--seed", "5", "--lr", "3e-3", "--eval-iters", "0", "--data-path", args.data_path,
              "--train-iters", "10"]
     ckpt = os.path.join(work, "ckpt")
@@ -55,14 +57,17 @@ def main():
     print(run(["strata-data", "export", "--load", ckpt, "--names", args.names, "--output", hf_file,
                "--num-attention-heads", "4", "--max-position-embeddings", "64"]).strip()
           .replace(work, "WORK"))
+    with open(os.path.join(work, "hf", "config.json")) as f:
+        config = json.load(f)
+    if args.names == "hf-gpt2":
+        print(f"config.json: activation_function {config['activation_function']}")
     run(["strata-data", "export", "--load", ckpt, "--names", "strata", "--output", strata_file])
 
     # The twin as the exported config.json describes it, its weights
     # loaded strictly by Hugging Face's names.
-    with open(os.path.join(work, "hf", "config.json")) as f:
-        hf = hf_models.from_config(json.load(f))
+    hf = hf_models.from_config(config)
     hf.load_state_dict(safetensors_io.read(hf_file), strict=True)
-    twin = MODELS[args.model]()
+    twin = MODELS[args.model](**({"openai_gelu": True} if args.openai_gelu else {}))
     names = twin.strata_names()
     weights = safetensors_io.read(strata_file)
     if set(weights) != set(names):

@@ -4,9 +4,9 @@ their state_dict keys and shapes), independent of strata's names: what
 `strata-data export --names hf-gpt2|hf-llama` must fill, strictly.
 
 GPT-2 keeps Conv1D weights [in, out] and q, k, v side by side in c_attn;
-LLaMA keeps nn.Linear weights [out, in]. The GPT-2 here uses the exact
-GELU, as strata's gpt-tiny (and Megatron's GPT by default) does; Hugging
-Face's GPT-2 uses the tanh approximation (gelu_new)."""
+LLaMA keeps nn.Linear weights [out, in]. GPT-2's activation_function is
+"gelu" (the exact GELU, Megatron's default) or "gelu_new" (the tanh form,
+GPT-2's own)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -26,10 +26,14 @@ class Conv1D(nn.Module):
         return x @ self.weight + self.bias
 
 
+ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh"}  # F.gelu's approximate
+
+
 class Gpt2Block(nn.Module):
-    def __init__(self, hidden, heads, inner, eps):
+    def __init__(self, hidden, heads, inner, eps, activation):
         super().__init__()
         self.heads = heads
+        self.approximate = ACTIVATIONS[activation]
         self.ln_1 = nn.LayerNorm(hidden, eps=eps)
         self.attn = nn.Module()
         self.attn.c_attn = Conv1D(hidden, 3 * hidden)
@@ -45,16 +49,17 @@ class Gpt2Block(nn.Module):
         shape = (b, s, self.heads, h // self.heads)
         a = causal_attention(q.reshape(shape), k.reshape(shape), v.reshape(shape)).reshape(b, s, h)
         x = x + self.attn.c_proj(a)
-        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate=self.approximate))
 
 
 class HfGpt2(nn.Module):
-    def __init__(self, layers, hidden, heads, positions, vocab, inner, eps):
+    def __init__(self, layers, hidden, heads, positions, vocab, inner, eps, activation):
         super().__init__()
         self.transformer = nn.Module()
         self.transformer.wte = nn.Embedding(vocab, hidden)
         self.transformer.wpe = nn.Embedding(positions, hidden)
-        self.transformer.h = nn.ModuleList(Gpt2Block(hidden, heads, inner, eps) for _ in range(layers))
+        self.transformer.h = nn.ModuleList(Gpt2Block(hidden, heads, inner, eps, activation)
+                                           for _ in range(layers))
         self.transformer.ln_f = nn.LayerNorm(hidden, eps=eps)
 
     def logits(self, tokens):
@@ -116,11 +121,11 @@ def from_config(c):
     """The twin a Hugging Face config.json describes (the parts these
     twins implement, checked)."""
     if c["model_type"] == "gpt2":
-        assert c["architectures"] == ["GPT2LMHeadModel"] and c["activation_function"] == "gelu", c
+        assert c["architectures"] == ["GPT2LMHeadModel"] and c["activation_function"] in ACTIVATIONS, c
         assert c["tie_word_embeddings"] and c["n_ctx"] == c["n_positions"], c
         return HfGpt2(layers=c["n_layer"], hidden=c["n_embd"], heads=c["n_head"],
                       positions=c["n_positions"], vocab=c["vocab_size"], inner=c["n_inner"],
-                      eps=c["layer_norm_epsilon"])
+                      eps=c["layer_norm_epsilon"], activation=c["activation_function"])
     assert c["model_type"] == "llama" and c["architectures"] == ["LlamaForCausalLM"], c
     assert c["hidden_act"] == "silu" and c["rope_theta"] == 10000.0 and not c["tie_word_embeddings"], c
     return HfLlama(layers=c["num_hidden_layers"], hidden=c["hidden_size"], heads=c["num_attention_heads"],

@@ -81,7 +81,8 @@ def train_torch(args, initial, dtype):
     weights by strata name (in strata's layout, float64), the losses and the
     gradient norms of every iteration, and the validation losses (by what
     strata's line says after "validation loss at")."""
-    model = MODELS[args.model](**({"vocab": args.vocab} if args.vocab else {})).to(dtype)
+    model = MODELS[args.model](**({"vocab": args.vocab} if args.vocab else {}),
+                               **({"openai_gelu": True} if args.openai_gelu else {})).to(dtype)
     names = model.strata_names()
     weights = safetensors_io.read(initial)
     if set(weights) != set(names):
@@ -173,6 +174,7 @@ def main():
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--adam-eps", type=float, default=1e-8)
     p.add_argument("--vocab", type=int, default=0, help="override the model's vocabulary")
+    p.add_argument("--openai-gelu", action="store_true", help="gpt-tiny with GELU's tanh form")
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--clip-grad", type=float, default=1.0)
     p.add_argument("--tolerance", type=float, default=1e-5)
@@ -190,7 +192,8 @@ def main():
     run(["strata-compile", os.path.join(args.examples, args.model + ".model"), "-o", plan,
          "--micro-batch-size", str(args.micro_batch_size),
          "--global-batch-size", str(args.global_batch_size)]
-        + ([f"--set=vocab={args.vocab}"] if args.vocab else []))
+        + ([f"--set=vocab={args.vocab}"] if args.vocab else [])
+        + (["--set=openai_gelu=true"] if args.openai_gelu else []))
     common = ["--seed", str(args.seed), "--lr", str(args.lr), "--min-lr", str(args.min_lr),
               "--lr-warmup-iters", str(args.lr_warmup_iters), "--lr-decay-style", args.lr_decay_style,
               "--lr-decay-iters", str(args.lr_decay_iters), "--adam-eps", str(args.adam_eps),

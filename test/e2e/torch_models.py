@@ -26,9 +26,10 @@ def causal_attention(q, k, v):
 
 
 class GPTLayer(nn.Module):
-    def __init__(self, hidden, heads, ffn, eps):
+    def __init__(self, hidden, heads, ffn, eps, gelu="none"):
         super().__init__()
         self.heads = heads
+        self.gelu = gelu  # F.gelu's approximate: "none" (erf) or "tanh"
         self.ln1 = nn.LayerNorm(hidden, eps=eps)
         self.q = nn.Linear(hidden, hidden)
         self.k = nn.Linear(hidden, hidden)
@@ -47,18 +48,20 @@ class GPTLayer(nn.Module):
         v = self.v(y).view(b, s, self.heads, d)
         a = causal_attention(q, k, v).reshape(b, s, h)
         x = x + self.proj(a)
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate=self.gelu))
 
 
 class GPT(nn.Module):
-    """examples/gpt-tiny.model: learned positions, pre-LN, GELU, tied output."""
+    """examples/gpt-tiny.model: learned positions, pre-LN, GELU, tied output;
+    openai_gelu as the model's constant (GELU's tanh form)."""
 
-    def __init__(self, layers=4, hidden=64, heads=4, seq=64, vocab=256, eps=1e-5):
+    def __init__(self, layers=4, hidden=64, heads=4, seq=64, vocab=256, eps=1e-5, openai_gelu=False):
         super().__init__()
         self.seq = seq
         self.wte = nn.Embedding(vocab, hidden)
         self.wpe = nn.Parameter(torch.zeros(seq, hidden))
-        self.layers = nn.ModuleList(GPTLayer(hidden, heads, 4 * hidden, eps) for _ in range(layers))
+        gelu = "tanh" if openai_gelu else "none"
+        self.layers = nn.ModuleList(GPTLayer(hidden, heads, 4 * hidden, eps, gelu) for _ in range(layers))
         self.ln_f = nn.LayerNorm(hidden, eps=eps)
 
     def forward(self, tokens, labels):

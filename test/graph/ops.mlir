@@ -35,6 +35,8 @@ func.func @compute(%tokens: tensor<2x16xi32>, %table: tensor<32x8xf32>,
   %qkv = graph.matmul %r, %w : (tensor<2x16x8xf32>, tensor<8x24xf32>) -> tensor<2x16x24xf32>
   // CHECK: graph.gelu %{{.*}} : tensor<2x16x24xf32>
   %gl = graph.gelu %qkv : tensor<2x16x24xf32>
+  // CHECK: graph.gelu %{{.*}} tanh : tensor<2x16x24xf32>
+  %gt = graph.gelu %qkv tanh : tensor<2x16x24xf32>
   // CHECK: graph.silu %{{.*}} : tensor<2x16x24xf32>
   %sl = graph.silu %gl : tensor<2x16x24xf32>
   // CHECK: graph.reshape %{{.*}} : tensor<2x16x24xf32> -> tensor<2x16x6x4xf32>

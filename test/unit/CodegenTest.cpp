@@ -35,10 +35,12 @@ std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
   case KernelId::Scale:
   case KernelId::Accumulate:
   case KernelId::GeluFwd:
+  case KernelId::GeluTanhFwd:
   case KernelId::SiluFwd:
   case KernelId::KeepOnFirst:
     return S{m, m};
   case KernelId::GeluBwd:
+  case KernelId::GeluTanhBwd:
   case KernelId::SiluBwd:
     return S{m, m, m};
   case KernelId::Add:

@@ -13,6 +13,7 @@
 #include "runtime/data/Gpt2Tokenizer.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"
+#include "runtime/io/HuggingFace.h"
 #include "runtime/io/JsonReader.h"
 #include "runtime/io/Safetensors.h"
 #include "runtime/io/WholeFile.h"
@@ -161,6 +162,53 @@ TEST(Safetensors, WrittenAndReadBack) {
   ASSERT_EQ(readSafetensors(path, read, &back), "");
   EXPECT_EQ(back, metadata);
   EXPECT_EQ(read["a.weight"].values, written["a.weight"].values);
+}
+
+// GPT-2's config.json names the model's GELU, and a config.json beside
+// weights to import is held to the model's.
+TEST(HuggingFace, Gpt2ActivationIsTheModelsGelu) {
+  EXPECT_EQ(hfGpt2Activation("exact"), "gelu");
+  EXPECT_EQ(hfGpt2Activation("tanh"), "gelu_new");
+  EXPECT_EQ(hfGpt2Activation(""), "");
+  EXPECT_EQ(hfGpt2Activation("exact,tanh"), "");
+  std::map<std::string, HostTensor> gpt2 = {
+      {"transformer.wte.weight", {{16, 8}, {}}},
+      {"transformer.wpe.weight", {{4, 8}, {}}},
+      {"transformer.h.0.ln_1.weight", {{8}, {}}},
+      {"transformer.h.0.mlp.c_fc.weight", {{8, 32}, {}}}};
+  HfConfigOptions options;
+  options.numAttentionHeads = 2;
+  std::string json;
+  for (auto [gelu, activation] :
+       {std::pair{"exact", "gelu"}, std::pair{"tanh", "gelu_new"}}) {
+    options.gelu = gelu;
+    ASSERT_EQ(huggingFaceConfig(gpt2, NameScheme::HfGpt2, options, json), "");
+    std::string written;
+    ASSERT_EQ(jsonStringField(json, "activation_function", written), "");
+    EXPECT_EQ(written, activation);
+    EXPECT_EQ(checkHfGpt2Activation(json, gelu), "");
+  }
+  options.gelu = "exact,tanh";
+  EXPECT_EQ(huggingFaceConfig(gpt2, NameScheme::HfGpt2, options, json),
+            "GPT-2's config.json has one GELU; the model computes both "
+            "forms (exact,tanh)");
+  options.gelu = "";
+  EXPECT_EQ(huggingFaceConfig(gpt2, NameScheme::HfGpt2, options, json),
+            "GPT-2's config.json has one GELU; the model computes none");
+
+  auto config = [](const char *activation) {
+    return std::string("{\"n_embd\": 8, \"activation_function\": \"") +
+           activation + "\"}";
+  };
+  EXPECT_EQ(checkHfGpt2Activation(config("gelu_pytorch_tanh"), "tanh"), "");
+  EXPECT_EQ(checkHfGpt2Activation(config("gelu_fast"), "tanh"), "");
+  EXPECT_EQ(checkHfGpt2Activation(config("gelu"), "tanh"),
+            "activation_function is gelu (the exact GELU); this plan's model "
+            "computes the tanh GELU: write gelu(x) without tanh=true");
+  EXPECT_EQ(checkHfGpt2Activation(config("quick_gelu"), "exact"),
+            "activation_function is quick_gelu, which strata does not "
+            "compute; this plan's model computes the exact GELU");
+  EXPECT_NE(checkHfGpt2Activation("{\"n_embd\": 8}", "exact"), "");
 }
 
 TEST(GptDataset, TokensOutsideTheVocabularyAreRefused) {

@@ -581,6 +581,13 @@ double refCrossEntropy(const Vec &logits, const std::vector<int32_t> &labels,
 
 double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 double silu(double x) { return x / (1 + std::exp(-x)); }
+// GPT-2's GELU, in float64 from its definition (the kernels' derivative is
+// checked against vjp's differences of this, not against a second formula).
+double geluTanh(double x) {
+  const double pi = 3.14159265358979323846;
+  return 0.5 * x *
+         (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)));
+}
 
 //===----------------------------------------------------------------------===//
 // Tests
@@ -847,8 +854,10 @@ TEST_P(Kernels, SumToRowsAndAccumulate) {
 }
 
 TEST_P(Kernels, ActivationsAndTheirGradients) {
-  for (auto [fwd, bwd, fn] : {std::tuple{"gelu_fwd", "gelu_bwd", &gelu},
-                              std::tuple{"silu_fwd", "silu_bwd", &silu}}) {
+  for (auto [fwd, bwd, fn] :
+       {std::tuple{"gelu_fwd", "gelu_bwd", &gelu},
+        std::tuple{"gelu_tanh_fwd", "gelu_tanh_bwd", &geluTanh},
+        std::tuple{"silu_fwd", "silu_bwd", &silu}}) {
     Vec x = randomVec(64, 2.0), dy = randomVec(64);
     Harness h(on());
     uint32_t ix = h.input({64}, x), out = h.add({64});
@@ -1322,8 +1331,10 @@ TEST_P(Kernels, Bf16ElementwiseNormsAndRope) {
   Vec x = roundedToBf16(randomVec(rows * cols, 2.0)),
       dy = roundedToBf16(randomVec(rows * cols)),
       w = roundedToBf16(randomVec(cols)), b = roundedToBf16(randomVec(cols));
-  for (auto [fwd, bwd, fn] : {std::tuple{"gelu_fwd", "gelu_bwd", &gelu},
-                              std::tuple{"silu_fwd", "silu_bwd", &silu}}) {
+  for (auto [fwd, bwd, fn] :
+       {std::tuple{"gelu_fwd", "gelu_bwd", &gelu},
+        std::tuple{"gelu_tanh_fwd", "gelu_tanh_bwd", &geluTanh},
+        std::tuple{"silu_fwd", "silu_bwd", &silu}}) {
     auto forward = [&](const Vec &v) {
       Vec y(v.size());
       for (size_t i = 0; i < v.size(); ++i)

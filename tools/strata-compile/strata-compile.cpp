@@ -306,6 +306,7 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
   header.numMicrobatches = options.microbatches();
   header.seqLength = stats.seqLength;
   header.vocabSize = stats.vocabSize;
+  header.gelu = stats.gelu;
   // The whole model's work per iteration: every microbatch of every replica.
   header.flopsPerIteration = double(stats.stepFlops()) *
                              double(options.globalBatchSize) /

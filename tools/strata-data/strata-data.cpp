@@ -483,6 +483,7 @@ int exportCheckpoint(int argc, char **argv) {
   std::string config, configPath;
   if (!flags["--num-attention-heads"].empty()) {
     HfConfigOptions options;
+    options.gelu = checkpoint.gelu;
     char *end = nullptr;
     options.normEpsilon = std::strtod(flags["--norm-epsilon"].c_str(), &end);
     bool epsilonOk = *end == '\0' && options.normEpsilon > 0;
