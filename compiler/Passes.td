@@ -190,9 +190,9 @@ def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
     one exec.template per pipeline stage, whose rank-dependent values are
     per_rank expressions the runtime resolves at load. A
     weight gradient that only feeds its accumulator is written straight
-    into it (a gemm with beta 1). A linear layer's bias add, the GELU after
-    it and its bias gradient go into the gemms' epilogues (only the bias
-    add with `bias-only-epilogues`). Parameters, gradients and the optimizer
+    into it (a gemm with beta 1). A linear layer's bias add, an exact (erf)
+    GELU after it and its bias gradient go into the gemms' epilogues (only
+    the bias add with `bias-only-epilogues`; a tanh GELU never). Parameters, gradients and the optimizer
     state live in flat regions laid out in buckets; @optimizer becomes a
     fixed handful of instructions (one sum of squares, one multi-tensor
     AdamW) whatever the parameter count. Pipeline transfers, gradient

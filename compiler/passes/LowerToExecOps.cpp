@@ -132,8 +132,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     bool tb = matmul.getTransposeB();
     int64_t k = matmul.getLhs().getType().getShape().back();
     int64_t n = rhs.getDimSize(tb ? 0 : 1);
-    // A linear layer's bias, and a GELU after it, go into the gemm's
-    // epilogue (cuBLASLt's bias and GELU_AUX_BIAS).
+    // A linear layer's bias, and an exact GELU after it, go into the gemm's
+    // epilogue (its GELU is erf: cuBLASLt's GELU_AUX_BIAS, the tanh form,
+    // is not it, so the CUDA target fuses only the bias).
     graph::AddOp biasAdd = biasAddOf(matmul);
     graph::GeluOp gelu =
         biasAdd && !biasOnlyEpilogues ? geluOf(biasAdd) : graph::GeluOp();

@@ -208,7 +208,7 @@ def Exec_GemmOp : Exec_Instruction<"gemm"> {
     `transpose_a`), op(B) [k, n]; leading dimensions in elements; `batch`
     matrices `stride_*` elements apart. The epilogue: `bias` adds a vector
     to each row; `gelu_bias` adds it, keeps the pre-activation in `aux` and
-    applies GELU; `bias_grad` writes `bias` = beta · bias + the column sums
+    applies the exact (erf) GELU; `bias_grad` writes `bias` = beta · bias + the column sums
     of op(B) (a linear layer's bias gradient beside its weight gradient).
 
     ```mlir

@@ -196,17 +196,20 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
     ok = ok && reader.eat('}');
   }
   ok = ok && reader.done();
-  for (const char *key : {"format", "model", "gelu", "layout"})
-    ok = ok && strings.count(key);
-  for (const char *key : {"version", "iteration", "consumed_samples",
-                          "global_batch_size", "seed", "ranks"})
-    ok = ok && numbers.count(key);
-  if (!ok || strings["format"] != kFormat)
+  // The version first: an older checkpoint lacks keys this one has.
+  if (!ok || strings["format"] != kFormat || !numbers.count("version"))
     return "'" + metaPath + "' is not a strata checkpoint's metadata";
   if (numbers["version"] != kVersion)
     return "'" + metaPath + "' is version " +
            std::to_string(numbers["version"]) + "; this strata reads " +
            std::to_string(kVersion);
+  for (const char *key : {"model", "gelu", "layout"})
+    ok = ok && strings.count(key);
+  for (const char *key :
+       {"iteration", "consumed_samples", "global_batch_size", "seed", "ranks"})
+    ok = ok && numbers.count(key);
+  if (!ok)
+    return "'" + metaPath + "' is not a strata checkpoint's metadata";
   if (numbers["iteration"] != iteration)
     return "'" + metaPath + "' is of iteration " +
            std::to_string(numbers["iteration"]) + ", not " + text;
@@ -218,13 +221,10 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
   if (plan && strings["model"] != plan->model)
     return "'" + out.directory + "' is a checkpoint of model '" +
            strings["model"] + "', not '" + plan->model + "'";
-  auto geluName = [](const std::string &gelu) -> std::string {
-    return gelu.empty() ? "no GELU" : "the " + gelu + " GELU";
-  };
   if (plan && strings["gelu"] != plan->gelu)
     return "'" + out.directory + "' was trained with " +
-           geluName(strings["gelu"]) + "; this plan's model computes " +
-           geluName(plan->gelu);
+           describeGelu(strings["gelu"]) + "; this plan's model computes " +
+           describeGelu(plan->gelu);
   if (plan && numbers["global_batch_size"] != int64_t(plan->globalBatchSize))
     return "'" + out.directory + "' was trained with a global batch of " +
            std::to_string(numbers["global_batch_size"]) +

@@ -412,27 +412,21 @@ std::string startingWeights(const Plan &plan, const TrainOptions &options,
   if (std::string error = parseNameScheme(options.names, scheme);
       !error.empty())
     return error;
-  // GPT-2 weights beside a config.json that names another GELU than the
-  // model's would load and train, as another function: refused.
-  if (scheme == NameScheme::HfGpt2) {
-    size_t slash = options.loadSafetensors.rfind('/');
-    std::string config = (slash == std::string::npos
-                              ? std::string()
-                              : options.loadSafetensors.substr(0, slash + 1)) +
-                         "config.json";
-    std::string json;
-    if (exists(config)) {
-      if (std::string error = readFileWhole(config, json); !error.empty())
-        return error;
-      if (std::string error = checkHfGpt2Activation(json, plan.gelu);
-          !error.empty())
-        return "'" + config + "': " + error;
-    }
-  }
   std::map<std::string, HostTensor> file, tensors;
-  if (std::string error = readSafetensors(options.loadSafetensors, file);
+  std::string config;
+  if (std::string error = readWeights(options.loadSafetensors, file, config);
       !error.empty())
     return error;
+  // GPT-2 weights beside a config.json that names another GELU than the
+  // model's would load and train, as another function: refused.
+  if (scheme == NameScheme::HfGpt2 && !config.empty()) {
+    std::string json;
+    if (std::string error = readFileWhole(config, json); !error.empty())
+      return error;
+    if (std::string error = checkHfGpt2Activation(json, plan.gelu);
+        !error.empty())
+      return "'" + config + "': " + error;
+  }
   std::map<std::string, std::vector<int64_t>> model;
   for (const auto &[r, rank] : plan.ranks)
     for (const Param &param : rank.params)

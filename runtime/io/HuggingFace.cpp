@@ -1,9 +1,12 @@
 //===- HuggingFace.cpp - weights under Hugging Face's names ---------------===//
 #include "runtime/io/HuggingFace.h"
 #include "runtime/io/JsonReader.h"
+#include "runtime/io/WholeFile.h"
+#include "runtime/plan/Plan.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 
 namespace strata::runtime {
@@ -255,6 +258,111 @@ importTensors(const std::map<std::string, HostTensor> &file, NameScheme scheme,
   return "";
 }
 
+namespace {
+
+/// A sharded index's weight_map: tensor name → file name.
+std::string readWeightMap(const std::string &path,
+                          std::map<std::string, std::string> &weightMap) {
+  std::string json;
+  if (std::string error = readFileWhole(path, json); !error.empty())
+    return error;
+  std::string bad = "'" + path +
+                    "' is not a safetensors index (an object with a "
+                    "weight_map of tensor names to files)";
+  JsonReader r(json);
+  bool found = false;
+  if (!r.eat('{'))
+    return bad;
+  if (!r.eat('}')) {
+    do {
+      std::string key;
+      if (!r.string(key) || !r.eat(':'))
+        return bad;
+      if (key != "weight_map") {
+        if (!r.skipValue())
+          return bad;
+        continue;
+      }
+      found = true;
+      if (!r.eat('{'))
+        return bad;
+      if (r.eat('}'))
+        continue;
+      do {
+        std::string tensor, file;
+        if (!r.string(tensor) || !r.eat(':') || !r.string(file))
+          return bad;
+        weightMap[tensor] = file;
+      } while (r.eat(','));
+      if (!r.eat('}'))
+        return bad;
+    } while (r.eat(','));
+    if (!r.eat('}'))
+      return bad;
+  }
+  if (!r.done() || !found)
+    return bad;
+  if (weightMap.empty())
+    return "'" + path + "' names no tensors";
+  return "";
+}
+
+} // namespace
+
+std::string readWeights(const std::string &path,
+                        std::map<std::string, HostTensor> &tensors,
+                        std::string &config) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path file = path;
+  if (fs::is_directory(file, ec)) {
+    fs::path index = file / "model.safetensors.index.json",
+             single = file / "model.safetensors";
+    if (!fs::exists(index, ec) && !fs::exists(single, ec))
+      return "'" + path +
+             "' holds neither model.safetensors nor "
+             "model.safetensors.index.json";
+    file = fs::exists(index, ec) ? index : single;
+  }
+  fs::path directory = file.parent_path();
+  config = fs::exists(directory / "config.json", ec)
+               ? (directory / "config.json").string()
+               : "";
+  std::string name = file.filename().string();
+  if (name.size() < 5 || name.substr(name.size() - 5) != ".json")
+    return readSafetensors(file.string(), tensors);
+
+  std::map<std::string, std::string> weightMap;
+  if (std::string error = readWeightMap(file.string(), weightMap);
+      !error.empty())
+    return error;
+  std::set<std::string> shards;
+  for (const auto &[tensor, shard] : weightMap) {
+    if (shard.empty() || shard.find('/') != std::string::npos)
+      return "'" + file.string() + "' puts '" + tensor + "' in '" + shard +
+             "', not a file beside it";
+    shards.insert(shard);
+  }
+  // Each shard's tensors are the ones the index puts there (tensors of
+  // dtypes other than floats, such as masks, are left out when read).
+  for (const std::string &shard : shards) {
+    std::string shardPath = (directory / shard).string();
+    std::map<std::string, HostTensor> part;
+    if (std::string error = readSafetensors(shardPath, part); !error.empty())
+      return error;
+    for (auto &[tensor, value] : part) {
+      auto it = weightMap.find(tensor);
+      if (it == weightMap.end() || it->second != shard)
+        return "'" + shardPath + "' holds '" + tensor + "', which '" +
+               file.string() + "' puts " +
+               (it == weightMap.end() ? std::string("in no file")
+                                      : "in '" + it->second + "'");
+      tensors[tensor] = std::move(value);
+    }
+  }
+  return "";
+}
+
 std::string hfGpt2Activation(const std::string &gelu) {
   return gelu == "exact" ? "gelu" : gelu == "tanh" ? "gelu_new" : "";
 }
@@ -264,7 +372,9 @@ std::string checkHfGpt2Activation(const std::string &configJson,
   std::string activation;
   if (std::string error =
           jsonStringField(configJson, "activation_function", activation);
-      !error.empty())
+      error == "no key \"activation_function\"")
+    activation = "gelu_new"; // GPT2Config's default
+  else if (!error.empty())
     return error;
   // Hugging Face's names of the two forms; gelu_pytorch_tanh and gelu_fast
   // compute the tanh one too.
@@ -276,16 +386,17 @@ std::string checkHfGpt2Activation(const std::string &configJson,
                          : "";
   if (!form.empty() && form == gelu)
     return "";
-  std::string ours = gelu.empty() ? "no GELU" : "the " + gelu + " GELU";
+  std::string ours = describeGelu(gelu);
   if (form.empty())
     return "activation_function is " + activation +
            ", which strata does not compute; this plan's model computes " +
            ours;
+  std::string how = gelu != "exact" && gelu != "tanh" ? ""
+                    : form == "tanh" ? ": write gelu(x, tanh=true) (the "
+                                       "examples: --set openai_gelu=true)"
+                                     : ": write gelu(x) without tanh=true";
   return "activation_function is " + activation + " (the " + form +
-         " GELU); this plan's model computes " + ours +
-         (form == "tanh" ? ": write gelu(x, tanh=true) (the examples: "
-                           "--set openai_gelu=true)"
-                         : ": write gelu(x) without tanh=true");
+         " GELU); this plan's model computes " + ours + how;
 }
 
 std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
@@ -321,7 +432,8 @@ std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
              " does not divide the hidden size " + std::to_string(wte[1]);
     std::string activation = hfGpt2Activation(options.gelu);
     if (activation.empty())
-      return "GPT-2's config.json has one GELU; the model computes " +
+      return "GPT-2's config.json names one GELU (activation_function); "
+             "the checkpoint's model computes " +
              (options.gelu.empty() ? std::string("none")
                                    : "both forms (" + options.gelu + ")");
     auto n = [](int64_t v) { return std::to_string(v); };

@@ -60,6 +60,16 @@ struct HfConfigOptions {
   std::string gelu; // the checkpoint's (Plan::gelu): GPT-2's activation
 };
 
+/// The weights --load-safetensors names: a .safetensors file; Hugging
+/// Face's sharded index (NAME.safetensors.index.json, whose weight_map
+/// names each tensor's file beside it), every file it names read; or a
+/// directory holding model.safetensors.index.json or model.safetensors.
+/// `config` is the config.json beside them, "" if there is none. "" or
+/// what is wrong, naming the file.
+std::string readWeights(const std::string &path,
+                        std::map<std::string, HostTensor> &tensors,
+                        std::string &config);
+
 /// GPT-2's config.json activation_function for a model's GELU (Plan::gelu):
 /// "gelu" for the exact one, "gelu_new" for the tanh form; "" for none or
 /// both.

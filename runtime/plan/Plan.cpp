@@ -136,6 +136,14 @@ std::vector<uint32_t> Instruction::outputs() const {
   return out;
 }
 
+std::string describeGelu(const std::string &gelu) {
+  if (gelu.empty())
+    return "no GELU";
+  if (gelu == "exact,tanh")
+    return "both GELU forms";
+  return "the " + gelu + " GELU";
+}
+
 std::string Plan::layoutText() const {
   return "tensor " + std::to_string(tensorParallel) + " x data " +
          std::to_string(dataParallel) + " x pipeline " +

@@ -293,6 +293,10 @@ struct CodeObject {
   std::string name, kernel, source, ptx;
 };
 
+/// Plan::gelu in words: "the exact GELU", "the tanh GELU", "both GELU
+/// forms", "no GELU".
+std::string describeGelu(const std::string &gelu);
+
 struct Plan {
   std::string model;
   uint32_t microBatchSize = 0, globalBatchSize = 0, numMicrobatches = 0;

@@ -81,8 +81,9 @@ def train_torch(args, initial, dtype):
     weights by strata name (in strata's layout, float64), the losses and the
     gradient norms of every iteration, and the validation losses (by what
     strata's line says after "validation loss at")."""
+    torch_gelu = args.torch_gelu or ("tanh" if args.openai_gelu else "none")
     model = MODELS[args.model](**({"vocab": args.vocab} if args.vocab else {}),
-                               **({"openai_gelu": True} if args.openai_gelu else {})).to(dtype)
+                               **({"openai_gelu": True} if torch_gelu == "tanh" else {})).to(dtype)
     names = model.strata_names()
     weights = safetensors_io.read(initial)
     if set(weights) != set(names):
@@ -175,6 +176,8 @@ def main():
     p.add_argument("--adam-eps", type=float, default=1e-8)
     p.add_argument("--vocab", type=int, default=0, help="override the model's vocabulary")
     p.add_argument("--openai-gelu", action="store_true", help="gpt-tiny with GELU's tanh form")
+    p.add_argument("--torch-gelu", choices=["none", "tanh"],
+                   help="torch's GELU if not the one strata computes (a negative control)")
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--clip-grad", type=float, default=1.0)
     p.add_argument("--tolerance", type=float, default=1e-5)

@@ -1,4 +1,5 @@
-"""Reads the F32 safetensors files strata-run writes (no safetensors package)."""
+"""Reads and writes F32 safetensors files, as strata-run writes them (no
+safetensors package)."""
 import json
 import struct
 
@@ -20,3 +21,18 @@ def read(path):
         values = torch.frombuffer(bytearray(body[begin:end]), dtype=torch.float32)
         tensors[name] = values.reshape(entry["shape"]).clone()
     return tensors
+
+
+def write(path, tensors):
+    """tensors: name -> float32 tensor, written in name order."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        data = tensors[name].contiguous().to(torch.float32).numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))

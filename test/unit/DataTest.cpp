@@ -190,11 +190,12 @@ TEST(HuggingFace, Gpt2ActivationIsTheModelsGelu) {
   }
   options.gelu = "exact,tanh";
   EXPECT_EQ(huggingFaceConfig(gpt2, NameScheme::HfGpt2, options, json),
-            "GPT-2's config.json has one GELU; the model computes both "
-            "forms (exact,tanh)");
+            "GPT-2's config.json names one GELU (activation_function); the "
+            "checkpoint's model computes both forms (exact,tanh)");
   options.gelu = "";
   EXPECT_EQ(huggingFaceConfig(gpt2, NameScheme::HfGpt2, options, json),
-            "GPT-2's config.json has one GELU; the model computes none");
+            "GPT-2's config.json names one GELU (activation_function); the "
+            "checkpoint's model computes none");
 
   auto config = [](const char *activation) {
     return std::string("{\"n_embd\": 8, \"activation_function\": \"") +
@@ -208,7 +209,13 @@ TEST(HuggingFace, Gpt2ActivationIsTheModelsGelu) {
   EXPECT_EQ(checkHfGpt2Activation(config("quick_gelu"), "exact"),
             "activation_function is quick_gelu, which strata does not "
             "compute; this plan's model computes the exact GELU");
+  // Without activation_function, GPT2Config's default: gelu_new.
+  EXPECT_EQ(checkHfGpt2Activation("{\"n_embd\": 8}", "tanh"), "");
   EXPECT_NE(checkHfGpt2Activation("{\"n_embd\": 8}", "exact"), "");
+  EXPECT_EQ(checkHfGpt2Activation(config("gelu"), "exact,tanh"),
+            "activation_function is gelu (the exact GELU); this plan's model "
+            "computes both GELU forms");
+  EXPECT_NE(checkHfGpt2Activation("[1]", "exact"), "");
 }
 
 TEST(GptDataset, TokensOutsideTheVocabularyAreRefused) {

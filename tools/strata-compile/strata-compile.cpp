@@ -392,6 +392,11 @@ int main(int argc, char **argv) {
   FailureOr<PlanHeader> header = getPlanHeader(*module);
   if (failed(header))
     return 1;
+  // Graph IR whose header predates the GELU field says it in its ops.
+  if (header->gelu.empty() && !stats.gelu.empty()) {
+    header->gelu = stats.gelu;
+    setPlanHeader(*module, *header);
+  }
   // IR carries the batch and parallel layout it was made for.
   options.microBatchSize = header->microBatchSize;
   options.globalBatchSize = header->globalBatchSize;
