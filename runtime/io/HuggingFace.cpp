@@ -284,17 +284,7 @@ std::string readWeightMap(const std::string &path,
         continue;
       }
       found = true;
-      if (!r.eat('{'))
-        return bad;
-      if (r.eat('}'))
-        continue;
-      do {
-        std::string tensor, file;
-        if (!r.string(tensor) || !r.eat(':') || !r.string(file))
-          return bad;
-        weightMap[tensor] = file;
-      } while (r.eat(','));
-      if (!r.eat('}'))
+      if (!r.stringObject(weightMap))
         return bad;
     } while (r.eat(','));
     if (!r.eat('}'))

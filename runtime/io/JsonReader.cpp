@@ -184,6 +184,20 @@ bool JsonReader::scalar() {
 
 bool JsonReader::skipValue() { return skipValue(0); }
 
+bool JsonReader::stringObject(std::map<std::string, std::string> &out) {
+  if (!eat('{'))
+    return false;
+  if (eat('}'))
+    return true;
+  do {
+    std::string key, value;
+    if (!string(key) || !eat(':') || !string(value))
+      return false;
+    out[key] = value;
+  } while (eat(','));
+  return eat('}');
+}
+
 bool JsonReader::skipValue(int depth) {
   if (depth > 512)
     return false;

@@ -13,6 +13,7 @@
 #define STRATA_RUNTIME_IO_JSONREADER_H
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +35,8 @@ public:
   bool unsignedInteger(int64_t &out);
   /// Any value, read and dropped.
   bool skipValue();
+  /// An object whose values are all strings, its members added to `out`.
+  bool stringObject(std::map<std::string, std::string> &out);
 
 private:
   void space();

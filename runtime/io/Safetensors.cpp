@@ -117,17 +117,7 @@ bool parseHeader(const std::string &header,
         continue;
       }
       if (name == "__metadata__") {
-        if (!r.eat('{'))
-          return false;
-        if (r.eat('}'))
-          continue;
-        do {
-          std::string key, value;
-          if (!r.string(key) || !r.eat(':') || !r.string(value))
-            return false;
-          (*metadata)[key] = value;
-        } while (r.eat(','));
-        if (!r.eat('}'))
+        if (!r.stringObject(*metadata))
           return false;
         continue;
       }
