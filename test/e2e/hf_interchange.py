@@ -20,7 +20,6 @@ import sys
 import tempfile
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
@@ -28,7 +27,7 @@ import hf_models  # noqa: E402
 import megatron_samples  # noqa: E402
 import safetensors_io  # noqa: E402
 from strata_runs import losses, run  # noqa: E402
-from torch_models import MODELS  # noqa: E402
+from torch_models import MODELS, cross_entropy, load_strata  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser()
@@ -68,13 +67,10 @@ def main():
     hf = hf_models.from_config(config)
     hf.load_state_dict(safetensors_io.read(hf_file), strict=True)
     twin = MODELS[args.model](**({"openai_gelu": True} if args.openai_gelu else {}))
-    names = twin.strata_names()
-    weights = safetensors_io.read(strata_file)
-    if set(weights) != set(names):
-        sys.exit(f"FAILED: strata names differ: {sorted(set(weights) ^ set(names))}")
-    with torch.no_grad():
-        for name, (param, transposed) in names.items():
-            param.copy_(weights[name].t() if transposed else weights[name])
+    try:
+        load_strata(twin, safetensors_io.read(strata_file))
+    except ValueError as e:
+        sys.exit(f"FAILED: {e}")
 
     samples = megatron_samples.dataset([args.data_path], "969,30,1", twin.seq, 5, 10 * gbs)
 
@@ -87,17 +83,13 @@ def main():
     def hf_loss(tokens, labels):
         with torch.no_grad():
             logits = hf.logits(tokens)
-        return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)).item()
+        return logits, cross_entropy(logits, labels).item()
 
     # The next iteration's tokens: logits of both twins, and strata's loss.
     tokens, labels = batch(args.trained + 1)
     logits, loss = hf_loss(tokens, labels)
     with torch.no_grad():
-        x = twin.wte(tokens) + twin.wpe if args.model == "gpt-tiny" else twin.embed(tokens)
-        for layer in twin.layers:
-            x = layer(x)
-        twin_logits = (twin.ln_f(x) @ twin.wte.weight.t() if args.model == "gpt-tiny"
-                       else twin.output(twin.norm(x)))
+        twin_logits = twin.logits(tokens)
     logit_error = ((logits - twin_logits).norm() / twin_logits.norm()).item()
     resumed = losses(run(["strata-run", plan, "--load", ckpt, "--exit-interval", str(args.trained + 1)] + flags))
     strata_loss = float(resumed[args.trained + 1])

@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
-from torch_models import MODELS  # noqa: E402
+from torch_models import MODELS, load_strata  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
 import megatron_samples  # noqa: E402
@@ -84,16 +84,10 @@ def train_torch(args, initial, dtype):
     torch_gelu = args.torch_gelu or ("tanh" if args.openai_gelu else "none")
     model = MODELS[args.model](**({"vocab": args.vocab} if args.vocab else {}),
                                **({"openai_gelu": True} if torch_gelu == "tanh" else {})).to(dtype)
-    names = model.strata_names()
-    weights = safetensors_io.read(initial)
-    if set(weights) != set(names):
-        sys.exit(f"FAILED: parameter names differ: strata-only {sorted(set(weights) - set(names))}, "
-                 f"torch-only {sorted(set(names) - set(weights))}")
-    with torch.no_grad():
-        for name, (param, transposed) in names.items():
-            value = weights[name].t() if transposed else weights[name]
-            assert value.shape == param.shape, (name, value.shape, param.shape)
-            param.copy_(value.to(dtype))
+    try:
+        names = load_strata(model, safetensors_io.read(initial))
+    except ValueError as e:
+        sys.exit(f"FAILED: {e}")
     decay = [p for p, _ in names.values() if p.dim() >= 2]
     no_decay = [p for p, _ in names.values() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},

@@ -11,6 +11,27 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def cross_entropy(logits, labels):
+    """The mean loss over every token, as strata's cross_entropy."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+def load_strata(model, weights):
+    """Sets `model`'s parameters from strata's weights by strata name (in
+    strata's layout); returns its strata_names(). The names must agree."""
+    names = model.strata_names()
+    if set(weights) != set(names):
+        raise ValueError(f"parameter names differ: strata-only {sorted(set(weights) - set(names))}, "
+                         f"torch-only {sorted(set(names) - set(weights))}")
+    with torch.no_grad():
+        for name, (param, transposed) in names.items():
+            value = weights[name].t() if transposed else weights[name]
+            if value.shape != param.shape:
+                raise ValueError(f"{name}: strata's {list(value.shape)}, torch's {list(param.shape)}")
+            param.copy_(value.to(param.dtype))
+    return names
+
+
 def causal_attention(q, k, v):
     """q [b, s, H, d], k and v [b, s, K, d]; query head h reads kv head h // (H/K)."""
     b, s, heads, d = q.shape
@@ -64,12 +85,14 @@ class GPT(nn.Module):
         self.layers = nn.ModuleList(GPTLayer(hidden, heads, 4 * hidden, eps, gelu) for _ in range(layers))
         self.ln_f = nn.LayerNorm(hidden, eps=eps)
 
-    def forward(self, tokens, labels):
+    def logits(self, tokens):
         x = self.wte(tokens) + self.wpe
         for layer in self.layers:
             x = layer(x)
-        logits = self.ln_f(x) @ self.wte.weight.t()
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        return self.ln_f(x) @ self.wte.weight.t()
+
+    def forward(self, tokens, labels):
+        return cross_entropy(self.logits(tokens), labels)
 
     def strata_names(self):
         """strata name -> (torch parameter, transposed?)"""
@@ -147,12 +170,14 @@ class Llama(nn.Module):
         self.norm = RMSNorm(hidden, eps)
         self.output = nn.Linear(hidden, vocab, bias=False)
 
-    def forward(self, tokens, labels):
+    def logits(self, tokens):
         x = self.embed(tokens)
         for layer in self.layers:
             x = layer(x)
-        logits = self.output(self.norm(x))
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        return self.output(self.norm(x))
+
+    def forward(self, tokens, labels):
+        return cross_entropy(self.logits(tokens), labels)
 
     def strata_names(self):
         names = {"embed": (self.embed.weight, False), "norm.weight": (self.norm.weight, False),
