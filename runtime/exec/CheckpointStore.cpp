@@ -247,9 +247,7 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
   // anything is sized; without, every one, none larger than the files.
   std::map<std::string, std::vector<int64_t>> wanted;
   if (plan)
-    for (const auto &[r, rank] : plan->ranks)
-      for (const Param &param : rank.params)
-        wanted[param.name] = param.globalShape;
+    wanted = plan->paramShapes();
   int64_t fileElements = 0;
   for (uint32_t r = 0; r < out.savedRanks; ++r) {
     std::string path = rankFile(out.directory, r);

@@ -427,12 +427,9 @@ std::string startingWeights(const Plan &plan, const TrainOptions &options,
         !error.empty())
       return "'" + config + "': " + error;
   }
-  std::map<std::string, std::vector<int64_t>> model;
-  for (const auto &[r, rank] : plan.ranks)
-    for (const Param &param : rank.params)
-      model[param.name] = param.globalShape;
-  if (std::string error = importTensors(
-          file, scheme, model, plan.ranks.size() == plan.world(), tensors);
+  if (std::string error =
+          importTensors(file, scheme, plan.paramShapes(),
+                        plan.ranks.size() == plan.world(), tensors);
       !error.empty())
     return "'" + options.loadSafetensors + "' (" + options.names +
            " names): " + error;
@@ -519,17 +516,20 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
   const Dataset &data = *splits[0];
   Evaluation evaluation{splits[1].get(), splits[2].get()};
   // A checkpoint is read once a process, its ranks each taking their shards.
+  // What cannot be read stops every process: under MPI the others may
+  // already wait for this one.
+  auto cannotStart = [&](const std::string &error) {
+    if (launcherWorldSize() > 0)
+      die(errors, error, /*mpi=*/true);
+    return refuse(errors, error);
+  };
   std::optional<LoadedCheckpoint> checkpoint;
   if (!options.load.empty()) {
     bool found = false;
     if (std::string error = readCheckpoint(options.load, plan, options.seed,
                                            checkpoint.emplace(), found);
-        !error.empty()) {
-      // Under MPI the other processes may already wait for this one.
-      if (launcherWorldSize() > 0)
-        die(errors, error, /*mpi=*/true);
-      return refuse(errors, error);
-    }
+        !error.empty())
+      return cannotStart(error);
     if (!found) {
       checkpoint.reset();
       if (launcherRank() <= 0)
@@ -547,11 +547,8 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
   if (!options.loadSafetensors.empty()) {
     if (std::string error =
             startingWeights(plan, options, checkpoint.emplace());
-        !error.empty()) {
-      if (launcherWorldSize() > 0)
-        die(errors, error, /*mpi=*/true);
-      return refuse(errors, error);
-    }
+        !error.empty())
+      return cannotStart(error);
     if (launcherRank() <= 0)
       log << "loaded " << checkpoint->params.size() << " parameters from "
           << options.loadSafetensors << " (" << options.names << " names)\n";

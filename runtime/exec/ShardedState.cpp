@@ -99,13 +99,6 @@ RankShards shardsOf(Executor &executor) {
   return out;
 }
 
-static std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text;
-  for (int64_t d : shape)
-    text += (text.empty() ? "" : "x") + std::to_string(d);
-  return text;
-}
-
 std::string addShards(const RankShards &shards,
                       const std::map<std::string, std::vector<int64_t>> *wanted,
                       int64_t maxElements,

@@ -23,7 +23,7 @@ struct Source {
 
 /// "layers.N.rest" → N and rest.
 bool layerOf(const std::string &name, std::string &index, std::string &rest) {
-  if (name.rfind("layers.", 0) != 0)
+  if (!name.starts_with("layers."))
     return false;
   size_t dot = name.find('.', 7);
   if (dot == std::string::npos || dot == 7 ||
@@ -104,13 +104,6 @@ bool sourceOf(NameScheme scheme, const std::string &name, Source &source) {
                 it->second.first,
             it->second.second ? K::Transpose : K::Same};
   return true;
-}
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t d = 0; d < shape.size(); ++d)
-    text += (d ? ", " : "") + std::to_string(shape[d]);
-  return text + "]";
 }
 
 HostTensor transposed(const HostTensor &t) {
@@ -195,7 +188,7 @@ importTensors(const std::map<std::string, HostTensor> &file, NameScheme scheme,
   auto find = [&](const std::string &name) {
     auto it = file.find(name);
     if (it == file.end() && scheme == NameScheme::HfGpt2 &&
-        name.rfind("transformer.", 0) == 0)
+        name.starts_with("transformer."))
       it = file.find(name.substr(12));
     return it;
   };
@@ -240,15 +233,11 @@ importTensors(const std::map<std::string, HostTensor> &file, NameScheme scheme,
   for (const auto &[name, tensor] : file) {
     if (used.count(name) || !wholeModel)
       continue;
-    auto endsWith = [&](const char *suffix) {
-      std::string s = suffix;
-      return name.size() >= s.size() &&
-             name.compare(name.size() - s.size(), s.size(), s) == 0;
-    };
-    bool buffer =
-        (scheme == NameScheme::HfGpt2 &&
-         (endsWith(".attn.bias") || endsWith(".attn.masked_bias"))) ||
-        (scheme == NameScheme::HfLlama && endsWith(".rotary_emb.inv_freq"));
+    bool buffer = (scheme == NameScheme::HfGpt2 &&
+                   (name.ends_with(".attn.bias") ||
+                    name.ends_with(".attn.masked_bias"))) ||
+                  (scheme == NameScheme::HfLlama &&
+                   name.ends_with(".rotary_emb.inv_freq"));
     // GPT-2's output layer is its word embedding, saved or not.
     bool tied = scheme == NameScheme::HfGpt2 && name == "lm_head.weight" &&
                 out.count("wte") && out["wte"].values == tensor.values;
@@ -308,18 +297,17 @@ std::string readWeights(const std::string &path,
   if (fs::is_directory(file, ec)) {
     fs::path index = file / "model.safetensors.index.json",
              single = file / "model.safetensors";
-    if (!fs::exists(index, ec) && !fs::exists(single, ec))
+    file = fs::exists(index, ec) ? index : single;
+    if (!fs::exists(file, ec))
       return "'" + path +
              "' holds neither model.safetensors nor "
              "model.safetensors.index.json";
-    file = fs::exists(index, ec) ? index : single;
   }
   fs::path directory = file.parent_path();
   config = fs::exists(directory / "config.json", ec)
                ? (directory / "config.json").string()
                : "";
-  std::string name = file.filename().string();
-  if (name.size() < 5 || name.substr(name.size() - 5) != ".json")
+  if (file.extension() != ".json")
     return readSafetensors(file.string(), tensors);
 
   std::map<std::string, std::string> weightMap;
@@ -359,12 +347,11 @@ std::string hfGpt2Activation(const std::string &gelu) {
 
 std::string checkHfGpt2Activation(const std::string &configJson,
                                   const std::string &gelu) {
-  std::string activation;
-  if (std::string error =
-          jsonStringField(configJson, "activation_function", activation);
-      error == "no key \"activation_function\"")
-    activation = "gelu_new"; // GPT2Config's default
-  else if (!error.empty())
+  std::string activation = "gelu_new"; // GPT2Config's default
+  bool given = false;
+  if (std::string error = jsonStringField(configJson, "activation_function",
+                                          activation, &given);
+      !error.empty())
     return error;
   // Hugging Face's names of the two forms; gelu_pytorch_tanh and gelu_fast
   // compute the tanh one too.
@@ -407,6 +394,7 @@ std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
     std::snprintf(text, sizeof text, "%.17g", v);
     return std::string(text);
   };
+  auto n = [](int64_t v) { return std::to_string(v); };
   int64_t heads = options.numAttentionHeads;
   if (heads < 1)
     return "config.json needs --num-attention-heads";
@@ -426,7 +414,6 @@ std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
              "the checkpoint's model computes " +
              (options.gelu.empty() ? std::string("none")
                                    : "both forms (" + options.gelu + ")");
-    auto n = [](int64_t v) { return std::to_string(v); };
     json = jsonObject(
         {{"architectures", "[" + jsonString("GPT2LMHeadModel") + "]"},
          {"model_type", jsonString("gpt2")},
@@ -458,7 +445,6 @@ std::string huggingFaceConfig(const std::map<std::string, HostTensor> &tensors,
            " and the key width " + std::to_string(k[0]);
   if (options.maxPositionEmbeddings < 1)
     return "config.json needs --max-position-embeddings for LLaMA";
-  auto n = [](int64_t v) { return std::to_string(v); };
   json =
       jsonObject({{"architectures", "[" + jsonString("LlamaForCausalLM") + "]"},
                   {"model_type", jsonString("llama")},

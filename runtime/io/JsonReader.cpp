@@ -232,18 +232,18 @@ bool JsonReader::skipValue(int depth) {
 }
 
 std::string jsonStringField(std::string_view line, std::string_view key,
-                            std::string &out) {
+                            std::string &out, bool *found) {
   JsonReader r(line);
   if (!r.eat('{'))
     return "not a JSON object";
-  bool found = false, isString = false;
+  bool seen = false, isString = false;
   if (!r.eat('}')) {
     std::string name;
     do {
       if (!r.string(name) || !r.eat(':'))
         return "not valid JSON";
-      if (name == key && !found) {
-        found = true;
+      if (name == key && !seen) {
+        seen = true;
         JsonReader probe = r;
         if (probe.string(out)) {
           isString = true;
@@ -259,8 +259,10 @@ std::string jsonStringField(std::string_view line, std::string_view key,
   }
   if (!r.done())
     return "not valid JSON (text after the object)";
-  if (!found)
-    return "no key \"" + std::string(key) + "\"";
+  if (found)
+    *found = seen;
+  if (!seen)
+    return found ? "" : "no key \"" + std::string(key) + "\"";
   if (!isString)
     return "the value of \"" + std::string(key) + "\" is not a string";
   return "";

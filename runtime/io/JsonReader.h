@@ -50,8 +50,10 @@ private:
 
 /// The string value of `key` in the JSON object `line`, as UTF-8, into
 /// `out`; "" or what is wrong (not an object, no such key, not a string).
+/// With `found`, a missing key is no error: *found says whether it is
+/// there (and `out` is left as it was when not).
 std::string jsonStringField(std::string_view line, std::string_view key,
-                            std::string &out);
+                            std::string &out, bool *found = nullptr);
 
 // Writing: what strata writes as JSON (safetensors headers, checkpoint
 // metadata, Hugging Face configs) is built from these two.

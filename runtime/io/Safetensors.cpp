@@ -82,13 +82,18 @@ float halfToFloat(uint16_t h) {
   return sign * std::ldexp(float(mantissa | 0x400), exponent - 25);
 }
 
+/// A tensor as the header describes it: its bytes [begin, end) of the data.
+struct Entry {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;
+};
+
 /// A safetensors header: {"name": {"dtype": "F32", "shape": [...],
 /// "data_offsets": [begin, end]}, ...}, and "__metadata__", an object of
 /// strings, read into `metadata` or skipped.
 bool parseHeader(const std::string &header,
-                 std::map<std::string, HostTensor> &tensors,
-                 std::map<std::string, std::pair<uint64_t, uint64_t>> &ranges,
-                 std::map<std::string, std::string> &dtypes,
+                 std::map<std::string, Entry> &entries,
                  std::map<std::string, std::string> *metadata) {
   JsonReader r(header);
   auto integers = [&](std::vector<int64_t> &out) {
@@ -121,8 +126,7 @@ bool parseHeader(const std::string &header,
           return false;
         continue;
       }
-      std::string dtype;
-      HostTensor tensor;
+      Entry entry;
       std::vector<int64_t> offsets;
       if (!r.eat('{'))
         return false;
@@ -130,18 +134,18 @@ bool parseHeader(const std::string &header,
         std::string key;
         if (!r.string(key) || !r.eat(':'))
           return false;
-        bool ok = key == "dtype"          ? r.string(dtype)
-                  : key == "shape"        ? integers(tensor.shape)
+        bool ok = key == "dtype"          ? r.string(entry.dtype)
+                  : key == "shape"        ? integers(entry.shape)
                   : key == "data_offsets" ? integers(offsets)
                                           : false;
         if (!ok)
           return false;
       } while (r.eat(','));
-      if (!r.eat('}') || !widthOf(dtype) || offsets.size() != 2)
+      if (!r.eat('}') || !widthOf(entry.dtype) || offsets.size() != 2)
         return false;
-      tensors[name] = std::move(tensor);
-      ranges[name] = {uint64_t(offsets[0]), uint64_t(offsets[1])};
-      dtypes[name] = dtype;
+      entry.begin = uint64_t(offsets[0]);
+      entry.end = uint64_t(offsets[1]);
+      entries[name] = std::move(entry);
     } while (r.eat(','));
     if (!r.eat('}'))
       return false;
@@ -165,23 +169,19 @@ std::string readSafetensors(const std::string &path,
     length |= uint64_t(bytes[i]) << (8 * i);
   if (length > file.size() - 8)
     return "'" + path + "' has a header longer than the file";
-  std::string header = file.substr(8, length);
-  std::map<std::string, std::pair<uint64_t, uint64_t>> ranges;
-  std::map<std::string, std::string> dtypes;
-  if (!parseHeader(header, tensors, ranges, dtypes, metadata))
+  std::map<std::string, Entry> entries;
+  if (!parseHeader(file.substr(8, length), entries, metadata))
     return "'" + path + "' has a header strata cannot read";
   uint64_t dataSize = file.size() - 8 - length;
   const uint8_t *data = bytes + 8 + length;
-  for (auto it = tensors.begin(); it != tensors.end();) {
-    auto &[name, tensor] = *it;
-    auto [begin, end] = ranges[name];
-    const std::string &dtype = dtypes[name];
+  for (auto &[name, entry] : entries) {
+    const auto &[dtype, shape, begin, end] = entry;
     uint64_t width = widthOf(dtype);
     // The element count bounded by the data at every step: no product
     // wraps around.
     uint64_t elements = 1;
     bool fits = true;
-    for (int64_t dim : tensor.shape) {
+    for (int64_t dim : shape) {
       fits = fits && (dim == 0 || elements <= dataSize / width / uint64_t(dim));
       elements = fits ? elements * uint64_t(dim) : 0;
     }
@@ -189,11 +189,11 @@ std::string readSafetensors(const std::string &path,
         end - begin != elements * width)
       return "'" + path + "': tensor '" + name + "' has a bad byte range";
     // Weights are floats: other tensors (masks, counters) are left out.
-    if (!isFloat(dtype)) {
-      it = tensors.erase(it);
+    if (!isFloat(dtype))
       continue;
-    }
     // The conversion chosen once a tensor.
+    HostTensor &tensor = tensors[name];
+    tensor.shape = shape;
     tensor.values.resize(elements);
     const uint8_t *at = data + begin;
     if (dtype == "F32") {
@@ -215,7 +215,6 @@ std::string readSafetensors(const std::string &path,
         tensor.values[e] = float(wide);
       }
     }
-    ++it;
   }
   return "";
 }

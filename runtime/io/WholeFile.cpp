@@ -57,6 +57,10 @@ std::string readFileWhole(const std::string &path, std::string &out) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return "cannot open '" + path + "': " + std::strerror(errno);
+  // Sized once for a regular file (weights, checkpoints): no regrowth.
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+    out.reserve(size_t(st.st_size));
   char buffer[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, buffer, sizeof buffer);

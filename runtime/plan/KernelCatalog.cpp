@@ -65,12 +65,7 @@ int findKernel(const std::string &name) {
 }
 
 std::string shapeText(const Buffer &b) {
-  std::ostringstream os;
-  os << dtypeName(b.dtype) << "[";
-  for (size_t i = 0; i < b.shape.size(); ++i)
-    os << (i ? ", " : "") << b.shape[i];
-  os << "]";
-  return os.str();
+  return dtypeName(b.dtype) + shapeText(b.shape);
 }
 
 std::string named(const Buffer &b) {

@@ -136,12 +136,27 @@ std::vector<uint32_t> Instruction::outputs() const {
   return out;
 }
 
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
 std::string describeGelu(const std::string &gelu) {
   if (gelu.empty())
     return "no GELU";
   if (gelu == "exact,tanh")
     return "both GELU forms";
   return "the " + gelu + " GELU";
+}
+
+std::map<std::string, std::vector<int64_t>> Plan::paramShapes() const {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto &[r, rank] : ranks)
+    for (const Param &param : rank.params)
+      shapes[param.name] = param.globalShape;
+  return shapes;
 }
 
 std::string Plan::layoutText() const {

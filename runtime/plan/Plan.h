@@ -293,6 +293,9 @@ struct CodeObject {
   std::string name, kernel, source, ptx;
 };
 
+/// A shape for messages: "[64, 256]".
+std::string shapeText(const std::vector<int64_t> &shape);
+
 /// Plan::gelu in words: "the exact GELU", "the tanh GELU", "both GELU
 /// forms", "no GELU".
 std::string describeGelu(const std::string &gelu);
@@ -319,6 +322,8 @@ struct Plan {
   }
   /// "tensor 2 x data 1 x pipeline 4", for messages.
   std::string layoutText() const;
+  /// The global shape of each parameter the loaded ranks hold, by name.
+  std::map<std::string, std::vector<int64_t>> paramShapes() const;
   /// A rank's coordinates along tp, dp and pp (tp fastest, then dp).
   std::array<uint32_t, 3> coordinates(uint32_t rank) const {
     return {rank % tensorParallel, rank / tensorParallel % dataParallel,

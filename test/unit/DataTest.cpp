@@ -133,6 +133,15 @@ TEST(JsonReader, AStringFieldAmongAnyValues) {
             "the value of \"text\" is not a string");
   EXPECT_EQ(jsonStringField(R"({"other": "x"})", "text", text),
             "no key \"text\"");
+  // Asked whether it is there, a missing key is no error.
+  bool found = true;
+  text = "kept";
+  EXPECT_EQ(jsonStringField(R"({"other": "x"})", "text", text, &found), "");
+  EXPECT_FALSE(found);
+  EXPECT_EQ(text, "kept");
+  EXPECT_EQ(jsonStringField(R"({"text": "y"})", "text", text, &found), "");
+  EXPECT_TRUE(found);
+  EXPECT_EQ(text, "y");
   EXPECT_EQ(jsonStringField(R"({"text": "x"} 1)", "text", text),
             "not valid JSON (text after the object)");
   for (const char *bad :

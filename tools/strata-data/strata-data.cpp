@@ -45,6 +45,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -499,11 +500,9 @@ int exportCheckpoint(int argc, char **argv) {
     if (std::string error = huggingFaceConfig(out, scheme, options, config);
         !error.empty())
       return fail(error);
-    std::string output = flags["--output"];
-    size_t slash = output.rfind('/');
-    configPath = (slash == std::string::npos ? std::string()
-                                             : output.substr(0, slash + 1)) +
-                 "config.json";
+    configPath =
+        (std::filesystem::path(flags["--output"]).parent_path() / "config.json")
+            .string();
     if (std::string error = checkWritable(configPath); !error.empty())
       return fail(error);
   }
