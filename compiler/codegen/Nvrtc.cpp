@@ -1,5 +1,6 @@
 //===- Nvrtc.cpp - NVRTC, loaded only when asked --------------------------===//
 #include "compiler/codegen/Nvrtc.h"
+#include "runtime/io/LibrarySearch.h"
 
 #include <cstdlib>
 #include <dlfcn.h>
@@ -25,28 +26,24 @@ struct Api {
   const char *(*errorText)(Result);
 };
 
-/// NVRTC from the library path, else the CUDA Toolkit's usual place.
+/// NVRTC, wherever CUDA's libraries are looked for (LibrarySearch.h).
 const Api *loadApi(std::string &error) {
   static Api api;
   static std::string failure;
   static std::once_flag once;
   std::call_once(once, [] {
-    // The library path first, then the toolkit ($CUDA_HOME, else its
-    // usual place).
-    const char *home = std::getenv("CUDA_HOME");
-    std::string toolkit =
-        std::string(home && *home ? home : "/usr/local/cuda") + "/lib64/";
-    void *library = nullptr;
-    for (std::string name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
-      if ((library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) ||
-          (library = dlopen((toolkit + name).c_str(), RTLD_NOW | RTLD_LOCAL)))
-        break;
-    if (!library) {
-      failure = "--target cuda needs NVRTC from the CUDA Toolkit "
-                "(libnvrtc.so), found neither on the library path nor in " +
-                toolkit;
+    // Where the cuda backend looks for CUDA's libraries
+    // (runtime/io/LibrarySearch.h): a GPU node's NVRTC may be a wheel's.
+    std::string error;
+    runtime::FoundLibrary found = runtime::openCudaLibrary(
+        runtime::LibrarySearch::fromEnvironment(),
+        {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"},
+        "--target cuda needs NVRTC from the CUDA Toolkit", error);
+    if (!found.handle) {
+      failure = error;
       return;
     }
+    void *library = found.handle;
     auto get = [&](auto &fn, const char *symbol) {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
           dlsym(library, symbol));

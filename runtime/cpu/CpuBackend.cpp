@@ -12,7 +12,20 @@
 #include <fstream>
 #include <omp.h>
 
+// Weak: a BLAS other than OpenBLAS (the GPU bundle's reference BLAS, which
+// runs on one thread anyway) lacks it.
+#pragma weak openblas_set_num_threads
+
 namespace strata::runtime::cpu {
+
+namespace {
+
+void blasOnOneThread() {
+  if (openblas_set_num_threads)
+    openblas_set_num_threads(1);
+}
+
+} // namespace
 
 KernelFn kernelFunction(KernelId id) {
   static const KernelFn table[] = {
@@ -25,7 +38,7 @@ KernelFn kernelFunction(KernelId id) {
 
 void setThreads(int threads) {
   // One pool: OpenMP splits the work, OpenBLAS runs inside it on one thread.
-  openblas_set_num_threads(1);
+  blasOnOneThread();
   if (threads > 0)
     omp_set_num_threads(threads);
 }
@@ -46,7 +59,7 @@ uint64_t availableHostBytes() {
 // threads of its own there.
 CpuBackend::CpuBackend(bool asyncCompute, int threads)
     : asyncCompute(asyncCompute) {
-  openblas_set_num_threads(1);
+  blasOnOneThread();
   for (Stream stream : {Stream::Compute, Stream::Comm})
     if (threaded(stream))
       queues[int(stream)].thread =

@@ -1,5 +1,6 @@
 //===- CublasLt.cpp - a rank's GEMMs through cuBLASLt ---------------------===//
 #include "runtime/cuda/CublasLt.h"
+#include "runtime/io/LibrarySearch.h"
 
 #include <cublasLt.h>
 #include <dlfcn.h>
@@ -24,7 +25,8 @@ namespace {
   X(cublasLtMatmulPreferenceCreate)                                            \
   X(cublasLtMatmulPreferenceDestroy)                                           \
   X(cublasLtMatmulPreferenceSetAttribute)                                      \
-  X(cublasLtMatmulAlgoGetHeuristic)
+  X(cublasLtMatmulAlgoGetHeuristic)                                            \
+  X(cublasLtGetVersion)
 
 struct Library {
 #define STRATA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -34,16 +36,19 @@ struct Library {
 
 Library lt;
 std::string loadError;
+std::string foundAt; // the file cuBLASLt was loaded from
 std::once_flag loadOnce;
 
 std::string load() {
-  void *library = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL);
-  if (!library)
-    library = dlopen("libcublasLt.so", RTLD_NOW | RTLD_LOCAL);
-  if (!library)
-    return "the cuda backend needs cuBLASLt (libcublasLt.so.13 of CUDA 13) "
-           "and cannot load it: " +
-           std::string(dlerror());
+  std::string error;
+  FoundLibrary found = openCudaLibrary(
+      LibrarySearch::fromEnvironment(),
+      {"libcublasLt.so.13", "libcublasLt.so"},
+      "the cuda backend needs cuBLASLt of CUDA 13", error);
+  if (!found.handle)
+    return error;
+  foundAt = found.path + " (found by " + found.how + ")";
+  void *library = found.handle;
 #define STRATA_LOOKUP(name)                                                    \
   lt.name = reinterpret_cast<decltype(lt.name)>(dlsym(library, #name));        \
   if (!lt.name)                                                                \
@@ -95,6 +100,12 @@ uint32_t bufferAlignment(const Buffer &buffer) {
 std::string loadCublasLt() {
   std::call_once(loadOnce, [] { loadError = load(); });
   return loadError;
+}
+
+std::string cublasLtPath() { return foundAt; }
+
+size_t cublasLtVersion() {
+  return lt.cublasLtGetVersion ? lt.cublasLtGetVersion() : 0;
 }
 
 struct GemmRunner::Prepared {

@@ -47,6 +47,12 @@ uint32_t bufferAlignment(const Buffer &buffer);
 /// "" or why libcublasLt cannot be used (loaded once per process).
 std::string loadCublasLt();
 
+/// After a successful loadCublasLt: the file it came from (and which
+/// search step found it) and its version
+/// (cublasLtGetVersion: 130100 for 13.1.0).
+std::string cublasLtPath();
+size_t cublasLtVersion();
+
 /// One rank's gemms: a cuBLASLt handle, one workspace per stream, and each
 /// gemm instruction's descriptors and algorithm.
 class GemmRunner {

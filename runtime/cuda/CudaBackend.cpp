@@ -20,8 +20,8 @@ std::string oneLine(const char *log) {
   return out;
 }
 
-/// Opens device `ordinal` (its primary context) and reads what the checks
-/// need; "" or why not.
+} // namespace
+
 std::string openDevice(int ordinal, CUcontext &context, DeviceInfo &info) {
   const Driver &d = driver();
   CUdevice device = 0;
@@ -41,6 +41,8 @@ std::string openDevice(int ordinal, CUcontext &context, DeviceInfo &info) {
   d.cuDeviceGetAttribute(
       &shared, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
   info.sharedPerBlockOptIn = uint64_t(shared);
+  d.cuDeviceGetAttribute(&info.multiprocessors,
+                         CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
   if (CUresult r = d.cuDevicePrimaryCtxRetain(&context, device);
       r != CUDA_SUCCESS)
     return info.name + ": " + d.error(r, "cuDevicePrimaryCtxRetain");
@@ -50,10 +52,9 @@ std::string openDevice(int ordinal, CUcontext &context, DeviceInfo &info) {
   if (CUresult r = d.cuMemGetInfo(&free, &total); r != CUDA_SUCCESS)
     return info.name + ": " + d.error(r, "cuMemGetInfo");
   info.freeBytes = free;
+  info.totalBytes = total;
   return "";
 }
-
-} // namespace
 
 std::string openGpu(const Plan &plan, Gpu &gpu) {
   if (std::string error = checkCudaPlan(plan); !error.empty())
@@ -123,6 +124,8 @@ CudaBackend::~CudaBackend() {
   for (CUgraph graph : graphs)
     d.cuGraphDestroy(graph);
   for (CUevent event : events)
+    d.cuEventDestroy(event);
+  for (CUevent event : marks)
     d.cuEventDestroy(event);
   for (CUmodule module : modules)
     d.cuModuleUnload(module);
@@ -260,6 +263,30 @@ void CudaBackend::record(Stream stream, uint32_t event) {
   bind();
   check(driver().cuEventRecord(events[event], streamOf(stream)),
         "cuEventRecord");
+}
+
+uint32_t CudaBackend::markTime(Stream stream) {
+  bind();
+  if (marksUsed == marks.size()) {
+    CUevent event = nullptr;
+    check(driver().cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate");
+    marks.push_back(event);
+  }
+  check(driver().cuEventRecord(marks[marksUsed], streamOf(stream)),
+        "cuEventRecord");
+  return uint32_t(marksUsed++);
+}
+
+std::vector<double> CudaBackend::markTimes() {
+  bind();
+  std::vector<double> times(marksUsed, 0.0);
+  for (size_t i = 1; i < marksUsed; ++i) {
+    float ms = 0;
+    check(driver().cuEventElapsedTime(&ms, marks[0], marks[i]),
+          "cuEventElapsedTime");
+    times[i] = double(ms) * 1e3;
+  }
+  return times;
 }
 
 void CudaBackend::wait(Stream stream, uint32_t event) {

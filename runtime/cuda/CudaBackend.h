@@ -33,6 +33,10 @@ struct Gpu {
   int devices = 0; // the node's GPUs
 };
 
+/// Opens device `ordinal` (its primary context) and reads what the checks
+/// need; "" or why not. The driver must be loaded (probeDriver).
+std::string openDevice(int ordinal, CUcontext &context, DeviceInfo &info);
+
 /// Everything checked before a rank is made: a plan of the cuda target,
 /// the driver and a GPU (GPU 0 for ranks as threads, one per process under
 /// a launcher), the plan's architecture and shared memory against the
@@ -76,6 +80,11 @@ public:
   void beginGraph() override;
   uint32_t endGraph() override;
   void replayGraph(uint32_t graph) override;
+  /// Timing events on the streams, a pool reused after clearMarks().
+  bool timesDevice() const override { return true; }
+  uint32_t markTime(Stream stream) override;
+  std::vector<double> markTimes() override;
+  void clearMarks() override { marksUsed = 0; }
 
   /// Makes the context current on the calling thread.
   void bind() const;
@@ -86,6 +95,8 @@ private:
   CUstream streams[kStreams] = {nullptr, nullptr};
   uint8_t *arenas[kArenas] = {nullptr, nullptr, nullptr};
   std::vector<CUevent> events;
+  std::vector<CUevent> marks; // timing events (markTime), the first marksUsed
+  size_t marksUsed = 0;
   std::vector<CUmodule> modules;
   std::vector<CUfunction> functions; // by the plan's code index
   std::vector<CUgraph> graphs;

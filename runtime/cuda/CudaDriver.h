@@ -45,6 +45,7 @@ struct Driver {
   X(cuEventCreate)                                                             \
   X(cuEventDestroy)                                                            \
   X(cuEventRecord)                                                             \
+  X(cuEventElapsedTime)                                                        \
   X(cuModuleLoadData)                                                          \
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleUnload)                                                            \

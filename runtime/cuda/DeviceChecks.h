@@ -21,6 +21,8 @@ struct DeviceInfo {
   std::string name;                 // "NVIDIA H100 80GB HBM3"
   int major = 0, minor = 0;         // compute capability
   uint64_t freeBytes = 0;           // cuMemGetInfo's free
+  uint64_t totalBytes = 0;          // and its total
+  int multiprocessors = 0;
   uint64_t sharedPerBlockOptIn = 0; // the most dynamic shared memory
 };
 

@@ -1,5 +1,6 @@
 //===- Nccl.cpp - NCCL, loaded only when asked, and its communicators -----===//
 #include "runtime/cuda/Nccl.h"
+#include "runtime/io/LibrarySearch.h"
 #include "runtime/comm/Collectives.h"
 #include "runtime/cpu/RingCollectives.h"
 
@@ -23,17 +24,16 @@ const NcclApi *loadNccl(std::string &error) {
   static std::string failure;
   static std::once_flag once;
   std::call_once(once, [] {
-    void *library = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!library)
-      library = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
-    if (!library) {
-      failure = "the cuda backend under a launcher needs NCCL "
-                "(libnccl.so.2) and cannot load it: " +
-                std::string(dlerror()) +
-                " (--staged-collectives runs "
-                "without it)";
+    std::string error;
+    FoundLibrary found = openCudaLibrary(
+        LibrarySearch::fromEnvironment(), {"libnccl.so.2", "libnccl.so"},
+        "the cuda backend under a launcher needs NCCL", error);
+    if (!found.handle) {
+      failure = error + "; --staged-collectives runs without it";
       return;
     }
+    api.path = found.path + " (found by " + found.how + ")";
+    void *library = found.handle;
 #define STRATA_NCCL_LOOKUP(name)                                               \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(library, #name));      \
   if (!api.name) {                                                             \

@@ -37,10 +37,12 @@ struct NcclApi {
   X(ncclRecv)                                                                  \
   X(ncclGroupStart)                                                            \
   X(ncclGroupEnd)                                                              \
-  X(ncclGetErrorString)
+  X(ncclGetErrorString)                                                        \
+  X(ncclGetVersion)
 #define STRATA_NCCL_DECLARE(name) decltype(&::name) name = nullptr;
   STRATA_NCCL_ENTRIES(STRATA_NCCL_DECLARE)
 #undef STRATA_NCCL_DECLARE
+  std::string path; // the file it was loaded from, and how it was found
 
   /// "ncclAllReduce: unhandled cuda error (...)"; "" on success.
   std::string error(ncclResult_t result, const char *call) const;

@@ -95,6 +95,17 @@ public:
   virtual double exposedSeconds() const { return 0; }
   /// Seconds the communication stream has been busy.
   virtual double communicationSeconds() const { return 0; }
+  /// Device timing, for --profile and --trace where the streams run apart
+  /// from the host (a GPU, where the host only enqueues): markTime records
+  /// a timing point on `stream` and returns its index; once the stream has
+  /// passed them (after synchronize), markTimes() gives each mark's
+  /// microseconds after the first mark since clearMarks(). A backend that
+  /// does the work as it is called (the CPU) says false to timesDevice()
+  /// and is timed by the host's clock.
+  virtual bool timesDevice() const { return false; }
+  virtual uint32_t markTime(Stream) { return 0; }
+  virtual std::vector<double> markTimes() { return {}; }
+  virtual void clearMarks() {}
   /// Starts keeping when each piece of communication-stream work ran, in
   /// microseconds from `epoch`; takeCommunicationTrace() hands them over
   /// (after synchronize()).

@@ -215,25 +215,83 @@ void Executor::runRange(const Step &step, size_t begin, size_t end) {
       continue;
     bool timed =
         (tracing || profiling) && instruction.stream == Stream::Compute;
-    double start = timed ? now() : 0;
-    runInstruction(program, i, step, info.where[i]);
-    if (!timed)
+    if (!timed) {
+      runInstruction(program, i, step, info.where[i]);
       continue;
-    double duration = now() - start;
-    std::string name = instruction.name();
-    if (profiling) {
-      auto &[seconds, calls] = kernelTime[name];
-      seconds += duration * 1e-6;
-      ++calls;
     }
+    if (deviceTiming) {
+      // The device's time: marks around it, read after the iteration.
+      TimedSpan timedSpan;
+      timedSpan.begin = mark();
+      runInstruction(program, i, step, info.where[i]);
+      timedSpan.end = mark();
+      if (tracing) {
+        TraceEvent event;
+        event.name = instruction.name();
+        trace.push_back(std::move(event));
+        timedSpan.traceEvent = int64_t(trace.size()) - 1;
+      }
+      timedSpan.profiled = profiling;
+      timedSpan.program = step.program;
+      timedSpan.index = i;
+      timedSpan.width = span(instruction);
+      spans.push_back(timedSpan);
+      continue;
+    }
+    double start = now();
+    runInstruction(program, i, step, info.where[i]);
+    double duration = now() - start;
+    if (profiling)
+      addProfile(program, i, span(instruction), duration * 1e-6);
     if (tracing) {
       TraceEvent event;
-      event.name = std::move(name);
+      event.name = instruction.name();
       event.startUs = start;
       event.durationUs = duration;
       trace.push_back(std::move(event));
     }
   }
+}
+
+uint32_t Executor::mark() {
+  uint32_t index = backend.markTime(Stream::Compute);
+  if (index == 0)
+    firstMarkHostUs = now();
+  return index;
+}
+
+void Executor::addProfile(const Program &program, size_t index, size_t width,
+                          double seconds) {
+  const Instruction &instruction = program.instructions[index];
+  auto &[total, calls] = kernelTime[instruction.name()];
+  total += seconds;
+  ++calls;
+  if (!instruction.gemm() && !instruction.launch())
+    return;
+  InstructionCost cost = instructionCost(rank, program, index, width);
+  ProfileEntry &entry = lastIteration[cost.name + " " + cost.shape];
+  entry.cost = std::move(cost);
+  entry.seconds += seconds;
+  ++entry.calls;
+}
+
+void Executor::resolveDeviceTimes() {
+  if (!spans.empty()) {
+    std::vector<double> at = backend.markTimes();
+    for (const TimedSpan &timed : spans) {
+      double duration = at[timed.end] - at[timed.begin];
+      if (timed.traceEvent >= 0) {
+        trace[size_t(timed.traceEvent)].startUs =
+            firstMarkHostUs + at[timed.begin];
+        trace[size_t(timed.traceEvent)].durationUs = duration;
+      }
+      if (timed.profiled)
+        addProfile(rank.programs[timed.program], timed.index, timed.width,
+                   duration * 1e-6);
+    }
+  }
+  spans.clear();
+  backend.clearMarks();
 }
 
 void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
@@ -293,10 +351,14 @@ float Executor::runIteration(int64_t iteration, const Hyper &h,
   hyperValues(h, hyperHost);
   backend.copyIn(Stream::Compute, address(uint32_t(hyper)), hyperHost,
                  sizeof hyperHost);
+  if (profiling)
+    lastIteration.clear();
   runSteps(iteration, loadBatch, /*optimizer=*/true);
   backend.copyOut(Stream::Compute, &gradNormHost,
                   address(uint32_t(gradNormBuffer)), 4);
   backend.synchronizeCompute();
+  if (deviceTiming)
+    resolveDeviceTimes();
   return lossSum();
 }
 
@@ -342,6 +404,7 @@ void Executor::runSteps(int64_t iteration, const LoadBatch &loadBatch,
     if (step.microbatch >= 0 && info.readsBatch)
       loadBatch(step.microbatch);
     double start = tracing ? now() : 0;
+    uint32_t startMark = tracing && deviceTiming ? mark() : 0;
     size_t first = trace.size();
     stepWaitSeconds = 0;
     runBody(step);
@@ -381,6 +444,16 @@ void Executor::runSteps(int64_t iteration, const LoadBatch &loadBatch,
       event.waitUs = stepWaitSeconds * 1e6;
       // Before its instructions, as trace viewers like them.
       trace.insert(trace.begin() + first, std::move(event));
+      if (deviceTiming) {
+        for (auto it = spans.rbegin();
+             it != spans.rend() && it->traceEvent >= int64_t(first); ++it)
+          ++it->traceEvent;
+        TimedSpan stepSpan;
+        stepSpan.begin = startMark;
+        stepSpan.end = mark();
+        stepSpan.traceEvent = int64_t(first);
+        spans.push_back(stepSpan);
+      }
     }
   }
   exchangeAt(rank.schedule.size(), pending);
@@ -390,6 +463,7 @@ float Executor::gradNorm() { return gradNormHost; }
 
 void Executor::enableTrace(std::chrono::steady_clock::time_point at) {
   tracing = true;
+  deviceTiming = backend.timesDevice();
   epoch = at;
   backend.traceCommunication(at);
 }

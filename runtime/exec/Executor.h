@@ -16,6 +16,7 @@
 
 #include "runtime/comm/Collectives.h"
 #include "runtime/exec/Backend.h"
+#include "runtime/exec/KernelCost.h"
 #include "runtime/io/Trace.h"
 #include "runtime/plan/Hyper.h"
 
@@ -67,7 +68,10 @@ public:
   // Measurement.
   void enableTrace(std::chrono::steady_clock::time_point epoch);
   std::vector<TraceEvent> takeTrace();
-  void enableProfile() { profiling = true; }
+  void enableProfile() {
+    profiling = true;
+    deviceTiming = backend.timesDevice();
+  }
   /// Runs each step's body as a graph (Backend::beginGraph) recorded the
   /// first time its program runs in its stash slot, and replayed after:
   /// the body's gemms and launches between the compute stream's leading
@@ -78,10 +82,23 @@ public:
   std::pair<size_t, int64_t> graphCounts() const {
     return {recorded.size(), replays};
   }
-  /// Seconds and calls per instruction name, compute stream only.
+  /// Seconds and calls per instruction name, compute stream only: the
+  /// device's time where the backend times the device (timesDevice).
   std::map<std::string, std::pair<double, int64_t>> profile() const {
     return kernelTime;
   }
+  /// The last iteration's gemms and launches by name and shape, with their
+  /// cost (KernelCost.h) and device time.
+  struct ProfileEntry {
+    InstructionCost cost;
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  const std::map<std::string, ProfileEntry> &profileDetail() const {
+    return lastIteration;
+  }
+  /// Whether the times are the device's (else the host's clock).
+  bool profilesDevice() const { return deviceTiming; }
   /// Seconds the compute stream spent in communication it could not hide:
   /// its own collectives and its waits for the communication stream.
   double exposedCommunicationSeconds() const;
@@ -133,6 +150,27 @@ private:
   std::chrono::steady_clock::time_point epoch;
   std::vector<TraceEvent> trace;
   std::map<std::string, std::pair<double, int64_t>> kernelTime;
+  std::map<std::string, ProfileEntry> lastIteration;
+  // Device timing (Backend::timesDevice): each timed span is two marks on
+  // the compute stream, resolved once the iteration has synchronized.
+  bool deviceTiming = false;
+  struct TimedSpan {
+    uint32_t begin = 0, end = 0;
+    int64_t traceEvent = -1; // its event in `trace`, if tracing
+    bool profiled = false;   // an instruction to add to the profile:
+    uint32_t program = 0;
+    size_t index = 0, width = 1;
+  };
+  std::vector<TimedSpan> spans;
+  double firstMarkHostUs = 0; // the host's time when mark 0 went
+  /// A mark on the compute stream (mark 0 also notes the host's time).
+  uint32_t mark();
+  /// Adds an instruction's time to kernelTime and lastIteration.
+  void addProfile(const Program &program, size_t index, size_t width,
+                  double seconds);
+  /// After the iteration synchronized: the device's times into the trace
+  /// and the profile.
+  void resolveDeviceTimes();
   double computeCollectiveSeconds = 0;
   double stepWaitSeconds = 0; // compute-stream waits, in the current step
 };

@@ -301,14 +301,15 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
   auto epoch = Clock::now();
   if (!options.tracePath.empty())
     rank.executor.enableTrace(epoch);
-  if (options.profile)
+  if (options.profile || !options.profileJson.empty())
     rank.executor.enableProfile();
   try {
     initializeParameters(rank.executor, options.seed);
     resume(rank, checkpoint);
     rank.loop.run(me == loggingRank(plan) ? &log : nullptr);
     rank.collectives->flush();
-    rank.loop.printReports(log);
+    if (std::string error = rank.loop.printReports(log); !error.empty())
+      throw std::runtime_error(error);
     if (!options.tracePath.empty())
       gatherTrace(*transport, rank, options, errors);
     if (!options.saveParams.empty())
@@ -358,7 +359,7 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
     ranks.back()->loop.setEvaluationData(evaluation.valid, evaluation.test);
     if (!options.tracePath.empty())
       ranks.back()->executor.enableTrace(epoch);
-    if (options.profile)
+    if (options.profile || !options.profileJson.empty())
       ranks.back()->executor.enableProfile();
   }
   std::vector<std::thread> threads;
@@ -378,7 +379,8 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
   for (std::thread &thread : threads)
     thread.join();
   for (auto &rank : ranks)
-    rank->loop.printReports(log);
+    if (std::string error = rank->loop.printReports(log); !error.empty())
+      return refuse(errors, error);
   if (!options.tracePath.empty()) {
     std::vector<std::string> all;
     for (auto &rank : ranks)

@@ -4,6 +4,7 @@
 #include "runtime/data/GptDataset.h"
 #include "runtime/exec/CheckpointStore.h"
 #include "runtime/io/HuggingFace.h"
+#include "runtime/io/JsonReader.h"
 #include "runtime/io/WholeFile.h"
 
 #include <algorithm>
@@ -310,9 +311,39 @@ std::string TrainingLoop::traceLabel() const {
          std::to_string(coords[2]) + ")";
 }
 
-void TrainingLoop::printReports(std::ostream &log) {
+std::string TrainingLoop::profileJson() const {
+  std::vector<const Executor::ProfileEntry *> order;
+  for (const auto &[key, entry] : executor.profileDetail())
+    order.push_back(&entry);
+  std::sort(order.begin(), order.end(), [](const auto *a, const auto *b) {
+    return a->seconds > b->seconds;
+  });
+  std::string text = "{\n  \"clock\": ";
+  text += executor.profilesDevice() ? "\"device\"" : "\"host\"";
+  text += ",\n  \"backend\": " + jsonString(options.backend) +
+          ",\n  \"rank\": " + std::to_string(rank.rank) +
+          ",\n  \"iteration\": " + std::to_string(firstIteration + iterationsRun - 1) +
+          ",\n  \"entries\": [";
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto &e = *order[i];
+    char numbers[192];
+    std::snprintf(numbers, sizeof numbers,
+                  "\"calls\": %lld, \"seconds\": %.9g, \"bytes\": %.17g, "
+                  "\"flops\": %.17g",
+                  (long long)e.calls, e.seconds, e.cost.bytes, e.cost.flops);
+    text += std::string(i ? "," : "") + "\n    {\"name\": " +
+            jsonString(e.cost.name) + ", \"shape\": " + jsonString(e.cost.shape) +
+            ", " + numbers + "}";
+  }
+  return text + "\n  ]\n}\n";
+}
+
+std::string TrainingLoop::printReports(std::ostream &log) {
   std::string who = plan.world() > 1 ? "rank " + std::to_string(rank.rank) + " "
                                      : std::string();
+  std::string error;
+  if (!options.profileJson.empty() && rank.rank == loggingRank(plan))
+    error = writeFileWhole(options.profileJson, profileJson());
   if (options.profile && rank.rank == loggingRank(plan)) {
     auto times = executor.profile();
     double total = 0;
@@ -323,7 +354,9 @@ void TrainingLoop::printReports(std::ostream &log) {
     std::sort(order.begin(), order.end(), [](const auto &a, const auto &b) {
       return a.second.first > b.second.first;
     });
-    log << "kernel time (all iterations, compute stream):\n";
+    log << "kernel time (all iterations, compute stream, "
+        << (executor.profilesDevice() ? "the device's clock" : "the host's clock")
+        << "):\n";
     for (auto &[name, entry] : order) {
       char line[160];
       std::snprintf(line, sizeof line, "  %-30s %9.1f ms %5.1f%% %8lld calls\n",
@@ -382,6 +415,7 @@ void TrainingLoop::printReports(std::ostream &log) {
           << ")\n";
     }
   }
+  return error.empty() ? "" : "--profile-json: " + error;
 }
 
 } // namespace strata::runtime

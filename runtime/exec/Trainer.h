@@ -51,6 +51,7 @@ struct TrainOptions {
   bool reportMemory = false;
   bool reportComm = false; // bytes sent and time exposed per iteration
   bool profile = false;    // time per kernel, printed at the end
+  std::string profileJson; // the last iteration's gemms and kernels by shape
   std::string tracePath;   // a Chrome trace of every step and instruction
   int ranks = 0;           // local ranks as threads: 0 means the plan's
   // The CPU backend's compute stream on a thread of its own, so that a
@@ -106,8 +107,12 @@ public:
     test = testSplit;
   }
 
-  /// --profile, --report-comm and --report-memory, as asked.
-  void printReports(std::ostream &log);
+  /// --profile, --report-comm and --report-memory, as asked, and the
+  /// --profile-json file; "" or why that file could not be written.
+  std::string printReports(std::ostream &log);
+  /// The last iteration's gemms and launches by shape with their cost and
+  /// time (Executor::profileDetail), as --profile-json writes them.
+  std::string profileJson() const;
 
   /// The rank's track name in traces: its number and coordinates.
   std::string traceLabel() const;

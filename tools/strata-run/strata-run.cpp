@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Transport.h"
+#include "runtime/cuda/Environment.h"
 #include "runtime/exec/Launch.h"
 #include "runtime/plan/Plan.h"
 
@@ -77,7 +78,11 @@ const char *kUsage =
     "                            run ends with an error (300)\n"
     "  --report-comm             print bytes sent per collective\n"
     "  --report-memory           print planned and measured peak memory\n"
-    "  --profile                 print the time spent in each kernel\n"
+    "  --profile                 print the time spent in each kernel (on a\n"
+    "                            GPU the device's, each instruction between\n"
+    "                            events, the iteration run without graphs)\n"
+    "  --profile-json FILE       the last iteration's gemms and kernels by\n"
+    "                            shape: calls, seconds, bytes, FLOPs\n"
     "  --trace FILE              write when every step and instruction ran,\n"
     "                            per rank, as a Chrome/Perfetto trace\n"
     "  --graphs, --no-graphs     record each step's body once as a graph\n"
@@ -101,7 +106,11 @@ const char *kUsage =
     "  --check                   load the plan for every rank of its layout\n"
     "                            without running it: resolve and check each\n"
     "                            rank's template, print each stage's memory\n"
-    "  --report-load             print which templates this process decoded\n";
+    "  --report-load             print which templates this process decoded\n"
+    "strata-run --cuda-info      the GPU, driver, cuBLASLt, NCCL and NVRTC\n"
+    "                            the cuda backend finds, and where (searched\n"
+    "                            in STRATA_CUDA_LIBS, the library path,\n"
+    "                            $CUDA_HOME/lib64, python3's nvidia wheels)\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-run: error: " << message << "\n";
@@ -163,7 +172,7 @@ int checkPlan(const std::string &path) {
 int main(int argc, char **argv) {
   TrainOptions options;
   std::string planPath;
-  bool help = false, check = false, reportLoad = false;
+  bool help = false, check = false, reportLoad = false, cudaInfo = false;
 
   using Setter = std::function<bool(const std::string &)>;
   auto integer = [](int64_t &target) {
@@ -207,6 +216,7 @@ int main(int argc, char **argv) {
       {"--load-safetensors", text(options.loadSafetensors)},
       {"--names", text(options.names)},
       {"--trace", text(options.tracePath)},
+      {"--profile-json", text(options.profileJson)},
       {"--log-interval", integer(options.logInterval)},
       {"--threads", integer(threads)},
       {"--ranks", integer(ranks)},
@@ -235,6 +245,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--check") {
       check = true;
+      continue;
+    }
+    if (arg == "--cuda-info") {
+      cudaInfo = true;
       continue;
     }
     if (arg == "--report-load") {
@@ -299,6 +313,14 @@ int main(int argc, char **argv) {
   if (help) {
     std::cout << kUsage;
     return 0;
+  }
+  if (cudaInfo) {
+    if (!planPath.empty())
+      return fail("--cuda-info takes no plan");
+    std::string report;
+    std::string error = cuda::describeCudaEnvironment(report);
+    std::cout << report;
+    return error.empty() ? 0 : fail(error);
   }
   if (planPath.empty())
     return fail("no plan given" +

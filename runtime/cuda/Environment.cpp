@@ -1,0 +1,102 @@
+//===- Environment.cpp - what a GPU node offers the cuda backend ----------===//
+#include "runtime/cuda/Environment.h"
+#include "runtime/cuda/CublasLt.h"
+#include "runtime/cuda/CudaBackend.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/io/LibrarySearch.h"
+#include "runtime/cuda/Nccl.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+
+namespace strata::runtime::cuda {
+
+namespace {
+
+std::string gib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", double(bytes) / (1ull << 30));
+  return text;
+}
+
+/// "13.0" from a version written major * 1000 + minor * 10.
+std::string driverVersion(int version) {
+  return std::to_string(version / 1000) + "." +
+         std::to_string(version % 1000 / 10);
+}
+
+std::string libraryLine(const FoundLibrary &found, const std::string &version) {
+  return version + " at " + found.path + " (found by " + found.how + ")";
+}
+
+} // namespace
+
+std::string describeCudaEnvironment(std::string &text) {
+  DriverInfo driverInfo;
+  if (std::string error = probeDriver(driverInfo); !error.empty()) {
+    text += "gpu: none: " + error + "\n";
+    return error;
+  }
+  Gpu gpu;
+  if (std::string error = openDevice(0, gpu.context, gpu.info);
+      !error.empty()) {
+    text += "gpu: none: " + error + "\n";
+    return error;
+  }
+  const DeviceInfo &info = gpu.info;
+  text += "gpu: " + info.name + "\n";
+  text += "gpus: " + std::to_string(driverInfo.devices) + "\n";
+  text += "compute capability: " + std::to_string(info.major) + "." +
+          std::to_string(info.minor) + "\n";
+  text += "multiprocessors: " + std::to_string(info.multiprocessors) + "\n";
+  text += "memory: " + gib(info.totalBytes) + " (" + gib(info.freeBytes) +
+          " free)\n";
+  text += "driver: CUDA " + driverVersion(driverInfo.version) + "\n";
+
+  std::string failure;
+  if (std::string error = loadCublasLt(); !error.empty()) {
+    text += "cublasLt: not found: " + error + "\n";
+    failure = error;
+  } else {
+    size_t v = cublasLtVersion();
+    text += "cublasLt: " + std::to_string(v / 10000) + "." +
+            std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
+            " at " + cublasLtPath() + "\n";
+  }
+
+  std::string ncclError;
+  if (const NcclApi *nccl = loadNccl(ncclError)) {
+    int v = 0;
+    nccl->ncclGetVersion(&v);
+    // NCCL 2.9 and later: major * 10000 + minor * 100 + patch.
+    text += "nccl: " + std::to_string(v / 10000) + "." +
+            std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
+            " at " + nccl->path + "\n";
+  } else {
+    text += "nccl: not found (needed only under a launcher): " + ncclError +
+            "\n";
+  }
+
+  std::string nvrtcError;
+  FoundLibrary nvrtc = openCudaLibrary(
+      LibrarySearch::fromEnvironment(),
+      {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, "NVRTC", nvrtcError);
+  if (!nvrtc.handle) {
+    text += "nvrtc: not found (plans carry their kernels compiled): " +
+            nvrtcError + "\n";
+  } else {
+    using VersionFn = int (*)(int *, int *);
+    auto version = reinterpret_cast<VersionFn>(dlsym(nvrtc.handle, "nvrtcVersion"));
+    int major = 0, minor = 0;
+    if (version)
+      version(&major, &minor);
+    text += "nvrtc: " +
+            libraryLine(nvrtc, std::to_string(major) + "." +
+                                   std::to_string(minor)) +
+            "\n";
+  }
+  return failure;
+}
+
+} // namespace strata::runtime::cuda

@@ -1,0 +1,96 @@
+//===- KernelCost.cpp - what a timed instruction is and must cost ---------===//
+#include "runtime/exec/KernelCost.h"
+#include "runtime/plan/KernelCatalog.h"
+
+#include <set>
+
+namespace strata::runtime {
+
+namespace {
+
+double elementBytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
+
+InstructionCost gemmCost(const RankPlan &rank, const GemmOp &g) {
+  const Buffer &a = rank.buffers[g.a], &b = rank.buffers[g.b],
+               &d = rank.buffers[g.d];
+  InstructionCost cost;
+  cost.name = "gemm";
+  const char *epilogues[] = {"", " bias", " gelu_bias", " bias_grad"};
+  cost.shape = "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
+               " k=" + std::to_string(g.k) +
+               (g.batch > 1 ? " batch=" + std::to_string(g.batch) : "") + " " +
+               dtypeName(a.dtype) + (a.dtype != d.dtype
+                                         ? std::string("->") + dtypeName(d.dtype)
+                                         : "") +
+               " " + (g.transposeA ? "t" : "n") + (g.transposeB ? "t" : "n") +
+               (g.beta != 0 ? " accumulate" : "") + epilogues[int(g.epilogue)];
+  double batch = double(g.batch), m = double(g.m), n = double(g.n),
+         k = double(g.k);
+  cost.flops = 2 * m * n * k * batch;
+  // D is read as well as written when it accumulates.
+  cost.bytes = batch * (m * k * elementBytes(a.dtype) +
+                        k * n * elementBytes(b.dtype) +
+                        m * n * elementBytes(d.dtype) * (g.beta != 0 ? 2 : 1));
+  return cost;
+}
+
+/// Causal or full attention: QKᵀ and PV, 2 FLOPs a multiply-add; the
+/// backward five such products to the forward's two.
+double attentionFlops(const RankPlan &rank, const LaunchOp &l, bool backward) {
+  using namespace kernels::AttentionFwd;
+  const Buffer &q = rank.buffers[l.operands[op::q]];
+  const Buffer &k = rank.buffers[l.operands[op::k]];
+  if (q.shape.size() != 4 || k.shape.size() != 4)
+    return 0;
+  double batch = double(q.shape[0]), seqQ = double(q.shape[1]),
+         heads = double(q.shape[2]), dim = double(q.shape[3]),
+         seqK = double(k.shape[1]);
+  bool causal = l.attrs.size() > attr::causal && l.attrs[attr::causal].i != 0;
+  double forward = 4 * batch * heads * seqQ * seqK * dim * (causal ? 0.5 : 1);
+  return backward ? 2.5 * forward : forward;
+}
+
+} // namespace
+
+InstructionCost instructionCost(const RankPlan &rank, const Program &program,
+                                size_t index, size_t span) {
+  const Instruction &first = program.instructions[index];
+  if (const GemmOp *g = first.gemm())
+    return gemmCost(rank, *g);
+  InstructionCost cost;
+  const LaunchOp *launch = first.launch();
+  if (!launch) {
+    cost.name = first.name();
+    return cost;
+  }
+  // A fused group reads and writes each distinct buffer of its members.
+  std::set<uint32_t> touched;
+  for (size_t i = index; i < index + span && i < program.instructions.size();
+       ++i) {
+    const LaunchOp *l = program.instructions[i].launch();
+    if (!l)
+      continue;
+    cost.name += (cost.name.empty() ? "" : "+") + std::string(kernelName(l->kernel));
+    for (uint32_t buffer : l->operands)
+      if (buffer != kNoBuffer)
+        touched.insert(buffer);
+    if (l->kernel == KernelId::AttentionFwd)
+      cost.flops += attentionFlops(rank, *l, false);
+    if (l->kernel == KernelId::AttentionBwd)
+      cost.flops += attentionFlops(rank, *l, true);
+  }
+  for (uint32_t buffer : touched)
+    cost.bytes += double(rank.buffers[buffer].bytes);
+  if (!launch->operands.empty() && launch->operands.front() != kNoBuffer) {
+    const Buffer &lead = rank.buffers[launch->operands.front()];
+    cost.shape = shapeText(lead.shape) + " " + dtypeName(lead.dtype);
+  }
+  if ((launch->kernel == KernelId::AttentionFwd ||
+       launch->kernel == KernelId::AttentionBwd) &&
+      launch->attrs.size() > kernels::AttentionFwd::attr::causal &&
+      launch->attrs[kernels::AttentionFwd::attr::causal].i != 0)
+    cost.shape += " causal";
+  return cost;
+}
+
+} // namespace strata::runtime

@@ -1,0 +1,32 @@
+//===- KernelCost.h - what a timed instruction is and must cost -*- C++ -*-===//
+//
+// --profile-json's detail: each gemm and launch of an iteration named by
+// its kind and shape, with the fewest bytes it must move (each operand
+// read or written once) and its floating-point operations (gemms and
+// attention; the rest is memory-bound and counts none). A performance
+// model of a GPU is fitted to these against the measured device times.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_EXEC_KERNELCOST_H
+#define STRATA_RUNTIME_EXEC_KERNELCOST_H
+
+#include "runtime/plan/Plan.h"
+
+#include <string>
+
+namespace strata::runtime {
+
+struct InstructionCost {
+  std::string name;  // "gemm", "attention_fwd", "add+gelu_fwd" (fused)
+  std::string shape; // "m=8192 n=2304 k=768 bf16 nt bias", "[8, 1024, 12, 64] bf16 causal"
+  double bytes = 0, flops = 0;
+};
+
+/// The cost of instruction `index` of `program`, with the `span` - 1
+/// launches after it that it runs fused (1: alone).
+InstructionCost instructionCost(const RankPlan &rank, const Program &program,
+                                size_t index, size_t span);
+
+} // namespace strata::runtime
+
+#endif
