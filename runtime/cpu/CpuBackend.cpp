@@ -180,6 +180,21 @@ void CpuBackend::submit(Stream stream, const std::string &name,
   enqueue(stream, {name, std::move(task)});
 }
 
+uint32_t CpuBackend::markTime(Stream stream) {
+  auto *slot = &marks.emplace_back();
+  submit(stream, "mark",
+         [slot] { *slot = std::chrono::steady_clock::now(); });
+  return uint32_t(marks.size() - 1);
+}
+
+std::vector<double> CpuBackend::markTimes() {
+  std::vector<double> times;
+  for (const auto &at : marks)
+    times.push_back(
+        std::chrono::duration<double, std::micro>(at - marks.front()).count());
+  return times;
+}
+
 void CpuBackend::block(std::unique_lock<std::mutex> &lock, uint32_t event,
                        uint64_t target, bool compute) {
   auto start = std::chrono::steady_clock::now();

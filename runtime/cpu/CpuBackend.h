@@ -76,6 +76,12 @@ public:
   /// operands), submitted again on replay, as a CUDA graph replays the
   /// kernels it captured; how strata-run --graphs tests the executor's
   /// graphs where no GPU is.
+  /// With asyncCompute the compute stream runs apart from the host, as a
+  /// GPU's does: a mark's time is taken when the stream's thread reaches it.
+  bool timesDevice() const override { return asyncCompute; }
+  uint32_t markTime(Stream stream) override;
+  std::vector<double> markTimes() override;
+  void clearMarks() override { marks.clear(); }
   bool recordsGraphs() const override { return true; }
   void beginGraph() override;
   uint32_t endGraph() override;
@@ -132,6 +138,9 @@ private:
   std::unique_ptr<uint8_t, Free> arenas[kArenas];
   uint64_t arenaBytes[kArenas] = {0, 0, 0};
   bool asyncCompute;
+  // markTime's times: a deque, whose elements stay where they are while
+  // the host appends and a stream's thread writes the last ones.
+  std::deque<std::chrono::steady_clock::time_point> marks;
   std::vector<std::vector<float>> scratch; // widened bf16 operands
   // A launch's operands as its kernel reads them, reused by every launch
   // (launches run on the compute stream only).

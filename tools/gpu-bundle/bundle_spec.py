@@ -57,7 +57,19 @@ def _plans():
         batch = CURVE if name != "t2p2d2" else ["--micro-batch-size", "4", "--global-batch-size", "16"]
         plans.append(dict(name=f"gpt-tiny-bf16-{name}", model="gpt-tiny",
                           compile=batch + ["--bf16"] + layout, kind="bf16", run="curve",
-                          iterations=200, quick_iterations=20, reference="gpt-tiny-fp32-curve"))
+                          iterations=200, reference="gpt-tiny-fp32-curve"))
+    # --quick's: two layers, a smaller batch, fewer iterations (a check
+    # without a GPU runs them on simt, a model of a GPU on the CPU).
+    quick = ["--set", "layers=2", "--micro-batch-size", "2", "--global-batch-size", "4"]
+    for name, layout in LAYOUTS[:2]:
+        plans.append(dict(name=f"gpt-tiny-quick-fp32-{name}", model="gpt-tiny",
+                          compile=quick + layout, kind="fp32", run="fp32", iterations=3,
+                          reference="gpt-tiny-quick-fp32", quick=True))
+    plans.append(dict(name="gpt-tiny-quick-bf16-1", model="gpt-tiny",
+                      compile=["--set", "layers=2", "--micro-batch-size", "4",
+                               "--global-batch-size", "4", "--bf16"],
+                      kind="bf16", run="curve", iterations=10, reference="gpt-tiny-quick-fp32-curve",
+                      quick=True))
     # One layer, one microbatch: what compute-sanitizer runs an iteration of.
     plans.append(dict(name="gpt-tiny-1layer", model="gpt-tiny",
                       compile=["--set", "layers=1", "--micro-batch-size", "2",
@@ -86,6 +98,7 @@ def _plans():
                               batch=batch, heads=2048 // dim))
     for plan in plans:
         plan["ranks"] = ranks(plan["compile"])
+        plan.setdefault("quick", False)
     return plans
 
 
@@ -98,6 +111,12 @@ REFERENCES = [
     # bf16 follows the fp32 curve within 2%: its losses only.
     dict(name="gpt-tiny-fp32-curve", model="gpt-tiny", compile=CURVE, run="curve", iterations=200,
          params=False),
+    dict(name="gpt-tiny-quick-fp32", model="gpt-tiny",
+         compile=["--set", "layers=2", "--micro-batch-size", "2", "--global-batch-size", "4"],
+         run="fp32", iterations=3),
+    dict(name="gpt-tiny-quick-fp32-curve", model="gpt-tiny",
+         compile=["--set", "layers=2", "--micro-batch-size", "4", "--global-batch-size", "4"],
+         run="curve", iterations=10, params=False),
 ]
 
 
