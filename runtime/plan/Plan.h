@@ -207,10 +207,11 @@ struct Param {
 /// Calls fn(e, global, padding) for each element e (row-major) of a rank's
 /// shard of `param`, whose local shape is `local`: the element's index in
 /// the global tensor, and whether it is vocabulary padding (past the
-/// global shape, so `global` means nothing).
+/// global shape, so `global` means nothing). Elements [begin, end) only,
+/// when given (end -1: to the last), so that threads can share a shard.
 template <typename Fn>
 void forEachShardElement(const Param &param, const std::vector<int64_t> &local,
-                         Fn fn) {
+                         Fn fn, int64_t begin = 0, int64_t end = -1) {
   size_t dims = local.size();
   std::vector<int64_t> index(dims, 0), stride(dims, 1);
   for (size_t d = dims; d-- > 1;)
@@ -218,7 +219,13 @@ void forEachShardElement(const Param &param, const std::vector<int64_t> &local,
   int64_t count = 1;
   for (int64_t extent : local)
     count *= extent;
-  for (int64_t e = 0; e < count; ++e) {
+  if (end < 0 || end > count)
+    end = count;
+  for (int64_t rest = begin, d = int64_t(dims); d-- > 0;) {
+    index[size_t(d)] = local[size_t(d)] ? rest % local[size_t(d)] : 0;
+    rest = local[size_t(d)] ? rest / local[size_t(d)] : 0;
+  }
+  for (int64_t e = begin; e < end; ++e) {
     int64_t global = 0;
     bool padding = false;
     for (size_t d = 0; d < dims; ++d) {

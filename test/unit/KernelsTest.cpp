@@ -29,6 +29,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -1412,6 +1414,57 @@ TEST_P(Kernels, Bf16ElementwiseNormsAndRope) {
 /// bf16 attention forward and backward of shape `a` on `device` (random
 /// bf16 inputs) against float64: outputs within 1e-2, the log-sum-exp
 /// (f32) within 1e-5; the gradients stored as `gradients`.
+/// Attention's backward as the tensor-core kernels compute it
+/// (compiler/codegen/EmitAttentionMma.cpp), in double otherwise: P
+/// recomputed from the forward's log-sum-exp, D = rowsum(dO ⊙ O) from the
+/// output as stored, and P (for dV = Pᵀ·dO) and dS = P ⊙ (dP − D) (for
+/// dQ = scale·dS·K and dK = scale·dSᵀ·Q) rounded to bf16 as those products'
+/// operands. Their exact gradients differ from these by the sum of many
+/// bf16 roundings of dS (over 1% of the largest gradient for some inputs),
+/// which is the algorithm's, as in flash attention; the kernel is held to
+/// this. Returns dq, dk, dv.
+std::array<Vec, 3> refAttentionBwdOnTensorCores(const AttnDims &a,
+                                                const Vec &q, const Vec &k,
+                                                const Vec &v, const Vec &o,
+                                                const Vec &lse,
+                                                const Vec &dout) {
+  Vec dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
+  const double scale = 1 / std::sqrt(double(a.d));
+  auto at = [&](int64_t bi, int64_t row, int64_t heads, int64_t head) {
+    return ((bi * a.s + row) * heads + head) * a.d;
+  };
+  for (int64_t bi = 0; bi < a.b; ++bi)
+    for (int64_t h = 0; h < a.h; ++h) {
+      int64_t g = (a.offset + h) / a.groupSize();
+      for (int64_t i = 0; i < a.s; ++i) {
+        const double *qi = &q[at(bi, i, a.h, h)], *oi = &o[at(bi, i, a.h, h)],
+                     *doi = &dout[at(bi, i, a.h, h)];
+        double rowLse = float(lse[(bi * a.h + h) * a.s + i]); // stored f32
+        double dRow = 0;
+        for (int64_t x = 0; x < a.d; ++x)
+          dRow += doi[x] * oi[x];
+        int64_t n = a.causal ? i + 1 : a.s;
+        for (int64_t j = 0; j < n; ++j) {
+          const double *kj = &k[at(bi, j, a.kv, g)], *vj = &v[at(bi, j, a.kv, g)];
+          double score = 0, dp = 0;
+          for (int64_t x = 0; x < a.d; ++x) {
+            score += qi[x] * kj[x];
+            dp += doi[x] * vj[x];
+          }
+          double p = std::exp(score * scale - rowLse);
+          double pRounded = roundToBf16(float(p));
+          double ds = roundToBf16(float(p * (dp - dRow)));
+          for (int64_t x = 0; x < a.d; ++x) {
+            dv[at(bi, j, a.kv, g) + x] += pRounded * doi[x];
+            dq[at(bi, i, a.h, h) + x] += scale * ds * kj[x];
+            dk[at(bi, j, a.kv, g) + x] += scale * ds * qi[x];
+          }
+        }
+      }
+    }
+  return {dq, dk, dv};
+}
+
 void expectBf16Attention(const Device &device, const AttnDims &a,
                          DType gradients) {
   const DType bf16 = DType::BF16;
@@ -1443,6 +1496,20 @@ void expectBf16Attention(const Device &device, const AttnDims &a,
          g.input(kvShape, v, bf16), g.input(qShape, roundedToBf16(o), bf16),
          g.input({a.b, a.h, a.s}, lse), g.input(qShape, dout, bf16)},
         {dq, dk, dv}, args);
+  if (device != "cpu") {
+    // The tensor-core kernels (simt runs the generated ones): against what
+    // they compute, within the gradients' own rounding (2^-9 of the
+    // largest) and a P or dS that rounds the other way from f32 than from
+    // double.
+    auto [refQ, refK, refV] = refAttentionBwdOnTensorCores(
+        a, q, k, v, roundedToBf16(o), lse, dout);
+    constexpr double kTolOnTensorCores = 4e-3;
+    expectClose(g.read(dq), refQ, kTolOnTensorCores, "query gradient");
+    expectClose(g.read(dk), refK, kTolOnTensorCores, "key gradient");
+    expectClose(g.read(dv), refV, kTolOnTensorCores, "value gradient");
+    return;
+  }
+  // The CPU's: f32 throughout, against the exact gradients.
   expectClose(
       g.read(dq),
       vjp([&](const Vec &x) { return refAttention(a, x, k, v); }, q, dout),
