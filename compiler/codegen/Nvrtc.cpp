@@ -2,7 +2,6 @@
 #include "compiler/codegen/Nvrtc.h"
 #include "runtime/io/LibrarySearch.h"
 
-#include <cstdlib>
 #include <dlfcn.h>
 #include <mutex>
 #include <vector>
@@ -36,8 +35,7 @@ const Api *loadApi(std::string &error) {
     // (runtime/io/LibrarySearch.h): a GPU node's NVRTC may be a wheel's.
     std::string error;
     runtime::FoundLibrary found = runtime::openCudaLibrary(
-        runtime::LibrarySearch::fromEnvironment(),
-        {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"},
+        runtime::LibrarySearch::fromEnvironment(), runtime::kNvrtcNames,
         "--target cuda needs NVRTC from the CUDA Toolkit", error);
     if (!found.handle) {
       failure = error;

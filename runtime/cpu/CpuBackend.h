@@ -71,17 +71,17 @@ public:
   double communicationSeconds() const override;
   void traceCommunication(std::chrono::steady_clock::time_point epoch) override;
   std::vector<TraceEvent> takeCommunicationTrace() override;
-
-  /// Graphs: the gemm and launch tasks recorded as issued (with their
-  /// operands), submitted again on replay, as a CUDA graph replays the
-  /// kernels it captured; how strata-run --graphs tests the executor's
-  /// graphs where no GPU is.
   /// With asyncCompute the compute stream runs apart from the host, as a
   /// GPU's does: a mark's time is taken when the stream's thread reaches it.
   bool timesDevice() const override { return asyncCompute; }
   uint32_t markTime(Stream stream) override;
   std::vector<double> markTimes() override;
   void clearMarks() override { marks.clear(); }
+
+  /// Graphs: the gemm and launch tasks recorded as issued (with their
+  /// operands), submitted again on replay, as a CUDA graph replays the
+  /// kernels it captured; how strata-run --graphs tests the executor's
+  /// graphs where no GPU is.
   bool recordsGraphs() const override { return true; }
   void beginGraph() override;
   uint32_t endGraph() override;

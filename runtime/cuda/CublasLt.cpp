@@ -1,6 +1,5 @@
 //===- CublasLt.cpp - a rank's GEMMs through cuBLASLt ---------------------===//
 #include "runtime/cuda/CublasLt.h"
-#include "runtime/io/LibrarySearch.h"
 
 #include <cublasLt.h>
 #include <dlfcn.h>
@@ -36,18 +35,16 @@ struct Library {
 
 Library lt;
 std::string loadError;
-std::string foundAt; // the file cuBLASLt was loaded from
+FoundLibrary found; // where cuBLASLt was loaded from
 std::once_flag loadOnce;
 
 std::string load() {
   std::string error;
-  FoundLibrary found = openCudaLibrary(
-      LibrarySearch::fromEnvironment(),
-      {"libcublasLt.so.13", "libcublasLt.so"},
-      "the cuda backend needs cuBLASLt of CUDA 13", error);
+  found = openCudaLibrary(LibrarySearch::fromEnvironment(),
+                          {"libcublasLt.so.13", "libcublasLt.so"},
+                          "the cuda backend needs cuBLASLt of CUDA 13", error);
   if (!found.handle)
     return error;
-  foundAt = found.path + " (found by " + found.how + ")";
   void *library = found.handle;
 #define STRATA_LOOKUP(name)                                                    \
   lt.name = reinterpret_cast<decltype(lt.name)>(dlsym(library, #name));        \
@@ -102,7 +99,7 @@ std::string loadCublasLt() {
   return loadError;
 }
 
-std::string cublasLtPath() { return foundAt; }
+const FoundLibrary &cublasLtLibrary() { return found; }
 
 size_t cublasLtVersion() {
   return lt.cublasLtGetVersion ? lt.cublasLtGetVersion() : 0;

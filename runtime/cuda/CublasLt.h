@@ -16,6 +16,7 @@
 #ifndef STRATA_RUNTIME_CUDA_CUBLASLT_H
 #define STRATA_RUNTIME_CUDA_CUBLASLT_H
 
+#include "runtime/io/LibrarySearch.h"
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>
@@ -47,10 +48,9 @@ uint32_t bufferAlignment(const Buffer &buffer);
 /// "" or why libcublasLt cannot be used (loaded once per process).
 std::string loadCublasLt();
 
-/// After a successful loadCublasLt: the file it came from (and which
-/// search step found it) and its version
+/// After a successful loadCublasLt: where it was found, and its version
 /// (cublasLtGetVersion: 130100 for 13.1.0).
-std::string cublasLtPath();
+const FoundLibrary &cublasLtLibrary();
 size_t cublasLtVersion();
 
 /// One rank's gemms: a cuBLASLt handle, one workspace per stream, and each

@@ -3,8 +3,8 @@
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/CudaDriver.h"
-#include "runtime/io/LibrarySearch.h"
 #include "runtime/cuda/Nccl.h"
+#include "runtime/io/LibrarySearch.h"
 
 #include <dlfcn.h>
 
@@ -26,8 +26,16 @@ std::string driverVersion(int version) {
          std::to_string(version % 1000 / 10);
 }
 
-std::string libraryLine(const FoundLibrary &found, const std::string &version) {
-  return version + " at " + found.path + " (found by " + found.how + ")";
+/// "13.1.0" from a version written major * 10000 + minor * 100 + patch
+/// (cuBLASLt's, and NCCL's since 2.9).
+std::string dottedVersion(int64_t version) {
+  return std::to_string(version / 10000) + "." +
+         std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+std::string libraryLine(const std::string &version, const FoundLibrary &found) {
+  return version + " at " + found.where();
 }
 
 } // namespace
@@ -59,20 +67,17 @@ std::string describeCudaEnvironment(std::string &text) {
     text += "cublasLt: not found: " + error + "\n";
     failure = error;
   } else {
-    size_t v = cublasLtVersion();
-    text += "cublasLt: " + std::to_string(v / 10000) + "." +
-            std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
-            " at " + cublasLtPath() + "\n";
+    text += "cublasLt: " +
+            libraryLine(dottedVersion(int64_t(cublasLtVersion())),
+                        cublasLtLibrary()) +
+            "\n";
   }
 
   std::string ncclError;
   if (const NcclApi *nccl = loadNccl(ncclError)) {
-    int v = 0;
-    nccl->ncclGetVersion(&v);
-    // NCCL 2.9 and later: major * 10000 + minor * 100 + patch.
-    text += "nccl: " + std::to_string(v / 10000) + "." +
-            std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) +
-            " at " + nccl->path + "\n";
+    int version = 0;
+    nccl->ncclGetVersion(&version);
+    text += "nccl: " + libraryLine(dottedVersion(version), nccl->library) + "\n";
   } else {
     text += "nccl: not found (needed only under a launcher): " + ncclError +
             "\n";
@@ -80,8 +85,7 @@ std::string describeCudaEnvironment(std::string &text) {
 
   std::string nvrtcError;
   FoundLibrary nvrtc = openCudaLibrary(
-      LibrarySearch::fromEnvironment(),
-      {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, "NVRTC", nvrtcError);
+      LibrarySearch::fromEnvironment(), kNvrtcNames, "NVRTC", nvrtcError);
   if (!nvrtc.handle) {
     text += "nvrtc: not found (plans carry their kernels compiled): " +
             nvrtcError + "\n";
@@ -92,8 +96,8 @@ std::string describeCudaEnvironment(std::string &text) {
     if (version)
       version(&major, &minor);
     text += "nvrtc: " +
-            libraryLine(nvrtc, std::to_string(major) + "." +
-                                   std::to_string(minor)) +
+            libraryLine(std::to_string(major) + "." + std::to_string(minor),
+                        nvrtc) +
             "\n";
   }
   return failure;

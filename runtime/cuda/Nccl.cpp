@@ -1,6 +1,5 @@
 //===- Nccl.cpp - NCCL, loaded only when asked, and its communicators -----===//
 #include "runtime/cuda/Nccl.h"
-#include "runtime/io/LibrarySearch.h"
 #include "runtime/comm/Collectives.h"
 #include "runtime/cpu/RingCollectives.h"
 
@@ -32,7 +31,7 @@ const NcclApi *loadNccl(std::string &error) {
       failure = error + "; --staged-collectives runs without it";
       return;
     }
-    api.path = found.path + " (found by " + found.how + ")";
+    api.library = found;
     void *library = found.handle;
 #define STRATA_NCCL_LOOKUP(name)                                               \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(library, #name));      \

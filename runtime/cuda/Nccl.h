@@ -14,6 +14,7 @@
 #define STRATA_RUNTIME_CUDA_NCCL_H
 
 #include "runtime/comm/Transport.h"
+#include "runtime/io/LibrarySearch.h"
 #include "runtime/plan/Plan.h"
 
 #include <nccl.h>
@@ -42,7 +43,7 @@ struct NcclApi {
 #define STRATA_NCCL_DECLARE(name) decltype(&::name) name = nullptr;
   STRATA_NCCL_ENTRIES(STRATA_NCCL_DECLARE)
 #undef STRATA_NCCL_DECLARE
-  std::string path; // the file it was loaded from, and how it was found
+  FoundLibrary library; // where it was loaded from
 
   /// "ncclAllReduce: unhandled cuda error (...)"; "" on success.
   std::string error(ncclResult_t result, const char *call) const;

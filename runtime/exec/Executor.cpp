@@ -242,7 +242,7 @@ void Executor::runRange(const Step &step, size_t begin, size_t end) {
     runInstruction(program, i, step, info.where[i]);
     double duration = now() - start;
     if (profiling)
-      addProfile(program, i, span(instruction), duration * 1e-6);
+      addProfile(step.program, i, span(instruction), duration * 1e-6);
     if (tracing) {
       TraceEvent event;
       event.name = instruction.name();
@@ -260,19 +260,31 @@ uint32_t Executor::mark() {
   return index;
 }
 
-void Executor::addProfile(const Program &program, size_t index, size_t width,
+void Executor::addProfile(uint32_t program, size_t index, size_t width,
                           double seconds) {
-  const Instruction &instruction = program.instructions[index];
+  const Instruction &instruction = rank.programs[program].instructions[index];
   auto &[total, calls] = kernelTime[instruction.name()];
   total += seconds;
   ++calls;
   if (!instruction.gemm() && !instruction.launch())
     return;
-  InstructionCost cost = instructionCost(rank, program, index, width);
-  ProfileEntry &entry = lastIteration[cost.name + " " + cost.shape];
-  entry.cost = std::move(cost);
-  entry.seconds += seconds;
-  ++entry.calls;
+  auto &[last, lastCalls] = lastIteration[{program, index, width}];
+  last += seconds;
+  ++lastCalls;
+}
+
+std::map<std::string, Executor::ProfileEntry> Executor::profileDetail() const {
+  std::map<std::string, ProfileEntry> byShape;
+  for (const auto &[at, time] : lastIteration) {
+    auto [program, index, width] = at;
+    InstructionCost cost =
+        instructionCost(rank, rank.programs[program], index, width);
+    ProfileEntry &entry = byShape[cost.name + " " + cost.shape];
+    entry.cost = std::move(cost);
+    entry.seconds += time.first;
+    entry.calls += time.second;
+  }
+  return byShape;
 }
 
 void Executor::resolveDeviceTimes() {
@@ -286,8 +298,7 @@ void Executor::resolveDeviceTimes() {
         trace[size_t(timed.traceEvent)].durationUs = duration;
       }
       if (timed.profiled)
-        addProfile(rank.programs[timed.program], timed.index, timed.width,
-                   duration * 1e-6);
+        addProfile(timed.program, timed.index, timed.width, duration * 1e-6);
     }
   }
   spans.clear();

@@ -94,9 +94,7 @@ public:
     double seconds = 0;
     int64_t calls = 0;
   };
-  const std::map<std::string, ProfileEntry> &profileDetail() const {
-    return lastIteration;
-  }
+  std::map<std::string, ProfileEntry> profileDetail() const;
   /// Whether the times are the device's (else the host's clock).
   bool profilesDevice() const { return deviceTiming; }
   /// Seconds the compute stream spent in communication it could not hide:
@@ -150,7 +148,10 @@ private:
   std::chrono::steady_clock::time_point epoch;
   std::vector<TraceEvent> trace;
   std::map<std::string, std::pair<double, int64_t>> kernelTime;
-  std::map<std::string, ProfileEntry> lastIteration;
+  // The last iteration's seconds and calls by (program, instruction, the
+  // launches it runs fused): profileDetail() names and costs them.
+  std::map<std::tuple<uint32_t, size_t, size_t>, std::pair<double, int64_t>>
+      lastIteration;
   // Device timing (Backend::timesDevice): each timed span is two marks on
   // the compute stream, resolved once the iteration has synchronized.
   bool deviceTiming = false;
@@ -166,7 +167,7 @@ private:
   /// A mark on the compute stream (mark 0 also notes the host's time).
   uint32_t mark();
   /// Adds an instruction's time to kernelTime and lastIteration.
-  void addProfile(const Program &program, size_t index, size_t width,
+  void addProfile(uint32_t program, size_t index, size_t width,
                   double seconds);
   /// After the iteration synchronized: the device's times into the trace
   /// and the profile.

@@ -8,8 +8,6 @@ namespace strata::runtime {
 
 namespace {
 
-double elementBytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
-
 InstructionCost gemmCost(const RankPlan &rank, const GemmOp &g) {
   const Buffer &a = rank.buffers[g.a], &b = rank.buffers[g.b],
                &d = rank.buffers[g.d];
@@ -28,15 +26,26 @@ InstructionCost gemmCost(const RankPlan &rank, const GemmOp &g) {
          k = double(g.k);
   cost.flops = 2 * m * n * k * batch;
   // D is read as well as written when it accumulates.
-  cost.bytes = batch * (m * k * elementBytes(a.dtype) +
-                        k * n * elementBytes(b.dtype) +
-                        m * n * elementBytes(d.dtype) * (g.beta != 0 ? 2 : 1));
+  cost.bytes = batch * (m * k * double(dtypeBytes(a.dtype)) +
+                        k * n * double(dtypeBytes(b.dtype)) +
+                        m * n * double(dtypeBytes(d.dtype)) * (g.beta != 0 ? 2 : 1));
   return cost;
+}
+
+bool isAttention(const LaunchOp &l) {
+  return l.kernel == KernelId::AttentionFwd || l.kernel == KernelId::AttentionBwd;
+}
+
+/// An attention launch's causal attribute (forward and backward share its
+/// position).
+bool causalAttention(const LaunchOp &l) {
+  using namespace kernels::AttentionFwd;
+  return l.attrs.size() > attr::causal && l.attrs[attr::causal].i != 0;
 }
 
 /// Causal or full attention: QKᵀ and PV, 2 FLOPs a multiply-add; the
 /// backward five such products to the forward's two.
-double attentionFlops(const RankPlan &rank, const LaunchOp &l, bool backward) {
+double attentionFlops(const RankPlan &rank, const LaunchOp &l) {
   using namespace kernels::AttentionFwd;
   const Buffer &q = rank.buffers[l.operands[op::q]];
   const Buffer &k = rank.buffers[l.operands[op::k]];
@@ -45,9 +54,9 @@ double attentionFlops(const RankPlan &rank, const LaunchOp &l, bool backward) {
   double batch = double(q.shape[0]), seqQ = double(q.shape[1]),
          heads = double(q.shape[2]), dim = double(q.shape[3]),
          seqK = double(k.shape[1]);
-  bool causal = l.attrs.size() > attr::causal && l.attrs[attr::causal].i != 0;
-  double forward = 4 * batch * heads * seqQ * seqK * dim * (causal ? 0.5 : 1);
-  return backward ? 2.5 * forward : forward;
+  double forward =
+      4 * batch * heads * seqQ * seqK * dim * (causalAttention(l) ? 0.5 : 1);
+  return l.kernel == KernelId::AttentionBwd ? 2.5 * forward : forward;
 }
 
 } // namespace
@@ -64,31 +73,28 @@ InstructionCost instructionCost(const RankPlan &rank, const Program &program,
     return cost;
   }
   // A fused group reads and writes each distinct buffer of its members.
+  std::vector<KernelId> members;
   std::set<uint32_t> touched;
   for (size_t i = index; i < index + span && i < program.instructions.size();
        ++i) {
     const LaunchOp *l = program.instructions[i].launch();
     if (!l)
       continue;
-    cost.name += (cost.name.empty() ? "" : "+") + std::string(kernelName(l->kernel));
+    members.push_back(l->kernel);
     for (uint32_t buffer : l->operands)
       if (buffer != kNoBuffer)
         touched.insert(buffer);
-    if (l->kernel == KernelId::AttentionFwd)
-      cost.flops += attentionFlops(rank, *l, false);
-    if (l->kernel == KernelId::AttentionBwd)
-      cost.flops += attentionFlops(rank, *l, true);
+    if (isAttention(*l))
+      cost.flops += attentionFlops(rank, *l);
   }
+  cost.name = fusedKernelName(members);
   for (uint32_t buffer : touched)
     cost.bytes += double(rank.buffers[buffer].bytes);
   if (!launch->operands.empty() && launch->operands.front() != kNoBuffer) {
     const Buffer &lead = rank.buffers[launch->operands.front()];
     cost.shape = shapeText(lead.shape) + " " + dtypeName(lead.dtype);
   }
-  if ((launch->kernel == KernelId::AttentionFwd ||
-       launch->kernel == KernelId::AttentionBwd) &&
-      launch->attrs.size() > kernels::AttentionFwd::attr::causal &&
-      launch->attrs[kernels::AttentionFwd::attr::causal].i != 0)
+  if (isAttention(*launch) && causalAttention(*launch))
     cost.shape += " causal";
   return cost;
 }

@@ -301,7 +301,7 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
   auto epoch = Clock::now();
   if (!options.tracePath.empty())
     rank.executor.enableTrace(epoch);
-  if (options.profile || !options.profileJson.empty())
+  if (options.profiling())
     rank.executor.enableProfile();
   try {
     initializeParameters(rank.executor, options.seed);
@@ -359,7 +359,7 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
     ranks.back()->loop.setEvaluationData(evaluation.valid, evaluation.test);
     if (!options.tracePath.empty())
       ranks.back()->executor.enableTrace(epoch);
-    if (options.profile || !options.profileJson.empty())
+    if (options.profiling())
       ranks.back()->executor.enableProfile();
   }
   std::vector<std::thread> threads;

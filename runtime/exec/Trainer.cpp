@@ -313,7 +313,9 @@ std::string TrainingLoop::traceLabel() const {
 
 std::string TrainingLoop::profileJson() const {
   std::vector<const Executor::ProfileEntry *> order;
-  for (const auto &[key, entry] : executor.profileDetail())
+  std::map<std::string, Executor::ProfileEntry> detail =
+      executor.profileDetail();
+  for (const auto &[key, entry] : detail)
     order.push_back(&entry);
   std::sort(order.begin(), order.end(), [](const auto *a, const auto *b) {
     return a->seconds > b->seconds;

@@ -52,6 +52,7 @@ struct TrainOptions {
   bool reportComm = false; // bytes sent and time exposed per iteration
   bool profile = false;    // time per kernel, printed at the end
   std::string profileJson; // the last iteration's gemms and kernels by shape
+  bool profiling() const { return profile || !profileJson.empty(); }
   std::string tracePath;   // a Chrome trace of every step and instruction
   int ranks = 0;           // local ranks as threads: 0 means the plan's
   // The CPU backend's compute stream on a thread of its own, so that a

@@ -117,7 +117,9 @@ FoundLibrary openCudaLibrary(const LibrarySearch &search,
   error.clear();
   std::string firstLoadError;
   std::vector<std::string> looked;
+  bool wheels = false;
   for (const LibrarySearch::Place &place : search.places()) {
+    wheels |= place.origin.find("'s wheels") != std::string::npos;
     for (const std::string &soname : sonames) {
       std::string file =
           place.folder.empty() ? soname : place.folder + "/" + soname;
@@ -141,9 +143,6 @@ FoundLibrary openCudaLibrary(const LibrarySearch &search,
     list += (list.empty() ? "" : ", ") + place;
   error = needed + " (" + sonames.front() + ") is not in any place looked: " +
           list;
-  bool wheels = false;
-  for (const LibrarySearch::Place &place : search.places())
-    wheels |= place.origin.find("'s wheels") != std::string::npos;
   if (!wheels) {
     std::string python = findPython(search.path);
     error += python.empty() ? ", no python3 on PATH for wheels"

@@ -46,7 +46,14 @@ struct FoundLibrary {
   void *handle = nullptr;
   std::string path; // the file dlopen loaded, as the loader names it
   std::string how;  // which step found it
+  /// "PATH (found by HOW)", as reports name it.
+  std::string where() const { return path + " (found by " + how + ")"; }
 };
+
+/// NVRTC's names, newest first: the kernel generator loads it, and
+/// strata-run --cuda-info reports it.
+inline const std::vector<std::string> kNvrtcNames = {
+    "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
 
 /// Opens the first of `sonames` (e.g. {"libcublasLt.so.13",
 /// "libcublasLt.so"}) the search finds. On failure returns "" in

@@ -3,7 +3,8 @@
 # copied to a folder outside the tree and run from there as a GPU node runs
 # it, with the environment cleared and the build and source trees hidden,
 # on the simt backend: every step that needs no GPU runs and passes, the
-# others say "skipped: no GPU". Then two damaged copies are refused.
+# others say "skipped: no GPU". Then two damaged copies are refused, and
+# references moved off strata's results fail the comparison.
 #
 #   check-bundle.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -73,4 +74,26 @@ if run_on_node "$work/partial/check" --steps environment --out "$work/out-partia
   cat "$work/partial.log"; fail "a bundle lacking a library passed"
 fi
 grep -q "strata-run lacks libstrata-nowhere.so.1" "$work/partial.log" || { cat "$work/partial.log"; fail "the missing library is not named"; }
-echo "the bundle checks itself from $work/node; damaged copies are refused"
+# References moved off what strata computes (the first loss by 1e-3, the
+# embedding by 1e-3): the comparisons must fail, each saying by how much.
+cp -r "$work/made/strata-gpu" "$work/moved"
+/usr/bin/python3 - "$work/moved" <<'PY'
+import array, json, struct, sys
+root = sys.argv[1]
+manifest = json.load(open(f"{root}/manifest.json"))
+manifest["references"]["gpt-tiny-quick-fp32"]["losses"][0] *= 1.001
+json.dump(manifest, open(f"{root}/manifest.json", "w"))
+path = f"{root}/ref/gpt-tiny-quick-fp32.safetensors"
+data = bytearray(open(path, "rb").read())
+(length,) = struct.unpack("<Q", data[:8])
+begin, end = json.loads(data[8:8 + length])["wte"]["data_offsets"]
+values = array.array("f", bytes(data[8 + length + begin:8 + length + end]))
+data[8 + length + begin:8 + length + end] = array.array("f", (v * 1.001 for v in values)).tobytes()
+open(path, "wb").write(data)
+PY
+if run_on_node "$work/moved/check" --quick --steps one-rank --out "$work/out-moved" >"$work/moved.log"; then
+  cat "$work/moved.log"; fail "references moved off strata's results passed"
+fi
+grep -q -E "FAIL gpt-tiny-quick-fp32-1 \(graphs\): loss 1\.0e-03, params 1\.0e-03 \(wte\)" "$work/moved.log" ||
+  { cat "$work/moved.log"; fail "the moved references are not reported as such"; }
+echo "the bundle checks itself from $work/node; damaged copies and moved references are refused"

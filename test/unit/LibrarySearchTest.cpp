@@ -166,6 +166,13 @@ TEST(LibrarySearch, NotFoundIsOneLineNamingEveryPlace) {
 }
 
 TEST(LibrarySearch, TheEnvironmentIsRead) {
+  // The test's own values, the caller's put back after.
+  std::string saved[2];
+  bool had[2];
+  const char *names[2] = {"STRATA_CUDA_LIBS", "CUDA_HOME"};
+  for (int i = 0; i < 2; ++i)
+    if ((had[i] = std::getenv(names[i]) != nullptr))
+      saved[i] = std::getenv(names[i]);
   setenv("STRATA_CUDA_LIBS", "/a:/b", 1);
   setenv("CUDA_HOME", "/opt/cuda-x", 1);
   LibrarySearch s = LibrarySearch::fromEnvironment();
@@ -180,4 +187,7 @@ TEST(LibrarySearch, TheEnvironmentIsRead) {
   unsetenv("STRATA_CUDA_LIBS");
   unsetenv("CUDA_HOME");
   EXPECT_EQ(LibrarySearch::fromEnvironment().places()[1].folder, "/usr/local/cuda/lib64");
+  for (int i = 0; i < 2; ++i)
+    if (had[i])
+      setenv(names[i], saved[i].c_str(), 1);
 }

@@ -1,7 +1,7 @@
 """What the GPU bundle holds: its plans, the CPU references they are held
 to, and the run settings of each, written once. make_bundle.py builds
-from it; the bundle's manifest.json carries it to check."""
-import re
+from it; the bundle's manifest.json carries it to check; test/gpu's
+craft_cuda_plans.py crafts the same refusals."""
 
 ARCHS = ["sm_80", "sm_90a"]
 BINARIES = ["strata-run", "kernel-tests"]
@@ -124,19 +124,22 @@ def _break_ptx(plan):
     # PTX that parses up to an instruction no GPU has: the driver's JIT
     # refuses the module and says where.
     code = plan["code"][0]
+    assert "ret;" in code["ptx"]
     code["ptx"] = code["ptx"].replace("ret;", "ret.nowhere;", 1)
 
 
 # Plans a GPU must refuse with one error line and exit status 1.
 REFUSAL_SOURCE = "gpt-tiny-1layer"
 REFUSALS = [
+    dict(name="ptx-does-not-load", mutate=_break_ptx,
+         expect=r"the plan's PTX for kernel \S+ does not load: .*cuModuleLoadDataEx"),
+    # An architecture no GPU has (compute capability 9.9).
     dict(name="architecture-the-gpu-lacks", mutate=lambda p: p.update(cuda_arch="sm_99a"),
          expect=r"the plan was compiled for sm_99a \(compute capability 9\.9 only\); this GPU is"),
+    # Arenas past any GPU's memory, refused before anything is allocated.
     dict(name="arena-larger-than-the-gpu",
          mutate=lambda p: p["templates"][0].update(persistent_bytes=1 << 45),
          expect=r"rank 0 needs 32\.00 TiB .* free"),
-    dict(name="ptx-does-not-load", mutate=_break_ptx,
-         expect=r"the plan's PTX for kernel \S+ does not load: .*cuModuleLoadDataEx"),
 ]
 
 # Files of the source tree that travel: (source, place in the bundle).
@@ -147,8 +150,3 @@ FILES = [
     ("test/e2e/torch_models.py", "bench/torch_models.py"),
 ]
 
-
-def parameters(compile_log):
-    """The parameter count strata-compile prints."""
-    m = re.search(r"([\d,]+) parameters", compile_log)
-    return int(m[1].replace(",", "")) if m else None

@@ -6,8 +6,9 @@ and measure strata with no LLVM, MPI, network or package of this machine.
 What goes in (docs/gpu.md says why):
   bin/       strata-run and kernel-tests, rpath $ORIGIN/../lib, stripped
   lib/       every library they need that a GPU node's base image lacks
-  plans/ARCH/*.plan   compiled here for sm_80 and sm_90a (bundle.json)
+  plans/ARCH/*.plan   compiled here for sm_80 and sm_90a (bundle_spec.py)
   ref/       the CPU's losses and parameters for each correctness plan
+  plans/refusals/     plans a GPU must refuse
   data/      the text the correctness runs train on
   check, README.md, bench/ (the PyTorch peers), manifest.json, SHA256SUMS
 and beside it DIST/strata-gpu.tar.xz.
@@ -101,25 +102,19 @@ def copy_binaries(args, out):
 
 def compile_plan(args, model, flags, path):
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    log = run([os.path.join(args.build, "bin", "strata-compile"),
-               os.path.join(args.source, "examples", model + ".model"), "-o", path] + flags)
-    return log
+    run([os.path.join(args.build, "bin", "strata-compile"),
+         os.path.join(args.source, "examples", model + ".model"), "-o", path] + flags)
 
 
 def compile_plans(args, out):
-    """Every plan of bundle_spec for each architecture, two at a time."""
-    jobs = []
-    for arch in spec.ARCHS:
-        for plan in spec.PLANS:
-            flags = plan["compile"] + ["--target", "cuda", "--cuda-arch", arch]
-            jobs.append((plan, arch, flags, os.path.join(out, "plans", arch, plan["name"] + ".plan")))
-    logs = {}
+    """Every plan of bundle_spec for each architecture, --jobs at a time."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(compile_plan, args, p["model"], f, path): (p["name"], arch)
-                   for p, arch, f, path in jobs}
-        for future in concurrent.futures.as_completed(futures):
-            logs[futures[future]] = future.result()
-    return logs
+        jobs = [pool.submit(compile_plan, args, plan["model"],
+                            plan["compile"] + ["--target", "cuda", "--cuda-arch", arch],
+                            os.path.join(out, "plans", arch, plan["name"] + ".plan"))
+                for arch in spec.ARCHS for plan in spec.PLANS]
+        for job in jobs:
+            job.result()
 
 
 def cpu_references(args, out, work):
@@ -155,24 +150,20 @@ def cpu_references(args, out, work):
 
 
 def crafted_refusals(args, out, work):
-    """Plans a GPU must refuse, crafted here where flatc is: one for an
-    architecture no GPU has, one whose arenas pass any GPU's memory."""
+    """Plans a GPU must refuse (bundle_spec.REFUSALS), crafted here where
+    flatc is."""
     sys.path.insert(0, os.path.join(args.source, "test", "runtime", "Inputs"))
     from plan_json import PlanJson
     source_plan = os.path.join(out, "plans", spec.ARCHS[0], spec.REFUSAL_SOURCE + ".plan")
     plans = PlanJson(os.path.join(args.source, "runtime", "plan", "plan.fbs"), work)
     decoded = plans.decode(source_plan)
-    made = []
+    os.makedirs(os.path.join(out, "plans", "refusals"))
     for case in spec.REFUSALS:
         crafted = plans.craft(case["name"], decoded, case["mutate"])
-        target = os.path.join(out, "plans", "refusals", case["name"] + ".plan")
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copy2(crafted, target)
-        made.append(case["name"])
-    return made
+        shutil.copy2(crafted, os.path.join(out, "plans", "refusals", case["name"] + ".plan"))
 
 
-def write_manifest(out, libs, plan_logs, refs, refusals):
+def write_manifest(out, libs, refs):
     manifest = {
         "format": 1,
         "commit": run(["git", "-C", HERE, "rev-parse", "HEAD"]).strip(),
@@ -181,8 +172,7 @@ def write_manifest(out, libs, plan_logs, refs, refusals):
         "libraries": libs,
         "data": spec.DATA,
         "runs": spec.RUNS,
-        "plans": [dict(p, params=spec.parameters(plan_logs[(p["name"], spec.ARCHS[0])]))
-                  for p in spec.PLANS],
+        "plans": spec.PLANS,
         "references": refs,
         "refusals": [{k: v for k, v in case.items() if k != "mutate"} for case in spec.REFUSALS],
     }
@@ -229,14 +219,14 @@ def main():
         for text in spec.DATA_SOURCES:
             with open(text, "rb") as source:
                 f.write(source.read())
-    plan_logs = compile_plans(args, out)
+    compile_plans(args, out)
     refs = cpu_references(args, out, work)
-    refusals = crafted_refusals(args, out, work)
+    crafted_refusals(args, out, work)
     for source, target in spec.FILES:
         os.makedirs(os.path.dirname(os.path.join(out, target)), exist_ok=True)
         shutil.copy2(os.path.join(args.source, source), os.path.join(out, target))
     os.chmod(os.path.join(out, "check"), 0o755)
-    write_manifest(out, libs, plan_logs, refs, refusals)
+    write_manifest(out, libs, refs)
     shutil.rmtree(work, ignore_errors=True)
 
     size = folder_bytes(out)

@@ -16,29 +16,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
 import refusal  # noqa: E402
 from plan_json import PlanJson  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools",
+                                "gpu-bundle"))
+import bundle_spec  # noqa: E402
+
 schema, cuda_path = sys.argv[1:3]
 plans = PlanJson(schema, tempfile.mkdtemp(prefix="strata-craft-cuda-"))
 source = plans.decode(cuda_path)
 
-
-def case(name, mutate):
-    path = plans.craft(name, source, mutate)
+# The cases are the GPU bundle's (tools/gpu-bundle/bundle_spec.py), crafted
+# there too for its check.
+for case in bundle_spec.REFUSALS:
+    path = plans.craft(case["name"], source, case["mutate"])
     flags = ["--backend", "cuda", "--train-iters", "1"]
-    print(f"{name}: {refusal.refused(name, path, flags)}")
-
-
-def break_ptx(plan):
-    # PTX that parses up to an instruction no GPU has: the driver's JIT
-    # refuses the module and says where.
-    code = plan["code"][0]
-    assert "ret;" in code["ptx"]
-    code["ptx"] = code["ptx"].replace("ret;", "ret.nowhere;", 1)
-
-
-case("ptx-does-not-load", break_ptx)
-# An architecture no GPU has (compute capability 9.9).
-case("architecture-the-gpu-lacks", lambda p: p.update(cuda_arch="sm_99a"))
-# Arenas past any GPU's memory, refused before anything is allocated.
-case("arena-larger-than-the-gpu",
-     lambda p: p["templates"][0].update(persistent_bytes=1 << 45))
+    print(f"{case['name']}: {refusal.refused(case['name'], path, flags)}")
 print("refused every crafted cuda plan cleanly")
