@@ -94,7 +94,14 @@ class Layout:
 
 
 def compile_plan(args, work, name, flags):
-    plan = os.path.join(work, name + ".plan")
+    """The plan named `name`: compiled into `work`, or taken from --plans
+    (compiled elsewhere with --compile-only: a GPU machine without LLVM)."""
+    if args.plans:
+        plan = os.path.join(args.plans, name + ".plan")
+        if not os.path.isfile(plan):
+            sys.exit(f"FAILED: {plan} is missing (compile it with --compile-only)")
+        return plan
+    plan = os.path.join(args.compile_only or work, name + ".plan")
     run(["strata-compile", os.path.join(args.examples, args.model + ".model"), "-o", plan,
          "--micro-batch-size", str(args.micro_batch_size)] + flags + [f"--set={s}" for s in args.set]
         + args.compile_flag)
@@ -206,6 +213,12 @@ def main():
                         "--baseline-run-flag=cpu)")
     p.add_argument("--compile-flag", action="append", default=[],
                    help="a flag for strata-compile (repeatable)")
+    p.add_argument("--compile-only", metavar="DIR",
+                   help="only compile every plan the run needs into DIR (for --plans)")
+    p.add_argument("--shard", metavar="K/N",
+                   help="only every N-th layout from the K-th (0-based): N runs side by side")
+    p.add_argument("--plans", metavar="DIR",
+                   help="take the plans from DIR (written by --compile-only) instead of compiling")
     p.add_argument("--data-path", dest="data", nargs="+", default=["/usr/share/common-licenses/GPL-3"],
                    help="a text to train on, or Megatron's indexed data ([weight] prefix...); "
                    "'' for synthetic tokens")
@@ -226,6 +239,25 @@ def main():
                    for t, d, sp, distopt in itertools.product(args.tensor, args.data_parallel, (False, True), (False, True))
                    if t * d <= 8]
 
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        if not 0 <= k < n:
+            sys.exit(f"--shard {args.shard}: K must be in [0, N)")
+        layouts = layouts[k::n]
+    if args.compile_only:
+        os.makedirs(args.compile_only, exist_ok=True)
+        names = set()
+        for layout in layouts:
+            gb = layout.global_batch(args)
+            for name, flags in ((f"single-gb{gb}", Layout(m=gb // args.micro_batch_size).flags(args)),
+                                (f"start-gb{gb}", ["--global-batch-size", str(gb)]),
+                                (layout.name(args), layout.flags(args))):
+                if name not in names:
+                    names.add(name)
+                    compile_plan(args, work, name, flags)
+        print(f"compiled {len(names)} plans for {len(layouts)} layouts into {args.compile_only}")
+        return
+
     # One device, once per global batch the layouts use.
     baselines = {}
 
@@ -235,7 +267,7 @@ def main():
                                    run_flags=args.baseline_run_flag)
             start = os.path.join(work, f"start-gb{gb}.safetensors")
             plan = compile_plan(args, work, f"start-gb{gb}", ["--global-batch-size", str(gb)])
-            run(["strata-run", plan, "--seed", str(args.seed), "--save-params", start])
+            run([args.strata_run, plan, "--seed", str(args.seed), "--save-params", start])
             initial = safetensors_io.read(start)
             still = {n for n in params if (params[n] - initial[n]).abs().max().item() < args.lr / 100}
             baselines[gb] = (losses, params, initial, still)
