@@ -1,5 +1,6 @@
 //===- Dataset.cpp - where training batches come from ---------------------===//
 #include "runtime/data/Dataset.h"
+#include "runtime/io/WholeFile.h"
 #include "runtime/exec/Philox.h"
 
 #include <cerrno>
@@ -62,11 +63,11 @@ std::string makeTextDataset(const std::string &path, uint32_t vocab,
     return "--data-path trains on bytes, which needs a vocabulary of at least "
            "256; the model has " +
            std::to_string(vocab);
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return "cannot open data file '" + path + "': " + std::strerror(errno);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
-                             std::istreambuf_iterator<char>());
+  std::string text;
+  if (std::string error = readFileWhole(path, text, kTextData); !error.empty())
+    return error;
+  std::vector<uint8_t> bytes(text.begin(), text.end());
+  text = std::string();
   if (bytes.size() < uint64_t(seq) + 1)
     return "data file '" + path + "' has " + std::to_string(bytes.size()) +
            " bytes; a sample needs " + std::to_string(seq + 1);

@@ -163,8 +163,9 @@ std::string splitGpt2Pieces(std::string_view text,
 std::string Gpt2Tokenizer::load(const std::string &vocabFile,
                                 const std::string &mergeFile) {
   std::string text;
-  if (!readFileWhole(vocabFile, text).empty())
-    return "cannot read the GPT-2 vocabulary '" + vocabFile + "'";
+  if (std::string error = readFileWhole(vocabFile, text, kTokenizerFile);
+      !error.empty())
+    return "the GPT-2 vocabulary: " + error;
   auto bad = [&](const std::string &what) {
     return "'" + vocabFile + "': " + what;
   };
@@ -224,8 +225,9 @@ std::string Gpt2Tokenizer::load(const std::string &vocabFile,
   if (eod < 0)
     return bad("no <|endoftext|> token");
 
-  if (!readFileWhole(mergeFile, text).empty())
-    return "cannot read the GPT-2 merges '" + mergeFile + "'";
+  if (std::string error = readFileWhole(mergeFile, text, kTokenizerFile);
+      !error.empty())
+    return "the GPT-2 merges: " + error;
   // As GPT-2's encoder reads it: the newline-ended lines after the first
   // (a version line), one merge each, by rank.
   merges.clear();

@@ -162,7 +162,7 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
     return "";
   found = true;
   std::string text;
-  if (std::string error = readFileWhole(marker, text); !error.empty())
+  if (std::string error = readFileWhole(marker, text, kJsonFile); !error.empty())
     return error;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.pop_back();
@@ -174,7 +174,7 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
   out.iteration = iteration;
 
   std::string metaPath = out.directory + "/metadata.json", json;
-  if (!readFileWhole(metaPath, json).empty())
+  if (!readFileWhole(metaPath, json, kJsonFile).empty())
     return "'" + metaPath + "' is missing: '" + marker + "' names iteration " +
            text + ", whose checkpoint is not there";
   std::map<std::string, std::string> strings;

@@ -423,7 +423,7 @@ std::string startingWeights(const Plan &plan, const TrainOptions &options,
   // model's would load and train, as another function: refused.
   if (scheme == NameScheme::HfGpt2 && !config.empty()) {
     std::string json;
-    if (std::string error = readFileWhole(config, json); !error.empty())
+    if (std::string error = readFileWhole(config, json, kJsonFile); !error.empty())
       return error;
     if (std::string error = checkHfGpt2Activation(json, plan.gelu);
         !error.empty())

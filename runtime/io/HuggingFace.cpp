@@ -253,7 +253,7 @@ namespace {
 std::string readWeightMap(const std::string &path,
                           std::map<std::string, std::string> &weightMap) {
   std::string json;
-  if (std::string error = readFileWhole(path, json); !error.empty())
+  if (std::string error = readFileWhole(path, json, kJsonFile); !error.empty())
     return error;
   std::string bad = "'" + path +
                     "' is not a safetensors index (an object with a "

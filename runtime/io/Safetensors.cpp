@@ -159,7 +159,7 @@ std::string readSafetensors(const std::string &path,
                             std::map<std::string, HostTensor> &tensors,
                             std::map<std::string, std::string> *metadata) {
   std::string file;
-  if (std::string error = readFileWhole(path, file); !error.empty())
+  if (std::string error = readFileWhole(path, file, kWeightsFile); !error.empty())
     return error;
   const auto *bytes = reinterpret_cast<const uint8_t *>(file.data());
   if (file.size() < 8)

@@ -79,6 +79,8 @@ std::string writeTrace(const std::string &path,
 
 std::string readTraceSteps(const std::string &path,
                            std::vector<std::vector<TraceEvent>> &byRank) {
+  if (std::string error = checkReadable(path, kTraceFile); !error.empty())
+    return error;
   std::ifstream file(path);
   if (!file)
     return "cannot open trace '" + path + "'";

@@ -2,6 +2,7 @@
 #include "runtime/io/WholeFile.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -52,11 +53,78 @@ std::string targetOf(const std::string &path, fs::path &target) {
 
 } // namespace
 
-std::string readFileWhole(const std::string &path, std::string &out) {
-  out.clear();
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+
+std::string bytesText(uint64_t bytes) {
+  char text[32];
+  if (bytes >= kGiB)
+    std::snprintf(text, sizeof text, "%.1f GiB", double(bytes) / double(kGiB));
+  else if (bytes >= kMiB)
+    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(kMiB));
+  else
+    std::snprintf(text, sizeof text, "%llu bytes", (unsigned long long)bytes);
+  return text;
+}
+
+/// How a message names the file: quoted, or "the standard input" for "-".
+std::string shown(const std::string &path) {
+  return path == "-" ? "the standard input" : "'" + path + "'";
+}
+
+std::string tooLarge(const std::string &path, const FileKind &kind,
+                     const std::string &size) {
+  return shown(path) + " is " + size + "; a " + kind.name + " is at most " +
+         bytesText(kind.maxBytes);
+}
+
+/// checkReadable on an open descriptor.
+std::string checkOpen(int fd, const std::string &path, const FileKind &kind) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return "cannot read " + std::string(kind.name) + " " + shown(path) +
+           ": " + std::strerror(errno);
+  fs::file_type type = S_ISDIR(st.st_mode)   ? fs::file_type::directory
+                       : S_ISCHR(st.st_mode) ? fs::file_type::character
+                       : S_ISBLK(st.st_mode) ? fs::file_type::block
+                       : S_ISSOCK(st.st_mode) ? fs::file_type::socket
+                                              : fs::file_type::regular;
+  if (type != fs::file_type::regular)
+    return "cannot read " + std::string(kind.name) + " " + shown(path) +
+           ": it is " + kindOf(type) + ", not a file";
+  if (S_ISREG(st.st_mode) && uint64_t(st.st_size) > kind.maxBytes)
+    return tooLarge(path, kind, bytesText(uint64_t(st.st_size)));
+  return "";
+}
+
+} // namespace
+
+std::string checkReadable(const std::string &path, const FileKind &kind) {
+  if (path == "-")
+    return checkOpen(0, path, kind);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
-    return "cannot open '" + path + "': " + std::strerror(errno);
+    return "cannot open " + std::string(kind.name) + " '" + path +
+           "': " + std::strerror(errno);
+  std::string error = checkOpen(fd, path, kind);
+  ::close(fd);
+  return error;
+}
+
+std::string readFileWhole(const std::string &path, std::string &out,
+                          const FileKind &kind) {
+  out.clear();
+  bool standardInput = path == "-";
+  int fd = standardInput ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return "cannot open " + std::string(kind.name) + " '" + path +
+           "': " + std::strerror(errno);
+  auto done = [&](std::string error) {
+    if (!standardInput)
+      ::close(fd);
+    return error;
+  };
+  if (std::string error = checkOpen(fd, path, kind); !error.empty())
+    return done(error);
   // Sized once for a regular file (weights, checkpoints): no regrowth.
   struct stat st;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
@@ -66,17 +134,28 @@ std::string readFileWhole(const std::string &path, std::string &out) {
     ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR)
       continue;
-    if (n < 0) {
-      int error = errno;
-      ::close(fd);
-      return "cannot read '" + path + "': " + std::strerror(error);
-    }
+    if (n < 0)
+      return done("cannot read " + shown(path) + ": " + std::strerror(errno));
     if (n == 0)
       break;
+    // A pipe (or a file still growing) is cut where its kind ends.
+    if (out.size() + size_t(n) > kind.maxBytes) {
+      out.clear();
+      return done(tooLarge(path, kind, "more than " + bytesText(kind.maxBytes)));
+    }
     out.append(buffer, size_t(n));
   }
-  ::close(fd);
-  return "";
+  return done("");
+}
+
+std::string checkNotInput(const std::string &output, const std::string &input,
+                          const FileKind &inputKind) {
+  std::error_code ec;
+  if (output == "-" || input == "-" || !fs::exists(output, ec) ||
+      !fs::equivalent(output, input, ec))
+    return "";
+  return "refusing to write '" + output + "': it is the " + inputKind.name +
+         " '" + input + "' being read (name another output)";
 }
 
 void syncDirectory(const std::string &path) {

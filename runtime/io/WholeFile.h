@@ -53,8 +53,46 @@ inline std::string writeFileWhole(const std::string &path,
                              bytes.size()));
 }
 
-/// The bytes of `path` into `out`; "" or why not, naming the file.
-std::string readFileWhole(const std::string &path, std::string &out);
+/// What a reader takes: its name in messages ("plan", "model file") and
+/// the largest such file it reads. Every file strata reads is checked
+/// against its kind before a byte is read, so that a wrong path (a
+/// directory, /dev/zero, a 40 GB log) is refused in one line instead of
+/// filling the memory or throwing from deep inside a stream.
+struct FileKind {
+  const char *name;
+  uint64_t maxBytes;
+};
+
+inline constexpr uint64_t kMiB = uint64_t(1) << 20, kGiB = uint64_t(1) << 30;
+inline constexpr FileKind kAnyFile{"file", ~uint64_t(0)};
+inline constexpr FileKind kModelFile{"model file", 64 * kMiB};
+inline constexpr FileKind kIrFile{"IR file", 1 * kGiB};
+/// FlatBuffers address at most 2 GiB.
+inline constexpr FileKind kPlanFile{"plan", 2 * kGiB};
+inline constexpr FileKind kJsonFile{"JSON file", 256 * kMiB};
+inline constexpr FileKind kTokenizerFile{"tokenizer file", 256 * kMiB};
+inline constexpr FileKind kTraceFile{"trace", 4 * kGiB};
+/// --data-path's text, held in memory whole.
+inline constexpr FileKind kTextData{"data file", 4 * kGiB};
+/// Weights and checkpoints are as large as the model: only not a device.
+inline constexpr FileKind kWeightsFile{"weights file", ~uint64_t(0)};
+
+/// "" or why `path` is not a `kind` strata can read: missing, unreadable,
+/// a directory, a device or a socket, or larger than kind.maxBytes. A pipe
+/// passes; readFileWhole stops reading it past kind.maxBytes. "-" is the
+/// standard input.
+std::string checkReadable(const std::string &path, const FileKind &kind);
+
+/// The bytes of `path` into `out`, after checkReadable; "" or why not,
+/// naming the file.
+std::string readFileWhole(const std::string &path, std::string &out,
+                          const FileKind &kind = kAnyFile);
+
+/// "" or why writing `output` would replace `input` (the same file by
+/// another name too): `strata-compile m.model -o m.model` must not destroy
+/// the model it reads.
+std::string checkNotInput(const std::string &output, const std::string &input,
+                          const FileKind &inputKind);
 
 /// Makes the entries of directory `path` durable (a rename inside it).
 void syncDirectory(const std::string &path);

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/plan/Plan.h"
+#include "runtime/io/WholeFile.h"
 #include "runtime/plan/Ownership.h"
 #include "runtime/plan/PlanCheck.h"
 #include "runtime/plan/PlanFile.h"
@@ -1137,13 +1138,11 @@ std::string loadPlanFromBytes(const std::vector<uint8_t> &bytes, Plan &out,
 
 std::string loadPlan(const std::string &path, Plan &out,
                      const LoadOptions &options) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    return "cannot open plan '" + path + "': " + std::strerror(errno);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(file)),
-                             std::istreambuf_iterator<char>());
-  if (file.bad())
-    return "cannot read plan '" + path + "'";
+  std::string text;
+  if (std::string error = readFileWhole(path, text, kPlanFile); !error.empty())
+    return error;
+  std::vector<uint8_t> bytes(text.begin(), text.end());
+  text = std::string();
   return loadPlanFromBytes(bytes, out, options);
 }
 

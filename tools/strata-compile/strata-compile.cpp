@@ -338,6 +338,13 @@ int main(int argc, char **argv) {
     emit = outputFile == "-" ? Emit::Summary : Emit::Plan;
   if (emit == Emit::Plan && outputFile == "-")
     return fail("--emit=plan writes a binary file: give it with -o FILE");
+  const runtime::FileKind &inputKind = StringRef(inputFile).ends_with(".mlir")
+                                           ? runtime::kIrFile
+                                           : runtime::kModelFile;
+  if (std::string error =
+          runtime::checkNotInput(outputFile, inputFile, inputKind);
+      !error.empty())
+    return fail(error);
   if (outputFile != "-")
     if (std::string error = runtime::checkWritable(outputFile); !error.empty())
       return fail(error);
@@ -370,10 +377,14 @@ int main(int argc, char **argv) {
   if (std::string error = checkOptions(options); !error.empty())
     return fail(error);
 
-  auto buffer = MemoryBuffer::getFileOrSTDIN(inputFile, /*IsText=*/true);
-  if (std::error_code error = buffer.getError())
-    return fail("cannot open model file '" + inputFile +
-                "': " + error.message());
+  std::string source;
+  if (std::string error = runtime::readFileWhole(inputFile, source, inputKind);
+      !error.empty())
+    return fail(error);
+  std::unique_ptr<MemoryBuffer> buffer =
+      MemoryBuffer::getMemBufferCopy(
+          source, inputFile == "-" ? std::string("<stdin>") : inputFile);
+  source = std::string();
 
   mlir::DialectRegistry registry;
   registerDialects(registry);
@@ -381,7 +392,7 @@ int main(int argc, char **argv) {
   context.loadAllAvailableDialects();
   context.printOpOnDiagnostic(false); // the model line says it better
   SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(*buffer), SMLoc());
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), SMLoc());
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
   ModelStats stats;

@@ -285,6 +285,10 @@ int preprocess(int argc, char **argv) {
     return fail("--input '" + input +
                 "': a .jsonl or .json file (a document per line) or a .txt "
                 "file (one document)");
+  // Documents are streamed: any size, but a file.
+  if (std::string error = checkReadable(input, {"input file", ~uint64_t(0)});
+      !error.empty())
+    return fail(error);
   std::ifstream in(input, std::ios::binary);
   if (!in)
     return fail("cannot open '" + input + "'");
@@ -358,7 +362,7 @@ int preprocess(int argc, char **argv) {
     }
   } else {
     std::string text;
-    if (std::string error = readFileWhole(input, text); !error.empty())
+    if (std::string error = readFileWhole(input, text, kTextData); !error.empty())
       return fail(error);
     bytes = text.size();
     batch.push_back({std::move(text), input, "", {}});
