@@ -20,11 +20,21 @@ std::string Executor::load() {
   loss = rank.ioBuffer("loss");
   gradNormBuffer = rank.ioBuffer("grad_norm");
   hyper = rank.ioBuffer("hyper");
+  bool firstStage = whole.stageOf(rank.rank) == 0;
   for (auto [name, index] : {std::pair{"tokens", tokens}, {"labels", labels}}) {
-    if (index < 0 && whole.pipelineSchedule.empty())
-      return std::string("the plan has no '") + name + "' input";
+    // A pipeline stage reads the inputs its chunks use, but the first
+    // embeds the tokens and the last scores the labels: without its input
+    // it would train on a buffer nothing writes.
+    bool needed = whole.pipelineSchedule.empty() ||
+                  (name == std::string("tokens") ? firstStage : lastStage);
+    if (index < 0 && needed)
+      return std::string("the plan has no '") + name + "' input" +
+             (whole.pipelineSchedule.empty()
+                  ? ""
+                  : name == std::string("tokens") ? " on its first pipeline stage"
+                                                  : " on its last pipeline stage");
     if (index < 0)
-      continue; // a pipeline stage reads the inputs its chunks use
+      continue;
     const Buffer &b = rank.buffers[index];
     if (b.dtype != DType::I32 ||
         b.elements != int64_t(whole.microBatchSize) * whole.seqLength)

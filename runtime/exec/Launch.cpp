@@ -34,6 +34,9 @@
 namespace strata::runtime {
 namespace {
 
+/// The most ranks one process runs as threads (trainAsThreads).
+constexpr int kMaxLocalRanks = 512;
+
 std::mutex failureMutex;
 
 /// Reports an error that ends the run: every rank thread of this process,
@@ -332,6 +335,16 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
                               " ranks, --ranks " +
                               std::to_string(options.ranks) + " asks for " +
                               std::to_string(options.ranks));
+  // Each rank is a thread or two with its own plan, transport and buffers
+  // (about 4 MiB beside its arenas): thousands of them in one process
+  // exhaust its threads and memory long before the first step.
+  if (world > kMaxLocalRanks)
+    return refuse(errors,
+                  "the plan has " + std::to_string(world) +
+                      " ranks; one process runs at most " +
+                      std::to_string(kMaxLocalRanks) +
+                      " of them as threads: start a process per rank (or "
+                      "per node) with mpirun or srun");
   if (std::string error = checkMemory(plan, 0, uint32_t(world), gpu);
       !error.empty())
     return refuse(errors, error);
@@ -364,17 +377,23 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
   }
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      cpu::setThreads(threadsPerRank);
-      LocalRank &rank = *ranks[r];
-      try {
-        initializeParameters(rank.executor, options.seed);
-        resume(rank, checkpoint);
-        rank.loop.run(uint32_t(r) == loggingRank(plan) ? &log : nullptr);
-      } catch (const std::exception &error) {
-        die(errors, error.what());
-      }
-    });
+    try {
+      threads.emplace_back([&, r] {
+        cpu::setThreads(threadsPerRank);
+        LocalRank &rank = *ranks[r];
+        try {
+          initializeParameters(rank.executor, options.seed);
+          resume(rank, checkpoint);
+          rank.loop.run(uint32_t(r) == loggingRank(plan) ? &log : nullptr);
+        } catch (const std::exception &error) {
+          die(errors, error.what());
+        }
+      });
+    } catch (const std::system_error &error) {
+      // The ranks started wait for this one: none can finish.
+      die(errors, "cannot start rank " + std::to_string(r) +
+                      "'s thread: " + error.what());
+    }
   }
   for (std::thread &thread : threads)
     thread.join();
@@ -423,7 +442,8 @@ std::string startingWeights(const Plan &plan, const TrainOptions &options,
   // model's would load and train, as another function: refused.
   if (scheme == NameScheme::HfGpt2 && !config.empty()) {
     std::string json;
-    if (std::string error = readFileWhole(config, json, kJsonFile); !error.empty())
+    if (std::string error = readFileWhole(config, json, kJsonFile);
+        !error.empty())
       return error;
     if (std::string error = checkHfGpt2Activation(json, plan.gelu);
         !error.empty())

@@ -81,11 +81,11 @@ std::string tooLarge(const std::string &path, const FileKind &kind,
 std::string checkOpen(int fd, const std::string &path, const FileKind &kind) {
   struct stat st;
   if (::fstat(fd, &st) != 0)
-    return "cannot read " + std::string(kind.name) + " " + shown(path) +
-           ": " + std::strerror(errno);
-  fs::file_type type = S_ISDIR(st.st_mode)   ? fs::file_type::directory
-                       : S_ISCHR(st.st_mode) ? fs::file_type::character
-                       : S_ISBLK(st.st_mode) ? fs::file_type::block
+    return "cannot read " + std::string(kind.name) + " " + shown(path) + ": " +
+           std::strerror(errno);
+  fs::file_type type = S_ISDIR(st.st_mode)    ? fs::file_type::directory
+                       : S_ISCHR(st.st_mode)  ? fs::file_type::character
+                       : S_ISBLK(st.st_mode)  ? fs::file_type::block
                        : S_ISSOCK(st.st_mode) ? fs::file_type::socket
                                               : fs::file_type::regular;
   if (type != fs::file_type::regular)
@@ -141,7 +141,8 @@ std::string readFileWhole(const std::string &path, std::string &out,
     // A pipe (or a file still growing) is cut where its kind ends.
     if (out.size() + size_t(n) > kind.maxBytes) {
       out.clear();
-      return done(tooLarge(path, kind, "more than " + bytesText(kind.maxBytes)));
+      return done(
+          tooLarge(path, kind, "more than " + bytesText(kind.maxBytes)));
     }
     out.append(buffer, size_t(n));
   }

@@ -19,6 +19,7 @@
 #include "runtime/plan/plan_generated.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -230,6 +231,38 @@ std::string humanBytes(uint64_t bytes) {
 
 namespace {
 
+/// CUDA's launch limits (compute capability 8.0 and 9.0 alike) and the
+/// most shared memory a block gets on any GPU strata targets (sm_90: 227
+/// KiB).
+constexpr uint32_t kMaxGridX = 0x7fffffffu, kMaxGridYZ = 65535;
+constexpr uint32_t kMaxSharedBytes = 227 * 1024;
+
+bool isIdentifier(const std::string &name) {
+  if (name.empty() || name.size() > 256 ||
+      !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
+    return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
+      return false;
+  return true;
+}
+
+/// `text` for a message: control characters and bytes past ASCII escaped,
+/// at most 64 characters.
+std::string printable(const std::string &text) {
+  std::string out;
+  for (unsigned char c : text.substr(0, 64)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    }
+  }
+  return text.size() > 64 ? out + "..." : out;
+}
+
 // Limits a sane plan stays far within; past them a value is corrupt.
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 46; // 64 TiB
 constexpr uint32_t kMaxEvents = 1 << 20;
@@ -413,9 +446,18 @@ private:
       return s ? s->str() : std::string();
     };
     if (in.code())
-      for (const plan::Code *code : *in.code())
-        out.code.push_back({code->name()->str(), text(code->kernel()),
-                            text(code->source()), text(code->ptx())});
+      for (const plan::Code *code : *in.code()) {
+        // The name is the kernel's symbol (cuModuleGetFunction's, the
+        // host compiler's on simt): an identifier, nothing a tool could
+        // read as more.
+        std::string name = code->name()->str();
+        if (!isIdentifier(name))
+          return "generated code " + std::to_string(out.code.size()) +
+                 " is named '" + printable(name) +
+                 "', which is not a C identifier";
+        out.code.push_back({name, text(code->kernel()), text(code->source()),
+                            text(code->ptx())});
+      }
     out.cudaArch = text(in.cuda_arch());
     return "";
   }
@@ -466,6 +508,24 @@ private:
       return "a launch of '" + code.name +
              "' has no valid launch shape (a grid and a block of three "
              "non-zero dimensions, at most 1024 threads a block)";
+    // CUDA's limits on every GPU strata targets, held on every backend
+    // (simt would otherwise try to run 2^32 blocks); the GPU's own shared
+    // memory limit is checked again when the plan meets it.
+    if (op.grid[0] > kMaxGridX || op.grid[1] > kMaxGridYZ ||
+        op.grid[2] > kMaxGridYZ || op.block[0] > 1024 || op.block[1] > 1024 ||
+        op.block[2] > 64)
+      return "a launch of '" + code.name + "' has grid [" +
+             std::to_string(op.grid[0]) + ", " + std::to_string(op.grid[1]) +
+             ", " + std::to_string(op.grid[2]) + "] and block [" +
+             std::to_string(op.block[0]) + ", " + std::to_string(op.block[1]) +
+             ", " + std::to_string(op.block[2]) +
+             "], past CUDA's limits (grid 2^31-1 x 65535 x 65535, block "
+             "1024 x 1024 x 64)";
+    if (op.sharedBytes > kMaxSharedBytes)
+      return "a launch of '" + code.name + "' asks for " +
+             std::to_string(op.sharedBytes) +
+             " bytes of shared memory; no GPU strata targets has more than " +
+             std::to_string(kMaxSharedBytes) + " a block";
     return "";
   }
 

@@ -2,14 +2,23 @@
 #include "runtime/simt/Simt.h"
 #include "runtime/io/WholeFile.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <regex>
+#include <spawn.h>
+#include <sstream>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
+
+extern char **environ;
 
 namespace strata::runtime::simt {
 
@@ -25,12 +34,49 @@ std::string trim(const std::string &text) {
 
 /// The compiler command's words: the build's launcher (ccache) and C++
 /// compiler, or STRATA_SIMT_CXX's.
-std::string compilerCommand() {
+/// The host compiler as an argument vector: STRATA_SIMT_CXX split at
+/// spaces ("ccache g++"), or the launcher and compiler the build used.
+std::vector<std::string> compilerArguments() {
+  std::string command;
   if (const char *cxx = std::getenv("STRATA_SIMT_CXX"); cxx && *cxx)
-    return cxx;
-  if (access(STRATA_SIMT_CXX, X_OK) != 0)
-    return "c++"; // a build moved off the machine that built it
-  return std::string(STRATA_SIMT_LAUNCHER) + " " + STRATA_SIMT_CXX;
+    command = cxx;
+  else if (access(STRATA_SIMT_CXX, X_OK) != 0)
+    command = "c++"; // a build moved off the machine that built it
+  else
+    command = std::string(STRATA_SIMT_LAUNCHER) + " " + STRATA_SIMT_CXX;
+  std::vector<std::string> args;
+  std::istringstream words(command);
+  for (std::string word; words >> word;)
+    args.push_back(word);
+  return args;
+}
+
+/// Runs args[0] (found on PATH) with args, its stderr into `log`; its exit
+/// status, or -1 when it could not run or died of a signal.
+int runWithStderrTo(const std::vector<std::string> &args,
+                    const std::string &log) {
+  std::vector<char *> argv;
+  for (const std::string &arg : args)
+    argv.push_back(const_cast<char *>(arg.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid;
+  int error =
+      posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    std::ofstream(log) << "cannot run " << args[0] << ": "
+                       << std::strerror(error) << "\n";
+    return -1;
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /// A directory of this process's own for the units and libraries.
@@ -138,15 +184,17 @@ std::string Kernel::compile(const std::string &source,
   if (dir.empty())
     return "cannot make a directory for host-compiled kernels";
   static int serial = 0;
-  std::string stem = dir + "/" + name + "-" + std::to_string(serial++);
+  // The file names are strata's own: nothing from the plan names a file.
+  std::string stem = dir + "/kernel-" + std::to_string(serial++);
   std::ofstream(stem + ".cpp") << unit;
-  // Paths quoted: TMPDIR may hold spaces.
-  auto quoted = [](const std::string &path) { return "'" + path + "'"; };
-  std::string command =
-      compilerCommand() + " -std=c++17 -O1 -w -fPIC -shared -include " +
-      quoted(dir + "/SimtRuntime.h") + " -o " + quoted(stem + ".so") + " " +
-      quoted(stem + ".cpp") + " 2> " + quoted(stem + ".log");
-  int status = std::system(command.c_str());
+  // An argument vector, no shell: neither the plan nor a path with spaces
+  // or quotes can become a command.
+  std::vector<std::string> args = compilerArguments();
+  for (const char *flag : {"-std=c++17", "-O1", "-w", "-fPIC", "-shared"})
+    args.push_back(flag);
+  args.insert(args.end(), {"-include", dir + "/SimtRuntime.h", "-o",
+                           stem + ".so", stem + ".cpp"});
+  int status = runWithStderrTo(args, stem + ".log");
   std::string log;
   readFileWhole(stem + ".log", log); // what the compiler said, if anything
   std::remove((stem + ".cpp").c_str());

@@ -381,9 +381,8 @@ int main(int argc, char **argv) {
   if (std::string error = runtime::readFileWhole(inputFile, source, inputKind);
       !error.empty())
     return fail(error);
-  std::unique_ptr<MemoryBuffer> buffer =
-      MemoryBuffer::getMemBufferCopy(
-          source, inputFile == "-" ? std::string("<stdin>") : inputFile);
+  std::unique_ptr<MemoryBuffer> buffer = MemoryBuffer::getMemBufferCopy(
+      source, inputFile == "-" ? std::string("<stdin>") : inputFile);
   source = std::string();
 
   mlir::DialectRegistry registry;

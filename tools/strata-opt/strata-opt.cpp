@@ -10,8 +10,8 @@
 #include "compiler/Registration.h"
 #include "runtime/io/WholeFile.h"
 
-#include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -44,7 +44,8 @@ int main(int argc, char **argv) {
       mlir::openOutputFile(output, &error);
   if (!file)
     return fail(error);
-  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
   if (mlir::failed(
           mlir::MlirOptMain(file->os(), std::move(buffer), registry, config)))
     return 1;

@@ -98,6 +98,13 @@ case("rank-map-missing-template", pipeline,
      lambda p: p["rank_templates"].__setitem__(1, 5))
 case("rank-map-wrong-size", pipeline, lambda p: p.update(rank_templates=[0]))
 case("rank-map-wrong-stage", pipeline, lambda p: p.update(rank_templates=[0, 0]))
+# A pipeline's last stage without its labels (it would score a buffer
+# nothing writes), its first without its tokens.
+case("last-stage-without-labels", pipeline,
+     lambda p: p["templates"][1].update(
+         io=[e for e in p["templates"][1]["io"] if e["name"] != "labels"]))
+case("first-stage-without-tokens", pipeline,
+     lambda p: rank0(p).update(io=[e for e in rank0(p)["io"] if e["name"] != "tokens"]))
 # Per-rank values: a view that moves past its arena on rank 1, a mesh axis
 # that does not exist.
 case("per-rank-outside-arena", tensor,
@@ -166,6 +173,21 @@ case("cuda-block-too-large", cuda,
      lambda p: first_launch(p, "layer_norm_bwd").update(block=[2048, 1, 1]))
 case("cuda-grid-empty", cuda,
      lambda p: first_launch(p, "layer_norm_bwd").update(grid=[0, 1, 1]))
+# CUDA's limits, on every backend (simt would run 2^31 blocks, or give a
+# block 4 GiB of shared memory).
+case("cuda-grid-past-limits", cuda,
+     lambda p: first_launch(p, "layer_norm_bwd").update(grid=[1 << 31, 1, 1]))
+case("cuda-grid-y-past-limits", cuda,
+     lambda p: first_launch(p, "layer_norm_bwd").update(grid=[1, 65536, 1]))
+case("cuda-block-z-past-limits", cuda,
+     lambda p: first_launch(p, "layer_norm_bwd").update(block=[1, 1, 128]))
+case("cuda-shared-memory-4gib", cuda,
+     lambda p: first_launch(p, "layer_norm_bwd").update(shared_bytes=(1 << 32) - 1))
+# A kernel's name is its symbol: simt once ran its host compiler through a
+# shell with it.
+case("cuda-code-name-not-identifier", cuda,
+     lambda p: p["code"][first_launch(p, "layer_norm_bwd")["code"]].update(
+         name="k';touch pwned;'"))
 
 
 def fused_group(p):
