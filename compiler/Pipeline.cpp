@@ -4,28 +4,62 @@
 #include "compiler/codegen/Nvrtc.h"
 #include "dialects/exec/ExecDialect.h"
 
+#include <tuple>
+
 using namespace mlir;
 
 namespace strata {
 
 std::string checkOptions(const CompileOptions &options) {
-  if (options.microBatchSize < 1)
-    return "--micro-batch-size must be at least 1, got " +
-           std::to_string(options.microBatchSize);
-  if (options.globalBatchSize < 1)
-    return "--global-batch-size must be at least 1, got " +
-           std::to_string(options.globalBatchSize);
-  if (options.tensorParallel < 1 || options.dataParallel < 1 ||
-      options.pipelineParallel < 1)
-    return "--tensor-model-parallel-size, --pipeline-model-parallel-size and "
-           "--data-parallel-size must be at least 1";
+  // Every size is bounded before anything multiplies or divides by it: the
+  // plan holds them in 32 bits, and their products must not overflow.
+  auto inRange = [](const char *flag, int64_t value, int64_t most) {
+    if (value >= 1 && value <= most)
+      return std::string();
+    return std::string(flag) + " must be " +
+           (value < 1 ? "at least 1" : "at most " + std::to_string(most)) +
+           ", got " + std::to_string(value);
+  };
+  for (auto [flag, value, most] :
+       {std::tuple{"--micro-batch-size", options.microBatchSize,
+                   kMaxMicroBatchSize},
+        std::tuple{"--tensor-model-parallel-size", options.tensorParallel,
+                   kMaxWorldSize},
+        std::tuple{"--pipeline-model-parallel-size", options.pipelineParallel,
+                   kMaxWorldSize},
+        std::tuple{"--data-parallel-size", options.dataParallel, kMaxWorldSize},
+        std::tuple{"--make-vocab-size-divisible-by", options.vocabDivisibleBy,
+                   kMaxVocabDivisor},
+        std::tuple{"--global-batch-size", options.globalBatchSize,
+                   kMaxGlobalBatchSize}})
+    if (std::string error = inRange(flag, value, most); !error.empty())
+      return error;
+  // Each factor is at most 2^17: the product cannot overflow.
+  int64_t world =
+      options.tensorParallel * options.pipelineParallel * options.dataParallel;
+  if (world > kMaxWorldSize)
+    return "the layout has " + std::to_string(world) + " ranks (tensor " +
+           std::to_string(options.tensorParallel) + " x pipeline " +
+           std::to_string(options.pipelineParallel) + " x data " +
+           std::to_string(options.dataParallel) + "); strata plans at most " +
+           std::to_string(kMaxWorldSize);
   if ((options.firstStageLayers >= 0 || options.lastStageLayers >= 0) &&
       options.pipelineParallel < 2)
     return "--decoder-first-pipeline-num-layers and "
            "--decoder-last-pipeline-num-layers need "
            "--pipeline-model-parallel-size of at least 2";
+  if (options.firstStageLayers < -1 || options.lastStageLayers < -1)
+    return "--decoder-first-pipeline-num-layers and "
+           "--decoder-last-pipeline-num-layers must be at least 0";
   if (options.layersPerVirtualStage < 0)
     return "--num-layers-per-virtual-pipeline-stage must be at least 1";
+  // Virtual stages on one stage are a schedule of their own (the tests'
+  // p=1 rows), asked for by name; alone, the flag is a pipeline forgotten.
+  if (options.layersPerVirtualStage > 0 && options.pipelineParallel < 2 &&
+      options.pipelineSchedule.empty())
+    return "--num-layers-per-virtual-pipeline-stage splits the stages of a "
+           "pipeline: give --pipeline-model-parallel-size of at least 2 (or "
+           "name a --pipeline-schedule to run virtual stages on one stage)";
   if (options.recompute != "none" && options.recompute != "full" &&
       options.recompute != "selective")
     return "--recompute-granularity must be full or selective, got '" +
@@ -36,8 +70,6 @@ std::string checkOptions(const CompileOptions &options) {
       options.pipelineSchedule != "interleaved")
     return "--pipeline-schedule must be gpipe, 1f1b or interleaved, got '" +
            options.pipelineSchedule + "'";
-  if (options.vocabDivisibleBy < 1)
-    return "--make-vocab-size-divisible-by must be at least 1";
   if (options.bucketElements < 1)
     return "--ddp-bucket-size must be at least 1";
   if (options.target != "cpu" && options.target != "cuda")

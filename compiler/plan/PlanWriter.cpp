@@ -358,8 +358,14 @@ FailureOr<PlanHeader> getPlanHeader(ModuleOp module) {
         std::pair{"data_parallel", &header.dataParallel},
         std::pair{"pipeline_parallel", &header.pipelineParallel}}) {
     auto value = dict.getAs<IntegerAttr>(key);
-    if (!value || value.getInt() < 0 || value.getInt() > UINT32_MAX)
+    if (!value)
       return module.emitError() << "strata.plan needs a " << key;
+    // Every one is a count or a size that something divides by.
+    if (value.getInt() < 1 || value.getInt() > UINT32_MAX)
+      return module.emitError()
+             << "strata.plan's " << key
+             << " must be a positive integer below 2^32, got "
+             << value.getInt();
     *field = static_cast<uint32_t>(value.getInt());
   }
   auto flops = dict.getAs<FloatAttr>("flops_per_iteration");

@@ -29,10 +29,9 @@ std::string Executor::load() {
                   (name == std::string("tokens") ? firstStage : lastStage);
     if (index < 0 && needed)
       return std::string("the plan has no '") + name + "' input" +
-             (whole.pipelineSchedule.empty()
-                  ? ""
-                  : name == std::string("tokens") ? " on its first pipeline stage"
-                                                  : " on its last pipeline stage");
+             (whole.pipelineSchedule.empty()  ? ""
+              : name == std::string("tokens") ? " on its first pipeline stage"
+                                              : " on its last pipeline stage");
     if (index < 0)
       continue;
     const Buffer &b = rank.buffers[index];

@@ -352,9 +352,14 @@ int main(int argc, char **argv) {
   CompileOptions options;
   options.microBatchSize = microBatchSize;
   // Without a global batch: one microbatch per data-parallel rank.
-  options.globalBatchSize = globalBatchSize.getNumOccurrences()
-                                ? globalBatchSize
-                                : microBatchSize * dataParallel;
+  // The default, micro batch x data-parallel size, saturates rather than
+  // wraps: checkOptions names the flag that is too large.
+  int64_t everyReplicaOnce;
+  if (__builtin_mul_overflow(int64_t(microBatchSize), int64_t(dataParallel),
+                             &everyReplicaOnce))
+    everyReplicaOnce = INT64_MAX;
+  options.globalBatchSize =
+      globalBatchSize.getNumOccurrences() ? globalBatchSize : everyReplicaOnce;
   options.bf16 = bf16;
   options.tensorParallel = tensorParallel;
   options.dataParallel = dataParallel;
@@ -421,6 +426,9 @@ int main(int argc, char **argv) {
   options.lastStageLayers = header->lastStageLayers;
   options.pipelineSchedule = header->pipelineSchedule;
   options.recompute = header->recompute;
+  // IR written by hand carries a layout no flag checked.
+  if (std::string error = checkOptions(options); !error.empty())
+    return fail(inputFile + "'s strata.plan header: " + error);
 
   Level from = levelOf(*module);
   Level to = emit == Emit::Graph  ? Level::Graph
