@@ -37,8 +37,11 @@ int launcherValue(std::initializer_list<const char *> names, int absent) {
 } // namespace
 
 int launcherWorldSize() {
-  return launcherValue(
-      {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"}, 0);
+  // Slurm's step variable, not SLURM_NTASKS: an sbatch script's shell has
+  // that too, and a strata-run started there without srun is one process.
+  return launcherValue({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                        "SLURM_STEP_NUM_TASKS"},
+                       0);
 }
 
 int launcherRank() {

@@ -36,6 +36,9 @@ double learningRate(const TrainOptions &o, int64_t iteration) {
   return o.minLr + coefficient * (o.lr - o.minLr);
 }
 
+/// The longest --comm-timeout, in seconds.
+constexpr double kMaxCommTimeout = 30 * 24 * 3600.0;
+
 std::string checkTrainOptions(const TrainOptions &o) {
   if (o.trainIters < 0)
     return "--train-iters must be >= 0";
@@ -79,8 +82,11 @@ std::string checkTrainOptions(const TrainOptions &o) {
     return "--log-interval must be >= 1";
   if (o.ranks < 0)
     return "--ranks must be >= 1";
-  if (!(o.commTimeoutSeconds > 0))
-    return "--comm-timeout must be positive";
+  // Past a month the deadline overflows the clock and a healthy run
+  // timed out at once.
+  if (!(o.commTimeoutSeconds > 0) || o.commTimeoutSeconds > kMaxCommTimeout)
+    return "--comm-timeout must be positive and at most " +
+           std::to_string(int64_t(kMaxCommTimeout)) + " seconds (30 days)";
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "simt")
     return "--backend must be cpu, cuda or simt, got '" + o.backend + "'";
   if (o.localCollectives && (o.stagedCollectives || o.backend == "cuda"))

@@ -14,11 +14,13 @@
 #include "runtime/plan/Plan.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 
 using namespace strata::runtime;
 
@@ -131,7 +133,9 @@ bool parseDouble(const std::string &text, double &out) {
   char *end = nullptr;
   errno = 0;
   double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno != 0)
+  // Every real flag is a rate, a coefficient or a time: inf and nan train
+  // to nothing or wait forever.
+  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(value))
     return false;
   out = value;
   return true;
@@ -308,7 +312,9 @@ int main(int argc, char **argv) {
       value = argv[++i];
     }
     if (!it->second(value))
-      return fail(name + ": '" + value + "' is not a valid value");
+      return fail(name + ": '" + value +
+                  "' is not a valid value (a finite number; integers in "
+                  "64 bits)");
   }
   if (help) {
     std::cout << kUsage;
@@ -331,13 +337,22 @@ int main(int argc, char **argv) {
                 "\n" + kUsage);
   if (seed < 0)
     return fail("--seed must be >= 0");
-  if (threads < 0)
-    return fail("--threads must be >= 0");
-  if (ranks < 0)
-    return fail("--ranks must be >= 1");
+  // More compute threads than the machine runs at once only slow a rank
+  // down, and thousands exhaust the process (libgomp aborted).
+  int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  if (threads < 0 || threads > 4 * cores)
+    return fail("--threads must be between 0 (one share of the cores) and " +
+                std::to_string(4 * cores) + " (4 x this machine's " +
+                std::to_string(cores) + " cores), got " +
+                std::to_string(threads));
+  if (ranks < 0 || ranks > (int64_t(1) << 17))
+    return fail("--ranks must be between 1 and 131072, got " +
+                std::to_string(ranks));
   options.seed = uint64_t(seed);
   options.threads = int(threads);
   options.ranks = int(ranks);
+  if (failRank < -1 || failRank > (int64_t(1) << 17))
+    return fail("--fail-rank must be a rank, got " + std::to_string(failRank));
   options.failRank = int(failRank);
   options.failAtIteration = failAt;
   if (std::string error = checkTrainOptions(options); !error.empty())
