@@ -27,10 +27,12 @@ namespace strata::frontend {
 namespace {
 
 /// Larger dimensions or repeat counts are surely a typo, and would overflow
-/// element counts.
+/// element counts. Layers: 32 times the paper's deepest model (128); a
+/// plan's instructions grow with them, and 100,000 layers ran minutes of
+/// autodiff before failing.
 constexpr double kMaxDim = double(1LL << 32);
 constexpr double kMaxElements = double(1LL << 48);
-constexpr double kMaxLayers = 100000;
+constexpr double kMaxLayers = 4096;
 
 enum class BindingKind { Const, Input, Param, Activation };
 
@@ -242,7 +244,9 @@ FailureOr<Val> Elaborator::evaluate(const Expr &expr) {
   switch (expr.kind) {
   case Expr::Kind::Number:
     if (!std::isfinite(expr.number) || expr.number > 9007199254740992.0)
-      return fail(expr.loc, "number out of range");
+      return fail(expr.loc, "the number is past 2^53 (9007199254740992), the "
+                            "largest the model language computes with "
+                            "exactly");
     return Val::makeNumber(expr.number);
   case Expr::Kind::Bool:
     return Val::makeBool(expr.boolean);
@@ -312,7 +316,8 @@ FailureOr<Val> Elaborator::evaluateBinary(const Expr &expr) {
       break;
     }
     if (!std::isfinite(result))
-      return fail(expr.loc, "number out of range");
+      return fail(expr.loc, "the result is past the largest number (it "
+                            "overflows a double)");
     return Val::makeNumber(result);
   }
   if (lhs->isTensor() && rhs->isTensor()) {
@@ -384,12 +389,14 @@ FailureOr<int64_t> Elaborator::evaluateDim(const Expr &expr,
   FailureOr<Val> value = evaluate(expr);
   if (failed(value))
     return failure();
+  // Too large first: past 2^53 a number is no longer exactly an integer,
+  // and "must be a positive integer" would hide what is wrong.
+  if (value->isNumber() && value->number > kMaxDim)
+    return fail(expr.loc, what + " must be at most 2^32 (4294967296), got " +
+                              value->describe());
   if (!value->isNumber() || !value->isInteger || value->number < 1)
     return fail(expr.loc,
                 what + " must be a positive integer, got " + value->describe());
-  if (value->number > kMaxDim)
-    return fail(expr.loc, what + " " + value->describe() +
-                              " is larger than strata allows (2^32)");
   return static_cast<int64_t>(value->number);
 }
 
@@ -533,7 +540,7 @@ LogicalResult Elaborator::repeat(const Stmt &stmt) {
   if (!count->isNumber() || !count->isInteger || count->number < 1 ||
       count->number > kMaxLayers)
     return fail(stmt.value->loc, "the repeat count must be an integer from 1 "
-                                 "to 100000, got " +
+                                 "to 4096, got " +
                                      count->describe());
   int64_t layers = static_cast<int64_t>(count->number);
 

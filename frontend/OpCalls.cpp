@@ -9,25 +9,32 @@ using namespace mlir;
 namespace strata::frontend {
 namespace {
 
+/// A positional argument: a tensor, or a list of integers (a shape, a
+/// permutation). Each argument's kind is checked before any op is built.
+struct Argument {
+  const char *name;
+  bool list = false;
+};
+
 struct OpInfo {
   const char *name;
-  std::vector<const char *> arguments;
+  std::vector<Argument> arguments;
   std::vector<std::pair<const char *, const char *>> keywords; // name, default
 };
 
 const std::vector<OpInfo> &ops() {
   static const std::vector<OpInfo> table = {
-      {"attention", {"q", "k", "v"}, {{"causal", "true"}}},
-      {"cross_entropy", {"logits", "labels"}, {}},
-      {"embedding", {"table", "ids"}, {}},
-      {"gelu", {"x"}, {{"tanh", "false"}}},
-      {"layer_norm", {"x", "weight", "bias"}, {{"eps", "1e-5"}}},
-      {"matmul", {"a", "b"}, {{"transpose_b", "false"}}},
-      {"reshape", {"x", "shape"}, {}},
-      {"rms_norm", {"x", "weight"}, {{"eps", "1e-5"}}},
-      {"rope", {"x"}, {{"base", "10000"}}},
-      {"silu", {"x"}, {}},
-      {"transpose", {"x", "permutation"}, {}},
+      {"attention", {{"q"}, {"k"}, {"v"}}, {{"causal", "true"}}},
+      {"cross_entropy", {{"logits"}, {"labels"}}, {}},
+      {"embedding", {{"table"}, {"ids"}}, {}},
+      {"gelu", {{"x"}}, {{"tanh", "false"}}},
+      {"layer_norm", {{"x"}, {"weight"}, {"bias"}}, {{"eps", "1e-5"}}},
+      {"matmul", {{"a"}, {"b"}}, {{"transpose_b", "false"}}},
+      {"reshape", {{"x"}, {"shape", true}}, {}},
+      {"rms_norm", {{"x"}, {"weight"}}, {{"eps", "1e-5"}}},
+      {"rope", {{"x"}}, {{"base", "10000"}}},
+      {"silu", {{"x"}}, {}},
+      {"transpose", {{"x"}, {"permutation", true}}, {}},
   };
   return table;
 }
@@ -77,7 +84,7 @@ public:
   FailureOr<Value> tensor(size_t i) {
     const PositionalArg &arg = args.positional[i];
     if (!arg.value.isTensor()) {
-      errorAt(arg.loc) << "argument '" << info.arguments[i]
+      errorAt(arg.loc) << "argument '" << info.arguments[i].name
                        << "' must be a tensor, got " << arg.value.describe();
       return failure();
     }
@@ -88,7 +95,7 @@ public:
   FailureOr<SmallVector<int64_t>> integers(size_t i, bool allowMinusOne) {
     const PositionalArg &arg = args.positional[i];
     if (!arg.value.isList()) {
-      errorAt(arg.loc) << "argument '" << info.arguments[i]
+      errorAt(arg.loc) << "argument '" << info.arguments[i].name
                        << "' must be a list of integers like [2, 16], got "
                        << arg.value.describe();
       return failure();
@@ -99,7 +106,7 @@ public:
                 (item.number >= 0 || (allowMinusOne && item.number == -1)) &&
                 item.number < double(1LL << 48);
       if (!ok) {
-        errorAt(arg.loc) << "argument '" << info.arguments[i]
+        errorAt(arg.loc) << "argument '" << info.arguments[i].name
                          << "' must hold integers"
                          << (allowMinusOne ? " (or one -1)" : "") << ", got "
                          << item.describe();
@@ -162,8 +169,8 @@ std::string opSignature(StringRef name) {
     return name.str();
   std::string text = std::string(info->name) + "(";
   bool first = true;
-  for (const char *argument : info->arguments) {
-    text += (first ? "" : ", ") + std::string(argument);
+  for (const Argument &argument : info->arguments) {
+    text += (first ? "" : ", ") + std::string(argument.name);
     first = false;
   }
   for (auto [keyword, fallback] : info->keywords) {
@@ -218,9 +225,14 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
   StringRef name = args.callee;
   Location loc = args.location;
   SmallVector<Value> tensors;
+  // Every argument of the kind its op declares, before anything is built:
+  // a list where a tensor belongs once reached the op builders.
   for (size_t i = 0; i < args.positional.size(); ++i) {
-    if (args.positional[i].value.isList())
-      continue; // reshape's shape, transpose's permutation
+    if (info->arguments[i].list) {
+      if (failed(reader.integers(i, /*allowMinusOne=*/name == "reshape")))
+        return failure();
+      continue; // read again below, where the op is built
+    }
     FailureOr<Value> tensor = reader.tensor(i);
     if (failed(tensor))
       return failure();

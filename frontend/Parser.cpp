@@ -1,6 +1,7 @@
 //===- Parser.cpp - the model language's grammar --------------------------===//
 #include "frontend/Parser.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -21,6 +22,12 @@ std::string describeInvalid(const std::string &text) {
   }
   return "'" + shown + "', which is not part of the language";
 }
+
+/// How deep an expression or a nest of repeat blocks may go. Everything
+/// after the parser walks the tree recursively (and frees it so): without
+/// a bound, thousands of parentheses or a megabyte of `1 + 1 + ...`
+/// overflowed the stack. Python's parser stops nesting at 200.
+constexpr int kMaxNesting = 256;
 
 class Parser {
 public:
@@ -150,6 +157,10 @@ private:
       return parseExpr(stmt.value);
     }
     if (atKeyword("repeat")) {
+      Nesting level(blocks);
+      if (blocks > kMaxNesting)
+        return fail(token.loc, "repeat blocks nest more than " +
+                                   std::to_string(kMaxNesting) + " deep");
       consume();
       stmt.kind = Stmt::Kind::Repeat;
       if (!parseExpr(stmt.value) ||
@@ -192,6 +203,32 @@ private:
     return expr;
   }
 
+  bool tooDeep(SourceLoc loc) {
+    return fail(loc, "the expression nests more than " +
+                         std::to_string(kMaxNesting) +
+                         " levels deep (parentheses, brackets, calls, unary "
+                         "minus and chains of operators each count): give "
+                         "parts of it names");
+  }
+
+  /// The node's height from its operands'; false past the bound.
+  bool measure(Expr &expr) {
+    int below = 0;
+    for (const ExprPtr &operand : expr.operands)
+      below = std::max(below, operand->height);
+    for (const KeywordArg &keyword : expr.keywords)
+      below = std::max(below, keyword.value->height);
+    expr.height = below + 1;
+    return expr.height <= kMaxNesting || tooDeep(expr.loc);
+  }
+
+  /// Counts one level of the parser's own recursion while alive.
+  struct Nesting {
+    explicit Nesting(int &depth) : depth(depth) { ++depth; }
+    ~Nesting() { --depth; }
+    int &depth;
+  };
+
   bool parseExpr(ExprPtr &out) {
     if (!parseTerm(out))
       return false;
@@ -205,6 +242,8 @@ private:
       binary->operands.push_back(std::move(out));
       binary->operands.push_back(std::move(rhs));
       out = std::move(binary);
+      if (!measure(*out))
+        return false;
     }
     return true;
   }
@@ -222,11 +261,18 @@ private:
       binary->operands.push_back(std::move(out));
       binary->operands.push_back(std::move(rhs));
       out = std::move(binary);
+      if (!measure(*out))
+        return false;
     }
     return true;
   }
 
   bool parseUnary(ExprPtr &out) {
+    // Every nesting (a parenthesis, a list, a call's argument, a unary
+    // minus) passes here: the bound holds before the tree is built.
+    Nesting level(nesting);
+    if (nesting > kMaxNesting)
+      return tooDeep(token.loc);
     if (!pending && at(TokenKind::Minus)) {
       out = makeExpr(Expr::Kind::Negate, token.loc);
       consume();
@@ -234,9 +280,11 @@ private:
       if (!parseUnary(operand))
         return false;
       out->operands.push_back(std::move(operand));
-      return true;
+      return measure(*out);
     }
-    return parsePrimary(out);
+    if (!parsePrimary(out))
+      return false;
+    return measure(*out);
   }
 
   bool parseExprList(std::vector<ExprPtr> &items, TokenKind close) {
@@ -364,6 +412,7 @@ private:
   Token token;
   std::optional<Token> pending;
   bool failed = false;
+  int nesting = 0, blocks = 0;
 };
 
 } // namespace

@@ -15,6 +15,35 @@ using namespace strata;
 
 namespace {
 
+/// Every embedding table has a row for every id the loss scores: the
+/// vocabulary is the loss's (its real size, before any padding). A
+/// shorter table trained, embedding ids past its rows as zeros.
+LogicalResult verifyVocabulary(func::FuncOp func) {
+  int64_t vocabulary = 0;
+  func.walk([&](graph::CrossEntropyOp loss) {
+    auto logits = cast<RankedTensorType>(loss.getLogits().getType());
+    int64_t real = loss.getVocabSize() ? int64_t(*loss.getVocabSize())
+                                       : logits.getShape().back();
+    vocabulary = std::max(vocabulary, real);
+  });
+  WalkResult walk = func.walk([&](graph::EmbeddingOp embedding) {
+    auto table = cast<RankedTensorType>(embedding.getTable().getType());
+    int64_t rows = table.getShape().front();
+    if (vocabulary == 0 || rows >= vocabulary || ShapedType::isDynamic(rows))
+      return WalkResult::advance();
+    std::string name = "its table";
+    if (auto param = embedding.getTable().getDefiningOp<graph::ParamOp>())
+      name = "'" + param.getName().str() + "'";
+    embedding.emitError() << "the embedding table " << name << " has " << rows
+                          << " rows, but the loss scores a vocabulary of "
+                          << vocabulary << ": ids " << rows << " to "
+                          << vocabulary - 1
+                          << " would embed as rows that do not exist";
+    return WalkResult::interrupt();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 LogicalResult verifyModelFunction(func::FuncOp func) {
   auto results = func.getFunctionType().getResults();
   auto scalar = RankedTensorType::get({}, Float32Type::get(func.getContext()));
@@ -64,7 +93,7 @@ LogicalResult verifyModelFunction(func::FuncOp func) {
     return boundaries[0].emitError()
            << "a model with layers has at least two boundaries: one "
               "entering the first layer and one leaving the last";
-  return success();
+  return verifyVocabulary(func);
 }
 
 struct VerifyModelPass : strata::impl::VerifyModelBase<VerifyModelPass> {
