@@ -131,7 +131,11 @@ std::string emitClipCoefficient(const LaunchDesc &, KernelCode &code) {
   double value = sqrt((double)sum[0]);
   double clip = hyper[$CLIP];
   norm[0] = (float)value;
-  coefficient[0] = (float)(clip > 0.0 ? fmin(1.0, clip / (value + 1e-6)) : 1.0);
+  // 0 when the norm is not finite: adamw skips the step (every rank reads
+  // the same global norm).
+  coefficient[0] = (float)(!isfinite(value) ? 0.0
+                           : clip > 0.0    ? fmin(1.0, clip / (value + 1e-6))
+                                           : 1.0);
 )",
                    {{"CLIP", std::to_string(runtime::kHyperClip)}});
   return "";
@@ -169,6 +173,8 @@ $WRITE)";
                                       : "    store(params, flat, param);"}});
   auto slot = [](runtime::HyperSlot s) { return std::to_string(int(s)); };
   code.body = fill(R"(  float c = coefficient[0];
+  if (!(c > 0.0f))
+    return; // a gradient norm that is not finite: the step is skipped
   bool clipped = c < 1.0f;
   float decayFactor = hyper[$DECAY], beta1 = hyper[$BETA1],
         oneMinusBeta1 = hyper[$OMB1], beta2 = hyper[$BETA2],

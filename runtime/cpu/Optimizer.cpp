@@ -2,7 +2,10 @@
 //
 //   sum_squares       s = Σ g² over the segments counted (double)
 //   clip_coefficient  norm = sqrt(s); c = min(1, clip / (norm + 1e-6)),
-//                     1 without clipping (Megatron's and torch's rule)
+//                     1 without clipping (Megatron's and torch's rule);
+//                     c = 0 when the norm is not finite: the step is
+//                     skipped (every rank reads the same global norm, so
+//                     every rank skips it alike)
 //   adamw             per segment of the flat regions the rank owns:
 //                     g ← g·c; p ← p·(1 − lr·wd) (decayed segments only);
 //                     m ← β1·m + (1 − β1)·g; v ← β2·v + (1 − β2)·g²;
@@ -57,7 +60,9 @@ void runClipCoefficient(const KernelArgs &args) {
   using namespace ClipCoefficient;
   double norm = std::sqrt(double(*args.f(op::sum)));
   double clip = args.hyper(op::hyper, kHyperClip);
-  double coefficient = clip > 0 ? std::min(1.0, clip / (norm + 1e-6)) : 1.0;
+  double coefficient = !std::isfinite(norm) ? 0.0
+                       : clip > 0           ? std::min(1.0, clip / (norm + 1e-6))
+                                            : 1.0;
   *args.f(op::norm) = static_cast<float>(norm);
   *args.f(op::coefficient) = static_cast<float>(coefficient);
 }
@@ -77,6 +82,9 @@ void runAdamW(const KernelArgs &args) {
   float stepSize = args.hyper(op::hyper, kHyperStepSize);
   float correction2Sqrt = args.hyper(op::hyper, kHyperCorrection2);
   float eps = args.hyper(op::hyper, kHyperEps);
+  // A gradient norm that is not finite: no update, no state changed.
+  if (!(coefficient > 0.0f))
+    return;
   bool clipped = coefficient < 1.0f;
   const std::vector<int64_t> &segments = args.list(attr::segments);
   float decayFactor = args.hyper(op::hyper, kHyperDecay);

@@ -63,7 +63,7 @@ std::string layoutOf(const Plan &plan) {
 /// Rank 0's part: metadata, the rename into place, then the marker.
 std::string publish(const Plan &plan, const std::string &root,
                     const std::string &temp, const std::string &directory,
-                    int64_t iteration, uint64_t seed) {
+                    int64_t iteration, uint64_t seed, int64_t skipped) {
   std::string json =
       jsonObject({{"format", jsonString(kFormat)},
                   {"version", std::to_string(kVersion)},
@@ -74,6 +74,7 @@ std::string publish(const Plan &plan, const std::string &root,
                    std::to_string(uint64_t(iteration) * plan.globalBatchSize)},
                   {"global_batch_size", std::to_string(plan.globalBatchSize)},
                   {"seed", std::to_string(seed)},
+                  {"skipped_iterations", std::to_string(skipped)},
                   {"ranks", std::to_string(plan.world())},
                   {"layout", jsonString(layoutOf(plan))}});
   if (std::string error = writeFileWhole(temp + "/metadata.json", json);
@@ -104,7 +105,7 @@ std::string checkpointDirectory(const std::string &root, int64_t iteration) {
 }
 
 std::string saveCheckpoint(Executor &executor, const std::string &root,
-                           int64_t iteration, uint64_t seed) {
+                           int64_t iteration, uint64_t seed, int64_t skipped) {
   const Plan &plan = executor.plan();
   uint32_t me = executor.rankPlan().rank;
   std::vector<int> everyone;
@@ -142,7 +143,7 @@ std::string saveCheckpoint(Executor &executor, const std::string &root,
   if (!agree(error, "writing the shards"))
     return error.empty() ? "another rank could not write its shards" : error;
   if (me == 0)
-    error = publish(plan, root, temp, directory, iteration, seed);
+    error = publish(plan, root, temp, directory, iteration, seed, skipped);
   if (!agree(error, "publishing"))
     return error.empty() ? "rank 0 could not publish the checkpoint" : error;
   return "";
@@ -210,6 +211,11 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
     ok = ok && numbers.count(key);
   if (!ok)
     return "'" + metaPath + "' is not a strata checkpoint's metadata";
+  if (numbers.count("skipped_iterations") &&
+      numbers["skipped_iterations"] > iteration)
+    return "'" + metaPath + "' counts more skipped iterations than " + text;
+  out.skippedIterations =
+      numbers.count("skipped_iterations") ? numbers["skipped_iterations"] : 0;
   if (numbers["iteration"] != iteration)
     return "'" + metaPath + "' is of iteration " +
            std::to_string(numbers["iteration"]) + ", not " + text;

@@ -39,8 +39,12 @@ std::string checkpointDirectory(const std::string &root, int64_t iteration);
 /// Saves this rank's shards of the state after `iteration` under `root`;
 /// every rank of the plan calls it at the same iteration (they wait for
 /// each other). "" or what went wrong (on every rank if on any).
+/// `skipped`: the iterations so far whose update was skipped (a gradient
+/// norm that was not finite), which the optimizer's step and the learning
+/// rate schedule did not count.
 std::string saveCheckpoint(Executor &executor, const std::string &root,
-                           int64_t iteration, uint64_t seed);
+                           int64_t iteration, uint64_t seed,
+                           int64_t skipped = 0);
 
 /// A checkpoint read and assembled: the iteration it was saved after and
 /// every parameter's global values and moments.
@@ -48,6 +52,7 @@ struct LoadedCheckpoint {
   std::string directory, model;
   std::string gelu; // Plan::gelu of the run that saved it
   int64_t iteration = 0;
+  int64_t skippedIterations = 0; // absent in older checkpoints: none
   uint32_t savedRanks = 0;
   std::string savedLayout;
   std::map<std::string, GlobalParam> params;

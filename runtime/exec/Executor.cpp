@@ -421,6 +421,19 @@ void Executor::runSteps(int64_t iteration, const LoadBatch &loadBatch,
       exchangeAt(s, pending);
     if (!optimizer && program.phase == Phase::Optimizer)
       continue;
+    if (program.phase == Phase::Optimizer && iteration == poisonAt &&
+        rank.gradRegion != kNoBuffer) {
+      // After every reduction into the gradients: all of them, so that
+      // each element's owner (the distributed optimizer) sees one. 0x7f80
+      // is inf as bf16; twice, a nan as f32.
+      backend.synchronize();
+      std::vector<uint16_t> infinite(rank.buffers[rank.gradRegion].bytes / 2,
+                                     0x7f80);
+      backend.copyIn(Stream::Compute, address(rank.gradRegion),
+                     infinite.data(), infinite.size() * 2);
+      backend.synchronizeCompute(); // `infinite` is read by then
+      poisonAt = -1;
+    }
     if (step.microbatch >= 0 && info.readsBatch)
       loadBatch(step.microbatch);
     double start = tracing ? now() : 0;

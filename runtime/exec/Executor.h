@@ -65,6 +65,11 @@ public:
   /// The gradient norm the last optimizer program computed.
   float gradNorm();
 
+  /// Fault injection for tests (strata-run --fail-grad-at-iteration):
+  /// every gradient of iteration `iteration` made infinite just before
+  /// the optimizer, on every rank, as an overflow in the backward would.
+  void poisonGradientsAt(int64_t iteration) { poisonAt = iteration; }
+
   // Measurement.
   void enableTrace(std::chrono::steady_clock::time_point epoch);
   std::vector<TraceEvent> takeTrace();
@@ -102,6 +107,7 @@ public:
   double exposedCommunicationSeconds() const;
 
 private:
+  int64_t poisonAt = -1;
   struct ProgramInfo {
     bool readsBatch = false, writesLoss = false;
     std::vector<std::string> where; // per instruction, for messages

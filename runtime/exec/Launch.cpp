@@ -265,7 +265,7 @@ void resume(LocalRank &rank, const LoadedCheckpoint *checkpoint) {
     throw std::runtime_error(
         "rank " + std::to_string(rank.executor.rankPlan().rank) +
         ": loading '" + checkpoint->directory + "': " + error);
-  rank.loop.resumeAfter(checkpoint->iteration);
+  rank.loop.resumeAfter(checkpoint->iteration, checkpoint->skippedIterations);
 }
 
 /// One process, one rank, under an MPI launcher.

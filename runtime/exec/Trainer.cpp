@@ -59,6 +59,8 @@ std::string checkTrainOptions(const TrainOptions &o) {
     return "--weight-decay must be >= 0";
   if (!(h.clipGrad >= 0))
     return "--clip-grad must be >= 0 (0: no clipping)";
+  if (o.exitOnNan < 0)
+    return "--exit-on-nan must be >= 0 (0: never)";
   if (o.saveInterval < 0 || o.exitInterval < 0)
     return "--save-interval and --exit-interval must be >= 0";
   if (o.evalInterval < 0 || o.evalIters < 0)
@@ -111,17 +113,19 @@ namespace {
 
 void logLine(std::ostream &log, int64_t iteration, int64_t iters,
              int64_t samples, double ms, double tflops, double lr,
-             int64_t batch, double loss, double norm, int64_t nans) {
+             int64_t batch, double loss, double norm, int64_t skipped,
+             int64_t nans) {
   char line[512];
   std::snprintf(line, sizeof line,
                 " iteration %8lld/%8lld | consumed samples: %12lld | elapsed "
                 "time per iteration (ms): %.1f | throughput per GPU "
                 "(TFLOP/s/GPU): %.1f | learning rate: %.6E | global batch "
                 "size: %5lld | lm loss: %.6E | loss scale: 1.0 | grad norm: "
-                "%.3f | number of skipped iterations:   0 | number of nan "
+                "%.3f | number of skipped iterations: %3lld | number of nan "
                 "iterations: %3lld |",
                 (long long)iteration, (long long)iters, (long long)samples, ms,
-                tflops, lr, (long long)batch, loss, norm, (long long)nans);
+                tflops, lr, (long long)batch, loss, norm, (long long)skipped,
+                (long long)nans);
   log << line << "\n";
 }
 
@@ -166,7 +170,9 @@ float TrainingLoop::averageLoss(float sum, const std::string &what) {
 bool TrainingLoop::run(std::ostream *log) {
   Hyper hyper = options.hyper;
   double lossSum = 0, elapsedMs = 0;
-  int64_t lossCount = 0, nans = 0;
+  executor.poisonGradientsAt(options.failGradAtIteration);
+  // Counted per log interval, as Megatron's log line counts them.
+  int64_t lossCount = 0, nans = 0, skipped = 0, skippedInARow = 0;
   for (int64_t iteration = firstIteration; iteration <= options.trainIters;
        ++iteration) {
     if (int(rank.rank) == options.failRank &&
@@ -176,8 +182,12 @@ bool TrainingLoop::run(std::ostream *log) {
       return false;
     }
     auto start = std::chrono::steady_clock::now();
-    hyper.lr = learningRate(options, iteration);
-    hyper.step = iteration;
+    // The updates applied so far: a skipped one advances neither Adam's
+    // step nor the schedule (Megatron steps its scheduler only when the
+    // update succeeded).
+    int64_t updates = iteration - skippedIterations;
+    hyper.lr = learningRate(options, updates);
+    hyper.step = updates;
     float loss = executor.runIteration(iteration, hyper, [&](int64_t mb) {
       loadBatch(data, (iteration - 1) * plan.globalBatchSize, mb);
     });
@@ -190,7 +200,13 @@ bool TrainingLoop::run(std::ostream *log) {
     elapsedMs += seconds * 1e3;
     iterationSeconds += seconds;
     ++iterationsRun;
-    if (std::isnan(loss) || std::isnan(norm)) {
+    // The device skipped the update when the global norm was not finite:
+    // every rank reads the same norm, so every rank counts it alike.
+    bool skip = !std::isfinite(norm);
+    skippedIterations += skip;
+    skipped += skip;
+    skippedInARow = skip ? skippedInARow + 1 : 0;
+    if (!std::isfinite(loss) || skip) {
       ++nans;
     } else {
       lossSum += loss;
@@ -208,13 +224,23 @@ bool TrainingLoop::run(std::ostream *log) {
       logLine(*log, iteration, options.trainIters,
               iteration * int64_t(plan.globalBatchSize), ms, tflops, hyper.lr,
               plan.globalBatchSize,
-              lossCount ? lossSum / double(lossCount) : NAN, norm, nans);
+              lossCount ? lossSum / double(lossCount) : NAN, norm, skipped,
+              nans);
     }
     if (report) {
       lossSum = 0;
       lossCount = 0;
       elapsedMs = 0;
+      skipped = 0;
+      nans = 0;
     }
+    if (options.exitOnNan > 0 && skippedInARow >= options.exitOnNan)
+      throw std::runtime_error(
+          "iteration " + std::to_string(iteration) + ": the gradient norm was " +
+          (std::isnan(norm) ? "nan" : "inf") + " in " +
+          std::to_string(skippedInARow) +
+          " iteration(s) in a row, their updates skipped; --exit-on-nan " +
+          std::to_string(options.exitOnNan) + " stops the run here");
     // Megatron's order: evaluate, save, exit. The valid split goes on where
     // the last evaluation stopped.
     if (valid && options.evalInterval > 0 &&
@@ -232,7 +258,8 @@ bool TrainingLoop::run(std::ostream *log) {
       executor.device().synchronize();
       auto began = std::chrono::steady_clock::now();
       if (std::string error =
-              saveCheckpoint(executor, options.save, iteration, options.seed);
+              saveCheckpoint(executor, options.save, iteration, options.seed,
+                             skippedIterations);
           !error.empty())
         throw std::runtime_error(error);
       if (log)

@@ -44,6 +44,10 @@ struct TrainOptions {
   // Megatron's --exit-interval: stop (saving first) after an iteration
   // this divides, the schedule still that of --train-iters.
   int64_t exitInterval = 0;
+  // Stop with an error after this many skipped iterations in a row (a
+  // gradient norm that is not finite); 0: never. Megatron's
+  // --check-for-nan-in-loss-and-grad is 1.
+  int64_t exitOnNan = 0;
   // Starting weights from a safetensors file (HuggingFace.h's names).
   std::string loadSafetensors;
   std::string names = "strata";
@@ -77,6 +81,8 @@ struct TrainOptions {
   // (a process) at the start of this iteration.
   int failRank = -1;
   int64_t failAtIteration = -1;
+  // Fault injection: every gradient of this iteration non-finite (-1: no).
+  int64_t failGradAtIteration = -1;
 };
 
 /// Megatron's learning-rate schedule, by iteration: warm up linearly from 0
@@ -99,8 +105,12 @@ public:
   /// stopped early (fault injection).
   bool run(std::ostream *log);
 
-  /// Goes on after iteration `iteration` (a loaded checkpoint's).
-  void resumeAfter(int64_t iteration) { firstIteration = iteration + 1; }
+  /// Goes on after iteration `iteration` (a loaded checkpoint's), of which
+  /// `skipped` skipped their update.
+  void resumeAfter(int64_t iteration, int64_t skipped) {
+    firstIteration = iteration + 1;
+    skippedIterations = skipped;
+  }
 
   /// The valid and test splits to evaluate on (null: none).
   void setEvaluationData(const Dataset *validSplit, const Dataset *testSplit) {
@@ -141,6 +151,10 @@ private:
   bool lastStage = false;              // where the loss is
   std::vector<int32_t> tokens, labels; // host staging for one microbatch
   int64_t iterationsRun = 0, firstIteration = 1;
+  // Iterations whose gradient norm was not finite: their update was
+  // skipped, and the optimizer's step and the learning rate schedule do
+  // not count them (Megatron's update_successful).
+  int64_t skippedIterations = 0;
   double iterationSeconds = 0;
   // What evaluations sent and waited, left out of --report-comm's
   // per-iteration figures.

@@ -65,7 +65,13 @@ const char *kUsage =
     "  --exit-interval N         stop after an iteration N divides (saving\n"
     "                            first with --save), the learning-rate\n"
     "                            schedule still --train-iters'\n"
-    "  --log-interval N          iterations per log line (1)\n"
+    "  --exit-on-nan N           stop with an error after N iterations in\n"
+    "                            a row whose gradient norm was nan or inf\n"
+    "                            (their updates are skipped on every rank;\n"
+    "                            0: never, the default);\n"
+    "                            --check-for-nan-in-loss-and-grad is 1\n"
+    "  --log-interval N          iterations per log line (1); the skipped\n"
+    "                            and nan counts are the interval's\n"
     "  --backend cpu|cuda|simt   where the ranks run (cpu; cuda loads the\n"
     "                            NVIDIA driver, and only then; simt, for\n"
     "                            testing, runs a cuda plan's kernels on the\n"
@@ -105,6 +111,8 @@ const char *kUsage =
     "                            wait a plan lacks is a reported data race\n"
     "  --fail-rank R --fail-at-iteration I\n"
     "                            (testing) rank R stops at iteration I\n"
+    "  --fail-grad-at-iteration I (testing) every gradient of iteration I\n"
+    "                            made inf before the update, on every rank\n"
     "  --check                   load the plan for every rank of its layout\n"
     "                            without running it: resolve and check each\n"
     "                            rank's template, print each stage's memory\n"
@@ -217,6 +225,7 @@ int main(int argc, char **argv) {
       {"--load", text(options.load)},
       {"--save-interval", integer(options.saveInterval)},
       {"--exit-interval", integer(options.exitInterval)},
+      {"--exit-on-nan", integer(options.exitOnNan)},
       {"--load-safetensors", text(options.loadSafetensors)},
       {"--names", text(options.names)},
       {"--trace", text(options.tracePath)},
@@ -227,6 +236,7 @@ int main(int argc, char **argv) {
       {"--comm-timeout", real(options.commTimeoutSeconds)},
       {"--fail-rank", integer(failRank)},
       {"--fail-at-iteration", integer(failAt)},
+      {"--fail-grad-at-iteration", integer(options.failGradAtIteration)},
   };
 
   for (int i = 1; i < argc; ++i) {
@@ -245,6 +255,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--report-comm") {
       options.reportComm = true;
+      continue;
+    }
+    if (arg == "--check-for-nan-in-loss-and-grad") {
+      options.exitOnNan = 1; // Megatron's: stop at the first
       continue;
     }
     if (arg == "--check") {
