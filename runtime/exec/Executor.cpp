@@ -429,8 +429,8 @@ void Executor::runSteps(int64_t iteration, const LoadBatch &loadBatch,
       backend.synchronize();
       std::vector<uint16_t> infinite(rank.buffers[rank.gradRegion].bytes / 2,
                                      0x7f80);
-      backend.copyIn(Stream::Compute, address(rank.gradRegion),
-                     infinite.data(), infinite.size() * 2);
+      backend.copyIn(Stream::Compute, address(rank.gradRegion), infinite.data(),
+                     infinite.size() * 2);
       backend.synchronizeCompute(); // `infinite` is read by then
       poisonAt = -1;
     }

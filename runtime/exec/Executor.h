@@ -173,8 +173,7 @@ private:
   /// A mark on the compute stream (mark 0 also notes the host's time).
   uint32_t mark();
   /// Adds an instruction's time to kernelTime and lastIteration.
-  void addProfile(uint32_t program, size_t index, size_t width,
-                  double seconds);
+  void addProfile(uint32_t program, size_t index, size_t width, double seconds);
   /// After the iteration synchronized: the device's times into the trace
   /// and the profile.
   void resolveDeviceTimes();

@@ -576,6 +576,9 @@ int train(const Plan &plan, const TrainOptions &options, std::ostream &log,
           << options.loadSafetensors << " (" << options.names << " names)\n";
   }
   const LoadedCheckpoint *loaded = checkpoint ? &*checkpoint : nullptr;
+  // With somewhere to save, a stop signal saves first (docs/errors.md).
+  if (!options.save.empty())
+    installStopSignals();
   if (launcherWorldSize() > 0)
     return trainAsProcess(plan, options, data, evaluation, loaded,
                           gpu ? &*gpu : nullptr, log, errors);

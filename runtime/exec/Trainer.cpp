@@ -8,6 +8,7 @@
 #include "runtime/io/WholeFile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <signal.h>
 #include <sys/stat.h>
 
 namespace strata::runtime {
@@ -105,6 +107,41 @@ std::string checkTrainOptions(const TrainOptions &o) {
   return "";
 }
 
+namespace {
+
+/// The signal that asked this process to stop, or 0.
+std::atomic<int> stopSignal{0};
+
+extern "C" void onStopSignal(int signal) { stopSignal.store(signal); }
+
+} // namespace
+
+void installStopSignals() {
+  struct sigaction action = {};
+  action.sa_handler = onStopSignal;
+  sigemptyset(&action.sa_mask);
+  // One-shot: a second Ctrl-C ends the process at once.
+  action.sa_flags = SA_RESETHAND | SA_RESTART;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+}
+
+int TrainingLoop::stopSignalEverywhere(int64_t iteration) {
+  // Summed over every rank: positive when any saw a signal, and every rank
+  // reads it after the same iteration, whenever each was signalled.
+  float seen = stopSignal.load() ? 1.0f : 0.0f;
+  std::vector<int> everyone;
+  for (uint32_t r = 0; r < plan.world(); ++r)
+    everyone.push_back(int(r));
+  executor.communication().hostAllReduce(
+      everyone, &seen, 1,
+      "agreeing whether to stop after iteration " + std::to_string(iteration));
+  if (seen <= 0)
+    return 0;
+  int mine = stopSignal.load();
+  return mine ? mine : -1; // -1: another rank's
+}
+
 uint32_t loggingRank(const Plan &plan) {
   return plan.firstRankOf(plan.pipelineParallel - 1);
 }
@@ -115,17 +152,22 @@ void logLine(std::ostream &log, int64_t iteration, int64_t iters,
              int64_t samples, double ms, double tflops, double lr,
              int64_t batch, double loss, double norm, int64_t skipped,
              int64_t nans) {
+  // Megatron prints the throughput to one decimal; a CPU run's is far
+  // below 0.1, so small figures keep three significant digits.
+  char throughput[32];
+  std::snprintf(throughput, sizeof throughput, tflops >= 1 ? "%.1f" : "%.3g",
+                tflops);
   char line[512];
   std::snprintf(line, sizeof line,
                 " iteration %8lld/%8lld | consumed samples: %12lld | elapsed "
                 "time per iteration (ms): %.1f | throughput per GPU "
-                "(TFLOP/s/GPU): %.1f | learning rate: %.6E | global batch "
+                "(TFLOP/s/GPU): %s | learning rate: %.6E | global batch "
                 "size: %5lld | lm loss: %.6E | loss scale: 1.0 | grad norm: "
                 "%.3f | number of skipped iterations: %3lld | number of nan "
                 "iterations: %3lld |",
                 (long long)iteration, (long long)iters, (long long)samples, ms,
-                tflops, lr, (long long)batch, loss, norm, (long long)skipped,
-                (long long)nans);
+                throughput, lr, (long long)batch, loss, norm,
+                (long long)skipped, (long long)nans);
   log << line << "\n";
 }
 
@@ -236,9 +278,9 @@ bool TrainingLoop::run(std::ostream *log) {
     }
     if (options.exitOnNan > 0 && skippedInARow >= options.exitOnNan)
       throw std::runtime_error(
-          "iteration " + std::to_string(iteration) + ": the gradient norm was " +
-          (std::isnan(norm) ? "nan" : "inf") + " in " +
-          std::to_string(skippedInARow) +
+          "iteration " + std::to_string(iteration) +
+          ": the gradient norm was " + (std::isnan(norm) ? "nan" : "inf") +
+          " in " + std::to_string(skippedInARow) +
           " iteration(s) in a row, their updates skipped; --exit-on-nan " +
           std::to_string(options.exitOnNan) + " stops the run here");
     // Megatron's order: evaluate, save, exit. The valid split goes on where
@@ -253,13 +295,16 @@ bool TrainingLoop::run(std::ostream *log) {
         options.saveInterval > 0 && iteration % options.saveInterval == 0;
     bool exit =
         options.exitInterval > 0 && iteration % options.exitInterval == 0;
+    // A scheduler's SIGTERM (or a SIGINT) on any rank: every rank saves
+    // this iteration and stops, having agreed (Megatron's exit signal
+    // handler). Only with --save: without it the signal ends the run.
+    int signal = options.save.empty() ? 0 : stopSignalEverywhere(iteration);
     if (!options.save.empty() &&
-        (due || exit || iteration == options.trainIters)) {
+        (due || exit || signal || iteration == options.trainIters)) {
       executor.device().synchronize();
       auto began = std::chrono::steady_clock::now();
-      if (std::string error =
-              saveCheckpoint(executor, options.save, iteration, options.seed,
-                             skippedIterations);
+      if (std::string error = saveCheckpoint(executor, options.save, iteration,
+                                             options.seed, skippedIterations);
           !error.empty())
         throw std::runtime_error(error);
       if (log)
@@ -270,6 +315,18 @@ bool TrainingLoop::run(std::ostream *log) {
                             .count() *
                         1e3)
              << " ms\n";
+    }
+    if (signal) {
+      if (log)
+        *log << "exiting program at iteration " << iteration
+             << (signal == SIGINT    ? " after receiving SIGINT"
+                 : signal == SIGTERM ? " after receiving SIGTERM"
+                                     : " after another rank received a stop "
+                                       "signal")
+             << ": its checkpoint is saved; resume with --load " << options.save
+             << "\n";
+      executor.device().synchronize();
+      return true;
     }
     // Megatron exits here, before the evaluations after training, even at
     // the last iteration.
@@ -357,7 +414,8 @@ std::string TrainingLoop::profileJson() const {
   text += executor.profilesDevice() ? "\"device\"" : "\"host\"";
   text += ",\n  \"backend\": " + jsonString(options.backend) +
           ",\n  \"rank\": " + std::to_string(rank.rank) +
-          ",\n  \"iteration\": " + std::to_string(firstIteration + iterationsRun - 1) +
+          ",\n  \"iteration\": " +
+          std::to_string(firstIteration + iterationsRun - 1) +
           ",\n  \"entries\": [";
   for (size_t i = 0; i < order.size(); ++i) {
     const auto &e = *order[i];
@@ -366,9 +424,9 @@ std::string TrainingLoop::profileJson() const {
                   "\"calls\": %lld, \"seconds\": %.9g, \"bytes\": %.17g, "
                   "\"flops\": %.17g",
                   (long long)e.calls, e.seconds, e.cost.bytes, e.cost.flops);
-    text += std::string(i ? "," : "") + "\n    {\"name\": " +
-            jsonString(e.cost.name) + ", \"shape\": " + jsonString(e.cost.shape) +
-            ", " + numbers + "}";
+    text += std::string(i ? "," : "") +
+            "\n    {\"name\": " + jsonString(e.cost.name) +
+            ", \"shape\": " + jsonString(e.cost.shape) + ", " + numbers + "}";
   }
   return text + "\n  ]\n}\n";
 }
@@ -390,7 +448,8 @@ std::string TrainingLoop::printReports(std::ostream &log) {
       return a.second.first > b.second.first;
     });
     log << "kernel time (all iterations, compute stream, "
-        << (executor.profilesDevice() ? "the device's clock" : "the host's clock")
+        << (executor.profilesDevice() ? "the device's clock"
+                                      : "the host's clock")
         << "):\n";
     for (auto &[name, entry] : order) {
       char line[160];

@@ -57,8 +57,8 @@ struct TrainOptions {
   bool profile = false;    // time per kernel, printed at the end
   std::string profileJson; // the last iteration's gemms and kernels by shape
   bool profiling() const { return profile || !profileJson.empty(); }
-  std::string tracePath;   // a Chrome trace of every step and instruction
-  int ranks = 0;           // local ranks as threads: 0 means the plan's
+  std::string tracePath; // a Chrome trace of every step and instruction
+  int ranks = 0;         // local ranks as threads: 0 means the plan's
   // The CPU backend's compute stream on a thread of its own, so that a
   // wait the communication stream needs and a plan lacks is a data race
   // (for ThreadSanitizer runs; traces then time issue, not execution).
@@ -135,6 +135,10 @@ private:
   /// The mean loss over the global batch, from this rank's sum over its
   /// microbatches (on the last pipeline stage, where the loss is).
   float averageLoss(float sum, const std::string &what);
+  /// Whether any rank was asked to stop (installStopSignals): the signal
+  /// this rank saw, -1 for another rank's, 0 for none. Every rank calls it
+  /// after every iteration, and all agree.
+  int stopSignalEverywhere(int64_t iteration);
   /// evalIters batches of `from` from sample `first`; the loss printed,
   /// Megatron's way, on the rank that logs.
   void evaluate(const Dataset &from, int64_t first, const std::string &what,
@@ -164,6 +168,11 @@ private:
 
 /// The rank that logs: the first of the last pipeline stage.
 uint32_t loggingRank(const Plan &plan);
+
+/// SIGTERM and SIGINT (a scheduler's warning before preemption, a
+/// Ctrl-C) make a run with --save save at the next iteration boundary and
+/// stop cleanly; a second one ends the process at once.
+void installStopSignals();
 
 } // namespace strata::runtime
 

@@ -11,6 +11,7 @@
 #include "compiler/plan/PlanWriter.h"
 #include "dialects/exec/ExecDialect.h"
 #include "frontend/Frontend.h"
+#include "runtime/io/MegatronFlags.h"
 #include "runtime/io/WholeFile.h"
 #include "runtime/plan/Plan.h"
 
@@ -148,6 +149,39 @@ cl::opt<std::string> recomputeGranularity(
              "them: full (all but each layer's input) or selective (the "
              "attention core)"),
     cl::init("none"), cl::cat(category));
+
+// Megatron's spellings of recomputation: --recompute-activations is
+// selective; full recomputation of each layer alone is
+// --recompute-granularity full --recompute-method uniform
+// --recompute-num-layers 1, which is strata's full.
+cl::opt<bool> recomputeActivations(
+    "recompute-activations",
+    cl::desc("Megatron's name for --recompute-granularity selective"),
+    cl::cat(category));
+
+cl::opt<std::string> recomputeMethod(
+    "recompute-method",
+    cl::desc("with --recompute-granularity full: uniform (Megatron's; "
+             "strata recomputes each layer alone, --recompute-num-layers 1)"),
+    cl::init(""), cl::cat(category));
+
+cl::opt<int64_t> recomputeNumLayers(
+    "recompute-num-layers",
+    cl::desc("with --recompute-method uniform: layers per recomputed group "
+             "(1: each layer alone, all strata does)"),
+    cl::init(1), cl::cat(category));
+
+cl::opt<bool> overlapGradReduce(
+    "overlap-grad-reduce",
+    cl::desc("Megatron's flag: on by default here (--no-overlap-grad-reduce "
+             "turns it off)"),
+    cl::cat(category));
+
+cl::opt<bool> overlapParamGather(
+    "overlap-param-gather",
+    cl::desc("Megatron's flag: on by default here (--no-overlap-param-gather "
+             "turns it off)"),
+    cl::cat(category));
 
 cl::opt<int64_t> bucketSize(
     "ddp-bucket-size",
@@ -328,12 +362,64 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
 
 } // namespace
 
+/// Megatron's spellings, folded into strata's options; "" or what does
+/// not fit.
+std::string foldMegatronFlags() {
+  if (recomputeActivations) {
+    if (recomputeGranularity.getNumOccurrences() &&
+        recomputeGranularity != "selective")
+      return "--recompute-activations is --recompute-granularity selective; "
+             "it contradicts --recompute-granularity " +
+             recomputeGranularity;
+    recomputeGranularity = "selective";
+  }
+  if (recomputeMethod.getNumOccurrences() ||
+      recomputeNumLayers.getNumOccurrences()) {
+    if (recomputeGranularity != "full")
+      return "--recompute-method and --recompute-num-layers go with "
+             "--recompute-granularity full, as in Megatron";
+    if (recomputeMethod.getNumOccurrences() && recomputeMethod != "uniform")
+      return "--recompute-method " + recomputeMethod +
+             ": strata's full recomputation recomputes each layer alone "
+             "(Megatron's --recompute-method uniform --recompute-num-layers "
+             "1); other methods are not supported";
+    if (recomputeNumLayers != 1)
+      return "--recompute-num-layers " + std::to_string(recomputeNumLayers) +
+             ": strata's full recomputation recomputes each layer alone "
+             "(--recompute-num-layers 1); groups of layers are not supported";
+  }
+  if (overlapGradReduce && noOverlapGradReduce)
+    return "--overlap-grad-reduce and --no-overlap-grad-reduce contradict";
+  if (overlapParamGather && noOverlapParamGather)
+    return "--overlap-param-gather and --no-overlap-param-gather contradict";
+  return "";
+}
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
+  // A Megatron flag strata-compile does not take says where it belongs,
+  // before LLVM's parser guesses at a near name.
+  {
+    auto &registered = cl::getRegisteredOptions();
+    for (int i = 1; i < argc; ++i) {
+      StringRef arg = argv[i];
+      if (!arg.starts_with("-") || arg == "-")
+        continue;
+      StringRef name = arg.split('=').first;
+      if (registered.count(name.ltrim('-')))
+        continue;
+      std::string megatron =
+          runtime::explainMegatronFlag(name, runtime::StrataTool::Compile);
+      if (!megatron.empty())
+        return fail(megatron);
+    }
+  }
   cl::ParseCommandLineOptions(argc, argv,
                               "strata-compile: a model file to a training "
                               "plan\n");
+  if (std::string error = foldMegatronFlags(); !error.empty())
+    return fail(error);
   if (emit.getNumOccurrences() == 0)
     emit = outputFile == "-" ? Emit::Summary : Emit::Plan;
   if (emit == Emit::Plan && outputFile == "-")

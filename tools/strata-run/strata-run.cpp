@@ -11,6 +11,7 @@
 #include "runtime/comm/Transport.h"
 #include "runtime/cuda/Environment.h"
 #include "runtime/exec/Launch.h"
+#include "runtime/io/MegatronFlags.h"
 #include "runtime/plan/Plan.h"
 
 #include <cerrno>
@@ -70,6 +71,9 @@ const char *kUsage =
     "                            (their updates are skipped on every rank;\n"
     "                            0: never, the default);\n"
     "                            --check-for-nan-in-loss-and-grad is 1\n"
+    "  --exit-signal-handler     (Megatron's; always so with --save) on\n"
+    "                            SIGTERM or SIGINT, every rank saves at the\n"
+    "                            next iteration boundary and stops\n"
     "  --log-interval N          iterations per log line (1); the skipped\n"
     "                            and nan counts are the interval's\n"
     "  --backend cpu|cuda|simt   where the ranks run (cpu; cuda loads the\n"
@@ -257,6 +261,9 @@ int main(int argc, char **argv) {
       options.reportComm = true;
       continue;
     }
+    if (arg == "--exit-signal-handler") {
+      continue; // Megatron's: strata-run saves on SIGTERM whenever --save
+    }
     if (arg == "--check-for-nan-in-loss-and-grad") {
       options.exitOnNan = 1; // Megatron's: stop at the first
       continue;
@@ -318,8 +325,12 @@ int main(int argc, char **argv) {
       inlineValue = true;
     }
     auto it = valued.find(name);
-    if (it == valued.end())
-      return fail("unknown flag '" + name + "'; see strata-run --help");
+    if (it == valued.end()) {
+      std::string megatron = explainMegatronFlag(name, StrataTool::Run);
+      return fail(megatron.empty()
+                      ? "unknown flag '" + name + "'; see strata-run --help"
+                      : megatron);
+    }
     if (!inlineValue) {
       if (i + 1 >= argc)
         return fail(name + " needs a value");
