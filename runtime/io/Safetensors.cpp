@@ -195,6 +195,8 @@ std::string readSafetensors(const std::string &path,
     HostTensor &tensor = tensors[name];
     tensor.shape = shape;
     tensor.values.resize(elements);
+    if (elements == 0)
+      continue; // an empty tensor: nothing to copy (memcpy takes no null)
     const uint8_t *at = data + begin;
     if (dtype == "F32") {
       std::memcpy(tensor.values.data(), at, elements * 4);

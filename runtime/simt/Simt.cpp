@@ -81,7 +81,10 @@ int runWithStderrTo(const std::vector<std::string> &args,
 
 /// A directory of this process's own for the units and libraries.
 const std::string &workDirectory() {
-  static std::string dir = [] {
+  // Never destroyed: the exit handler below runs after the destructors of
+  // statics made before it was registered, this one among them (ASan saw
+  // it read the freed name).
+  static const std::string &dir = *new std::string([] {
     const char *tmp = std::getenv("TMPDIR");
     std::string pattern =
         std::string(tmp && *tmp ? tmp : "/tmp") + "/strata-simt-XXXXXX";
@@ -93,7 +96,7 @@ const std::string &workDirectory() {
       rmdir(workDirectory().c_str());
     });
     return pattern;
-  }();
+  }());
   return dir;
 }
 
