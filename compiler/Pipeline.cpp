@@ -3,6 +3,8 @@
 #include "compiler/Passes.h"
 #include "compiler/codegen/Nvrtc.h"
 #include "dialects/exec/ExecDialect.h"
+#include "dialects/graph/GraphOps.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <tuple>
 
@@ -86,6 +88,21 @@ std::string checkOptions(const CompileOptions &options) {
            std::to_string(options.dataParallel) +
            ": every microbatch must be full";
   return "";
+}
+
+LogicalResult verifyEveryParameterTrains(ModuleOp module) {
+  llvm::StringSet<> accumulated;
+  module.walk(
+      [&](graph::AccumulateGradOp op) { accumulated.insert(op.getName()); });
+  WalkResult walk = module.walk([&](graph::ParamOp param) {
+    if (accumulated.contains(param.getName()))
+      return WalkResult::advance();
+    param.emitError() << "parameter '" << param.getName()
+                      << "' has no graph.accumulate_grad in the training "
+                         "step: it would never train";
+    return WalkResult::interrupt();
+  });
+  return failure(walk.wasInterrupted());
 }
 
 Level levelOf(ModuleOp module) {

@@ -66,6 +66,12 @@ inline constexpr int64_t kMaxVocabDivisor = int64_t(1) << 20;
 /// disagree. "" when they fit.
 std::string checkOptions(const CompileOptions &options);
 
+/// A training step (IR at the step or dist level, which may have been
+/// written by hand) accumulates a gradient for every parameter it
+/// declares: one without would silently never train. Emits an error at
+/// the parameter and fails otherwise.
+mlir::LogicalResult verifyEveryParameterTrains(mlir::ModuleOp module);
+
 /// Adds the passes that take a module from level `from` to level `to`:
 /// autodiff and the optimizer (the training step), the schedule (dist),
 /// then lowering and memory planning (exec), and for the cuda target the

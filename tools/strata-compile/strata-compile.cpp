@@ -523,6 +523,9 @@ int main(int argc, char **argv) {
                                   : Level::Exec;
   if (to < from)
     return fail("the input is already past the level --emit asks for");
+  if ((from == Level::Step || from == Level::Dist) &&
+      failed(verifyEveryParameterTrains(*module)))
+    return 1;
   mlir::PassManager pm(&context);
   auto progress = std::make_unique<Progress>(progressAfter);
   Progress *progressOf = progress.get();
