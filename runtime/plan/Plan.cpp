@@ -237,6 +237,17 @@ namespace {
 constexpr uint32_t kMaxGridX = 0x7fffffffu, kMaxGridYZ = 65535;
 constexpr uint32_t kMaxSharedBytes = 227 * 1024;
 
+/// A vector of longs copied out byte by byte: FlatBuffers' verifier checks
+/// a vector's length field for alignment but not its 8-byte elements, so a
+/// crafted plan can place them off 8 (fuzz-plan found it; reading them in
+/// place is a misaligned load).
+std::vector<int64_t> longs(const flatbuffers::Vector<int64_t> *vector) {
+  std::vector<int64_t> out(vector ? vector->size() : 0);
+  if (!out.empty())
+    std::memcpy(out.data(), vector->Data(), out.size() * sizeof(int64_t));
+  return out;
+}
+
 bool isIdentifier(const std::string &name) {
   if (name.empty() || name.size() > 256 ||
       !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
@@ -538,7 +549,7 @@ private:
     out.dtype = static_cast<DType>(in.dtype());
     out.offset = in.offset();
     int64_t elements = 1;
-    for (int64_t dim : *in.shape()) {
+    for (int64_t dim : longs(in.shape())) {
       if (dim <= 0 || dim > kMaxDim || elements > kMaxDim / dim)
         return "buffer '" + out.name +
                "' has a shape of more than 2^40 "
@@ -628,7 +639,7 @@ private:
         value.i = attr->i();
         value.f = attr->f();
         if (attr->list())
-          value.list.assign(attr->list()->begin(), attr->list()->end());
+          value.list = longs(attr->list());
         if (const plan::PerRank *perRank = attr->per_rank()) {
           if (std::string error = readPerRank(*perRank, value.perRank);
               !error.empty())
@@ -810,10 +821,8 @@ private:
         return "parameter '" + p.name + "' is declared twice";
       p.value = param->value();
       p.grad = param->grad();
-      p.globalShape.assign(param->global_shape()->begin(),
-                           param->global_shape()->end());
-      p.paddedShape.assign(param->padded_shape()->begin(),
-                           param->padded_shape()->end());
+      p.globalShape = longs(param->global_shape());
+      p.paddedShape = longs(param->padded_shape());
       p.splitDim = param->split_dim();
       p.init = param->init()->str();
       p.std = param->std();
