@@ -156,7 +156,9 @@ public:
     for (size_t s = 0; ok && s < values.size(); s += width) {
       ok = values[s] >= last && values[s + 1] >= 0 &&
            values[s] <= bound - values[s + 1];
-      last = values[s] + values[s + 1];
+      // Summed only once checked: a crafted pair overflowed (fuzz-plan).
+      if (ok)
+        last = values[s] + values[s + 1];
     }
     require(ok, "segments must be (begin, length" +
                     std::string(width > 2 ? ", ..." : "") + ") within " + what +
