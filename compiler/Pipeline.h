@@ -2,6 +2,8 @@
 #ifndef STRATA_COMPILER_PIPELINE_H
 #define STRATA_COMPILER_PIPELINE_H
 
+#include "runtime/plan/Plan.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -53,11 +55,10 @@ enum class Level { Graph, Step, Dist, Exec };
 /// The level a module is at, read off the ops it holds.
 Level levelOf(mlir::ModuleOp module);
 
-/// The largest layout strata plans (ranks: tensor x pipeline x data; the
-/// paper's largest run has 3,072), micro batch, global batch and
-/// vocabulary divisor: bounds that keep every product in 64 bits and every
-/// plan field in 32.
-inline constexpr int64_t kMaxWorldSize = int64_t(1) << 17;
+/// The largest micro batch, global batch and vocabulary divisor strata
+/// plans (and layout: runtime::kMaxWorldSize ranks): bounds that keep every
+/// product in 64 bits and every plan field in 32.
+using runtime::kMaxWorldSize;
 inline constexpr int64_t kMaxMicroBatchSize = int64_t(1) << 20;
 inline constexpr int64_t kMaxGlobalBatchSize = (int64_t(1) << 31) - 1;
 inline constexpr int64_t kMaxVocabDivisor = int64_t(1) << 20;

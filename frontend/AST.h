@@ -29,8 +29,8 @@ struct Expr {
   char op = 0;                      // Binary: + - * /
   std::vector<ExprPtr> operands;    // Binary: lhs, rhs; Negate; List; Call args
   std::vector<KeywordArg> keywords; // Call
-  int height =
-      1; // levels of the tree below and at this node (the parser bounds it)
+  // Levels of the tree at and below this node (the parser bounds it).
+  int height = 1;
 };
 
 struct Stmt {

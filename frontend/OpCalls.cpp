@@ -224,14 +224,18 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
     return failure();
   StringRef name = args.callee;
   Location loc = args.location;
-  SmallVector<Value> tensors;
   // Every argument of the kind its op declares, before anything is built:
   // a list where a tensor belongs once reached the op builders.
+  SmallVector<Value> tensors;
+  SmallVector<int64_t> list; // reshape's shape, transpose's permutation
   for (size_t i = 0; i < args.positional.size(); ++i) {
     if (info->arguments[i].list) {
-      if (failed(reader.integers(i, /*allowMinusOne=*/name == "reshape")))
+      FailureOr<SmallVector<int64_t>> integers =
+          reader.integers(i, /*allowMinusOne=*/name == "reshape");
+      if (failed(integers))
         return failure();
-      continue; // read again below, where the op is built
+      list = std::move(*integers);
+      continue;
     }
     FailureOr<Value> tensor = reader.tensor(i);
     if (failed(tensor))
@@ -303,13 +307,9 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
   }
   if (name == "reshape" || name == "transpose") {
     bool reshape = name == "reshape";
-    FailureOr<SmallVector<int64_t>> list = reader.integers(1, reshape);
-    if (failed(list))
-      return failure();
     auto type = infer(reader, [&](auto e) {
-      return reshape
-                 ? graph::inferReshapeType(e, tensors[0].getType(), *list)
-                 : graph::inferTransposeType(e, tensors[0].getType(), *list);
+      return reshape ? graph::inferReshapeType(e, tensors[0].getType(), list)
+                     : graph::inferTransposeType(e, tensors[0].getType(), list);
     });
     if (failed(type))
       return failure();
@@ -317,7 +317,7 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
       return graph::ReshapeOp::create(builder, loc, *type, tensors[0])
           .getResult();
     return graph::TransposeOp::create(builder, loc, *type, tensors[0],
-                                      builder.getDenseI64ArrayAttr(*list))
+                                      builder.getDenseI64ArrayAttr(list))
         .getResult();
   }
   if (name == "rope") {

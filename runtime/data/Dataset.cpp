@@ -63,11 +63,9 @@ std::string makeTextDataset(const std::string &path, uint32_t vocab,
     return "--data-path trains on bytes, which needs a vocabulary of at least "
            "256; the model has " +
            std::to_string(vocab);
-  std::string text;
-  if (std::string error = readFileWhole(path, text, kTextData); !error.empty())
+  std::vector<uint8_t> bytes;
+  if (std::string error = readFileWhole(path, bytes, kTextData); !error.empty())
     return error;
-  std::vector<uint8_t> bytes(text.begin(), text.end());
-  text = std::string();
   if (bytes.size() < uint64_t(seq) + 1)
     return "data file '" + path + "' has " + std::to_string(bytes.size()) +
            " bytes; a sample needs " + std::to_string(seq + 1);

@@ -163,7 +163,8 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
     return "";
   found = true;
   std::string text;
-  if (std::string error = readFileWhole(marker, text, kJsonFile); !error.empty())
+  if (std::string error = readFileWhole(marker, text, kJsonFile);
+      !error.empty())
     return error;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.pop_back();
@@ -240,7 +241,7 @@ std::string readFiles(const std::string &root, const Plan *plan, uint64_t seed,
     return "'" + out.directory + "' was trained with --seed " +
            std::to_string(numbers["seed"]) + "; this run has " +
            std::to_string(seed) + " (the data order would change)";
-  if (numbers["ranks"] < 1 || numbers["ranks"] > (1 << 20))
+  if (numbers["ranks"] < 1 || numbers["ranks"] > kMaxWorldSize)
     return "'" + metaPath + "' names " + std::to_string(numbers["ranks"]) +
            " ranks";
   out.savedRanks = uint32_t(numbers["ranks"]);

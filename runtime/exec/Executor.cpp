@@ -20,18 +20,23 @@ std::string Executor::load() {
   loss = rank.ioBuffer("loss");
   gradNormBuffer = rank.ioBuffer("grad_norm");
   hyper = rank.ioBuffer("hyper");
-  bool firstStage = whole.stageOf(rank.rank) == 0;
-  for (auto [name, index] : {std::pair{"tokens", tokens}, {"labels", labels}}) {
-    // A pipeline stage reads the inputs its chunks use, but the first
-    // embeds the tokens and the last scores the labels: without its input
-    // it would train on a buffer nothing writes.
-    bool needed = whole.pipelineSchedule.empty() ||
-                  (name == std::string("tokens") ? firstStage : lastStage);
-    if (index < 0 && needed)
+  // A pipeline stage reads the inputs its chunks use, but the first embeds
+  // the tokens and the last scores the labels: without its input it would
+  // train on a buffer nothing writes.
+  bool pipelined = !whole.pipelineSchedule.empty();
+  struct Input {
+    const char *name;
+    int index;
+    bool stageNeedsIt;
+    const char *where;
+  };
+  for (auto [name, index, stageNeedsIt, where] :
+       {Input{"tokens", tokens, whole.stageOf(rank.rank) == 0,
+              " on its first pipeline stage"},
+        Input{"labels", labels, lastStage, " on its last pipeline stage"}}) {
+    if (index < 0 && (!pipelined || stageNeedsIt))
       return std::string("the plan has no '") + name + "' input" +
-             (whole.pipelineSchedule.empty()  ? ""
-              : name == std::string("tokens") ? " on its first pipeline stage"
-                                              : " on its last pipeline stage");
+             (pipelined ? where : "");
     if (index < 0)
       continue;
     const Buffer &b = rank.buffers[index];

@@ -130,9 +130,6 @@ int TrainingLoop::stopSignalEverywhere(int64_t iteration) {
   // Summed over every rank: positive when any saw a signal, and every rank
   // reads it after the same iteration, whenever each was signalled.
   float seen = stopSignal.load() ? 1.0f : 0.0f;
-  std::vector<int> everyone;
-  for (uint32_t r = 0; r < plan.world(); ++r)
-    everyone.push_back(int(r));
   executor.communication().hostAllReduce(
       everyone, &seen, 1,
       "agreeing whether to stop after iteration " + std::to_string(iteration));
@@ -180,6 +177,8 @@ TrainingLoop::TrainingLoop(Executor &executor, const TrainOptions &options,
   coords = plan.coordinates(rank.rank);
   for (uint32_t d = 0; d < plan.dataParallel; ++d)
     dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
+  for (uint32_t r = 0; r < plan.world(); ++r)
+    everyone.push_back(int(r));
   lastStage = coords[2] + 1 == plan.pipelineParallel;
   tokens.resize(size_t(plan.microBatchSize) * plan.seqLength);
   labels.resize(tokens.size());

@@ -152,6 +152,7 @@ private:
   const RankPlan &rank;
   std::array<uint32_t, 3> coords{};    // this rank's tp, dp, pp
   std::vector<int> dpGroup;            // the ranks averaging the loss
+  std::vector<int> everyone;           // every rank: agreeing to stop
   bool lastStage = false;              // where the loss is
   std::vector<int32_t> tokens, labels; // host staging for one microbatch
   int64_t iterationsRun = 0, firstIteration = 1;

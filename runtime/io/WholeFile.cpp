@@ -1,8 +1,8 @@
 //===- WholeFile.cpp - files written whole or not at all ------------------===//
 #include "runtime/io/WholeFile.h"
+#include "runtime/plan/Plan.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -51,21 +51,6 @@ std::string targetOf(const std::string &path, fs::path &target) {
   return "";
 }
 
-} // namespace
-
-namespace {
-
-std::string bytesText(uint64_t bytes) {
-  char text[32];
-  if (bytes >= kGiB)
-    std::snprintf(text, sizeof text, "%.1f GiB", double(bytes) / double(kGiB));
-  else if (bytes >= kMiB)
-    std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(kMiB));
-  else
-    std::snprintf(text, sizeof text, "%llu bytes", (unsigned long long)bytes);
-  return text;
-}
-
 /// How a message names the file: quoted, or "the standard input" for "-".
 std::string shown(const std::string &path) {
   return path == "-" ? "the standard input" : "'" + path + "'";
@@ -74,11 +59,13 @@ std::string shown(const std::string &path) {
 std::string tooLarge(const std::string &path, const FileKind &kind,
                      const std::string &size) {
   return shown(path) + " is " + size + "; a " + kind.name + " is at most " +
-         bytesText(kind.maxBytes);
+         humanBytes(kind.maxBytes);
 }
 
-/// checkReadable on an open descriptor.
-std::string checkOpen(int fd, const std::string &path, const FileKind &kind) {
+/// checkReadable on an open descriptor; `size` is a regular file's size
+/// (0 for a pipe).
+std::string checkOpen(int fd, const std::string &path, const FileKind &kind,
+                      uint64_t &size) {
   struct stat st;
   if (::fstat(fd, &st) != 0)
     return "cannot read " + std::string(kind.name) + " " + shown(path) + ": " +
@@ -91,27 +78,17 @@ std::string checkOpen(int fd, const std::string &path, const FileKind &kind) {
   if (type != fs::file_type::regular)
     return "cannot read " + std::string(kind.name) + " " + shown(path) +
            ": it is " + kindOf(type) + ", not a file";
-  if (S_ISREG(st.st_mode) && uint64_t(st.st_size) > kind.maxBytes)
-    return tooLarge(path, kind, bytesText(uint64_t(st.st_size)));
+  size = S_ISREG(st.st_mode) ? uint64_t(st.st_size) : 0;
+  if (size > kind.maxBytes)
+    return tooLarge(path, kind, humanBytes(size));
   return "";
 }
 
-} // namespace
-
-std::string checkReadable(const std::string &path, const FileKind &kind) {
-  if (path == "-")
-    return checkOpen(0, path, kind);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return "cannot open " + std::string(kind.name) + " '" + path +
-           "': " + std::strerror(errno);
-  std::string error = checkOpen(fd, path, kind);
-  ::close(fd);
-  return error;
-}
-
-std::string readFileWhole(const std::string &path, std::string &out,
-                          const FileKind &kind) {
+/// readFileWhole into a string or a byte vector (a plan, a text dataset),
+/// so that neither is read into one and copied into the other.
+template <typename Bytes>
+std::string readInto(const std::string &path, Bytes &out,
+                     const FileKind &kind) {
   out.clear();
   bool standardInput = path == "-";
   int fd = standardInput ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -123,12 +100,10 @@ std::string readFileWhole(const std::string &path, std::string &out,
       ::close(fd);
     return error;
   };
-  if (std::string error = checkOpen(fd, path, kind); !error.empty())
+  uint64_t size = 0;
+  if (std::string error = checkOpen(fd, path, kind, size); !error.empty())
     return done(error);
-  // Sized once for a regular file (weights, checkpoints): no regrowth.
-  struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-    out.reserve(size_t(st.st_size));
+  out.reserve(size_t(size)); // sized once for a regular file: no regrowth
   char buffer[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, buffer, sizeof buffer);
@@ -142,11 +117,36 @@ std::string readFileWhole(const std::string &path, std::string &out,
     if (out.size() + size_t(n) > kind.maxBytes) {
       out.clear();
       return done(
-          tooLarge(path, kind, "more than " + bytesText(kind.maxBytes)));
+          tooLarge(path, kind, "more than " + humanBytes(kind.maxBytes)));
     }
-    out.append(buffer, size_t(n));
+    out.insert(out.end(), buffer, buffer + n);
   }
   return done("");
+}
+
+} // namespace
+
+std::string checkReadable(const std::string &path, const FileKind &kind) {
+  uint64_t size = 0;
+  if (path == "-")
+    return checkOpen(0, path, kind, size);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return "cannot open " + std::string(kind.name) + " '" + path +
+           "': " + std::strerror(errno);
+  std::string error = checkOpen(fd, path, kind, size);
+  ::close(fd);
+  return error;
+}
+
+std::string readFileWhole(const std::string &path, std::string &out,
+                          const FileKind &kind) {
+  return readInto(path, out, kind);
+}
+
+std::string readFileWhole(const std::string &path, std::vector<uint8_t> &out,
+                          const FileKind &kind) {
+  return readInto(path, out, kind);
 }
 
 std::string checkNotInput(const std::string &output, const std::string &input,

@@ -87,6 +87,8 @@ std::string checkReadable(const std::string &path, const FileKind &kind);
 /// naming the file.
 std::string readFileWhole(const std::string &path, std::string &out,
                           const FileKind &kind = kAnyFile);
+std::string readFileWhole(const std::string &path, std::vector<uint8_t> &out,
+                          const FileKind &kind = kAnyFile);
 
 /// "" or why writing `output` would replace `input` (the same file by
 /// another name too): `strata-compile m.model -o m.model` must not destroy

@@ -277,7 +277,6 @@ std::string printable(const std::string &text) {
 // Limits a sane plan stays far within; past them a value is corrupt.
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 46; // 64 TiB
 constexpr uint32_t kMaxEvents = 1 << 20;
-constexpr uint32_t kMaxWorld = 1 << 20;
 
 /// "program 'P', instruction N (model.model:3:5): ", the prefix of an
 /// instruction's errors.
@@ -395,9 +394,9 @@ private:
       return "parallel sizes must be positive";
     uint64_t ranks =
         uint64_t(out.tensorParallel) * out.dataParallel * out.pipelineParallel;
-    if (ranks > kMaxWorld)
+    if (ranks > uint64_t(kMaxWorldSize))
       return "the plan's layout has " + std::to_string(ranks) +
-             " ranks, more than " + std::to_string(kMaxWorld);
+             " ranks, more than " + std::to_string(kMaxWorldSize);
     if (uint64_t(out.globalBatchSize) !=
         uint64_t(out.microBatchSize) * out.numMicrobatches * out.dataParallel)
       return "the global batch " + std::to_string(out.globalBatchSize) +
@@ -1207,11 +1206,9 @@ std::string loadPlanFromBytes(const std::vector<uint8_t> &bytes, Plan &out,
 
 std::string loadPlan(const std::string &path, Plan &out,
                      const LoadOptions &options) {
-  std::string text;
-  if (std::string error = readFileWhole(path, text, kPlanFile); !error.empty())
+  std::vector<uint8_t> bytes;
+  if (std::string error = readFileWhole(path, bytes, kPlanFile); !error.empty())
     return error;
-  std::vector<uint8_t> bytes(text.begin(), text.end());
-  text = std::string();
   return loadPlanFromBytes(bytes, out, options);
 }
 

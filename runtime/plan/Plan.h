@@ -39,6 +39,10 @@ inline constexpr int64_t kMaxDim = int64_t(1) << 40;
 /// Pipeline channels a plan may use: their transfers' tags must stay
 /// within what every MPI guarantees (comm/Collectives.h transferTag).
 inline constexpr uint32_t kMaxChannels = 500;
+/// The most ranks a layout has (tensor x pipeline x data): strata-compile
+/// plans no more, and the loader, checkpoints and strata-run take no more
+/// (the paper's largest run has 3,072).
+inline constexpr int64_t kMaxWorldSize = int64_t(1) << 17;
 inline size_t dtypeBytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
 const char *dtypeName(DType dtype);
 

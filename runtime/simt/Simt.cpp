@@ -32,8 +32,6 @@ std::string trim(const std::string &text) {
   return begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
 }
 
-/// The compiler command's words: the build's launcher (ccache) and C++
-/// compiler, or STRATA_SIMT_CXX's.
 /// The host compiler as an argument vector: STRATA_SIMT_CXX split at
 /// spaces ("ccache g++"), or the launcher and compiler the build used.
 std::vector<std::string> compilerArguments() {

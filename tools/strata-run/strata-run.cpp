@@ -370,13 +370,14 @@ int main(int argc, char **argv) {
                 std::to_string(4 * cores) + " (4 x this machine's " +
                 std::to_string(cores) + " cores), got " +
                 std::to_string(threads));
-  if (ranks < 0 || ranks > (int64_t(1) << 17))
-    return fail("--ranks must be between 1 and 131072, got " +
+  if (ranks < 0 || ranks > kMaxWorldSize)
+    return fail("--ranks must be between 1 and " +
+                std::to_string(kMaxWorldSize) + ", got " +
                 std::to_string(ranks));
   options.seed = uint64_t(seed);
   options.threads = int(threads);
   options.ranks = int(ranks);
-  if (failRank < -1 || failRank > (int64_t(1) << 17))
+  if (failRank < -1 || failRank >= kMaxWorldSize)
     return fail("--fail-rank must be a rank, got " + std::to_string(failRank));
   options.failRank = int(failRank);
   options.failAtIteration = failAt;
