@@ -9,7 +9,7 @@
 #ifndef STRATA_COMPILER_PIPELINESCHEDULES_H
 #define STRATA_COMPILER_PIPELINESCHEDULES_H
 
-#include "runtime/sim/PipelineSim.h"
+#include "runtime/schedule/PipelineSim.h"
 
 #include <optional>
 #include <string>

@@ -121,7 +121,7 @@ namespace {
 // What every unit starts with: bf16 as its 16 bits (no CUDA header, so
 // NVRTC needs none and a unit compiles in milliseconds), loads that widen
 // to f32 and stores that round to nearest even as the CPU backend does
-// (runtime/exec/BFloat16.h), and the reductions the kernels share. Sums
+// (runtime/base/BFloat16.h), and the reductions the kernels share. Sums
 // over a block add the warps' partials in a fixed order, so that a kernel
 // gives the same bits on every run.
 constexpr const char *kPrelude =

@@ -1,6 +1,6 @@
 //===- Nvrtc.cpp - NVRTC, loaded only when asked --------------------------===//
 #include "compiler/codegen/Nvrtc.h"
-#include "runtime/io/LibrarySearch.h"
+#include "runtime/base/LibrarySearch.h"
 
 #include <dlfcn.h>
 #include <mutex>
@@ -32,7 +32,7 @@ const Api *loadApi(std::string &error) {
   static std::once_flag once;
   std::call_once(once, [] {
     // Where the cuda backend looks for CUDA's libraries
-    // (runtime/io/LibrarySearch.h): a GPU node's NVRTC may be a wheel's.
+    // (runtime/base/LibrarySearch.h): a GPU node's NVRTC may be a wheel's.
     std::string error;
     runtime::FoundLibrary found = runtime::openCudaLibrary(
         runtime::LibrarySearch::fromEnvironment(), runtime::kNvrtcNames,

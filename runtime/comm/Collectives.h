@@ -6,14 +6,14 @@
 // that sends which block until matched, as NCCL's do, cannot deadlock).
 // Both run on a stream of the rank's backend. Groups are set up once, when
 // the plan loads. The ring implementation over point-to-point transports
-// (runtime/cpu/RingCollectives.h) runs for CPU ranks, as threads or MPI
+// (runtime/comm/RingCollectives.h) runs for CPU ranks, as threads or MPI
 // processes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_COMM_COLLECTIVES_H
 #define STRATA_RUNTIME_COMM_COLLECTIVES_H
 
-#include "runtime/exec/Backend.h"
+#include "runtime/device/Backend.h"
 
 #include <map>
 #include <mutex>

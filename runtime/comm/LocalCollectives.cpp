@@ -1,6 +1,6 @@
 //===- LocalCollectives.cpp - collectives among threads sharing memory ----===//
 #include "runtime/comm/LocalCollectives.h"
-#include "runtime/exec/BFloat16.h"
+#include "runtime/base/BFloat16.h"
 
 #include <algorithm>
 #include <cstring>

@@ -18,7 +18,7 @@
 #ifndef STRATA_RUNTIME_COMM_LOCALCOLLECTIVES_H
 #define STRATA_RUNTIME_COMM_LOCALCOLLECTIVES_H
 
-#include "runtime/cpu/RingCollectives.h"
+#include "runtime/comm/RingCollectives.h"
 
 #include <array>
 #include <condition_variable>

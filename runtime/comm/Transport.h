@@ -4,7 +4,7 @@
 // receive from another) at a time. Every receive has a deadline; when it
 // passes, CommTimeout names the peer that did not answer, so that a dead or
 // stuck rank ends the run with a message instead of a hang. The ring
-// collectives (runtime/cpu/RingCollectives.h) run the same on every
+// collectives (runtime/comm/RingCollectives.h) run the same on every
 // transport: threads of one process (`local`), processes under mpirun or
 // srun (`mpi`). A rank's two streams use its transport at once, with tags
 // of their own.

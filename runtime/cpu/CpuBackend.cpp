@@ -1,7 +1,7 @@
 //===- CpuBackend.cpp - a rank's device on the CPU ------------------------===//
 #include "runtime/cpu/CpuBackend.h"
+#include "runtime/base/BFloat16.h"
 #include "runtime/cpu/Kernels.h"
-#include "runtime/exec/BFloat16.h"
 
 #include <array>
 #include <stdexcept>

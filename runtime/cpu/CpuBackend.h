@@ -20,8 +20,8 @@
 #ifndef STRATA_RUNTIME_CPU_CPUBACKEND_H
 #define STRATA_RUNTIME_CPU_CPUBACKEND_H
 
-#include "runtime/exec/Backend.h"
-#include "runtime/io/Trace.h"
+#include "runtime/device/Backend.h"
+#include "runtime/device/Trace.h"
 
 #include <condition_variable>
 #include <deque>

@@ -16,7 +16,7 @@
 #ifndef STRATA_RUNTIME_CUDA_CUBLASLT_H
 #define STRATA_RUNTIME_CUDA_CUBLASLT_H
 
-#include "runtime/io/LibrarySearch.h"
+#include "runtime/base/LibrarySearch.h"
 #include "runtime/plan/Plan.h"
 
 #include <cstdint>

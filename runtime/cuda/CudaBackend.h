@@ -1,12 +1,12 @@
 //===- CudaBackend.h - a rank's device on an NVIDIA GPU ---------*- C++ -*-===//
 //
-// The second implementation of Backend (runtime/exec/Backend.h): each arena
+// The second implementation of Backend (runtime/device/Backend.h): each arena
 // is one device allocation; the compute and communication streams are CUDA
 // streams and the plan's events CUDA events, so the plan's records and
 // waits order them as on the CPU backend. Launches run the plan's
 // generated kernels: the rank loads the plan's PTX into modules of its own
 // (a kernel's scratch is its module's) and launches them with the
-// parameters of the launch contract (LaunchArgs.h). Gemms go through
+// parameters of the launch contract (KernelArgs.h). Gemms go through
 // cuBLASLt (CublasLt.h). Ranks that share a GPU (threads of one process)
 // share its primary context; every call first makes it current on the
 // calling thread.
@@ -18,8 +18,8 @@
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/DeviceChecks.h"
-#include "runtime/cuda/LaunchArgs.h"
-#include "runtime/exec/Backend.h"
+#include "runtime/device/Backend.h"
+#include "runtime/device/KernelArgs.h"
 
 #include <vector>
 
@@ -103,7 +103,7 @@ private:
   std::vector<CUgraphExec> executables;            // by graph
   void *workspaces[kStreams] = {nullptr, nullptr}; // cuBLASLt's
   GemmRunner gemms;
-  LaunchArgs args;
+  KernelArgs args;
 };
 
 } // namespace strata::runtime::cuda

@@ -17,8 +17,8 @@
 #define STRATA_RUNTIME_CUDA_DEVICECOLLECTIVES_H
 
 #include "runtime/comm/LocalCollectives.h"
+#include "runtime/comm/StagedCollectives.h"
 #include "runtime/cuda/CudaBackend.h"
-#include "runtime/cuda/StagedCollectives.h"
 
 namespace strata::runtime::cuda {
 

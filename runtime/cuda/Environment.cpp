@@ -1,10 +1,10 @@
 //===- Environment.cpp - what a GPU node offers the cuda backend ----------===//
 #include "runtime/cuda/Environment.h"
+#include "runtime/base/LibrarySearch.h"
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/Nccl.h"
-#include "runtime/io/LibrarySearch.h"
 
 #include <dlfcn.h>
 

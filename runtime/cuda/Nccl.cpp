@@ -1,7 +1,7 @@
 //===- Nccl.cpp - NCCL, loaded only when asked, and its communicators -----===//
 #include "runtime/cuda/Nccl.h"
 #include "runtime/comm/Collectives.h"
-#include "runtime/cpu/RingCollectives.h"
+#include "runtime/comm/RingCollectives.h"
 
 #include <dlfcn.h>
 

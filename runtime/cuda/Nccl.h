@@ -13,8 +13,8 @@
 #ifndef STRATA_RUNTIME_CUDA_NCCL_H
 #define STRATA_RUNTIME_CUDA_NCCL_H
 
+#include "runtime/base/LibrarySearch.h"
 #include "runtime/comm/Transport.h"
-#include "runtime/io/LibrarySearch.h"
 #include "runtime/plan/Plan.h"
 
 #include <nccl.h>

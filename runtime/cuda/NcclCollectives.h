@@ -15,7 +15,7 @@
 #ifndef STRATA_RUNTIME_CUDA_NCCLCOLLECTIVES_H
 #define STRATA_RUNTIME_CUDA_NCCLCOLLECTIVES_H
 
-#include "runtime/cpu/RingCollectives.h"
+#include "runtime/comm/RingCollectives.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/Nccl.h"
 

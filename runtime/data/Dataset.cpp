@@ -1,7 +1,7 @@
 //===- Dataset.cpp - where training batches come from ---------------------===//
 #include "runtime/data/Dataset.h"
-#include "runtime/io/WholeFile.h"
-#include "runtime/exec/Philox.h"
+#include "runtime/base/Philox.h"
+#include "runtime/base/WholeFile.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,7 +1,7 @@
 //===- Gpt2Tokenizer.cpp - GPT-2's byte-level BPE -------------------------===//
 #include "runtime/data/Gpt2Tokenizer.h"
-#include "runtime/io/JsonReader.h"
-#include "runtime/io/WholeFile.h"
+#include "runtime/base/JsonReader.h"
+#include "runtime/base/WholeFile.h"
 
 #include <algorithm>
 #include <limits>

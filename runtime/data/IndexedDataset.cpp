@@ -1,6 +1,6 @@
 //===- IndexedDataset.cpp - Megatron's .bin/.idx token files --------------===//
 #include "runtime/data/IndexedDataset.h"
-#include "runtime/io/WholeFile.h"
+#include "runtime/base/WholeFile.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -16,7 +16,7 @@
 #ifndef STRATA_RUNTIME_DATA_INDEXEDDATASET_H
 #define STRATA_RUNTIME_DATA_INDEXEDDATASET_H
 
-#include "runtime/io/WholeFile.h"
+#include "runtime/base/WholeFile.h"
 
 #include <cstdint>
 #include <string>
@@ -31,7 +31,7 @@ enum class TokenType : uint8_t { UInt16 = 8, Int32 = 4 };
 TokenType tokenTypeFor(int64_t vocabSize);
 
 /// Writes P.bin and P.idx, document by document, each whole
-/// (runtime/io/WholeFile.h): the tokens stream to the .bin's temporary;
+/// (runtime/base/WholeFile.h): the tokens stream to the .bin's temporary;
 /// finish() puts the .bin in place and then writes the index, so an
 /// interrupted run leaves no index that names a partial .bin.
 class IndexedDatasetBuilder {

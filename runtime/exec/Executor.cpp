@@ -1,6 +1,6 @@
 //===- Executor.cpp - one rank's plan on a backend ------------------------===//
 #include "runtime/exec/Executor.h"
-#include "runtime/sim/PipelineSim.h"
+#include "runtime/schedule/PipelineSim.h"
 
 #include <cstring>
 

@@ -15,9 +15,9 @@
 #define STRATA_RUNTIME_EXEC_EXECUTOR_H
 
 #include "runtime/comm/Collectives.h"
-#include "runtime/exec/Backend.h"
+#include "runtime/device/Backend.h"
+#include "runtime/device/Trace.h"
 #include "runtime/exec/KernelCost.h"
-#include "runtime/io/Trace.h"
 #include "runtime/plan/Hyper.h"
 
 #include <chrono>

@@ -1,7 +1,7 @@
 //===- Parameters.cpp - a rank's parameters, from the host ----------------===//
 #include "runtime/exec/Parameters.h"
-#include "runtime/exec/BFloat16.h"
-#include "runtime/exec/Philox.h"
+#include "runtime/base/BFloat16.h"
+#include "runtime/base/Philox.h"
 
 #include <cstring>
 

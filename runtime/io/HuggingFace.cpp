@@ -1,7 +1,7 @@
 //===- HuggingFace.cpp - weights under Hugging Face's names ---------------===//
 #include "runtime/io/HuggingFace.h"
-#include "runtime/io/JsonReader.h"
-#include "runtime/io/WholeFile.h"
+#include "runtime/base/JsonReader.h"
+#include "runtime/base/WholeFile.h"
 #include "runtime/plan/Plan.h"
 
 #include <cstdio>

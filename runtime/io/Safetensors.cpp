@@ -1,8 +1,8 @@
 //===- Safetensors.cpp - the safetensors format ---------------------------===//
 #include "runtime/io/Safetensors.h"
-#include "runtime/exec/BFloat16.h"
-#include "runtime/io/JsonReader.h"
-#include "runtime/io/WholeFile.h"
+#include "runtime/base/BFloat16.h"
+#include "runtime/base/JsonReader.h"
+#include "runtime/base/WholeFile.h"
 
 #include <cerrno>
 #include <cmath>

@@ -18,6 +18,7 @@
 #ifndef STRATA_RUNTIME_PLAN_PLAN_H
 #define STRATA_RUNTIME_PLAN_PLAN_H
 
+#include "runtime/base/Text.h"
 #include "runtime/plan/KernelCatalog.h"
 
 #include <array>
@@ -46,10 +47,6 @@ inline constexpr int64_t kMaxWorldSize = int64_t(1) << 17;
 inline size_t dtypeBytes(DType dtype) { return dtype == DType::BF16 ? 2 : 4; }
 const char *dtypeName(DType dtype);
 
-/// 1234567 as "1,234,567", for byte counts in messages and reports.
-std::string withThousands(uint64_t value);
-/// "12.50 GiB": bytes in the largest binary unit that keeps the number >= 1.
-std::string humanBytes(uint64_t bytes);
 /// "rank 4" or "ranks 4-7": `count` ranks from `first`.
 std::string rankRangeText(uint64_t first, uint64_t count);
 

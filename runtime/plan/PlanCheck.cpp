@@ -157,4 +157,11 @@ std::string checkInstruction(const Instruction &instruction,
   return "";
 }
 
+std::string instructionWhere(const Plan &plan, const Program &program, size_t n,
+                             uint32_t location) {
+  const std::string &at = plan.locations[location];
+  return "program '" + program.name + "', instruction " + std::to_string(n) +
+         (at.empty() ? "" : " (" + at + ")") + ": ";
+}
+
 } // namespace strata::runtime

@@ -37,6 +37,11 @@ std::string checkLaunch(const LaunchOp &launch,
                         const std::vector<Buffer> &buffers,
                         const CheckContext &context);
 
+/// "program 'P', instruction N (model.model:3:5): ", the prefix of an
+/// instruction's errors.
+std::string instructionWhere(const Plan &plan, const Program &program, size_t n,
+                             uint32_t location);
+
 /// Any instruction; "" when right.
 std::string checkInstruction(const Instruction &instruction,
                              const std::vector<Buffer> &buffers,

@@ -1,6 +1,6 @@
 //===- Simt.cpp - a generated kernel compiled and run on the host ---------===//
 #include "runtime/simt/Simt.h"
-#include "runtime/io/WholeFile.h"
+#include "runtime/base/WholeFile.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -5,7 +5,7 @@
 // model of a GPU's blocks) and loaded with dlopen, so that a CUDA plan's
 // kernels run on a machine without a GPU. The kernel takes its parameters
 // as cuLaunchKernel does: a pointer to each parameter's value
-// (runtime/cuda/LaunchArgs.h).
+// (runtime/device/KernelArgs.h).
 //
 // The compiler is STRATA_SIMT_CXX's command if set, else the one strata
 // was built with.

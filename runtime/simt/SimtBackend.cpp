@@ -1,6 +1,6 @@
 //===- SimtBackend.cpp - a CUDA plan's kernels on the CPU -----------------===//
 #include "runtime/simt/SimtBackend.h"
-#include "runtime/cuda/LaunchArgs.h"
+#include "runtime/device/KernelArgs.h"
 
 #include <stdexcept>
 
@@ -31,7 +31,7 @@ void SimtBackend::runLaunch(const LaunchOp &op,
   // of three dimensions (fused members, which have none, are skipped by
   // the executor), and prepare() built each: no CPU kernel stands in.
   const Kernel &kernel = *kernels.at(size_t(op.code));
-  cuda::LaunchArgs args;
+  KernelArgs args;
   args.build(op, operands);
   std::string error = kernel.launch({op.grid[0], op.grid[1], op.grid[2]},
                                     {op.block[0], op.block[1], op.block[2]},

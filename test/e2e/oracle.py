@@ -43,7 +43,7 @@ LOSS = re.compile(r"iteration\s+(\d+)/.*learning rate: (\S+) .*lm loss: (\S+) .*
 
 
 def learning_rate(args, iteration):
-    """Megatron's schedule; iteration i uses step i - 1 (strata's Trainer.cpp)."""
+    """Megatron's schedule; iteration i uses step i - 1 (strata's TrainingLoop.cpp)."""
     step = iteration - 1
     warmup, decay = args.lr_warmup_iters, args.lr_decay_iters or args.train_iters
     if warmup > 0 and step <= warmup:

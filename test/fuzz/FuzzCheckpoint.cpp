@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "FuzzFiles.h"
-#include "runtime/exec/CheckpointStore.h"
+#include "runtime/train/CheckpointStore.h"
 
 #include <sys/stat.h>
 

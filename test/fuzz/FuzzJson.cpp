@@ -7,7 +7,7 @@
 // refused or read without a crash, a hang or a read past the input.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/io/JsonReader.h"
+#include "runtime/base/JsonReader.h"
 
 #include <cstdint>
 #include <map>

@@ -12,10 +12,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/CudaKernel.h"
+#include "runtime/base/BFloat16.h"
 #include "runtime/comm/LocalCollectives.h"
 #include "runtime/comm/Transport.h"
 #include "runtime/cuda/CollectiveLaunch.h"
-#include "runtime/exec/BFloat16.h"
 #include "runtime/simt/Simt.h"
 
 #include "TestRandom.h"

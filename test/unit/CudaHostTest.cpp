@@ -12,8 +12,8 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/DeviceChecks.h"
-#include "runtime/cuda/LaunchArgs.h"
 #include "runtime/cuda/Nccl.h"
+#include "runtime/device/KernelArgs.h"
 
 #include "TestRandom.h"
 
@@ -121,7 +121,7 @@ TEST(CudaHost, ColumnMajorGemmIsThePlansRowMajorGemm) {
   }
 }
 
-TEST(CudaHost, LaunchArgsFollowTheContract) {
+TEST(CudaHost, KernelArgsFollowTheContract) {
   // attention_fwd: q, k, v, o, lse, then the two Int attributes; causal
   // (a Bool) is a constant of the source, not a parameter.
   LaunchOp op;
@@ -133,7 +133,7 @@ TEST(CudaHost, LaunchArgsFollowTheContract) {
   std::vector<Operand> operands(5);
   for (size_t i = 0; i < operands.size(); ++i)
     operands[i].data = reinterpret_cast<void *>(uintptr_t(0x1000 * (i + 1)));
-  LaunchArgs args;
+  KernelArgs args;
   args.build(op, operands);
   std::vector<uint64_t> expected = {
       0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 2, uint64_t(int64_t(-5))};

@@ -10,13 +10,13 @@
 // GPT-2's, test/data/gpt2-tokenizer.test checks against gpt-3-encoder.)
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/base/JsonReader.h"
+#include "runtime/base/WholeFile.h"
 #include "runtime/data/Gpt2Tokenizer.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"
 #include "runtime/io/HuggingFace.h"
-#include "runtime/io/JsonReader.h"
 #include "runtime/io/Safetensors.h"
-#include "runtime/io/WholeFile.h"
 
 #include <gtest/gtest.h>
 

@@ -19,9 +19,9 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/CudaKernel.h"
 #include "compiler/codegen/Nvrtc.h"
+#include "runtime/base/BFloat16.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cuda/CudaBackend.h"
-#include "runtime/exec/BFloat16.h"
 #include "runtime/plan/PlanCheck.h"
 #include "runtime/simt/SimtBackend.h"
 

@@ -6,7 +6,7 @@
 // (FakeCudaLibrary.cpp) or a file that is no library.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/io/LibrarySearch.h"
+#include "runtime/base/LibrarySearch.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/PipelineSchedules.h"
-#include "runtime/sim/PipelineSim.h"
+#include "runtime/schedule/PipelineSim.h"
 
 #include <gtest/gtest.h>
 

@@ -11,9 +11,9 @@
 #include "compiler/plan/PlanWriter.h"
 #include "dialects/exec/ExecDialect.h"
 #include "frontend/Frontend.h"
-#include "runtime/io/MegatronFlags.h"
-#include "runtime/io/WholeFile.h"
+#include "runtime/base/WholeFile.h"
 #include "runtime/plan/Plan.h"
+#include "tools/common/MegatronFlags.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -410,7 +410,7 @@ int main(int argc, char **argv) {
       if (registered.count(name.ltrim('-')))
         continue;
       std::string megatron =
-          runtime::explainMegatronFlag(name, runtime::StrataTool::Compile);
+          tools::explainMegatronFlag(name, tools::StrataTool::Compile);
       if (!megatron.empty())
         return fail(megatron);
     }

@@ -31,13 +31,13 @@
 // (runtime/io/HuggingFace.h).
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/base/JsonReader.h"
+#include "runtime/base/WholeFile.h"
 #include "runtime/data/Gpt2Tokenizer.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/data/IndexedDataset.h"
-#include "runtime/exec/CheckpointStore.h"
 #include "runtime/io/HuggingFace.h"
-#include "runtime/io/JsonReader.h"
-#include "runtime/io/WholeFile.h"
+#include "runtime/train/CheckpointStore.h"
 
 #include <algorithm>
 #include <array>

@@ -13,7 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/CudaKernel.h"
 #include "compiler/codegen/Nvrtc.h"
-#include "runtime/io/WholeFile.h"
+#include "runtime/base/WholeFile.h"
 
 #include <iostream>
 

@@ -9,7 +9,7 @@
 #ifndef STRATA_TOOLS_STRATA_INSPECT_SCHEDULEDRAWING_H
 #define STRATA_TOOLS_STRATA_INSPECT_SCHEDULEDRAWING_H
 
-#include "runtime/sim/PipelineSim.h"
+#include "runtime/schedule/PipelineSim.h"
 
 #include <string>
 

@@ -10,10 +10,10 @@
 // times a run measured. Links the runtime only.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/io/Trace.h"
-#include "runtime/io/WholeFile.h"
+#include "runtime/base/WholeFile.h"
+#include "runtime/device/Trace.h"
 #include "runtime/plan/Plan.h"
-#include "runtime/sim/PipelineSim.h"
+#include "runtime/schedule/PipelineSim.h"
 #include "tools/strata-inspect/ScheduleDrawing.h"
 
 #include <algorithm>

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Registration.h"
-#include "runtime/io/WholeFile.h"
+#include "runtime/base/WholeFile.h"
 
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"

@@ -10,9 +10,9 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Transport.h"
 #include "runtime/cuda/Environment.h"
-#include "runtime/exec/Launch.h"
-#include "runtime/io/MegatronFlags.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/train/StartRanks.h"
+#include "tools/common/MegatronFlags.h"
 
 #include <cerrno>
 #include <cmath>
@@ -326,7 +326,8 @@ int main(int argc, char **argv) {
     }
     auto it = valued.find(name);
     if (it == valued.end()) {
-      std::string megatron = explainMegatronFlag(name, StrataTool::Run);
+      std::string megatron = strata::tools::explainMegatronFlag(
+          name, strata::tools::StrataTool::Run);
       return fail(megatron.empty()
                       ? "unknown flag '" + name + "'; see strata-run --help"
                       : megatron);

@@ -1,0 +1,91 @@
+//===- PipelineSim.h - a pipeline schedule run on a clock -------*- C++ -*-===//
+//
+// Runs the per-stage order of a pipeline schedule against its data
+// dependencies — a chunk's forward waits for the previous chunk's forward of
+// the same microbatch, its backward for the next chunk's backward — with a
+// cost per forward and backward. It finds when every piece of work starts
+// and ends, the bubble (the time stages sit idle), and deadlocks (work that
+// waits on work that never comes). The compiler checks every schedule it
+// writes with it; strata-inspect draws plans and traces with it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_SCHEDULE_PIPELINESIM_H
+#define STRATA_RUNTIME_SCHEDULE_PIPELINESIM_H
+
+#include <string>
+#include <vector>
+
+namespace strata::sim {
+
+enum class Phase { Forward, Backward };
+
+/// One forward or backward of one chunk (global index 0..chunks-1) for one
+/// microbatch.
+struct Work {
+  Phase phase = Phase::Forward;
+  int chunk = 0;
+  int microbatch = 0;
+  bool operator==(const Work &) const = default;
+};
+
+/// "F3.1": forward of microbatch 3 on chunk 1 (B for backward).
+std::string describe(const Work &work);
+
+/// Costs in any unit. A chunk's forward costs `forward / chunksPerStage`:
+/// the costs are a whole stage's, so that interleaving (more, smaller
+/// chunks) keeps the work per stage the same.
+struct Costs {
+  double forward = 1, backward = 2;
+  double transfer = 0; // between dependent work on different stages
+};
+
+struct Timed {
+  Work work;
+  double start = 0, end = 0;
+};
+
+struct SimResult {
+  std::vector<std::vector<Timed>> stages; // what ran, per stage, in order
+  double makespan = 0;
+  double busy = 0;      // the most any stage computes
+  std::string deadlock; // "" unless some stage could not go on
+  /// Idle time over compute time: the paper's t_pb / t_id.
+  double bubbleFraction() const {
+    return busy > 0 ? (makespan - busy) / busy : 0;
+  }
+};
+
+/// Runs `orders` (one list per stage; chunk c on stage c % stages) with
+/// `costs`. Checks that every (chunk, microbatch) has exactly one forward
+/// and one backward, on its stage, the forward first; a violation is
+/// reported in `deadlock` as well.
+SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
+                   int microbatches, const Costs &costs);
+
+/// Runs measured start and end times instead of costs: validates the
+/// order the same way and fills the result from `times` (per stage, in
+/// order, {start, end}).
+SimResult
+fromMeasured(const std::vector<std::vector<Work>> &orders,
+             const std::vector<std::vector<std::pair<double, double>>> &times);
+
+/// The most microbatches a stage holds activations for at once: forwards
+/// run whose backward has not.
+int inFlight(const std::vector<Work> &order);
+
+/// Checks that the orders cannot deadlock when a send waits until its
+/// receive is posted (as NCCL's do, unlike transports that copy and post).
+/// Each stage posts its transfers in groups at its exchange points
+/// (`exchange[s][i]`: one before its i-th work; the end is one too): the
+/// sends of the works since the last point and the receives of the works
+/// up to the next, all at once. A transfer completes when both ends are
+/// posted; a group ends when all of its transfers have. Transfers between
+/// chunks of one stage are copies and never wait. Returns "" or where the
+/// stages would wait for each other forever.
+std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
+                                const std::vector<std::vector<bool>> &exchange,
+                                int chunks);
+
+} // namespace strata::sim
+
+#endif

@@ -1,0 +1,1 @@
+#include "runtime/low/Low.h"

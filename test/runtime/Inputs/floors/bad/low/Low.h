@@ -1,0 +1,2 @@
+#include "runtime/high/High.h"
+#include "runtime/low/Other.h"
