@@ -83,7 +83,7 @@ struct PadVocabPass : strata::impl::PadVocabBase<PadVocabPass> {
         return loss.emitError()
                << "the vocabulary " << vocab
                << " does not split across tensor-parallel size "
-               << tensorParallel
+               << int64_t(tensorParallel) // (an Option streams as nothing)
                << ", and the logits do not come straight from a matmul with "
                   "a parameter, whose columns could be padded";
       padParam(weight, matmul.getTransposeB() ? 0 : 1);
