@@ -1,6 +1,7 @@
 //===- Registration.cpp - every strata dialect and pass -------------------===//
 #include "compiler/Registration.h"
 #include "compiler/Passes.h"
+#include "compiler/rules/OpRules.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/exec/ExecDialect.h"
 #include "dialects/graph/GraphDialect.h"
@@ -12,6 +13,7 @@ void strata::registerDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::func::FuncDialect, graph::GraphDialect,
                   dist::DistDialect, exec::ExecDialect,
                   mlir::shard::ShardDialect>();
+  registerOpRules(registry);
 }
 
 void strata::registerPasses() { registerStrataPasses(); }

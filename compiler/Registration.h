@@ -6,7 +6,8 @@
 
 namespace strata {
 
-/// The dialects strata's IR uses: its own and the upstream ones it builds on.
+/// The dialects strata's IR uses: its own and the upstream ones it builds on,
+/// with the graph ops' rules (compiler/rules/) attached.
 void registerDialects(mlir::DialectRegistry &registry);
 
 /// Every pass declared in compiler/Passes.td, for strata-opt.

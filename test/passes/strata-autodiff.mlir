@@ -1,5 +1,5 @@
 // The VJP rules, op by op.
-// RUN: strata-opt %s --split-input-file --strata-autodiff=loss-scale=0.25 | FileCheck %s
+// RUN: strata-opt %s --split-input-file --strata-autodiff=loss-scale=0.25 --verify-diagnostics | FileCheck %s
 
 // A tied table: both uses accumulate into the one accumulator; the seed is
 // the loss scale; a matmul's input gradient flips the transpose.
@@ -91,5 +91,16 @@ func.func @model(%x: tensor<2x8xf32>, %t: tensor<2xi32>) -> tensor<f32> {
   %u = graph.param "unused" ones : tensor<8xf32>
   %dead = graph.gelu %u : tensor<8xf32>
   %loss = graph.cross_entropy %x, %t : (tensor<2x8xf32>, tensor<2xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Only a model's forward ops have gradient rules: a backward op in @model
+// is refused by name.
+func.func @model(%x: tensor<2x8xf32>, %d: tensor<2x8xf32>, %t: tensor<2xi32>) -> tensor<f32> {
+  // expected-error @below {{'graph.gelu_grad' op has no gradient: only a model's forward ops are differentiated, not the training step's own}}
+  %g = graph.gelu_grad %x, %d : tensor<2x8xf32>
+  %loss = graph.cross_entropy %g, %t : (tensor<2x8xf32>, tensor<2xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }

@@ -1,0 +1,34 @@
+//===- GraphInterfaces.td - per-op rules of the graph ops -*- tablegen -*-===//
+//
+// What the compiler's passes ask of each graph op, as interfaces rather than
+// chains of casts: its gradient (autodiff). The compiler implements them per
+// op family (compiler/rules/) and attaches them to every op of the dialect;
+// a graph op without its rules fails to build (compiler/rules/OpRules.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_GRAPH_INTERFACES_TD
+#define STRATA_GRAPH_INTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Graph_Differentiable : OpInterface<"Differentiable"> {
+  let cppNamespace = "::strata::graph";
+  let description = [{
+    A forward op's vector-Jacobian product. Given the gradients flowing
+    into its results (null where none flows), it builds the gradient of
+    each operand that has one and hands it to the builder, which sums
+    contributions and sends a parameter's to its accumulator. Sources
+    (parameters, inputs, constants) contribute nothing. Backward and
+    optimizer ops have none: the step never differentiates them.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds the operands' gradients from `resultGrads` (one per result,
+        null where none) through `gradients`.
+      }], "::mlir::LogicalResult", "buildGradient",
+      (ins "::strata::GradientBuilder &":$gradients,
+           "::mlir::ArrayRef<::mlir::Value>":$resultGrads)>,
+  ];
+}
+
+#endif // STRATA_GRAPH_INTERFACES_TD
