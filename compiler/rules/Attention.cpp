@@ -5,6 +5,14 @@
 // query's, key's and value's gradients at once; a rotation's gradient is
 // the rotation by the opposite angle.
 //
+// Sharding: attention splits its heads. Queries split with their weight;
+// keys and values split with them when their heads divide, else stay
+// replicated and each rank's query heads read the kv heads they belong to
+// (`group_size`, `dist.query_heads_split`), their gradients then partial.
+// The row log-sum-exp splits its heads (dimension 1) with the queries.
+// Rope's angles depend on position and pair: the sequence and the head
+// dimension must be whole, the heads may split.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -40,15 +48,99 @@ LogicalResult attentionGradient(AttentionOp attention, GradientBuilder &g,
   return success();
 }
 
+LogicalResult ropeSharding(RopeOp rope, ShardingState &st) {
+  Sharding s = st.get(rope.getInput());
+  if (s.isPartial() && rope.getInverse()) {
+    st.set(rope, s); // linear: the gradient may stay partial
+    return success();
+  }
+  if (s.isPartial() || s.isSplit(1) || s.isSplit(3)) {
+    if (failed(st.convertOperand(rope, 0, Sharding::replicated())))
+      return failure();
+    s = Sharding::replicated();
+  }
+  st.set(rope, s);
+  return success();
+}
+
+/// Operands: q, k, v (and output, lse, grad when backward).
+LogicalResult attentionSharding(Operation *op, bool backward,
+                                ShardingState &st) {
+  unsigned count = op->getNumOperands();
+  auto isLse = [&](unsigned i) {
+    return backward && op->getOperand(i) == cast<AttentionGradOp>(op).getLse();
+  };
+  auto lseOf = [](Sharding q) {
+    return q.isSplit() ? Sharding::split(1) : Sharding::replicated();
+  };
+  for (unsigned i = 0; i < count; ++i)
+    if (st.get(op->getOperand(i)).isPartial() &&
+        failed(st.convertOperand(op, i, Sharding::replicated())))
+      return failure();
+  for (unsigned i = 0; i < count; ++i) {
+    Sharding s = st.get(op->getOperand(i));
+    if (!isLse(i) && s.isSplit() && s.dim != 2 &&
+        failed(st.convertOperand(op, i, Sharding::replicated())))
+      return failure();
+  }
+  Sharding q = st.get(op->getOperand(0)), k = st.get(op->getOperand(1)),
+           v = st.get(op->getOperand(2));
+  if (k != v && failed(st.convertOperand(op, 2, k)))
+    return failure();
+  if (q.isReplicated() && k.isSplit() &&
+      (failed(st.convertOperand(op, 1, Sharding::replicated())) ||
+       failed(st.convertOperand(op, 2, Sharding::replicated()))))
+    return failure();
+  k = st.get(op->getOperand(1));
+  if (backward) {
+    for (unsigned i = 3; i < count; ++i) {
+      Sharding expected = isLse(i) ? lseOf(q) : q;
+      if (st.get(op->getOperand(i)) != expected &&
+          failed(st.convertOperand(op, i, expected)))
+        return failure();
+    }
+  }
+  if (q.isSplit() && k.isReplicated()) {
+    // Each rank's query heads read the replicated kv heads they belong to.
+    auto query = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto key = cast<RankedTensorType>(op->getOperand(1).getType());
+    OpBuilder &b = st.builder();
+    op->setAttr("group_size",
+                b.getI64IntegerAttr(query.getDimSize(2) / key.getDimSize(2)));
+    op->setAttr("dist.query_heads_split", b.getUnitAttr());
+  }
+  st.set(op->getResult(0), q);
+  if (!backward)
+    st.set(op->getResult(1), lseOf(q));
+  if (backward) {
+    // A replicated kv head's gradient sums over the ranks' query heads.
+    Sharding kv = k.isReplicated() && q.isSplit() ? Sharding::partial() : k;
+    st.set(op->getResult(1), kv);
+    st.set(op->getResult(2), kv);
+  }
+  return success();
+}
+
+LogicalResult forwardAttentionSharding(AttentionOp op, ShardingState &st) {
+  return attentionSharding(op, /*backward=*/false, st);
+}
+LogicalResult backwardAttentionSharding(AttentionGradOp op, ShardingState &st) {
+  return attentionSharding(op, /*backward=*/true, st);
+}
+
 } // namespace
 
 void OpRules<RopeOp>::attach(MLIRContext &context) {
   attachGradient<RopeOp, ropeGradient>(context);
+  attachSharding<RopeOp, ropeSharding>(context);
 }
 void OpRules<AttentionOp>::attach(MLIRContext &context) {
   attachGradient<AttentionOp, attentionGradient>(context);
+  attachSharding<AttentionOp, forwardAttentionSharding>(context);
 }
 // Backward only: no gradient of its own.
-void OpRules<AttentionGradOp>::attach(MLIRContext &) {}
+void OpRules<AttentionGradOp>::attach(MLIRContext &context) {
+  attachSharding<AttentionGradOp, backwardAttentionSharding>(context);
+}
 
 } // namespace strata

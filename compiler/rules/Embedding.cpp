@@ -3,6 +3,10 @@
 // Gradient: the rows looked up receive the output's gradient, scattered
 // and summed by token id (graph.embedding_grad); token ids have none.
 //
+// Sharding: a table split along its vocabulary (decided by planning)
+// makes the lookup vocabulary-parallel, each rank's sum partial (rows
+// outside its range are zero); its gradient is the table's, split alike.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -23,12 +27,57 @@ LogicalResult embeddingGradient(EmbeddingOp embedding, GradientBuilder &g,
   return success();
 }
 
+LogicalResult embeddingSharding(EmbeddingOp embedding, ShardingState &st) {
+  if (st.isUndecidedParam(embedding.getTable()))
+    st.decide(embedding.getTable(), Sharding::replicated());
+  Sharding table = st.get(embedding.getTable());
+  if (table.isSplit(0)) {
+    embedding->setAttr("dist.vocab_parallel", st.builder().getUnitAttr());
+    st.set(embedding, Sharding::partial()); // rows outside a rank's range: 0
+  } else if (table.isReplicated()) {
+    st.set(embedding, Sharding::replicated());
+  } else {
+    return st.error(embedding) << "an embedding table splits its rows only";
+  }
+  return success();
+}
+
+LogicalResult embeddingGradSharding(EmbeddingGradOp grad, ShardingState &st) {
+  // Its result is the table's gradient: shard it as the table.
+  auto sink = llvm::find_if(grad->getUsers(), [](Operation *user) {
+    return isa<AccumulateGradOp>(user);
+  });
+  Sharding table = Sharding::replicated();
+  if (sink != grad->getUsers().end())
+    table = st.paramSharding(cast<AccumulateGradOp>(*sink).getName());
+  Sharding dy = st.get(grad.getGrad());
+  if (table.isSplit(0)) {
+    if (!dy.isReplicated() &&
+        failed(st.convertOperand(grad, 0, Sharding::replicated())))
+      return failure();
+    grad->setAttr("dist.vocab_parallel", st.builder().getUnitAttr());
+    st.set(grad, table);
+    return success();
+  }
+  int64_t last = grad.getGrad().getType().getRank() - 1;
+  if (dy.isSplit(last) &&
+      failed(st.convertOperand(grad, 0, Sharding::replicated())))
+    return failure();
+  dy = st.get(grad.getGrad());
+  st.set(grad,
+         dy.isReplicated() ? Sharding::replicated() : Sharding::partial());
+  return success();
+}
+
 } // namespace
 
 void OpRules<EmbeddingOp>::attach(MLIRContext &context) {
   attachGradient<EmbeddingOp, embeddingGradient>(context);
+  attachSharding<EmbeddingOp, embeddingSharding>(context);
 }
 // Backward only: no gradient of its own.
-void OpRules<EmbeddingGradOp>::attach(MLIRContext &) {}
+void OpRules<EmbeddingGradOp>::attach(MLIRContext &context) {
+  attachSharding<EmbeddingGradOp, embeddingGradSharding>(context);
+}
 
 } // namespace strata

@@ -19,8 +19,8 @@ void GradientBuilder::contribute(Value value, Value grad, Location loc) {
     return;
   }
   Value &sum = grads[value];
-  sum = sum ? AddOp::create(b, loc, sum.getType(), sum, grad).getResult()
-            : grad;
+  sum =
+      sum ? AddOp::create(b, loc, sum.getType(), sum, grad).getResult() : grad;
 }
 
 Value GradientBuilder::sumTo(Value grad, Type type, Location loc) {

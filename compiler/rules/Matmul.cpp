@@ -4,6 +4,13 @@
 //   dx = dy · wᵀ   a matmul with the transpose flipped
 //   dw = xᵀ · dy   graph.matmul_weight_grad, summed over every row of x
 //
+// Sharding (Megatron's linears): a weight split along its output columns
+// (decided by planning) makes the matmul column parallel, its output split
+// along the last dimension; a weight split along its rows against an input
+// split the same way makes it row parallel, its output partial. The
+// weight gradient follows: split as the weight, or partial when both its
+// operands split their rows alike.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -32,12 +39,112 @@ LogicalResult matmulGradient(MatmulOp matmul, GradientBuilder &g,
   return success();
 }
 
+LogicalResult matmulSharding(MatmulOp op, ShardingState &st) {
+  Value lhs = op.getLhs(), rhs = op.getRhs();
+  int64_t last = op.getType().getRank() - 1;
+  int64_t kDim = op.getTransposeB() ? 1 : 0, nDim = 1 - kDim;
+  if (st.isUndecidedParam(rhs))
+    st.decide(rhs, st.get(lhs).isSplit(last) ? Sharding::split(kDim)
+                                             : Sharding::replicated());
+  Sharding l = st.get(lhs), r = st.get(rhs);
+  if (l.isPartial()) {
+    if (r.isReplicated()) {
+      st.set(op, Sharding::partial());
+      return success();
+    }
+    if (failed(st.convertOperand(op, 0, Sharding::replicated())))
+      return failure();
+    l = Sharding::replicated();
+  }
+  // The batch or sequence split of the lhs carries through a replicated
+  // weight; with a split weight the lhs must be whole first.
+  if (l.isSplit() && l.dim != last) {
+    if (r.isReplicated()) {
+      st.set(op, l);
+      return success();
+    }
+    if (failed(st.convertOperand(op, 0, Sharding::replicated())))
+      return failure();
+    l = Sharding::replicated();
+  }
+  if (l.isReplicated() && r.isReplicated()) {
+    st.set(op, Sharding::replicated());
+  } else if (l.isReplicated() && r.isSplit(nDim)) {
+    st.set(op, Sharding::split(last)); // column parallel
+  } else if (l.isSplit(last) && r.isSplit(kDim)) {
+    st.set(op, Sharding::partial()); // row parallel
+  } else if (l.isSplit(last) && r.isReplicated()) {
+    if (failed(st.convertOperand(op, 1, Sharding::split(kDim))))
+      return failure();
+    st.set(op, Sharding::partial());
+  } else if (l.isReplicated() && r.isSplit(kDim)) {
+    if (failed(st.convertOperand(op, 0, Sharding::split(last))))
+      return failure();
+    st.set(op, Sharding::partial());
+  } else {
+    return st.error(op) << "no rule for this matmul's operand shardings";
+  }
+  return success();
+}
+
+LogicalResult weightGradSharding(MatmulWeightGradOp op, ShardingState &st) {
+  // lhs [..., K], grad [..., N] -> [K, N] (or [N, K] transposed).
+  int64_t last = op.getLhs().getType().getRank() - 1;
+  bool transposed = op.getTransposeResult();
+  int64_t kDim = transposed ? 1 : 0, nDim = 1 - kDim;
+  Sharding l = st.get(op.getLhs()), g = st.get(op.getGrad());
+  if (l.isPartial() && g.isPartial()) {
+    if (failed(st.convertOperand(op, 0, Sharding::replicated())))
+      return failure();
+    l = Sharding::replicated();
+  }
+  if (l.isPartial() || g.isPartial()) {
+    Sharding other = l.isPartial() ? g : l;
+    if (!other.isReplicated() &&
+        failed(st.convertOperand(op, l.isPartial() ? 1 : 0,
+                                 Sharding::replicated())))
+      return failure();
+    st.set(op, Sharding::partial());
+    return success();
+  }
+  // Rows split the same way: each rank sums its rows, a partial result.
+  if (l.isSplit() && g.isSplit() && l.dim == g.dim && l.dim != last) {
+    st.set(op, Sharding::partial());
+    return success();
+  }
+  // A row split on one side only: make that side whole.
+  if (l.isSplit() && l.dim != last &&
+      failed(st.convertOperand(op, 0, Sharding::replicated())))
+    return failure();
+  if (g.isSplit() && g.dim != last &&
+      failed(st.convertOperand(op, 1, Sharding::replicated())))
+    return failure();
+  l = st.get(op.getLhs());
+  g = st.get(op.getGrad());
+  if (l.isSplit(last) && g.isSplit(last) &&
+      failed(st.convertOperand(op, 1, Sharding::replicated())))
+    return failure();
+  g = st.get(op.getGrad());
+  if (l.isReplicated() && g.isReplicated())
+    st.set(op, Sharding::replicated());
+  else if (l.isReplicated() && g.isSplit(last))
+    st.set(op, Sharding::split(nDim));
+  else if (l.isSplit(last) && g.isReplicated())
+    st.set(op, Sharding::split(kDim));
+  else
+    return st.error(op) << "no rule for this weight gradient's shardings";
+  return success();
+}
+
 } // namespace
 
 void OpRules<MatmulOp>::attach(MLIRContext &context) {
   attachGradient<MatmulOp, matmulGradient>(context);
+  attachSharding<MatmulOp, matmulSharding>(context);
 }
 // Backward only: no gradient of its own.
-void OpRules<MatmulWeightGradOp>::attach(MLIRContext &) {}
+void OpRules<MatmulWeightGradOp>::attach(MLIRContext &context) {
+  attachSharding<MatmulWeightGradOp, weightGradSharding>(context);
+}
 
 } // namespace strata

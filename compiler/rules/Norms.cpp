@@ -3,6 +3,11 @@
 // Gradient: one backward op per norm gives the input's, the weight's and
 // (LayerNorm) the bias's gradients at once.
 //
+// Sharding: a norm normalizes the last dimension, which must be whole; its
+// weights are replicated. Under sequence parallelism it runs on each
+// rank's part of the sequence, and its weight gradients, summed over those
+// rows, are partial.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -36,16 +41,66 @@ LogicalResult rmsNormGradient(RmsNormOp norm, GradientBuilder &g,
   return success();
 }
 
+/// Forward: (x, weight[, bias]); backward: (x, weight, grad).
+LogicalResult normSharding(Operation *op, bool backward, ShardingState &st) {
+  Value x = op->getOperand(0);
+  int64_t last = cast<RankedTensorType>(x.getType()).getRank() - 1;
+  Sharding s = st.get(x);
+  if (s.isPartial() || s.isSplit(last)) {
+    if (failed(st.convertOperand(op, 0,
+                                 s.isPartial() ? st.streamSharding(x)
+                                               : Sharding::replicated())))
+      return failure();
+    s = st.get(op->getOperand(0));
+  }
+  unsigned params = backward ? 2 : op->getNumOperands();
+  for (unsigned i = 1; i < params; ++i) {
+    if (st.isUndecidedParam(op->getOperand(i)))
+      st.decide(op->getOperand(i), Sharding::replicated());
+    else if (!st.get(op->getOperand(i)).isReplicated() &&
+             failed(st.convertOperand(op, i, Sharding::replicated())))
+      return failure();
+  }
+  if (backward && st.get(op->getOperand(2)) != s &&
+      failed(st.convertOperand(op, 2, s)))
+    return failure();
+  st.set(op->getResult(0), s);
+  if (backward) {
+    // Weight gradients sum over rows: partial when the rows are split.
+    Sharding weights =
+        s.isSplit() ? Sharding::partial() : Sharding::replicated();
+    for (unsigned i = 1; i < op->getNumResults(); ++i)
+      st.set(op->getResult(i), weights);
+  }
+  return success();
+}
+
+template <typename Op>
+LogicalResult forwardNormSharding(Op op, ShardingState &st) {
+  return normSharding(op, /*backward=*/false, st);
+}
+template <typename Op>
+LogicalResult backwardNormSharding(Op op, ShardingState &st) {
+  return normSharding(op, /*backward=*/true, st);
+}
+
 } // namespace
 
 void OpRules<LayerNormOp>::attach(MLIRContext &context) {
   attachGradient<LayerNormOp, layerNormGradient>(context);
+  attachSharding<LayerNormOp, forwardNormSharding<LayerNormOp>>(context);
 }
 void OpRules<RmsNormOp>::attach(MLIRContext &context) {
   attachGradient<RmsNormOp, rmsNormGradient>(context);
+  attachSharding<RmsNormOp, forwardNormSharding<RmsNormOp>>(context);
 }
 // Backward only: no gradients of their own.
-void OpRules<LayerNormGradOp>::attach(MLIRContext &) {}
-void OpRules<RmsNormGradOp>::attach(MLIRContext &) {}
+void OpRules<LayerNormGradOp>::attach(MLIRContext &context) {
+  attachSharding<LayerNormGradOp, backwardNormSharding<LayerNormGradOp>>(
+      context);
+}
+void OpRules<RmsNormGradOp>::attach(MLIRContext &context) {
+  attachSharding<RmsNormGradOp, backwardNormSharding<RmsNormGradOp>>(context);
+}
 
 } // namespace strata

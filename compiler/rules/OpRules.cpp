@@ -2,8 +2,7 @@
 #include "compiler/rules/OpRules.h"
 
 void strata::registerOpRules(mlir::DialectRegistry &registry) {
-  registry.addExtension(+[](mlir::MLIRContext *context,
-                            graph::GraphDialect *) {
+  registry.addExtension(+[](mlir::MLIRContext *context, graph::GraphDialect *) {
     attachOpRules<
 #define GET_OP_LIST
 #include "dialects/graph/GraphOps.cpp.inc"

@@ -1,7 +1,8 @@
 //===- OpRules.h - every graph op's rules, by family ------------*- C++ -*-===//
 //
 // Each graph op gets its rules from the file of its family, here in
-// compiler/rules/: today its gradient (graph::Differentiable). The table
+// compiler/rules/: its gradient (graph::Differentiable) and its sharding
+// across tensor-parallel ranks (graph::Shardable). The table
 // below names every op's family once; `attach` attaches the op's rules to
 // a context. Registration walks the dialect's generated op list, so a
 // graph op added to GraphOps.td without a line here fails to compile

@@ -1,6 +1,11 @@
 //===- Optimizer.cpp - accumulators, the gradient norm, AdamW -------------===//
 //
 // The training step's own ops, after autodiff: no gradients.
+// Sharding: an accumulator is sharded as its parameter, except that a
+// replicated parameter's partial gradient (a norm weight under sequence
+// parallelism) accumulates as it is and is reduced once, in @optimizer,
+// as Megatron does; a split gradient's squares are partial; the norm and
+// the update read whole values.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
@@ -9,11 +14,69 @@ using namespace mlir;
 using namespace strata::graph;
 
 namespace strata {
+namespace {
 
-void OpRules<AccumulateGradOp>::attach(MLIRContext &) {}
-void OpRules<GradOp>::attach(MLIRContext &) {}
-void OpRules<SumSquaresOp>::attach(MLIRContext &) {}
-void OpRules<ClipCoefficientOp>::attach(MLIRContext &) {}
-void OpRules<AdamWOp>::attach(MLIRContext &) {}
+LogicalResult accumulateSharding(AccumulateGradOp sink, ShardingState &st) {
+  Sharding param = st.paramSharding(sink.getName());
+  Sharding grad = st.get(sink.getGrad());
+  if (param.isReplicated() && grad.isPartial()) {
+    st.partialGrads.insert(sink.getName());
+    return success();
+  }
+  if (grad != param && failed(st.convertOperand(sink, 0, param)))
+    return failure();
+  return success();
+}
+
+LogicalResult gradSharding(GradOp grad, ShardingState &st) {
+  st.set(grad, st.partialGrads.contains(grad.getName())
+                   ? Sharding::partial()
+                   : st.paramSharding(grad.getName()));
+  return success();
+}
+
+LogicalResult sumSquaresSharding(SumSquaresOp squares, ShardingState &st) {
+  if (st.get(squares.getInput()).isPartial() &&
+      failed(st.convertOperand(squares, 0, Sharding::replicated())))
+    return failure();
+  Sharding s = st.get(squares.getInput());
+  st.set(squares,
+         s.isReplicated() ? Sharding::replicated() : Sharding::partial());
+  return success();
+}
+
+LogicalResult clipSharding(ClipCoefficientOp clip, ShardingState &st) {
+  if (!st.get(clip.getSumSquares()).isReplicated() &&
+      failed(st.convertOperand(clip, 0, Sharding::replicated())))
+    return failure();
+  st.set(clip.getNorm(), Sharding::replicated());
+  st.set(clip.getCoefficient(), Sharding::replicated());
+  return success();
+}
+
+LogicalResult adamSharding(AdamWOp adam, ShardingState &st) {
+  if (st.get(adam.getGrad()).isPartial() &&
+      failed(st.convertOperand(adam, 1, Sharding::replicated())))
+    return failure();
+  return success();
+}
+
+} // namespace
+
+void OpRules<AccumulateGradOp>::attach(MLIRContext &context) {
+  attachSharding<AccumulateGradOp, accumulateSharding>(context);
+}
+void OpRules<GradOp>::attach(MLIRContext &context) {
+  attachSharding<GradOp, gradSharding>(context);
+}
+void OpRules<SumSquaresOp>::attach(MLIRContext &context) {
+  attachSharding<SumSquaresOp, sumSquaresSharding>(context);
+}
+void OpRules<ClipCoefficientOp>::attach(MLIRContext &context) {
+  attachSharding<ClipCoefficientOp, clipSharding>(context);
+}
+void OpRules<AdamWOp>::attach(MLIRContext &context) {
+  attachSharding<AdamWOp, adamSharding>(context);
+}
 
 } // namespace strata

@@ -6,6 +6,14 @@
 //   a * b:  da = dy * b, db = dy * a    s * a:  da = s * dy
 //   gelu, silu: their own backward ops (graph.gelu_grad, silu_grad)
 //
+// Sharding: add and sub are linear in both operands jointly (two partial
+// sums stay partial), mul in each separately (partial times replicated
+// stays partial); otherwise the right operand follows the left, and a
+// partial side becomes the stream's sharding (the residual add). A sum of
+// scalars (the gradient norm's) stays partial, a replicated term counted on
+// the first rank only, so that the total is all-reduced once. Activations
+// need whole values: a partial input is all-reduced first.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -71,28 +79,151 @@ LogicalResult siluGradient(SiluOp silu, GradientBuilder &g,
   return success();
 }
 
+/// add and sub (linear in both operands jointly), mul (in each
+/// separately). The right operand may broadcast over leading dimensions.
+LogicalResult broadcastSharding(Operation *op, bool linearInBoth,
+                                ShardingState &st) {
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+  int64_t offset = cast<RankedTensorType>(lhs.getType()).getRank() -
+                   cast<RankedTensorType>(rhs.getType()).getRank();
+  // The rhs sharding that matches an lhs sharding.
+  auto matching = [&](Sharding l) {
+    if (l.isSplit() && l.dim >= offset)
+      return Sharding::split(l.dim - offset);
+    return Sharding::replicated();
+  };
+  if (st.isUndecidedParam(rhs)) {
+    if (st.get(lhs).isPartial() &&
+        failed(st.convertOperand(op, 0, st.streamSharding(lhs))))
+      return failure();
+    st.decide(rhs, matching(st.get(op->getOperand(0))));
+  }
+  Sharding l = st.get(op->getOperand(0)), r = st.get(op->getOperand(1));
+  if (linearInBoth && l.isPartial() && r.isPartial()) {
+    st.set(op->getResult(0), Sharding::partial());
+    return success();
+  }
+  if (!linearInBoth && (l.isPartial() != r.isPartial()) &&
+      (l.isReplicated() || r.isReplicated())) {
+    // P·R stays partial: the product is linear in the partial factor.
+    st.set(op->getResult(0), Sharding::partial());
+    return success();
+  }
+  // A partial side becomes the stream's sharding (the residual add).
+  if (l.isPartial()) {
+    Sharding to = r.isSplit() && r.dim + offset >= 0
+                      ? Sharding::split(r.dim + offset)
+                      : st.streamSharding(lhs);
+    if (failed(st.convertOperand(op, 0, to)))
+      return failure();
+  }
+  l = st.get(op->getOperand(0));
+  r = st.get(op->getOperand(1));
+  if (r.isPartial() || r != matching(l)) {
+    // The rhs follows the lhs when it can be sliced or reduced to it; an
+    // lhs split on a dimension the rhs does not have needs nothing.
+    Sharding target = matching(l);
+    if (r.isSplit() && target.isReplicated() && l.isReplicated()) {
+      // A split rhs against a replicated lhs: slice the lhs instead.
+      if (failed(st.convertOperand(op, 0, Sharding::split(r.dim + offset))))
+        return failure();
+      l = st.get(op->getOperand(0));
+      target = matching(l);
+    }
+    if (st.get(op->getOperand(1)) != target &&
+        failed(st.convertOperand(op, 1, target)))
+      return failure();
+  }
+  st.set(op->getResult(0), st.get(op->getOperand(0)));
+  return success();
+}
+
+LogicalResult addSharding(AddOp add, ShardingState &st) {
+  if (add.getType().getRank() == 0) {
+    // Sums of scalars (the gradient norm) stay partial: a replicated term
+    // is counted once, on the first rank, and the total all-reduced once.
+    Sharding l = st.get(add.getLhs()), r = st.get(add.getRhs());
+    if (l.isPartial() || r.isPartial()) {
+      if (l.isReplicated() &&
+          failed(st.convertOperand(add, 0, Sharding::partial())))
+        return failure();
+      if (r.isReplicated() &&
+          failed(st.convertOperand(add, 1, Sharding::partial())))
+        return failure();
+      st.set(add, Sharding::partial());
+      return success();
+    }
+  }
+  return broadcastSharding(add, /*linearInBoth=*/true, st);
+}
+
+LogicalResult subSharding(SubOp sub, ShardingState &st) {
+  return broadcastSharding(sub, /*linearInBoth=*/true, st);
+}
+
+LogicalResult mulSharding(MulOp mul, ShardingState &st) {
+  return broadcastSharding(mul, /*linearInBoth=*/false, st);
+}
+
+LogicalResult scaleSharding(ScaleOp scale, ShardingState &st) {
+  st.set(scale, st.get(scale.getInput()));
+  return success();
+}
+
+template <typename Op>
+LogicalResult activationSharding(Op op, ShardingState &st) {
+  if (st.get(op->getOperand(0)).isPartial() &&
+      failed(st.convertOperand(op, 0, Sharding::replicated())))
+    return failure();
+  st.set(op->getResult(0), st.get(op->getOperand(0)));
+  return success();
+}
+
+/// (input, grad): the gradient follows the input.
+template <typename Op>
+LogicalResult activationGradSharding(Op op, ShardingState &st) {
+  Sharding x = st.get(op->getOperand(0));
+  if (x.isPartial() && failed(st.convertOperand(op, 0, Sharding::replicated())))
+    return failure();
+  x = st.get(op->getOperand(0));
+  if (st.get(op->getOperand(1)) != x && failed(st.convertOperand(op, 1, x)))
+    return failure();
+  st.set(op->getResult(0), x);
+  return success();
+}
+
 } // namespace
 
 void OpRules<AddOp>::attach(MLIRContext &context) {
   attachGradient<AddOp, addGradient>(context);
+  attachSharding<AddOp, addSharding>(context);
 }
 void OpRules<SubOp>::attach(MLIRContext &context) {
   attachGradient<SubOp, subGradient>(context);
+  attachSharding<SubOp, subSharding>(context);
 }
 void OpRules<MulOp>::attach(MLIRContext &context) {
   attachGradient<MulOp, mulGradient>(context);
+  attachSharding<MulOp, mulSharding>(context);
 }
 void OpRules<ScaleOp>::attach(MLIRContext &context) {
   attachGradient<ScaleOp, scaleGradient>(context);
+  attachSharding<ScaleOp, scaleSharding>(context);
 }
 void OpRules<GeluOp>::attach(MLIRContext &context) {
   attachGradient<GeluOp, geluGradient>(context);
+  attachSharding<GeluOp, activationSharding<GeluOp>>(context);
 }
 void OpRules<SiluOp>::attach(MLIRContext &context) {
   attachGradient<SiluOp, siluGradient>(context);
+  attachSharding<SiluOp, activationSharding<SiluOp>>(context);
 }
 // Backward only: no gradients of their own.
-void OpRules<GeluGradOp>::attach(MLIRContext &) {}
-void OpRules<SiluGradOp>::attach(MLIRContext &) {}
+void OpRules<GeluGradOp>::attach(MLIRContext &context) {
+  attachSharding<GeluGradOp, activationGradSharding<GeluGradOp>>(context);
+}
+void OpRules<SiluGradOp>::attach(MLIRContext &context) {
+  attachSharding<SiluGradOp, activationGradSharding<SiluGradOp>>(context);
+}
 
 } // namespace strata

@@ -9,6 +9,7 @@
 
 #include "compiler/rules/GradientBuilder.h"
 #include "compiler/rules/OpRules.h"
+#include "compiler/rules/Sharding.h"
 #include "dialects/graph/GraphInterfaces.h"
 
 namespace strata {
@@ -32,6 +33,25 @@ struct GradientModel
 template <typename Op, GradientRule<Op> Rule>
 void attachGradient(mlir::MLIRContext &context) {
   Op::template attachInterface<GradientModel<Op, Rule>>(context);
+}
+
+/// A sharding rule: the op and tensor parallelism's state.
+template <typename Op>
+using ShardingRule = mlir::LogicalResult (*)(Op, ShardingState &);
+
+template <typename Op, ShardingRule<Op> Rule>
+struct ShardingModel
+    : graph::Shardable::ExternalModel<ShardingModel<Op, Rule>, Op> {
+  mlir::LogicalResult propagateSharding(mlir::Operation *op,
+                                        ShardingState &state) const {
+    return Rule(mlir::cast<Op>(op), state);
+  }
+};
+
+/// Attaches `Rule` as `Op`'s sharding.
+template <typename Op, ShardingRule<Op> Rule>
+void attachSharding(mlir::MLIRContext &context) {
+  Op::template attachInterface<ShardingModel<Op, Rule>>(context);
 }
 
 } // namespace strata

@@ -3,6 +3,11 @@
 // Gradients: a reshape's is the gradient reshaped back; a transpose's is
 // the gradient transposed by the inverse permutation.
 //
+// Sharding: a split passes through a reshape when some output dimension
+// holds the same blocks (else the input is gathered first) and through a
+// transpose to where its dimension moves; summing a broadcast operand's
+// gradient over a split leading dimension makes it partial.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -35,15 +40,58 @@ LogicalResult transposeGradient(TransposeOp transpose, GradientBuilder &g,
   return success();
 }
 
+LogicalResult reshapeSharding(ReshapeOp reshape, ShardingState &st) {
+  Sharding s = st.get(reshape.getInput());
+  if (s.isSplit()) {
+    std::string why;
+    auto mapped = st.mapThroughReshape(reshape.getInput().getType(), s.dim,
+                                       reshape.getType(), why);
+    if (!mapped) {
+      if (failed(st.convertOperand(reshape, 0, Sharding::replicated())))
+        return failure();
+      s = Sharding::replicated();
+    } else {
+      s = Sharding::split(*mapped);
+    }
+  }
+  st.set(reshape, s);
+  return success();
+}
+
+LogicalResult transposeSharding(TransposeOp transpose, ShardingState &st) {
+  Sharding s = st.get(transpose.getInput());
+  if (s.isSplit()) {
+    auto perm = transpose.getPermutation();
+    for (int64_t e = 0; e < int64_t(perm.size()); ++e)
+      if (perm[e] == s.dim)
+        s = Sharding::split(e);
+  }
+  st.set(transpose, s);
+  return success();
+}
+
+LogicalResult sumToSharding(SumToOp sum, ShardingState &st) {
+  Sharding s = st.get(sum.getInput());
+  int64_t offset = sum.getInput().getType().getRank() - sum.getType().getRank();
+  if (s.isSplit())
+    s = s.dim < offset ? Sharding::partial() : Sharding::split(s.dim - offset);
+  st.set(sum, s);
+  return success();
+}
+
 } // namespace
 
 void OpRules<ReshapeOp>::attach(MLIRContext &context) {
   attachGradient<ReshapeOp, reshapeGradient>(context);
+  attachSharding<ReshapeOp, reshapeSharding>(context);
 }
 void OpRules<TransposeOp>::attach(MLIRContext &context) {
   attachGradient<TransposeOp, transposeGradient>(context);
+  attachSharding<TransposeOp, transposeSharding>(context);
 }
 // Backward only (a broadcast operand's gradient): no gradient of its own.
-void OpRules<SumToOp>::attach(MLIRContext &) {}
+void OpRules<SumToOp>::attach(MLIRContext &context) {
+  attachSharding<SumToOp, sumToSharding>(context);
+}
 
 } // namespace strata

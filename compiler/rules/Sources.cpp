@@ -4,6 +4,10 @@
 // accumulator when its users contribute it, GradientBuilder::contribute);
 // a layer boundary passes each result's gradient to its input.
 //
+// Sharding: inputs and constants are replicated and parameters are
+// decided by their first user; the stream crosses a layer boundary whole
+// (or sequence-split), never as partial sums.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -25,19 +29,39 @@ LogicalResult boundaryGradient(LayerBoundaryOp boundary, GradientBuilder &g,
   return success();
 }
 
+template <typename Op> LogicalResult sourceSharding(Op, ShardingState &) {
+  return success();
+}
+
+LogicalResult boundarySharding(LayerBoundaryOp boundary, ShardingState &st) {
+  Operation *op = boundary;
+  for (unsigned i = 0; i < op->getNumOperands(); ++i)
+    if (st.get(op->getOperand(i)).isPartial() &&
+        failed(st.convertOperand(op, i, st.streamSharding(op->getOperand(i)))))
+      return failure();
+  for (auto [input, result] :
+       llvm::zip(boundary.getInputs(), boundary.getResults()))
+    st.set(result, st.get(input));
+  return success();
+}
+
 } // namespace
 
 void OpRules<ParamOp>::attach(MLIRContext &context) {
   attachGradient<ParamOp, leafGradient<ParamOp>>(context);
+  attachSharding<ParamOp, sourceSharding<ParamOp>>(context);
 }
 void OpRules<InputOp>::attach(MLIRContext &context) {
   attachGradient<InputOp, leafGradient<InputOp>>(context);
+  attachSharding<InputOp, sourceSharding<InputOp>>(context);
 }
 void OpRules<ConstantOp>::attach(MLIRContext &context) {
   attachGradient<ConstantOp, leafGradient<ConstantOp>>(context);
+  attachSharding<ConstantOp, sourceSharding<ConstantOp>>(context);
 }
 void OpRules<LayerBoundaryOp>::attach(MLIRContext &context) {
   attachGradient<LayerBoundaryOp, boundaryGradient>(context);
+  attachSharding<LayerBoundaryOp, boundarySharding>(context);
 }
 
 } // namespace strata

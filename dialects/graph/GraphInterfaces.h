@@ -5,9 +5,11 @@
 #include "mlir/IR/OpDefinition.h"
 
 namespace strata {
-/// Autodiff's state (compiler/rules/GradientBuilder.h): the rules only
-/// reach it through a reference.
+// The compiler's state the rules work through (compiler/rules/): autodiff's
+// running gradients and tensor parallelism's shardings. The dialect only
+// names them.
 class GradientBuilder;
+class ShardingState;
 } // namespace strata
 
 #include "dialects/graph/GraphInterfaces.h.inc"

@@ -1,7 +1,8 @@
 //===- GraphInterfaces.td - per-op rules of the graph ops -*- tablegen -*-===//
 //
 // What the compiler's passes ask of each graph op, as interfaces rather than
-// chains of casts: its gradient (autodiff). The compiler implements them per
+// chains of casts: its gradient (autodiff) and its sharding across
+// tensor-parallel ranks. The compiler implements them per
 // op family (compiler/rules/) and attaches them to every op of the dialect;
 // a graph op without its rules fails to build (compiler/rules/OpRules.h).
 //
@@ -28,6 +29,24 @@ def Graph_Differentiable : OpInterface<"Differentiable"> {
       }], "::mlir::LogicalResult", "buildGradient",
       (ins "::strata::GradientBuilder &":$gradients,
            "::mlir::ArrayRef<::mlir::Value>":$resultGrads)>,
+  ];
+}
+
+def Graph_Shardable : OpInterface<"Shardable"> {
+  let cppNamespace = "::strata::graph";
+  let description = [{
+    An op's tensor-parallel rule: from its operands' shardings (replicated,
+    split along a dimension, or partial sums), it decides the shardings of
+    parameters it meets first, converts an operand that does not fit (a
+    collective or local slice inserted before it) and sets its results'.
+    Ops that tensor parallelism itself creates (the vocabulary-parallel
+    loss's statistics) have none.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Shards the op's results, converting operands through `state`.
+      }], "::mlir::LogicalResult", "propagateSharding",
+      (ins "::strata::ShardingState &":$state)>,
   ];
 }
 

@@ -156,7 +156,6 @@ std::string resolveParts(const Plan &plan, uint32_t rankIndex,
 }
 } // namespace
 
-
 std::string resolveRank(const Plan &plan, uint32_t rank, RankPlan &out) {
   if (rank >= plan.world() || !plan.templates[plan.rankTemplates[rank]])
     return "rank " + std::to_string(rank) + ": its template is not loaded";
