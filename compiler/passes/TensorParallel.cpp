@@ -11,18 +11,18 @@
 // Planning seeds parameter shardings: an embedding table splits its
 // vocabulary; a matmul weight splits its output columns ("column parallel")
 // when its output flows, through elementwise ops, reshapes, rope and
-// attention, into a consumer that wants it split — another matmul (which
-// then becomes "row parallel"), the loss (vocabulary-parallel), or a query
-// (heads split); key/value weights split only when their heads divide.
-// Propagation then visits the ops in program order; each op's rule (its
-// graph::Shardable, in the file of its family under compiler/rules/) takes
-// its operands' shardings, picks the shardings of any parameter met for the
-// first time (a bias split like its activation, a row-parallel weight), and
-// converts an operand whose sharding does not fit by inserting a collective
-// (shard.all_reduce, all_gather, reduce_scatter) or a local slice. Nothing
-// here knows transformer blocks by name: GPT's layout (two all-reduces per
-// layer forward and two backward) and a SwiGLU / grouped-query model's both
-// come from the op rules.
+// attention (each op's planSplit rule), into a consumer that wants it split —
+// another matmul (which then becomes "row parallel"), the loss
+// (vocabulary-parallel), or a query (heads split); key/value weights split only
+// when their heads divide. Propagation then visits the ops in program order;
+// each op's rule (its graph::Shardable, in the file of its family under
+// compiler/rules/) takes its operands' shardings, picks the shardings of any
+// parameter met for the first time (a bias split like its activation, a
+// row-parallel weight), and converts an operand whose sharding does not fit by
+// inserting a collective (shard.all_reduce, all_gather, reduce_scatter) or a
+// local slice. Nothing here knows transformer blocks by name: GPT's layout (two
+// all-reduces per layer forward and two backward) and a SwiGLU / grouped-query
+// model's both come from the op rules.
 //
 // With sequence parallelism, activations that would be all-reduced into the
 // replicated residual stream are reduce-scattered along the sequence instead,
@@ -51,23 +51,7 @@ using namespace strata::graph;
 namespace {
 
 using strata::Sharding;
-
-/// What a column split of a matmul's output is for, found by following the
-/// output forward.
-enum class Need { None, Optional, Required };
-
-struct Trace {
-  Need need = Need::None;
-  bool forLoss = false;         // required by the loss: the vocabulary
-  Operation *blocked = nullptr; // an op the split cannot pass
-  std::string why;
-};
-
-bool isBackwardOnly(Operation *op) {
-  return isa<GeluGradOp, SiluGradOp, LayerNormGradOp, RmsNormGradOp,
-             AttentionGradOp, CrossEntropyGradOp, MatmulWeightGradOp,
-             EmbeddingGradOp, AccumulateGradOp, SumToOp>(op);
-}
+using Need = strata::SplitPlanner::Need;
 
 /// Tensor parallelism's state (rules/Sharding.h) and the pass's own
 /// steps: planning the column splits, walking the ops, localizing types.
@@ -78,9 +62,8 @@ public:
   LogicalResult run();
 
 private:
-  // Planning.
+  // Planning: which matmul weights split their columns.
   LogicalResult plan(func::FuncOp func);
-  void trace(Value value, int64_t dim, Trace &out, int depth);
 
   // Propagation: each op's rule (graph::Shardable, compiler/rules/).
   LogicalResult propagate(func::FuncOp func);
@@ -96,75 +79,6 @@ private:
 //===----------------------------------------------------------------------===//
 // Planning: which matmul weights split their columns
 //===----------------------------------------------------------------------===//
-
-/// Follows `value`, split along `dim`, forward through the ops that could
-/// carry the split. Past an op that cannot (`dim` is then -1), it goes on
-/// only to learn whether the split was required beyond it.
-void Partitioner::trace(Value value, int64_t dim, Trace &out, int depth) {
-  if (depth > 64)
-    return;
-  auto blockedBy = [&](Operation *op, std::string why) {
-    if (!out.blocked) {
-      out.blocked = op;
-      out.why = std::move(why);
-    }
-  };
-  auto want = [&](Need need) {
-    if (need > out.need)
-      out.need = need;
-  };
-  for (OpOperand &use : value.getUses()) {
-    Operation *user = use.getOwner();
-    if (isBackwardOnly(user) ||
-        (forwardEnd && forwardEnd->isBeforeInBlock(user)))
-      continue;
-    auto type = cast<RankedTensorType>(value.getType());
-    int64_t last = type.getRank() - 1;
-    (void)last;
-    if (isa<AddOp, SubOp>(user)) {
-      Value other = user->getOperand(1 - use.getOperandNumber());
-      // A bias or table parameter follows the split; another activation is
-      // the residual stream, where the split would have to end.
-      if (other.getDefiningOp<ParamOp>())
-        trace(user->getResult(0), dim, out, depth + 1);
-    } else if (isa<MulOp, GeluOp, SiluOp, ScaleOp>(user)) {
-      trace(user->getResult(0), dim, out, depth + 1);
-    } else if (auto rope = dyn_cast<RopeOp>(user)) {
-      if (dim == 3)
-        blockedBy(user, "rope rotates pairs within a head");
-      trace(rope, dim == 3 ? -1 : dim, out, depth + 1);
-    } else if (auto reshape = dyn_cast<ReshapeOp>(user)) {
-      std::string why;
-      std::optional<int64_t> mapped;
-      if (dim >= 0) {
-        mapped = mapThroughReshape(type, dim, reshape.getType(), why);
-        if (!mapped)
-          blockedBy(user, "the reshape to " + describe(reshape.getType()) +
-                              " cannot carry the split: " + why);
-      }
-      trace(reshape, mapped ? *mapped : -1, out, depth + 1);
-    } else if (auto transpose = dyn_cast<TransposeOp>(user)) {
-      auto perm = transpose.getPermutation();
-      int64_t moved = -1;
-      for (int64_t e = 0; e < int64_t(perm.size()); ++e)
-        if (perm[e] == dim)
-          moved = e;
-      trace(transpose, moved, out, depth + 1);
-    } else if (isa<AttentionOp>(user)) {
-      if (dim >= 0 && dim != 2)
-        blockedBy(user, "attention splits heads only");
-      want(use.getOperandNumber() == 0 ? Need::Required : Need::Optional);
-    } else if (auto matmul = dyn_cast<MatmulOp>(user)) {
-      if (use.getOperandNumber() == 0 && (dim == last || dim < 0))
-        want(Need::Required);
-    } else if (isa<CrossEntropyOp>(user)) {
-      if (use.getOperandNumber() == 0 && (dim == last || dim < 0)) {
-        want(Need::Required);
-        out.forLoss = true;
-      }
-    }
-  }
-}
 
 LogicalResult Partitioner::plan(func::FuncOp func) {
   for (Operation &op : func.getBody().front()) {
@@ -186,16 +100,15 @@ LogicalResult Partitioner::plan(func::FuncOp func) {
       continue;
     if (forwardEnd && forwardEnd->isBeforeInBlock(&op))
       break;
-    Trace t;
-    int64_t last = matmul.getType().getRank() - 1;
-    trace(matmul.getResult(), last, t, 0);
-    if (t.need == Need::None)
+    strata::SplitPlanner t(*this, forwardEnd);
+    t.follow(matmul.getResult(), matmul.getType().getRank() - 1);
+    if (t.needed == Need::None)
       continue; // decided when propagation reaches it
     auto param = matmul.getRhs().getDefiningOp<ParamOp>();
     int64_t columns = matmul.getTransposeB() ? 0 : 1;
     int64_t size = param.getType().getDimSize(columns);
     if (size % tp != 0) {
-      if (t.need == Need::Required)
+      if (t.needed == Need::Required)
         return error(&op) << "parameter '" << param.getName() << "' "
                           << describe(param.getType()) << ": dimension "
                           << columns << " (" << size
@@ -205,7 +118,7 @@ LogicalResult Partitioner::plan(func::FuncOp func) {
       continue;
     }
     if (t.blocked) {
-      if (t.need == Need::Required) {
+      if (t.needed == Need::Required) {
         InFlightDiagnostic diag = error(t.blocked);
         diag << "the output of '" << param.getName()
              << "' must split across ranks, but " << t.why;

@@ -128,15 +128,33 @@ LogicalResult backwardAttentionSharding(AttentionGradOp op, ShardingState &st) {
   return attentionSharding(op, /*backward=*/true, st);
 }
 
+/// Planning: rope cannot carry a split of the pairs it rotates.
+void ropeSplit(RopeOp rope, OpOperand &, int64_t dim, SplitPlanner &planner) {
+  if (dim == 3)
+    planner.block(rope, "rope rotates pairs within a head");
+  planner.follow(rope, dim == 3 ? -1 : dim);
+}
+
+/// Planning: attention needs its queries' heads split (its keys' and
+/// values' only if they can) and splits nothing else.
+void attentionSplit(AttentionOp attention, OpOperand &use, int64_t dim,
+                    SplitPlanner &planner) {
+  if (dim >= 0 && dim != 2)
+    planner.block(attention, "attention splits heads only");
+  planner.want(use.getOperandNumber() == 0 ? SplitPlanner::Need::Required
+                                           : SplitPlanner::Need::Optional);
+}
+
 } // namespace
 
 void OpRules<RopeOp>::attach(MLIRContext &context) {
   attachGradient<RopeOp, ropeGradient>(context);
-  attachSharding<RopeOp, ropeSharding>(context);
+  attachSharding<RopeOp, ropeSharding, ropeSplit>(context);
 }
 void OpRules<AttentionOp>::attach(MLIRContext &context) {
   attachGradient<AttentionOp, attentionGradient>(context);
-  attachSharding<AttentionOp, forwardAttentionSharding>(context);
+  attachSharding<AttentionOp, forwardAttentionSharding, attentionSplit>(
+      context);
 }
 // Backward only: no gradient of its own.
 void OpRules<AttentionGradOp>::attach(MLIRContext &context) {

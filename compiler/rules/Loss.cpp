@@ -111,11 +111,21 @@ LogicalResult crossEntropyGradSharding(CrossEntropyGradOp op,
   return success();
 }
 
+/// Planning: the loss needs its logits split along the vocabulary (it
+/// becomes vocabulary-parallel).
+void crossEntropySplit(CrossEntropyOp, OpOperand &use, int64_t dim,
+                       SplitPlanner &planner) {
+  int64_t last = cast<RankedTensorType>(use.get().getType()).getRank() - 1;
+  if (use.getOperandNumber() == 0 && (dim == last || dim < 0))
+    planner.want(SplitPlanner::Need::Required);
+}
+
 } // namespace
 
 void OpRules<CrossEntropyOp>::attach(MLIRContext &context) {
   attachGradient<CrossEntropyOp, crossEntropyGradient>(context);
-  attachSharding<CrossEntropyOp, crossEntropySharding>(context);
+  attachSharding<CrossEntropyOp, crossEntropySharding, crossEntropySplit>(
+      context);
 }
 // Backward only: no gradient of its own.
 void OpRules<CrossEntropyGradOp>::attach(MLIRContext &context) {

@@ -136,11 +136,19 @@ LogicalResult weightGradSharding(MatmulWeightGradOp op, ShardingState &st) {
   return success();
 }
 
+/// Planning: a matmul needs its input split along the last dimension (it
+/// becomes row parallel) and carries nothing on.
+void matmulSplit(MatmulOp, OpOperand &use, int64_t dim, SplitPlanner &planner) {
+  int64_t last = cast<RankedTensorType>(use.get().getType()).getRank() - 1;
+  if (use.getOperandNumber() == 0 && (dim == last || dim < 0))
+    planner.want(SplitPlanner::Need::Required);
+}
+
 } // namespace
 
 void OpRules<MatmulOp>::attach(MLIRContext &context) {
   attachGradient<MatmulOp, matmulGradient>(context);
-  attachSharding<MatmulOp, matmulSharding>(context);
+  attachSharding<MatmulOp, matmulSharding, matmulSplit>(context);
 }
 // Backward only: no gradient of its own.
 void OpRules<MatmulWeightGradOp>::attach(MLIRContext &context) {

@@ -192,31 +192,48 @@ LogicalResult activationGradSharding(Op op, ShardingState &st) {
   return success();
 }
 
+/// Planning: a bias or table parameter added follows the split; another
+/// activation is the residual stream, where the split would have to end.
+template <typename Op>
+void biasSplit(Op op, OpOperand &use, int64_t dim, SplitPlanner &planner) {
+  Value other = op->getOperand(1 - use.getOperandNumber());
+  if (other.getDefiningOp<ParamOp>())
+    planner.follow(op->getResult(0), dim);
+}
+
+/// Planning: an elementwise op carries the split as it is.
+template <typename Op>
+void pointwiseSplit(Op op, OpOperand &, int64_t dim, SplitPlanner &planner) {
+  planner.follow(op->getResult(0), dim);
+}
+
 } // namespace
 
 void OpRules<AddOp>::attach(MLIRContext &context) {
   attachGradient<AddOp, addGradient>(context);
-  attachSharding<AddOp, addSharding>(context);
+  attachSharding<AddOp, addSharding, biasSplit<AddOp>>(context);
 }
 void OpRules<SubOp>::attach(MLIRContext &context) {
   attachGradient<SubOp, subGradient>(context);
-  attachSharding<SubOp, subSharding>(context);
+  attachSharding<SubOp, subSharding, biasSplit<SubOp>>(context);
 }
 void OpRules<MulOp>::attach(MLIRContext &context) {
   attachGradient<MulOp, mulGradient>(context);
-  attachSharding<MulOp, mulSharding>(context);
+  attachSharding<MulOp, mulSharding, pointwiseSplit<MulOp>>(context);
 }
 void OpRules<ScaleOp>::attach(MLIRContext &context) {
   attachGradient<ScaleOp, scaleGradient>(context);
-  attachSharding<ScaleOp, scaleSharding>(context);
+  attachSharding<ScaleOp, scaleSharding, pointwiseSplit<ScaleOp>>(context);
 }
 void OpRules<GeluOp>::attach(MLIRContext &context) {
   attachGradient<GeluOp, geluGradient>(context);
-  attachSharding<GeluOp, activationSharding<GeluOp>>(context);
+  attachSharding<GeluOp, activationSharding<GeluOp>, pointwiseSplit<GeluOp>>(
+      context);
 }
 void OpRules<SiluOp>::attach(MLIRContext &context) {
   attachGradient<SiluOp, siluGradient>(context);
-  attachSharding<SiluOp, activationSharding<SiluOp>>(context);
+  attachSharding<SiluOp, activationSharding<SiluOp>, pointwiseSplit<SiluOp>>(
+      context);
 }
 // Backward only: no gradients of their own.
 void OpRules<GeluGradOp>::attach(MLIRContext &context) {

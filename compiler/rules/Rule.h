@@ -38,20 +38,29 @@ void attachGradient(mlir::MLIRContext &context) {
 /// A sharding rule: the op and tensor parallelism's state.
 template <typename Op>
 using ShardingRule = mlir::LogicalResult (*)(Op, ShardingState &);
+/// Where a split reaching operand `use` goes (planning).
+template <typename Op>
+using SplitRule = void (*)(Op, mlir::OpOperand &, int64_t, SplitPlanner &);
 
-template <typename Op, ShardingRule<Op> Rule>
+template <typename Op, ShardingRule<Op> Rule, SplitRule<Op> Split>
 struct ShardingModel
-    : graph::Shardable::ExternalModel<ShardingModel<Op, Rule>, Op> {
+    : graph::Shardable::ExternalModel<ShardingModel<Op, Rule, Split>, Op> {
   mlir::LogicalResult propagateSharding(mlir::Operation *op,
                                         ShardingState &state) const {
     return Rule(mlir::cast<Op>(op), state);
   }
+  void planSplit(mlir::Operation *op, mlir::OpOperand &use, int64_t dim,
+                 SplitPlanner &planner) const {
+    if constexpr (Split != nullptr)
+      Split(mlir::cast<Op>(op), use, dim, planner);
+  }
 };
 
-/// Attaches `Rule` as `Op`'s sharding.
-template <typename Op, ShardingRule<Op> Rule>
+/// Attaches `Rule` as `Op`'s sharding, and `Split` as where a split goes
+/// through it when planning (none: it stops there).
+template <typename Op, ShardingRule<Op> Rule, SplitRule<Op> Split = nullptr>
 void attachSharding(mlir::MLIRContext &context) {
-  Op::template attachInterface<ShardingModel<Op, Rule>>(context);
+  Op::template attachInterface<ShardingModel<Op, Rule, Split>>(context);
 }
 
 } // namespace strata

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
+#include "dialects/graph/GraphShapes.h"
 
 using namespace mlir;
 using namespace strata::graph;
@@ -79,15 +80,42 @@ LogicalResult sumToSharding(SumToOp sum, ShardingState &st) {
   return success();
 }
 
+/// Planning: through a reshape when an output dimension holds the same
+/// blocks; through a transpose to where the dimension moves.
+void reshapeSplit(ReshapeOp reshape, OpOperand &use, int64_t dim,
+                  SplitPlanner &planner) {
+  std::optional<int64_t> mapped;
+  if (dim >= 0) {
+    std::string why;
+    mapped = planner.state.mapThroughReshape(
+        cast<RankedTensorType>(use.get().getType()), dim, reshape.getType(),
+        why);
+    if (!mapped)
+      planner.block(reshape, "the reshape to " + describe(reshape.getType()) +
+                                 " cannot carry the split: " + why);
+  }
+  planner.follow(reshape, mapped ? *mapped : -1);
+}
+
+void transposeSplit(TransposeOp transpose, OpOperand &, int64_t dim,
+                    SplitPlanner &planner) {
+  auto perm = transpose.getPermutation();
+  int64_t moved = -1;
+  for (int64_t e = 0; e < int64_t(perm.size()); ++e)
+    if (perm[e] == dim)
+      moved = e;
+  planner.follow(transpose, moved);
+}
+
 } // namespace
 
 void OpRules<ReshapeOp>::attach(MLIRContext &context) {
   attachGradient<ReshapeOp, reshapeGradient>(context);
-  attachSharding<ReshapeOp, reshapeSharding>(context);
+  attachSharding<ReshapeOp, reshapeSharding, reshapeSplit>(context);
 }
 void OpRules<TransposeOp>::attach(MLIRContext &context) {
   attachGradient<TransposeOp, transposeGradient>(context);
-  attachSharding<TransposeOp, transposeSharding>(context);
+  attachSharding<TransposeOp, transposeSharding, transposeSplit>(context);
 }
 // Backward only (a broadcast operand's gradient): no gradient of its own.
 void OpRules<SumToOp>::attach(MLIRContext &context) {

@@ -2,6 +2,7 @@
 #include "compiler/rules/Sharding.h"
 #include "compiler/Mesh.h"
 #include "dialects/dist/DistDialect.h"
+#include "dialects/graph/GraphInterfaces.h"
 #include "dialects/graph/GraphOps.h"
 #include "dialects/graph/GraphShapes.h"
 
@@ -150,6 +151,27 @@ LogicalResult ShardingState::convertOperand(Operation *user, unsigned index,
     return failure();
   user->setOperand(index, *value);
   return success();
+}
+
+void SplitPlanner::follow(Value value, int64_t dim) {
+  if (depth > 64)
+    return;
+  ++depth;
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (forwardEnd && forwardEnd->isBeforeInBlock(user))
+      continue; // the backward pass
+    if (auto rule = dyn_cast<Shardable>(user))
+      rule.planSplit(use, dim, *this);
+  }
+  --depth;
+}
+
+void SplitPlanner::block(Operation *op, std::string reason) {
+  if (!blocked) {
+    blocked = op;
+    why = std::move(reason);
+  }
 }
 
 } // namespace strata

@@ -113,6 +113,41 @@ protected:
       converted;
 };
 
+/// Planning (tensor parallelism's first step) follows a matmul's output,
+/// split along its last dimension, forward through the ops of the forward
+/// pass (each op's graph::Shardable::planSplit) to learn whether a
+/// consumer needs it split (another matmul, the loss, attention's queries)
+/// and whether every op on the way can carry the split.
+class SplitPlanner {
+public:
+  enum class Need { None, Optional, Required };
+
+  /// `forwardEnd`: the loss seed, after which the backward pass begins
+  /// (null: follow everything).
+  SplitPlanner(ShardingState &state, mlir::Operation *forwardEnd)
+      : state(state), forwardEnd(forwardEnd) {}
+
+  /// Follows `value`, split along `dim` (-1: a split that could not be
+  /// carried, followed only to learn whether it was needed).
+  void follow(mlir::Value value, int64_t dim);
+  /// `op` cannot carry the split, because `why` (the first reason stays).
+  void block(mlir::Operation *op, std::string why);
+  /// A consumer's need of the split (the strongest met stays).
+  void want(Need need) {
+    if (need > needed)
+      needed = need;
+  }
+
+  ShardingState &state;
+  Need needed = Need::None;
+  mlir::Operation *blocked = nullptr; // the first op that cannot carry it
+  std::string why;
+
+private:
+  mlir::Operation *forwardEnd;
+  int depth = 0;
+};
+
 } // namespace strata
 
 #endif

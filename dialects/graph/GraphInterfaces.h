@@ -10,6 +10,7 @@ namespace strata {
 // names them.
 class GradientBuilder;
 class ShardingState;
+class SplitPlanner;
 } // namespace strata
 
 #include "dialects/graph/GraphInterfaces.h.inc"

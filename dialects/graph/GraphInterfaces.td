@@ -39,7 +39,8 @@ def Graph_Shardable : OpInterface<"Shardable"> {
     split along a dimension, or partial sums), it decides the shardings of
     parameters it meets first, converts an operand that does not fit (a
     collective or local slice inserted before it) and sets its results'.
-    Ops that tensor parallelism itself creates (the vocabulary-parallel
+    Planning asks it first where a column split of a matmul's output would
+    go. Ops that tensor parallelism itself creates (the vocabulary-parallel
     loss's statistics) have none.
   }];
   let methods = [
@@ -47,6 +48,15 @@ def Graph_Shardable : OpInterface<"Shardable"> {
         Shards the op's results, converting operands through `state`.
       }], "::mlir::LogicalResult", "propagateSharding",
       (ins "::strata::ShardingState &":$state)>,
+    InterfaceMethod<[{
+        Planning, before propagation: a split of `use`'s value along `dim`
+        (-1: one an op before could not carry, followed only to learn
+        whether it was needed) reaches this op, which carries it on to a
+        result, blocks it, or says it needs it, through `planner`. Most
+        ops do none of these: the split stops there, unneeded.
+      }], "void", "planSplit",
+      (ins "::mlir::OpOperand &":$use, "int64_t":$dim,
+           "::strata::SplitPlanner &":$planner)>,
   ];
 }
 
