@@ -1,0 +1,218 @@
+//===- KernelsElementwiseTest.cpp
+//-------------------------------------------===//
+//
+// Pointwise arithmetic, activations, sums, transposes, slices, fused chains;
+// each against its float64 reference on every device (KernelTesting.h).
+//
+//===----------------------------------------------------------------------===//
+#include "KernelTesting.h"
+
+using namespace strata::kernel_testing;
+
+namespace {
+
+TEST_P(Kernels, BroadcastArithmetic) {
+  const int64_t rows = 5, width = 8;
+  for (const char *kernel : {"add", "sub", "mul"}) {
+    for (int64_t rhsWidth : {width * rows, width}) {
+      Harness h(on());
+      Vec a = randomVec(rows * width), b = randomVec(rhsWidth);
+      uint32_t ia = h.input({rows, width}, a);
+      uint32_t ib =
+          h.input(rhsWidth == width ? std::vector<int64_t>{width}
+                                    : std::vector<int64_t>{rows, width},
+                  b);
+      uint32_t out = h.add({rows, width});
+      h.run(kernel, {ia, ib}, {out});
+      Vec expected(a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        double y = b[i % rhsWidth];
+        expected[i] = kernel[0] == 'a'   ? a[i] + y
+                      : kernel[0] == 's' ? a[i] - y
+                                         : a[i] * y;
+      }
+      expectClose(h.read(out), expected, 1e-6, kernel);
+    }
+  }
+}
+
+TEST_P(Kernels, ScaleFillCopyAccumulate) {
+  Vec x = randomVec(37), y0 = randomVec(37);
+  Harness h(on());
+  uint32_t ix = h.input({37}, x), out = h.add({37});
+  h.run("scale", {ix}, {out}, {{"factor", floatArg(-0.75)}});
+  Vec expected(37);
+  for (int i = 0; i < 37; ++i)
+    expected[i] = -0.75 * x[i];
+  expectClose(h.read(out), expected, 1e-7, "scale");
+
+  Harness f(on());
+  uint32_t filled = f.add({9});
+  f.run("fill", {}, {filled}, {{"value", floatArg(0.25)}});
+  expectClose(f.read(filled), Vec(9, 0.25), 0, "fill");
+
+  Harness c(on());
+  uint32_t cx = c.input({37}, x), cy = c.add({37});
+  c.run("copy", {cx}, {cy});
+  expectClose(c.read(cy), x, 0, "copy");
+
+  Harness a(on());
+  uint32_t ax = a.input({37}, x), ay = a.add({37});
+  a.presetOutput(ay, y0);
+  a.run("accumulate", {ax}, {ay});
+  for (int i = 0; i < 37; ++i)
+    expected[i] = x[i] + y0[i];
+  expectClose(a.read(ay), expected, 1e-6, "accumulate");
+}
+
+TEST_P(Kernels, SumToRowsAndAccumulate) {
+  const int64_t rows = 23, width = 10;
+  for (bool accumulate : {false, true}) {
+    Harness h(on());
+    Vec x = randomVec(rows * width), start = randomVec(width);
+    uint32_t ix = h.input({rows, width}, x), out = h.add({width});
+    if (accumulate)
+      h.presetOutput(out, start);
+    h.run("sum_to", {ix}, {out}, {{"accumulate", boolArg(accumulate)}});
+    Vec expected(width, 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < width; ++j)
+        expected[j] += x[r * width + j];
+    if (accumulate)
+      for (int64_t j = 0; j < width; ++j)
+        expected[j] += start[j];
+    expectClose(h.read(out), expected, kTol, "sum_to");
+  }
+}
+
+TEST_P(Kernels, ActivationsAndTheirGradients) {
+  for (auto [fwd, bwd, fn] :
+       {std::tuple{"gelu_fwd", "gelu_bwd", &gelu},
+        std::tuple{"gelu_tanh_fwd", "gelu_tanh_bwd", &geluTanh},
+        std::tuple{"silu_fwd", "silu_bwd", &silu}}) {
+    Vec x = randomVec(64, 2.0), dy = randomVec(64);
+    Harness h(on());
+    uint32_t ix = h.input({64}, x), out = h.add({64});
+    h.run(fwd, {ix}, {out});
+    Vec expected(64);
+    for (int i = 0; i < 64; ++i)
+      expected[i] = fn(x[i]);
+    expectClose(h.read(out), expected, kTol, fwd);
+
+    Harness g(on());
+    uint32_t gx = g.input({64}, x), gdy = g.input({64}, dy), dx = g.add({64});
+    g.run(bwd, {gx, gdy}, {dx});
+    auto forward = [&](const Vec &v) {
+      Vec y(v.size());
+      for (size_t i = 0; i < v.size(); ++i)
+        y[i] = fn(v[i]);
+      return y;
+    };
+    expectClose(g.read(dx), vjp(forward, x, dy), kTol, bwd);
+  }
+}
+
+TEST_P(Kernels, TransposeFourDimensions) {
+  const std::vector<int64_t> shape = {2, 3, 4, 5}, perm = {0, 2, 3, 1};
+  Vec x = randomVec(count(shape));
+  Harness h(on());
+  uint32_t ix = h.input(shape, x), out = h.add({2, 4, 5, 3});
+  h.run("transpose", {ix}, {out}, {{"permutation", listArg(perm)}});
+  Vec expected(x.size());
+  int64_t e = 0;
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t c = 0; c < 4; ++c)
+      for (int64_t d = 0; d < 5; ++d)
+        for (int64_t b = 0; b < 3; ++b)
+          expected[e++] = x[((a * 3 + b) * 4 + c) * 5 + d];
+  expectClose(h.read(out), expected, 0, "transpose");
+}
+
+TEST_P(Kernels, KeepOnFirstKeepsOnPartZeroOnly) {
+  Vec x = randomVec(64);
+  for (int64_t part : {0, 1, 3}) {
+    Harness h(on());
+    uint32_t ix = h.input({64}, x), y = h.add({64});
+    h.presetOutput(y, randomVec(64));
+    h.run("keep_on_first", {ix}, {y}, {{"part", intArg(part)}});
+    expectClose(h.read(y), part == 0 ? x : Vec(64, 0.0), 0, "keep_on_first");
+  }
+}
+
+TEST_P(Kernels, SliceEachPartAlongEachDimension) {
+  const std::vector<int64_t> shape = {4, 6, 8};
+  Vec x = randomVec(count(shape));
+  for (int64_t dim : {0, 1, 2}) {
+    const int64_t parts = 2;
+    std::vector<int64_t> part = shape;
+    part[dim] /= parts;
+    for (int64_t p = 0; p < parts; ++p) {
+      Harness h(on());
+      uint32_t ix = h.input(shape, x), out = h.add(part);
+      h.run("slice", {ix}, {out},
+            {{"dim", intArg(dim)},
+             {"part", intArg(p)},
+             {"parts", intArg(parts)}});
+      Vec expected;
+      for (int64_t a = 0; a < part[0]; ++a)
+        for (int64_t b = 0; b < part[1]; ++b)
+          for (int64_t c = 0; c < part[2]; ++c) {
+            int64_t at[3] = {a, b, c};
+            at[dim] += p * part[dim];
+            expected.push_back(
+                x[(at[0] * shape[1] + at[1]) * shape[2] + at[2]]);
+          }
+      expectClose(h.read(out), expected, 0, "slice");
+    }
+  }
+}
+
+TEST_P(Kernels, FusedPointwiseChainEqualsItsMembers) {
+  // A group as the fusion pass makes them: residual and bias adds (the
+  // bias broadcast), GELU, a cast to bf16 that a later member reads back,
+  // scaling, accumulation in place and a two-input gradient. On the CPU
+  // the members run one by one; on a GPU as one generated kernel, whose
+  // registers must hold what the buffers hold (the bf16-rounded value).
+  const int64_t rows = 5, cols = 24, n = rows * cols;
+  Vec x = randomVec(n), r = randomVec(n), bias = randomVec(cols),
+      start = randomVec(n);
+  Harness h(on());
+  uint32_t ix = h.input({rows, cols}, x), ir = h.input({rows, cols}, r),
+           ibias = h.input({cols}, bias);
+  uint32_t a = h.add({rows, cols}), b = h.add({rows, cols}),
+           g = h.add({rows, cols}), cast = h.add({rows, cols}, DType::BF16),
+           m = h.add({rows, cols}), s = h.add({rows, cols}),
+           acc = h.add({rows, cols}), d = h.add({rows, cols});
+  h.presetOutput(acc, start);
+  h.runFused({{"add", {ix, ir}, {a}, {}},
+              {"add", {a, ibias}, {b}, {}},
+              {"gelu_fwd", {b}, {g}, {}},
+              {"copy", {g}, {cast}, {}},
+              {"mul", {cast, ix}, {m}, {}},
+              {"scale", {m}, {s}, {{"factor", floatArg(-0.5)}}},
+              {"accumulate", {s}, {acc}, {}},
+              {"silu_bwd", {a, s}, {d}, {}}});
+  Vec ea(n), eb(n), eg(n), em(n), es(n), eacc(n), ed(n);
+  Vec castRead = h.read(cast);
+  for (int64_t i = 0; i < n; ++i) {
+    ea[i] = x[i] + r[i];
+    eb[i] = ea[i] + bias[i % cols];
+    eg[i] = gelu(eb[i]);
+    // From the cast as it was stored: a later member reads those bits.
+    em[i] = castRead[i] * x[i];
+    es[i] = -0.5 * em[i];
+    eacc[i] = start[i] + es[i];
+    double sig = 1 / (1 + std::exp(-ea[i]));
+    ed[i] = es[i] * sig * (1 + ea[i] * (1 - sig));
+  }
+  expectClose(h.read(a), ea, kTol, "residual add");
+  expectClose(h.read(b), eb, kTol, "bias add");
+  expectClose(h.read(g), eg, kTol, "gelu");
+  expectClose(castRead, roundedToBf16(eg), kTolBf16, "cast to bf16");
+  expectClose(h.read(m), em, kTol, "mul of the cast");
+  expectClose(h.read(s), es, kTol, "scale");
+  expectClose(h.read(acc), eacc, kTol, "accumulate");
+  expectClose(h.read(d), ed, kTol, "silu_bwd");
+}
+
+} // namespace
