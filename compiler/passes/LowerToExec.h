@@ -3,8 +3,9 @@
 // Shared by the files of --strata-lower-to-exec: LowerToExec.cpp (the pass:
 // templates, functions, transfers, the schedule), LowerToExecOps.cpp (each op's
 // instructions), LowerOptimizer.cpp (the flat regions, their buckets, the
-// gradient reductions and the one-launch optimizer). Not an interface: only
-// the pass includes it.
+// gradient reductions and the one-launch optimizer), and each graph op's
+// lowering rule (graph::ExecLowerable, in its family's file under
+// compiler/rules/), which builds its instructions through it.
 //
 // Kernels are launched through builders generated from the kernel catalog
 // (runtime/plan/Kernels.def): one struct per kernel with its operands and
@@ -154,7 +155,41 @@ public:
   /// and the waits for gathered parameters before their first read.
   LogicalResult placeReductions(dist::ScheduleOp schedule);
 
-private:
+  // What the per-op lowering rules (compiler/rules/) build with.
+
+  /// The buffer an operand reads: a parameter's value even before its
+  /// param op is reached (an epilogue's bias), else the value's buffer.
+  exec::BufferOp operand(Value value) {
+    if (auto param = value.getDefiningOp<graph::ParamOp>())
+      return params[param.getName()].value;
+    return bufferOf(value);
+  }
+  /// A fresh workspace buffer for a result.
+  exec::BufferOp result(Value value) {
+    return temporary(value, exec::Arena::Workspace);
+  }
+  /// A parameter's buffers, or null if `name` is none.
+  ParamBuffers *paramBuffers(StringRef name) {
+    auto it = params.find(name);
+    return it == params.end() ? nullptr : &it->second;
+  }
+  const StageCoords &stage() const { return coords; }
+  /// Whether gemms take only a bias into their epilogue (the CUDA target).
+  bool onlyBiasEpilogues() const { return biasOnlyEpilogues; }
+  /// Marks `op` as done by an instruction of an op before it.
+  void markFused(Operation *op) { fused.insert(op); }
+  /// The bias gradient summed in the epilogue of weight gradient `wgrad`.
+  void sumBiasBeside(Operation *wgrad, graph::SumToOp sum) {
+    biasBeside[wgrad] = sum;
+  }
+  graph::SumToOp biasSummedBeside(Operation *wgrad) {
+    return biasBeside.lookup(wgrad);
+  }
+  /// Whether `grad`'s only use accumulates into a parameter.
+  bool accumulatesOnly(Value grad);
+  /// The buffer of `value` is `buffer` (a parameter's, an input's, a view).
+  void bind(Value value, exec::BufferOp buffer) { buffers[value] = buffer; }
+
   MLIRContext *ctx() { return module.getContext(); }
 
   /// The type a tensor is stored in: bf16 for floats in bf16 mode, except
@@ -275,6 +310,7 @@ private:
   };
   GradientTarget gradientTarget(Value grad);
 
+private:
   LogicalResult lowerOp(Operation *op);
   /// The flat optimizer's ranges (Kernels.def, runtime/plan/Ownership.h):
   /// the gradient norm's segments, counted on every rank or only on the

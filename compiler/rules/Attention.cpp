@@ -13,6 +13,11 @@
 // Rope's angles depend on position and pair: the sequence and the head
 // dimension must be whole, the heads may split.
 //
+// Lowering: a launch each. With the query heads split and the kv heads
+// replicated, the launch reads the kv head of each local query head from
+// the rank's first query head (a per-rank offset); the log-sum-exp stays
+// f32 in bf16 mode.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -21,6 +26,9 @@ using namespace strata::graph;
 
 namespace strata {
 namespace {
+
+using lower_to_exec::Lowering;
+namespace kernel = lower_to_exec::kernel;
 
 LogicalResult ropeGradient(RopeOp rope, GradientBuilder &g,
                            ArrayRef<Value> dys) {
@@ -145,20 +153,85 @@ void attentionSplit(AttentionOp attention, OpOperand &use, int64_t dim,
                                            : SplitPlanner::Need::Optional);
 }
 
+LogicalResult ropeLowering(RopeOp rope, Lowering &l) {
+  l.launch(rope.getLoc(), kernel::Rope{.x = l.operand(rope.getInput()),
+                                       .y = l.result(rope),
+                                       .base = rope.getBase().convertToDouble(),
+                                       .inverse = rope.getInverse()});
+  return success();
+}
+
+/// The kv heads' grouping of a forward or backward attention, and the
+/// per-rank stride of its first query head (0: none).
+std::pair<int64_t, int64_t> headGrouping(Operation *op) {
+  int64_t heads =
+      cast<RankedTensorType>(op->getOperand(0).getType()).getDimSize(2);
+  int64_t kvHeads =
+      cast<RankedTensorType>(op->getOperand(1).getType()).getDimSize(2);
+  int64_t group = heads / kvHeads, firstStride = 0;
+  if (auto size = op->getAttrOfType<IntegerAttr>("group_size")) {
+    group = size.getInt();
+    if (op->hasAttr("dist.query_heads_split"))
+      firstStride = heads;
+  }
+  return {group, firstStride};
+}
+
+LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
+  auto [group, firstStride] = headGrouping(attention);
+  exec::LaunchOp launched = l.launch(
+      attention.getLoc(),
+      kernel::AttentionFwd{
+          .q = l.operand(attention.getQuery()),
+          .k = l.operand(attention.getKey()),
+          .v = l.operand(attention.getValue()),
+          .o = l.result(attention.getResult()),
+          .lse = l.temporary(attention.getLse(), exec::Arena::Workspace, true),
+          .causal = attention.getCausal(),
+          .group_size = group,
+          .query_head_offset = 0});
+  if (firstStride)
+    l.perRank(launched, "query_head_offset", kTensorAxis, firstStride);
+  return success();
+}
+
+LogicalResult attentionGradLowering(AttentionGradOp grad, Lowering &l) {
+  auto [group, firstStride] = headGrouping(grad);
+  exec::LaunchOp launched = l.launch(
+      grad.getLoc(), kernel::AttentionBwd{.q = l.operand(grad.getQuery()),
+                                          .k = l.operand(grad.getKey()),
+                                          .v = l.operand(grad.getValue()),
+                                          .o = l.operand(grad.getOutput()),
+                                          .lse = l.operand(grad.getLse()),
+                                          .dout = l.operand(grad.getGrad()),
+                                          .dq = l.result(grad.getQueryGrad()),
+                                          .dk = l.result(grad.getKeyGrad()),
+                                          .dv = l.result(grad.getValueGrad()),
+                                          .causal = grad.getCausal(),
+                                          .group_size = group,
+                                          .query_head_offset = 0});
+  if (firstStride)
+    l.perRank(launched, "query_head_offset", kTensorAxis, firstStride);
+  return success();
+}
+
 } // namespace
 
 void OpRules<RopeOp>::attach(MLIRContext &context) {
   attachGradient<RopeOp, ropeGradient>(context);
   attachSharding<RopeOp, ropeSharding, ropeSplit>(context);
+  attachLowering<RopeOp, ropeLowering>(context);
 }
 void OpRules<AttentionOp>::attach(MLIRContext &context) {
   attachGradient<AttentionOp, attentionGradient>(context);
   attachSharding<AttentionOp, forwardAttentionSharding, attentionSplit>(
       context);
+  attachLowering<AttentionOp, attentionLowering>(context);
 }
 // Backward only: no gradient of its own.
 void OpRules<AttentionGradOp>::attach(MLIRContext &context) {
   attachSharding<AttentionGradOp, backwardAttentionSharding>(context);
+  attachLowering<AttentionGradOp, attentionGradLowering>(context);
 }
 
 } // namespace strata

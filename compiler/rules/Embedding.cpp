@@ -7,6 +7,10 @@
 // makes the lookup vocabulary-parallel, each rank's sum partial (rows
 // outside its range are zero); its gradient is the table's, split alike.
 //
+// Lowering: a vocabulary-parallel table's rows start at the rank's share
+// of the vocabulary (a per-rank offset); the gradient goes straight into
+// the table's accumulator when that is its only use.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -15,6 +19,9 @@ using namespace strata::graph;
 
 namespace strata {
 namespace {
+
+using lower_to_exec::Lowering;
+namespace kernel = lower_to_exec::kernel;
 
 LogicalResult embeddingGradient(EmbeddingOp embedding, GradientBuilder &g,
                                 ArrayRef<Value> dys) {
@@ -69,15 +76,45 @@ LogicalResult embeddingGradSharding(EmbeddingGradOp grad, ShardingState &st) {
   return success();
 }
 
+LogicalResult embeddingLowering(EmbeddingOp embedding, Lowering &l) {
+  exec::LaunchOp launched =
+      l.launch(embedding.getLoc(),
+               kernel::EmbeddingFwd{.table = l.operand(embedding.getTable()),
+                                    .ids = l.operand(embedding.getIds()),
+                                    .y = l.result(embedding),
+                                    .vocab_offset = 0});
+  // A vocabulary-parallel table: the rank's rows start at its share.
+  if (embedding->hasAttr("dist.vocab_parallel"))
+    l.perRank(launched, "vocab_offset", kTensorAxis,
+              embedding.getTable().getType().getDimSize(0));
+  return success();
+}
+
+LogicalResult embeddingGradLowering(EmbeddingGradOp grad, Lowering &l) {
+  auto [target, accumulate] = l.gradientTarget(grad);
+  exec::LaunchOp launched = l.launch(
+      grad.getLoc(), kernel::EmbeddingBwd{.dy = l.operand(grad.getGrad()),
+                                          .ids = l.operand(grad.getIds()),
+                                          .dtable = target,
+                                          .vocab_offset = 0,
+                                          .accumulate = accumulate});
+  if (grad->hasAttr("dist.vocab_parallel"))
+    l.perRank(launched, "vocab_offset", kTensorAxis,
+              grad.getType().getDimSize(0));
+  return success();
+}
+
 } // namespace
 
 void OpRules<EmbeddingOp>::attach(MLIRContext &context) {
   attachGradient<EmbeddingOp, embeddingGradient>(context);
   attachSharding<EmbeddingOp, embeddingSharding>(context);
+  attachLowering<EmbeddingOp, embeddingLowering>(context);
 }
 // Backward only: no gradient of its own.
 void OpRules<EmbeddingGradOp>::attach(MLIRContext &context) {
   attachSharding<EmbeddingGradOp, embeddingGradSharding>(context);
+  attachLowering<EmbeddingGradOp, embeddingGradLowering>(context);
 }
 
 } // namespace strata

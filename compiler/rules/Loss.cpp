@@ -10,6 +10,11 @@
 // loss from them; its gradient reads the same statistics. Other logits are
 // made whole first.
 //
+// Lowering: a launch each; `vocab_size` leaves padding columns out. The
+// vocabulary-parallel ones start the rank's columns at its share of the
+// (padded) vocabulary (a per-rank offset), and keep their row statistics in
+// f32 in bf16 mode, as Megatron's vocabulary-parallel cross-entropy does.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -18,6 +23,9 @@ using namespace strata::graph;
 
 namespace strata {
 namespace {
+
+using lower_to_exec::Lowering;
+namespace kernel = lower_to_exec::kernel;
 
 LogicalResult crossEntropyGradient(CrossEntropyOp loss, GradientBuilder &g,
                                    ArrayRef<Value> dys) {
@@ -120,25 +128,162 @@ void crossEntropySplit(CrossEntropyOp, OpOperand &use, int64_t dim,
     planner.want(SplitPlanner::Need::Required);
 }
 
+/// The logits' columns (the first operand's last dimension) and the real
+/// vocabulary among them.
+std::pair<int64_t, int64_t> vocabOf(Operation *op) {
+  int64_t columns =
+      cast<RankedTensorType>(op->getOperand(0).getType()).getShape().back();
+  auto vocabAttr = op->getAttrOfType<IntegerAttr>("vocab_size");
+  return {columns, vocabAttr ? vocabAttr.getInt() : columns};
+}
+
+/// A row statistic's buffer: f32 in bf16 mode.
+exec::BufferOp statistic(Operation *op, Lowering &l) {
+  return l.temporary(op->getResult(0), exec::Arena::Workspace, true);
+}
+
+/// A vocabulary-parallel launch's columns start at the rank's share.
+void vocabularyParallel(Operation *op, exec::LaunchOp launched, Lowering &l) {
+  if (op->hasAttr("dist.vocab_parallel"))
+    l.perRank(launched, "vocab_offset", kTensorAxis, vocabOf(op).first);
+}
+
+LogicalResult crossEntropyLowering(CrossEntropyOp loss, Lowering &l) {
+  l.launch(loss.getLoc(),
+           kernel::CrossEntropyFwd{.logits = l.operand(loss.getLogits()),
+                                   .labels = l.operand(loss.getLabels()),
+                                   .loss = l.result(loss),
+                                   .vocab_size = vocabOf(loss).second});
+  return success();
+}
+
+LogicalResult crossEntropyGradLowering(CrossEntropyGradOp grad, Lowering &l) {
+  l.launch(grad.getLoc(),
+           kernel::CrossEntropyBwd{.logits = l.operand(grad.getLogits()),
+                                   .labels = l.operand(grad.getLabels()),
+                                   .dloss = l.operand(grad.getGrad()),
+                                   .dlogits = l.result(grad),
+                                   .vocab_size = vocabOf(grad).second});
+  return success();
+}
+
+LogicalResult withGradLowering(CrossEntropyWithGradOp fused, Lowering &l) {
+  l.launch(fused.getLoc(), kernel::CrossEntropyWithGrad{
+                               .logits = l.operand(fused.getLogits()),
+                               .labels = l.operand(fused.getLabels()),
+                               .dloss = l.operand(fused.getGrad()),
+                               .loss = l.result(fused.getLoss()),
+                               .dlogits = l.result(fused.getLogitsGrad()),
+                               .vocab_size = vocabOf(fused).second});
+  return success();
+}
+
+LogicalResult logitsMaxLowering(LogitsMaxOp op, Lowering &l) {
+  exec::LaunchOp launched = l.launch(
+      op.getLoc(), kernel::LogitsMax{.logits = l.operand(op->getOperand(0)),
+                                     .max = statistic(op, l),
+                                     .vocab_size = vocabOf(op).second});
+  vocabularyParallel(op, launched, l);
+  return success();
+}
+
+LogicalResult logitsTargetLowering(LogitsTargetOp op, Lowering &l) {
+  exec::LaunchOp launched = l.launch(
+      op.getLoc(), kernel::LogitsTarget{.logits = l.operand(op->getOperand(0)),
+                                        .labels = l.operand(op->getOperand(1)),
+                                        .target = statistic(op, l),
+                                        .vocab_size = vocabOf(op).second});
+  vocabularyParallel(op, launched, l);
+  return success();
+}
+
+LogicalResult logitsSumExpLowering(LogitsSumExpOp op, Lowering &l) {
+  exec::LaunchOp launched = l.launch(
+      op.getLoc(), kernel::LogitsSumExp{.logits = l.operand(op->getOperand(0)),
+                                        .max = l.operand(op->getOperand(1)),
+                                        .sum = statistic(op, l),
+                                        .vocab_size = vocabOf(op).second});
+  vocabularyParallel(op, launched, l);
+  return success();
+}
+
+LogicalResult fromStatsLowering(CrossEntropyFromStatsOp op, Lowering &l) {
+  l.launch(op.getLoc(),
+           kernel::CrossEntropyFromStats{.max = l.operand(op->getOperand(0)),
+                                         .sum = l.operand(op->getOperand(1)),
+                                         .target = l.operand(op->getOperand(2)),
+                                         .loss = l.result(op->getResult(0))});
+  return success();
+}
+
+LogicalResult gradFromStatsLowering(CrossEntropyGradFromStatsOp op,
+                                    Lowering &l) {
+  exec::LaunchOp launched = l.launch(
+      op.getLoc(),
+      kernel::CrossEntropyGradFromStats{.logits = l.operand(op->getOperand(0)),
+                                        .labels = l.operand(op->getOperand(1)),
+                                        .max = l.operand(op->getOperand(2)),
+                                        .sum = l.operand(op->getOperand(3)),
+                                        .dloss = l.operand(op->getOperand(4)),
+                                        .dlogits = l.result(op->getResult(0)),
+                                        .vocab_size = vocabOf(op).second});
+  vocabularyParallel(op, launched, l);
+  return success();
+}
+
+LogicalResult withGradFromStatsLowering(CrossEntropyWithGradFromStatsOp fused,
+                                        Lowering &l) {
+  exec::LaunchOp launched =
+      l.launch(fused.getLoc(), kernel::CrossEntropyWithGradFromStats{
+                                   .logits = l.operand(fused.getLogits()),
+                                   .labels = l.operand(fused.getLabels()),
+                                   .max = l.operand(fused.getMax()),
+                                   .sum = l.operand(fused.getSumExp()),
+                                   .target = l.operand(fused.getTarget()),
+                                   .dloss = l.operand(fused.getGrad()),
+                                   .loss = l.result(fused.getLoss()),
+                                   .dlogits = l.result(fused.getLogitsGrad()),
+                                   .vocab_size = vocabOf(fused).second});
+  vocabularyParallel(fused, launched, l);
+  return success();
+}
+
 } // namespace
 
 void OpRules<CrossEntropyOp>::attach(MLIRContext &context) {
   attachGradient<CrossEntropyOp, crossEntropyGradient>(context);
   attachSharding<CrossEntropyOp, crossEntropySharding, crossEntropySplit>(
       context);
+  attachLowering<CrossEntropyOp, crossEntropyLowering>(context);
 }
 // Backward only: no gradient of its own.
 void OpRules<CrossEntropyGradOp>::attach(MLIRContext &context) {
   attachSharding<CrossEntropyGradOp, crossEntropyGradSharding>(context);
+  attachLowering<CrossEntropyGradOp, crossEntropyGradLowering>(context);
 }
 // Made by tensor parallelism's loss rule (the statistics, with their
 // shardings) or after it (FuseLoss): neither rule.
-void OpRules<CrossEntropyWithGradOp>::attach(MLIRContext &) {}
-void OpRules<LogitsMaxOp>::attach(MLIRContext &) {}
-void OpRules<LogitsTargetOp>::attach(MLIRContext &) {}
-void OpRules<LogitsSumExpOp>::attach(MLIRContext &) {}
-void OpRules<CrossEntropyFromStatsOp>::attach(MLIRContext &) {}
-void OpRules<CrossEntropyGradFromStatsOp>::attach(MLIRContext &) {}
-void OpRules<CrossEntropyWithGradFromStatsOp>::attach(MLIRContext &) {}
+void OpRules<CrossEntropyWithGradOp>::attach(MLIRContext &context) {
+  attachLowering<CrossEntropyWithGradOp, withGradLowering>(context);
+}
+void OpRules<LogitsMaxOp>::attach(MLIRContext &context) {
+  attachLowering<LogitsMaxOp, logitsMaxLowering>(context);
+}
+void OpRules<LogitsTargetOp>::attach(MLIRContext &context) {
+  attachLowering<LogitsTargetOp, logitsTargetLowering>(context);
+}
+void OpRules<LogitsSumExpOp>::attach(MLIRContext &context) {
+  attachLowering<LogitsSumExpOp, logitsSumExpLowering>(context);
+}
+void OpRules<CrossEntropyFromStatsOp>::attach(MLIRContext &context) {
+  attachLowering<CrossEntropyFromStatsOp, fromStatsLowering>(context);
+}
+void OpRules<CrossEntropyGradFromStatsOp>::attach(MLIRContext &context) {
+  attachLowering<CrossEntropyGradFromStatsOp, gradFromStatsLowering>(context);
+}
+void OpRules<CrossEntropyWithGradFromStatsOp>::attach(MLIRContext &context) {
+  attachLowering<CrossEntropyWithGradFromStatsOp, withGradFromStatsLowering>(
+      context);
+}
 
 } // namespace strata

@@ -11,6 +11,11 @@
 // weight gradient follows: split as the weight, or partial when both its
 // operands split their rows alike.
 //
+// Lowering: one gemm. A linear layer's bias, and an exact GELU after it, go
+// into its epilogue (the bias-add and GELU ops it absorbs are marked
+// fused); a weight gradient writes straight into its accumulator, and sums
+// the bias gradient beside it in its epilogue (Shape.cpp's sum_to).
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -19,6 +24,9 @@ using namespace strata::graph;
 
 namespace strata {
 namespace {
+
+using lower_to_exec::Lowering;
+namespace kernel = lower_to_exec::kernel;
 
 LogicalResult matmulGradient(MatmulOp matmul, GradientBuilder &g,
                              ArrayRef<Value> dys) {
@@ -144,15 +152,100 @@ void matmulSplit(MatmulOp, OpOperand &use, int64_t dim, SplitPlanner &planner) {
     planner.want(SplitPlanner::Need::Required);
 }
 
+int64_t rowsOf(RankedTensorType type) {
+  return type.getNumElements() / type.getShape().back();
+}
+
+/// The bias added to a matmul's product (its only use), when a gemm's
+/// epilogue can add it: a vector of the product's last dimension.
+AddOp biasAddOf(MatmulOp matmul) {
+  if (!matmul.getResult().hasOneUse())
+    return {};
+  auto add = dyn_cast<AddOp>(*matmul.getResult().getUsers().begin());
+  if (!add || add.getLhs() != matmul.getResult())
+    return {};
+  auto bias = cast<RankedTensorType>(add.getRhs().getType());
+  return bias.getRank() == 1 &&
+                 bias.getDimSize(0) == matmul.getType().getShape().back()
+             ? add
+             : AddOp();
+}
+
+/// An exact GELU of a biased product, which a gemm's epilogue applies too
+/// (the sum, which the backward reads, is kept as well). The epilogue's
+/// GELU is the erf form: a tanh one stays its own kernel.
+GeluOp geluOf(AddOp add) {
+  for (Operation *user : add.getResult().getUsers())
+    if (auto gelu = dyn_cast<GeluOp>(user); gelu && !gelu.getTanh())
+      return gelu;
+  return {};
+}
+
+LogicalResult matmulLowering(MatmulOp matmul, Lowering &l) {
+  auto rhs = matmul.getRhs().getType();
+  bool tb = matmul.getTransposeB();
+  int64_t k = matmul.getLhs().getType().getShape().back();
+  int64_t n = rhs.getDimSize(tb ? 0 : 1);
+  // A linear layer's bias, and an exact GELU after it, go into the gemm's
+  // epilogue (its GELU is erf: cuBLASLt's GELU_AUX_BIAS, the tanh form,
+  // is not it, so the CUDA target fuses only the bias).
+  AddOp biasAdd = biasAddOf(matmul);
+  GeluOp gelu = biasAdd && !l.onlyBiasEpilogues() ? geluOf(biasAdd) : GeluOp();
+  exec::BufferOp pre = biasAdd ? l.result(biasAdd) : l.result(matmul);
+  exec::GemmOp g =
+      l.gemm(matmul.getLoc(), l.operand(matmul.getLhs()),
+             l.operand(matmul.getRhs()), gelu ? l.result(gelu) : pre,
+             rowsOf(matmul.getLhs().getType()), n, k, false, tb, false);
+  if (biasAdd) {
+    l.markFused(biasAdd);
+    g.setBiasAttr(
+        FlatSymbolRefAttr::get(l.operand(biasAdd.getRhs()).getSymNameAttr()));
+    g.setEpilogue(exec::Epilogue::Bias);
+  }
+  if (gelu) {
+    l.markFused(gelu);
+    g.setAuxAttr(FlatSymbolRefAttr::get(pre.getSymNameAttr()));
+    g.setEpilogue(exec::Epilogue::GeluBias);
+  }
+  return success();
+}
+
+LogicalResult weightGradLowering(MatmulWeightGradOp wgrad, Lowering &l) {
+  // lhs [M, K], grad [M, N]: dW = lhsᵀ·grad [K, N], or gradᵀ·lhs [N, K].
+  Location loc = wgrad.getLoc();
+  auto lhs = wgrad.getLhs().getType();
+  int64_t rows = rowsOf(lhs), k = lhs.getShape().back();
+  int64_t n = wgrad.getGrad().getType().getShape().back();
+  auto [target, accumulate] = l.gradientTarget(wgrad);
+  if (wgrad.getTransposeResult()) {
+    l.gemm(loc, l.operand(wgrad.getGrad()), l.operand(wgrad.getLhs()), target,
+           n, k, rows, true, false, accumulate);
+    return success();
+  }
+  exec::GemmOp g =
+      l.gemm(loc, l.operand(wgrad.getLhs()), l.operand(wgrad.getGrad()), target,
+             k, n, rows, true, false, accumulate);
+  if (SumToOp sum = l.biasSummedBeside(wgrad)) {
+    // The bias gradient beside it: the column sums of op(B) = dy, into
+    // its accumulator (beta 1, like the weight's).
+    exec::BufferOp bias = l.gradientTarget(sum).buffer;
+    g.setBiasAttr(FlatSymbolRefAttr::get(bias.getSymNameAttr()));
+    g.setEpilogue(exec::Epilogue::BiasGrad);
+  }
+  return success();
+}
+
 } // namespace
 
 void OpRules<MatmulOp>::attach(MLIRContext &context) {
   attachGradient<MatmulOp, matmulGradient>(context);
   attachSharding<MatmulOp, matmulSharding, matmulSplit>(context);
+  attachLowering<MatmulOp, matmulLowering>(context);
 }
 // Backward only: no gradient of its own.
 void OpRules<MatmulWeightGradOp>::attach(MLIRContext &context) {
   attachSharding<MatmulWeightGradOp, weightGradSharding>(context);
+  attachLowering<MatmulWeightGradOp, weightGradLowering>(context);
 }
 
 } // namespace strata

@@ -8,6 +8,8 @@
 // rank's part of the sequence, and its weight gradients, summed over those
 // rows, are partial.
 //
+// Lowering: a launch each, the backward giving all its gradients at once.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -16,6 +18,9 @@ using namespace strata::graph;
 
 namespace strata {
 namespace {
+
+using lower_to_exec::Lowering;
+namespace kernel = lower_to_exec::kernel;
 
 LogicalResult layerNormGradient(LayerNormOp norm, GradientBuilder &g,
                                 ArrayRef<Value> dys) {
@@ -84,23 +89,69 @@ LogicalResult backwardNormSharding(Op op, ShardingState &st) {
   return normSharding(op, /*backward=*/true, st);
 }
 
+LogicalResult layerNormLowering(LayerNormOp norm, Lowering &l) {
+  l.launch(norm.getLoc(), kernel::LayerNormFwd{
+                              .x = l.operand(norm.getInput()),
+                              .weight = l.operand(norm.getWeight()),
+                              .bias = l.operand(norm.getBias()),
+                              .y = l.result(norm),
+                              .epsilon = norm.getEpsilon().convertToDouble()});
+  return success();
+}
+
+LogicalResult layerNormGradLowering(LayerNormGradOp norm, Lowering &l) {
+  l.launch(norm.getLoc(), kernel::LayerNormBwd{
+                              .x = l.operand(norm.getInput()),
+                              .weight = l.operand(norm.getWeight()),
+                              .dy = l.operand(norm.getGrad()),
+                              .dx = l.result(norm.getInputGrad()),
+                              .dweight = l.result(norm.getWeightGrad()),
+                              .dbias = l.result(norm.getBiasGrad()),
+                              .epsilon = norm.getEpsilon().convertToDouble()});
+  return success();
+}
+
+LogicalResult rmsNormLowering(RmsNormOp norm, Lowering &l) {
+  l.launch(norm.getLoc(),
+           kernel::RmsNormFwd{.x = l.operand(norm.getInput()),
+                              .weight = l.operand(norm.getWeight()),
+                              .y = l.result(norm),
+                              .epsilon = norm.getEpsilon().convertToDouble()});
+  return success();
+}
+
+LogicalResult rmsNormGradLowering(RmsNormGradOp norm, Lowering &l) {
+  l.launch(norm.getLoc(),
+           kernel::RmsNormBwd{.x = l.operand(norm.getInput()),
+                              .weight = l.operand(norm.getWeight()),
+                              .dy = l.operand(norm.getGrad()),
+                              .dx = l.result(norm.getInputGrad()),
+                              .dweight = l.result(norm.getWeightGrad()),
+                              .epsilon = norm.getEpsilon().convertToDouble()});
+  return success();
+}
+
 } // namespace
 
 void OpRules<LayerNormOp>::attach(MLIRContext &context) {
   attachGradient<LayerNormOp, layerNormGradient>(context);
   attachSharding<LayerNormOp, forwardNormSharding<LayerNormOp>>(context);
+  attachLowering<LayerNormOp, layerNormLowering>(context);
 }
 void OpRules<RmsNormOp>::attach(MLIRContext &context) {
   attachGradient<RmsNormOp, rmsNormGradient>(context);
   attachSharding<RmsNormOp, forwardNormSharding<RmsNormOp>>(context);
+  attachLowering<RmsNormOp, rmsNormLowering>(context);
 }
 // Backward only: no gradients of their own.
 void OpRules<LayerNormGradOp>::attach(MLIRContext &context) {
   attachSharding<LayerNormGradOp, backwardNormSharding<LayerNormGradOp>>(
       context);
+  attachLowering<LayerNormGradOp, layerNormGradLowering>(context);
 }
 void OpRules<RmsNormGradOp>::attach(MLIRContext &context) {
   attachSharding<RmsNormGradOp, backwardNormSharding<RmsNormGradOp>>(context);
+  attachLowering<RmsNormGradOp, rmsNormGradLowering>(context);
 }
 
 } // namespace strata

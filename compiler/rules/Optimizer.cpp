@@ -7,6 +7,10 @@
 // as Megatron does; a split gradient's squares are partial; the norm and
 // the update read whole values.
 //
+// Lowering: an accumulation into a parameter's accumulator is a launch
+// (most are done by the gradient's own kernel writing straight into it);
+// the rest is @optimizer's, lowered as one flat program (LowerOptimizer.cpp).
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -15,6 +19,9 @@ using namespace strata::graph;
 
 namespace strata {
 namespace {
+
+using lower_to_exec::Lowering;
+namespace kernel = lower_to_exec::kernel;
 
 LogicalResult accumulateSharding(AccumulateGradOp sink, ShardingState &st) {
   Sharding param = st.paramSharding(sink.getName());
@@ -61,10 +68,21 @@ LogicalResult adamSharding(AdamWOp adam, ShardingState &st) {
   return success();
 }
 
+LogicalResult accumulateLowering(AccumulateGradOp sink, Lowering &l) {
+  lower_to_exec::ParamBuffers *param = l.paramBuffers(sink.getName());
+  if (!param)
+    return sink.emitOpError() << "accumulates into '" << sink.getName()
+                              << "', which is not a parameter";
+  l.launch(sink.getLoc(), kernel::Accumulate{.x = l.operand(sink.getGrad()),
+                                             .y = param->grad});
+  return success();
+}
+
 } // namespace
 
 void OpRules<AccumulateGradOp>::attach(MLIRContext &context) {
   attachSharding<AccumulateGradOp, accumulateSharding>(context);
+  attachLowering<AccumulateGradOp, accumulateLowering>(context);
 }
 void OpRules<GradOp>::attach(MLIRContext &context) {
   attachSharding<GradOp, gradSharding>(context);

@@ -14,6 +14,9 @@
 // the first rank only, so that the total is all-reduced once. Activations
 // need whole values: a partial input is all-reduced first.
 //
+// Lowering: a launch each (a bias add or GELU a gemm absorbed is done by
+// then, Matmul.cpp).
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -22,6 +25,9 @@ using namespace strata::graph;
 
 namespace strata {
 namespace {
+
+using lower_to_exec::Lowering;
+namespace kernel = lower_to_exec::kernel;
 
 LogicalResult addGradient(AddOp add, GradientBuilder &g, ArrayRef<Value> dys) {
   Location loc = add.getLoc();
@@ -207,40 +213,112 @@ void pointwiseSplit(Op op, OpOperand &, int64_t dim, SplitPlanner &planner) {
   planner.follow(op->getResult(0), dim);
 }
 
+LogicalResult addLowering(AddOp op, Lowering &l) {
+  l.launch(op.getLoc(), kernel::Add{.x = l.operand(op.getLhs()),
+                                    .y = l.operand(op.getRhs()),
+                                    .z = l.result(op)});
+  return success();
+}
+
+LogicalResult subLowering(SubOp op, Lowering &l) {
+  l.launch(op.getLoc(), kernel::Sub{.x = l.operand(op.getLhs()),
+                                    .y = l.operand(op.getRhs()),
+                                    .z = l.result(op)});
+  return success();
+}
+
+LogicalResult mulLowering(MulOp op, Lowering &l) {
+  l.launch(op.getLoc(), kernel::Mul{.x = l.operand(op.getLhs()),
+                                    .y = l.operand(op.getRhs()),
+                                    .z = l.result(op)});
+  return success();
+}
+
+LogicalResult scaleLowering(ScaleOp scale, Lowering &l) {
+  l.launch(scale.getLoc(),
+           kernel::Scale{.x = l.operand(scale.getInput()),
+                         .y = l.result(scale),
+                         .factor = scale.getFactor().convertToDouble()});
+  return success();
+}
+
+LogicalResult geluLowering(GeluOp gelu, Lowering &l) {
+  if (gelu.getTanh())
+    l.launch(gelu.getLoc(), kernel::GeluTanhFwd{.x = l.operand(gelu.getInput()),
+                                                .y = l.result(gelu)});
+  else
+    l.launch(gelu.getLoc(), kernel::GeluFwd{.x = l.operand(gelu.getInput()),
+                                            .y = l.result(gelu)});
+  return success();
+}
+
+LogicalResult siluLowering(SiluOp silu, Lowering &l) {
+  l.launch(silu.getLoc(), kernel::SiluFwd{.x = l.operand(silu.getInput()),
+                                          .y = l.result(silu)});
+  return success();
+}
+
+LogicalResult geluGradLowering(GeluGradOp grad, Lowering &l) {
+  if (grad.getTanh())
+    l.launch(grad.getLoc(), kernel::GeluTanhBwd{.x = l.operand(grad.getInput()),
+                                                .dy = l.operand(grad.getGrad()),
+                                                .dx = l.result(grad)});
+  else
+    l.launch(grad.getLoc(), kernel::GeluBwd{.x = l.operand(grad.getInput()),
+                                            .dy = l.operand(grad.getGrad()),
+                                            .dx = l.result(grad)});
+  return success();
+}
+
+LogicalResult siluGradLowering(SiluGradOp grad, Lowering &l) {
+  l.launch(grad.getLoc(), kernel::SiluBwd{.x = l.operand(grad->getOperand(0)),
+                                          .dy = l.operand(grad->getOperand(1)),
+                                          .dx = l.result(grad->getResult(0))});
+  return success();
+}
+
 } // namespace
 
 void OpRules<AddOp>::attach(MLIRContext &context) {
   attachGradient<AddOp, addGradient>(context);
   attachSharding<AddOp, addSharding, biasSplit<AddOp>>(context);
+  attachLowering<AddOp, addLowering>(context);
 }
 void OpRules<SubOp>::attach(MLIRContext &context) {
   attachGradient<SubOp, subGradient>(context);
   attachSharding<SubOp, subSharding, biasSplit<SubOp>>(context);
+  attachLowering<SubOp, subLowering>(context);
 }
 void OpRules<MulOp>::attach(MLIRContext &context) {
   attachGradient<MulOp, mulGradient>(context);
   attachSharding<MulOp, mulSharding, pointwiseSplit<MulOp>>(context);
+  attachLowering<MulOp, mulLowering>(context);
 }
 void OpRules<ScaleOp>::attach(MLIRContext &context) {
   attachGradient<ScaleOp, scaleGradient>(context);
   attachSharding<ScaleOp, scaleSharding, pointwiseSplit<ScaleOp>>(context);
+  attachLowering<ScaleOp, scaleLowering>(context);
 }
 void OpRules<GeluOp>::attach(MLIRContext &context) {
   attachGradient<GeluOp, geluGradient>(context);
   attachSharding<GeluOp, activationSharding<GeluOp>, pointwiseSplit<GeluOp>>(
       context);
+  attachLowering<GeluOp, geluLowering>(context);
 }
 void OpRules<SiluOp>::attach(MLIRContext &context) {
   attachGradient<SiluOp, siluGradient>(context);
   attachSharding<SiluOp, activationSharding<SiluOp>, pointwiseSplit<SiluOp>>(
       context);
+  attachLowering<SiluOp, siluLowering>(context);
 }
 // Backward only: no gradients of their own.
 void OpRules<GeluGradOp>::attach(MLIRContext &context) {
   attachSharding<GeluGradOp, activationGradSharding<GeluGradOp>>(context);
+  attachLowering<GeluGradOp, geluGradLowering>(context);
 }
 void OpRules<SiluGradOp>::attach(MLIRContext &context) {
   attachSharding<SiluGradOp, activationGradSharding<SiluGradOp>>(context);
+  attachLowering<SiluGradOp, siluGradLowering>(context);
 }
 
 } // namespace strata

@@ -7,6 +7,7 @@
 #ifndef STRATA_COMPILER_RULES_RULE_H
 #define STRATA_COMPILER_RULES_RULE_H
 
+#include "compiler/passes/LowerToExec.h"
 #include "compiler/rules/GradientBuilder.h"
 #include "compiler/rules/OpRules.h"
 #include "compiler/rules/Sharding.h"
@@ -61,6 +62,25 @@ struct ShardingModel
 template <typename Op, ShardingRule<Op> Rule, SplitRule<Op> Split = nullptr>
 void attachSharding(mlir::MLIRContext &context) {
   Op::template attachInterface<ShardingModel<Op, Rule, Split>>(context);
+}
+
+/// A lowering rule: the op and the exec lowering of its stage.
+template <typename Op>
+using LoweringRule = mlir::LogicalResult (*)(Op, lower_to_exec::Lowering &);
+
+template <typename Op, LoweringRule<Op> Rule>
+struct LoweringModel
+    : graph::ExecLowerable::ExternalModel<LoweringModel<Op, Rule>, Op> {
+  mlir::LogicalResult lowerToExec(mlir::Operation *op,
+                                  lower_to_exec::Lowering &lowering) const {
+    return Rule(mlir::cast<Op>(op), lowering);
+  }
+};
+
+/// Attaches `Rule` as `Op`'s lowering to exec.
+template <typename Op, LoweringRule<Op> Rule>
+void attachLowering(mlir::MLIRContext &context) {
+  Op::template attachInterface<LoweringModel<Op, Rule>>(context);
 }
 
 } // namespace strata

@@ -8,6 +8,10 @@
 // transpose to where its dimension moves; summing a broadcast operand's
 // gradient over a split leading dimension makes it partial.
 //
+// Lowering: a reshape is a view of its input's buffer; a transpose a
+// launch; a bias gradient is summed in the epilogue of the weight gradient
+// beside it when both accumulate (Matmul.cpp), else a launch.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 #include "dialects/graph/GraphShapes.h"
@@ -17,6 +21,9 @@ using namespace strata::graph;
 
 namespace strata {
 namespace {
+
+using lower_to_exec::Lowering;
+namespace kernel = lower_to_exec::kernel;
 
 LogicalResult reshapeGradient(ReshapeOp reshape, GradientBuilder &g,
                               ArrayRef<Value> dys) {
@@ -107,19 +114,71 @@ void transposeSplit(TransposeOp transpose, OpOperand &, int64_t dim,
   planner.follow(transpose, moved);
 }
 
+LogicalResult reshapeLowering(ReshapeOp reshape, Lowering &l) {
+  l.view(reshape, l.operand(reshape.getInput()));
+  return success();
+}
+
+LogicalResult transposeLowering(TransposeOp transpose, Lowering &l) {
+  ArrayRef<int64_t> permutation = transpose.getPermutation();
+  l.launch(transpose.getLoc(),
+           kernel::Transpose{.x = l.operand(transpose.getInput()),
+                             .y = l.result(transpose),
+                             .permutation = SmallVector<int64_t>(permutation)});
+  return success();
+}
+
+/// The weight gradient beside a bias gradient: a linear layer's, from the
+/// same output gradient, later in the function, both accumulating. Its gemm
+/// sums the bias gradient in its epilogue (the columns of op(B) = dy).
+MatmulWeightGradOp weightGradBeside(SumToOp sum, Lowering &l) {
+  auto type = sum.getType();
+  if (type.getRank() != 1 || !l.accumulatesOnly(sum.getResult()))
+    return {};
+  for (Operation *user : sum.getInput().getUsers()) {
+    auto wgrad = dyn_cast<MatmulWeightGradOp>(user);
+    if (wgrad && wgrad.getGrad() == sum.getInput() &&
+        !wgrad.getTransposeResult() && wgrad->getBlock() == sum->getBlock() &&
+        sum->isBeforeInBlock(wgrad) && l.accumulatesOnly(wgrad.getResult()) &&
+        wgrad.getGrad().getType().getShape().back() == type.getDimSize(0))
+      return wgrad;
+  }
+  return {};
+}
+
+LogicalResult sumToLowering(SumToOp sum, Lowering &l) {
+  if (auto wgrad = l.onlyBiasEpilogues() ? MatmulWeightGradOp()
+                                         : weightGradBeside(sum, l)) {
+    // Summed in the weight gradient's epilogue, straight into the
+    // accumulator: its accumulate_grad (before the weight gradient) is
+    // done there too.
+    l.sumBiasBeside(wgrad, sum);
+    l.markFused(*sum.getResult().getUsers().begin());
+    return success();
+  }
+  auto [target, accumulate] = l.gradientTarget(sum);
+  l.launch(sum.getLoc(), kernel::SumTo{.x = l.operand(sum.getInput()),
+                                       .y = target,
+                                       .accumulate = accumulate});
+  return success();
+}
+
 } // namespace
 
 void OpRules<ReshapeOp>::attach(MLIRContext &context) {
   attachGradient<ReshapeOp, reshapeGradient>(context);
   attachSharding<ReshapeOp, reshapeSharding, reshapeSplit>(context);
+  attachLowering<ReshapeOp, reshapeLowering>(context);
 }
 void OpRules<TransposeOp>::attach(MLIRContext &context) {
   attachGradient<TransposeOp, transposeGradient>(context);
   attachSharding<TransposeOp, transposeSharding, transposeSplit>(context);
+  attachLowering<TransposeOp, transposeLowering>(context);
 }
 // Backward only (a broadcast operand's gradient): no gradient of its own.
 void OpRules<SumToOp>::attach(MLIRContext &context) {
   attachSharding<SumToOp, sumToSharding>(context);
+  attachLowering<SumToOp, sumToLowering>(context);
 }
 
 } // namespace strata

@@ -8,6 +8,9 @@
 // decided by their first user; the stream crosses a layer boundary whole
 // (or sequence-split), never as partial sums.
 //
+// Lowering: a parameter or an input is its buffer, a layer boundary passes
+// its inputs' buffers on, a constant is a fill.
+//
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
@@ -16,6 +19,9 @@ using namespace strata::graph;
 
 namespace strata {
 namespace {
+
+using lower_to_exec::Lowering;
+namespace kernel = lower_to_exec::kernel;
 
 template <typename Op>
 LogicalResult leafGradient(Op, GradientBuilder &, ArrayRef<Value>) {
@@ -45,23 +51,51 @@ LogicalResult boundarySharding(LayerBoundaryOp boundary, ShardingState &st) {
   return success();
 }
 
+LogicalResult paramLowering(ParamOp param, Lowering &l) {
+  l.bind(param, l.operand(param));
+  return success();
+}
+
+LogicalResult inputLowering(InputOp input, Lowering &l) {
+  l.bind(input, l.input(input));
+  return success();
+}
+
+LogicalResult boundaryLowering(LayerBoundaryOp boundary, Lowering &l) {
+  for (auto [input, result] :
+       llvm::zip(boundary.getInputs(), boundary.getResults()))
+    l.bind(result, l.operand(input));
+  return success();
+}
+
+LogicalResult constantLowering(ConstantOp constant, Lowering &l) {
+  l.launch(constant.getLoc(),
+           kernel::Fill{.y = l.result(constant),
+                        .value = constant.getValue().convertToDouble()});
+  return success();
+}
+
 } // namespace
 
 void OpRules<ParamOp>::attach(MLIRContext &context) {
   attachGradient<ParamOp, leafGradient<ParamOp>>(context);
   attachSharding<ParamOp, sourceSharding<ParamOp>>(context);
+  attachLowering<ParamOp, paramLowering>(context);
 }
 void OpRules<InputOp>::attach(MLIRContext &context) {
   attachGradient<InputOp, leafGradient<InputOp>>(context);
   attachSharding<InputOp, sourceSharding<InputOp>>(context);
+  attachLowering<InputOp, inputLowering>(context);
 }
 void OpRules<ConstantOp>::attach(MLIRContext &context) {
   attachGradient<ConstantOp, leafGradient<ConstantOp>>(context);
   attachSharding<ConstantOp, sourceSharding<ConstantOp>>(context);
+  attachLowering<ConstantOp, constantLowering>(context);
 }
 void OpRules<LayerBoundaryOp>::attach(MLIRContext &context) {
   attachGradient<LayerBoundaryOp, boundaryGradient>(context);
   attachSharding<LayerBoundaryOp, boundarySharding>(context);
+  attachLowering<LayerBoundaryOp, boundaryLowering>(context);
 }
 
 } // namespace strata

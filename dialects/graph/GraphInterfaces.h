@@ -6,11 +6,14 @@
 
 namespace strata {
 // The compiler's state the rules work through (compiler/rules/): autodiff's
-// running gradients and tensor parallelism's shardings. The dialect only
-// names them.
+// running gradients, tensor parallelism's shardings, the exec lowering's
+// buffers. The dialect only names them.
 class GradientBuilder;
 class ShardingState;
 class SplitPlanner;
+namespace lower_to_exec {
+class Lowering;
+} // namespace lower_to_exec
 } // namespace strata
 
 #include "dialects/graph/GraphInterfaces.h.inc"

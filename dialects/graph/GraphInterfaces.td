@@ -1,8 +1,8 @@
 //===- GraphInterfaces.td - per-op rules of the graph ops -*- tablegen -*-===//
 //
 // What the compiler's passes ask of each graph op, as interfaces rather than
-// chains of casts: its gradient (autodiff) and its sharding across
-// tensor-parallel ranks. The compiler implements them per
+// chains of casts: its gradient (autodiff), its sharding across
+// tensor-parallel ranks, and its instructions (the exec lowering). The compiler implements them per
 // op family (compiler/rules/) and attaches them to every op of the dialect;
 // a graph op without its rules fails to build (compiler/rules/OpRules.h).
 //
@@ -57,6 +57,23 @@ def Graph_Shardable : OpInterface<"Shardable"> {
       }], "void", "planSplit",
       (ins "::mlir::OpOperand &":$use, "int64_t":$dim,
            "::strata::SplitPlanner &":$planner)>,
+  ];
+}
+
+def Graph_ExecLowerable : OpInterface<"ExecLowerable"> {
+  let cppNamespace = "::strata::graph";
+  let description = [{
+    An op's instructions in a stage's program: gemms and launches of the
+    kernel catalog over buffers, the arguments that differ between the
+    stage's ranks written per rank. Fusion decided here (a bias add or GELU
+    into a gemm's epilogue) marks the ops it absorbs. The optimizer's ops
+    are lowered as a whole instead (LowerOptimizer.cpp) and have none.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Appends the op's instructions through `lowering`.
+      }], "::mlir::LogicalResult", "lowerToExec",
+      (ins "::strata::lower_to_exec::Lowering &":$lowering)>,
   ];
 }
 
