@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
+#include "dialects/dist/DistDialect.h"
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -72,8 +73,9 @@ void fuse(OpBuilder &b, Operation *loss, Operation *grad, Value gradSeed,
     return;
   auto fused = build(seed);
   // The lowering gives a vocabulary-parallel launch its rank's columns.
-  if (Attribute parallel = grad->getAttr("dist.vocab_parallel"))
-    fused->setAttr("dist.vocab_parallel", parallel);
+  auto vocabParallel = strata::dist::vocabParallel(grad->getContext());
+  if (UnitAttr parallel = vocabParallel.getAttr(grad))
+    vocabParallel.setAttr(fused, parallel);
   replaceBoth(loss, grad, gradSeed, fused.getLoss(), fused.getLogitsGrad());
 }
 

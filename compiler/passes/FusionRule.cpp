@@ -60,8 +60,7 @@ std::optional<Member> memberOf(exec::LaunchOp launch,
 bool fits(ArrayRef<Member> group, const Member &next) {
   // (An op handle's accessors are not const: copies of the handles.)
   exec::LaunchOp first = group.front().launch, launch = next.launch;
-  if (group.size() >= kMaxMembers ||
-      next.elements != group.front().elements ||
+  if (group.size() >= kMaxMembers || next.elements != group.front().elements ||
       launch.getWhen() != first.getWhen())
     return false;
   SmallVector<Place> written, touched, broadcast;

@@ -90,7 +90,7 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
   SmallVector<graph::ParamOp> ops;
   for (func::FuncOp function : functions) {
     int64_t chunk = 0;
-    if (auto attr = function->getAttrOfType<IntegerAttr>("dist.chunk"))
+    if (IntegerAttr attr = dist::chunk(function.getContext()).getAttr(function))
       chunk = attr.getInt() / coords.ppSize;
     function.walk([&](graph::ParamOp param) {
       auto [it, fresh] = params.try_emplace(param.getName());
@@ -224,13 +224,12 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
     // split is the rank's coordinate's slice along `split_dim`.
     SmallVector<int64_t> global(local.getShape());
     IntegerAttr splitDim;
-    if (auto dim = param->getAttrOfType<IntegerAttr>("dist.split_dim"))
+    if (IntegerAttr dim = dist::splitDim(ctx()).getAttr(param))
       splitDim = b.getI64IntegerAttr(dim.getInt());
-    if (auto shape =
-            param->getAttrOfType<DenseI64ArrayAttr>("dist.global_shape"))
+    if (DenseI64ArrayAttr shape = dist::globalShape(ctx()).getAttr(param))
       global.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
     SmallVector<int64_t> padded = global;
-    if (auto real = param->getAttrOfType<DenseI64ArrayAttr>("dist.real_shape"))
+    if (DenseI64ArrayAttr real = dist::realShape(ctx()).getAttr(param))
       global.assign(real.asArrayRef().begin(), real.asArrayRef().end());
     double std = param.getStd() ? param.getStd()->convertToDouble() : 0.0;
     exec::ParamOp::create(

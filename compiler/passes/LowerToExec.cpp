@@ -79,8 +79,7 @@ exec::LaunchOp Lowering::launchCollected(Location loc, StringRef name,
       body, loc, b.getStringAttr(name), symbolRefs(b, c.inputs),
       symbolRefs(b, c.outputs), b.getDictionaryAttr(c.args), DictionaryAttr(),
       IntegerAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(), IntegerAttr(),
-      StringAttr(),
-      exec::StreamAttr(), exec::ConditionAttr());
+      StringAttr(), exec::StreamAttr(), exec::ConditionAttr());
 }
 
 exec::GemmOp Lowering::gemm(Location loc, exec::BufferOp a,
@@ -165,7 +164,7 @@ Lowering::GradientTarget Lowering::gradientTarget(Value grad) {
 }
 
 LogicalResult Lowering::lowerFunction(func::FuncOp func) {
-  auto chunkAttr = func->getAttrOfType<IntegerAttr>("dist.chunk");
+  IntegerAttr chunkAttr = dist::chunk(func.getContext()).getAttr(func);
   bool forward = chunkAttr && func.getSymName().starts_with("forward_");
   StringRef phase = !chunkAttr ? func.getSymName()
                     : forward  ? StringRef("forward")

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
+#include "dialects/dist/DistDialect.h"
 #include "dialects/graph/GraphOps.h"
 #include "dialects/graph/GraphShapes.h"
 
@@ -40,12 +41,12 @@ struct PadVocabPass : strata::impl::PadVocabBase<PadVocabPass> {
   /// Pads dimension `dim` of a parameter; returns false if it had been
   /// padded already.
   bool padParam(ParamOp param, int64_t dim) {
-    if (param->hasAttr("dist.real_shape"))
+    if (strata::dist::realShape(param.getContext()).isAttrPresent(param))
       return false;
     RankedTensorType type = param.getType();
     SmallVector<int64_t> shape(type.getShape());
-    param->setAttr("dist.real_shape",
-                   DenseI64ArrayAttr::get(param.getContext(), shape));
+    strata::dist::realShape(param.getContext())
+        .setAttr(param, DenseI64ArrayAttr::get(param.getContext(), shape));
     shape[dim] = padded(shape[dim]);
     param.getResult().setType(
         RankedTensorType::get(shape, type.getElementType()));
@@ -87,10 +88,9 @@ struct PadVocabPass : strata::impl::PadVocabBase<PadVocabPass> {
                << ", and the logits do not come straight from a matmul with "
                   "a parameter, whose columns could be padded";
       padParam(weight, matmul.getTransposeB() ? 0 : 1);
-      auto type = inferMatmulType([&] { return matmul.emitOpError(); },
-                                  matmul.getLhs().getType(),
-                                  matmul.getRhs().getType(),
-                                  matmul.getTransposeB());
+      auto type = inferMatmulType(
+          [&] { return matmul.emitOpError(); }, matmul.getLhs().getType(),
+          matmul.getRhs().getType(), matmul.getTransposeB());
       if (failed(type))
         return WalkResult::interrupt();
       matmul.getResult().setType(*type);

@@ -321,7 +321,7 @@ LogicalResult Splitter::run() {
           (backward ? "backward_" : "forward_") + std::to_string(c);
       auto f =
           func::FuncOp::create(top, loc, name, top.getFunctionType({}, {}));
-      f->setAttr("dist.chunk", top.getI64IntegerAttr(c));
+      dist::chunk(f.getContext()).setAttr(f, top.getI64IntegerAttr(c));
       Block *entry = f.addEntryBlock();
       (backward ? chunks[c].backward : chunks[c].forward) = f;
       (backward ? chunks[c].backwardEntry : chunks[c].forwardEntry) = entry;

@@ -183,9 +183,10 @@ LogicalResult Partitioner::localize(func::FuncOp func) {
     if (auto param = dyn_cast<ParamOp>(op)) {
       Sharding s = get(param);
       if (s.isSplit()) {
-        param->setAttr("dist.split_dim", b.getI64IntegerAttr(s.dim));
-        param->setAttr("dist.global_shape",
-                       b.getDenseI64ArrayAttr(param.getType().getShape()));
+        strata::dist::splitDim(b.getContext())
+            .setAttr(param, b.getI64IntegerAttr(s.dim));
+        strata::dist::globalShape(b.getContext())
+            .setAttr(param, b.getDenseI64ArrayAttr(param.getType().getShape()));
       }
     }
     for (Value result : op.getResults()) {

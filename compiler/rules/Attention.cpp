@@ -115,7 +115,7 @@ LogicalResult attentionSharding(Operation *op, bool backward,
     OpBuilder &b = st.builder();
     op->setAttr("group_size",
                 b.getI64IntegerAttr(query.getDimSize(2) / key.getDimSize(2)));
-    op->setAttr("dist.query_heads_split", b.getUnitAttr());
+    dist::queryHeadsSplit(b.getContext()).setAttr(op, b.getUnitAttr());
   }
   st.set(op->getResult(0), q);
   if (!backward)
@@ -171,7 +171,7 @@ std::pair<int64_t, int64_t> headGrouping(Operation *op) {
   int64_t group = heads / kvHeads, firstStride = 0;
   if (auto size = op->getAttrOfType<IntegerAttr>("group_size")) {
     group = size.getInt();
-    if (op->hasAttr("dist.query_heads_split"))
+    if (dist::queryHeadsSplit(op->getContext()).isAttrPresent(op))
       firstStride = heads;
   }
   return {group, firstStride};

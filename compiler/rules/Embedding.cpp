@@ -39,7 +39,8 @@ LogicalResult embeddingSharding(EmbeddingOp embedding, ShardingState &st) {
     st.decide(embedding.getTable(), Sharding::replicated());
   Sharding table = st.get(embedding.getTable());
   if (table.isSplit(0)) {
-    embedding->setAttr("dist.vocab_parallel", st.builder().getUnitAttr());
+    dist::vocabParallel(embedding.getContext())
+        .setAttr(embedding, st.builder().getUnitAttr());
     st.set(embedding, Sharding::partial()); // rows outside a rank's range: 0
   } else if (table.isReplicated()) {
     st.set(embedding, Sharding::replicated());
@@ -62,7 +63,8 @@ LogicalResult embeddingGradSharding(EmbeddingGradOp grad, ShardingState &st) {
     if (!dy.isReplicated() &&
         failed(st.convertOperand(grad, 0, Sharding::replicated())))
       return failure();
-    grad->setAttr("dist.vocab_parallel", st.builder().getUnitAttr());
+    dist::vocabParallel(grad.getContext())
+        .setAttr(grad, st.builder().getUnitAttr());
     st.set(grad, table);
     return success();
   }
@@ -84,7 +86,7 @@ LogicalResult embeddingLowering(EmbeddingOp embedding, Lowering &l) {
                                     .y = l.result(embedding),
                                     .vocab_offset = 0});
   // A vocabulary-parallel table: the rank's rows start at its share.
-  if (embedding->hasAttr("dist.vocab_parallel"))
+  if (dist::vocabParallel(embedding.getContext()).isAttrPresent(embedding))
     l.perRank(launched, "vocab_offset", kTensorAxis,
               embedding.getTable().getType().getDimSize(0));
   return success();
@@ -98,7 +100,7 @@ LogicalResult embeddingGradLowering(EmbeddingGradOp grad, Lowering &l) {
                                           .dtable = target,
                                           .vocab_offset = 0,
                                           .accumulate = accumulate});
-  if (grad->hasAttr("dist.vocab_parallel"))
+  if (dist::vocabParallel(grad.getContext()).isAttrPresent(grad))
     l.perRank(launched, "vocab_offset", kTensorAxis,
               grad.getType().getDimSize(0));
   return success();

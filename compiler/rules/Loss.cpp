@@ -75,7 +75,7 @@ LogicalResult crossEntropySharding(CrossEntropyOp op, ShardingState &st) {
       created->setAttr("strata.layer", layerTag);
   for (Operation *stat : {localMax.getOperation(), localTarget.getOperation(),
                           localSum.getOperation()}) {
-    stat->setAttr("dist.vocab_parallel", b.getUnitAttr());
+    dist::vocabParallel(b.getContext()).setAttr(stat, b.getUnitAttr());
     st.set(stat->getResult(0), Sharding::replicated()); // rows are whole
   }
   auto loss = CrossEntropyFromStatsOp::create(b, loc, op.getType(), max, sumExp,
@@ -110,7 +110,7 @@ LogicalResult crossEntropyGradSharding(CrossEntropyGradOp op,
       b, op.getLoc(), op.getType(), op.getLogits(), op.getLabels(),
       it->second.max, it->second.sumExp, op.getGrad(),
       b.getI64IntegerAttr(vocab));
-  grad->setAttr("dist.vocab_parallel", b.getUnitAttr());
+  dist::vocabParallel(b.getContext()).setAttr(grad, b.getUnitAttr());
   if (auto layer = op->getAttr("strata.layer"))
     grad->setAttr("strata.layer", layer);
   st.set(grad, st.get(op.getLogits()));
@@ -144,7 +144,7 @@ exec::BufferOp statistic(Operation *op, Lowering &l) {
 
 /// A vocabulary-parallel launch's columns start at the rank's share.
 void vocabularyParallel(Operation *op, exec::LaunchOp launched, Lowering &l) {
-  if (op->hasAttr("dist.vocab_parallel"))
+  if (dist::vocabParallel(op->getContext()).isAttrPresent(op))
     l.perRank(launched, "vocab_offset", kTensorAxis, vocabOf(op).first);
 }
 

@@ -14,4 +14,32 @@
 #define GET_OP_CLASSES
 #include "dialects/dist/DistOps.h.inc"
 
+namespace strata::dist {
+
+// The attributes the parallel passes hand each other (DistOps.td's
+// discardable attributes), by their generated helpers:
+//   dist::vocabParallel(ctx).isAttrPresent(op)
+inline DistDialect::VocabParallelAttrHelper
+vocabParallel(mlir::MLIRContext *c) {
+  return DistDialect::VocabParallelAttrHelper(c);
+}
+inline DistDialect::QueryHeadsSplitAttrHelper
+queryHeadsSplit(mlir::MLIRContext *c) {
+  return DistDialect::QueryHeadsSplitAttrHelper(c);
+}
+inline DistDialect::SplitDimAttrHelper splitDim(mlir::MLIRContext *c) {
+  return DistDialect::SplitDimAttrHelper(c);
+}
+inline DistDialect::GlobalShapeAttrHelper globalShape(mlir::MLIRContext *c) {
+  return DistDialect::GlobalShapeAttrHelper(c);
+}
+inline DistDialect::RealShapeAttrHelper realShape(mlir::MLIRContext *c) {
+  return DistDialect::RealShapeAttrHelper(c);
+}
+inline DistDialect::ChunkAttrHelper chunk(mlir::MLIRContext *c) {
+  return DistDialect::ChunkAttrHelper(c);
+}
+
+} // namespace strata::dist
+
 #endif

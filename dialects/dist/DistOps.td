@@ -16,6 +16,24 @@ def Dist_Dialect : Dialect {
   let name = "dist";
   let cppNamespace = "::strata::dist";
   let summary = "Parallel layout: collectives, chunks and the schedule";
+  // What the parallel passes record on graph ops and functions for the
+  // passes after them, declared once (each gets a generated helper,
+  // DistDialect::<Name>AttrHelper, wrapped in DistDialect.h).
+  let discardableAttrs = (ins
+    // On an embedding, its gradient or a loss op: its table or logits are
+    // split along the vocabulary; the rank's rows start at its share.
+    "::mlir::UnitAttr":$vocab_parallel,
+    // On attention: the query heads are split, the kv heads replicated.
+    "::mlir::UnitAttr":$query_heads_split,
+    // On a split parameter: the dimension split across tp ranks, and its
+    // global shape.
+    "::mlir::IntegerAttr":$split_dim,
+    "::mlir::DenseI64ArrayAttr":$global_shape,
+    // On a parameter padded for the vocabulary: its shape before padding.
+    "::mlir::DenseI64ArrayAttr":$real_shape,
+    // On a pipeline chunk's function: the chunk's index.
+    "::mlir::IntegerAttr":$chunk
+  );
 }
 
 class Dist_Op<string mnemonic, list<Trait> traits = []>

@@ -2,9 +2,10 @@
 //
 // What the compiler's passes ask of each graph op, as interfaces rather than
 // chains of casts: its gradient (autodiff), its sharding across
-// tensor-parallel ranks, and its instructions (the exec lowering). The compiler implements them per
-// op family (compiler/rules/) and attaches them to every op of the dialect;
-// a graph op without its rules fails to build (compiler/rules/OpRules.h).
+// tensor-parallel ranks, and its instructions (the exec lowering). The
+// compiler implements them per op family (compiler/rules/) and attaches
+// them to every op of the dialect; a graph op without its rules fails to
+// build (compiler/rules/OpRules.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_GRAPH_INTERFACES_TD
