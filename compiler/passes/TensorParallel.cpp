@@ -2,11 +2,8 @@
 //
 // Megatron-LM's tensor parallelism, derived rather than written per layer.
 // Every tensor of the step (forward, backward and optimizer alike) gets a
-// sharding over the tp axis of the mesh:
-//
-//   replicated   every rank holds all of it
-//   split(d)     rank r holds the r-th of tp equal blocks of dimension d
-//   partial      every rank holds a summand; the tensor is their sum
+// sharding over the tp axis of the mesh: replicated, split along a
+// dimension, or partial sums (compiler/rules/Sharding.h).
 //
 // Planning seeds parameter shardings: an embedding table splits its
 // vocabulary; a matmul weight splits its output columns ("column parallel")

@@ -27,9 +27,6 @@ using namespace strata::graph;
 namespace strata {
 namespace {
 
-using lower_to_exec::Lowering;
-namespace kernel = lower_to_exec::kernel;
-
 LogicalResult ropeGradient(RopeOp rope, GradientBuilder &g,
                            ArrayRef<Value> dys) {
   OpBuilder &b = g.builder();

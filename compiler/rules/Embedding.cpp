@@ -20,9 +20,6 @@ using namespace strata::graph;
 namespace strata {
 namespace {
 
-using lower_to_exec::Lowering;
-namespace kernel = lower_to_exec::kernel;
-
 LogicalResult embeddingGradient(EmbeddingOp embedding, GradientBuilder &g,
                                 ArrayRef<Value> dys) {
   Location loc = embedding.getLoc();

@@ -24,8 +24,14 @@ using namespace strata::graph;
 namespace strata {
 namespace {
 
-using lower_to_exec::Lowering;
-namespace kernel = lower_to_exec::kernel;
+/// The logits' columns (the first operand's last dimension) and the real
+/// vocabulary among them.
+std::pair<int64_t, int64_t> vocabOf(Operation *op) {
+  int64_t columns =
+      cast<RankedTensorType>(op->getOperand(0).getType()).getShape().back();
+  auto vocabAttr = op->getAttrOfType<IntegerAttr>("vocab_size");
+  return {columns, vocabAttr ? vocabAttr.getInt() : columns};
+}
 
 LogicalResult crossEntropyGradient(CrossEntropyOp loss, GradientBuilder &g,
                                    ArrayRef<Value> dys) {
@@ -57,9 +63,7 @@ LogicalResult crossEntropySharding(CrossEntropyOp op, ShardingState &st) {
   auto logitsType = op.getLogits().getType();
   auto rows =
       RankedTensorType::get(logitsType.getShape().drop_back(), b.getF32Type());
-  int64_t vocab =
-      op.getVocabSize() ? *op.getVocabSize() : logitsType.getShape().back();
-  auto vocabAttr = b.getI64IntegerAttr(vocab);
+  auto vocabAttr = b.getI64IntegerAttr(vocabOf(op).second);
   auto localMax = LogitsMaxOp::create(b, loc, rows, op.getLogits(), vocabAttr);
   Value max = st.allReduce(loc, rows, localMax, /*max=*/true);
   auto localTarget = LogitsTargetOp::create(b, loc, rows, op.getLogits(),
@@ -68,11 +72,8 @@ LogicalResult crossEntropySharding(CrossEntropyOp op, ShardingState &st) {
   auto localSum =
       LogitsSumExpOp::create(b, loc, rows, op.getLogits(), max, vocabAttr);
   Value sumExp = st.allReduce(loc, rows, localSum, /*max=*/false);
-  auto layerTag = op->getAttr("strata.layer");
-  for (Operation *created :
-       {max.getDefiningOp(), target.getDefiningOp(), sumExp.getDefiningOp()})
-    if (layerTag)
-      created->setAttr("strata.layer", layerTag);
+  for (Value reduced : {max, target, sumExp})
+    ShardingState::placeInLayerOf(reduced.getDefiningOp(), op);
   for (Operation *stat : {localMax.getOperation(), localTarget.getOperation(),
                           localSum.getOperation()}) {
     dist::vocabParallel(b.getContext()).setAttr(stat, b.getUnitAttr());
@@ -103,16 +104,12 @@ LogicalResult crossEntropyGradSharding(CrossEntropyGradOp op,
   }
   OpBuilder &b = st.builder();
   b.setInsertionPoint(op);
-  int64_t vocab = op.getVocabSize()
-                      ? *op.getVocabSize()
-                      : op.getLogits().getType().getShape().back();
   auto grad = CrossEntropyGradFromStatsOp::create(
       b, op.getLoc(), op.getType(), op.getLogits(), op.getLabels(),
       it->second.max, it->second.sumExp, op.getGrad(),
-      b.getI64IntegerAttr(vocab));
+      b.getI64IntegerAttr(vocabOf(op).second));
   dist::vocabParallel(b.getContext()).setAttr(grad, b.getUnitAttr());
-  if (auto layer = op->getAttr("strata.layer"))
-    grad->setAttr("strata.layer", layer);
+  ShardingState::placeInLayerOf(grad, op);
   st.set(grad, st.get(op.getLogits()));
   op.replaceAllUsesWith(grad.getResult());
   op.erase();
@@ -123,18 +120,7 @@ LogicalResult crossEntropyGradSharding(CrossEntropyGradOp op,
 /// becomes vocabulary-parallel).
 void crossEntropySplit(CrossEntropyOp, OpOperand &use, int64_t dim,
                        SplitPlanner &planner) {
-  int64_t last = cast<RankedTensorType>(use.get().getType()).getRank() - 1;
-  if (use.getOperandNumber() == 0 && (dim == last || dim < 0))
-    planner.want(SplitPlanner::Need::Required);
-}
-
-/// The logits' columns (the first operand's last dimension) and the real
-/// vocabulary among them.
-std::pair<int64_t, int64_t> vocabOf(Operation *op) {
-  int64_t columns =
-      cast<RankedTensorType>(op->getOperand(0).getType()).getShape().back();
-  auto vocabAttr = op->getAttrOfType<IntegerAttr>("vocab_size");
-  return {columns, vocabAttr ? vocabAttr.getInt() : columns};
+  planner.wantLastDimension(use, dim);
 }
 
 /// A row statistic's buffer: f32 in bf16 mode.

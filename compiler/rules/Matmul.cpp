@@ -25,9 +25,6 @@ using namespace strata::graph;
 namespace strata {
 namespace {
 
-using lower_to_exec::Lowering;
-namespace kernel = lower_to_exec::kernel;
-
 LogicalResult matmulGradient(MatmulOp matmul, GradientBuilder &g,
                              ArrayRef<Value> dys) {
   OpBuilder &b = g.builder();
@@ -147,9 +144,7 @@ LogicalResult weightGradSharding(MatmulWeightGradOp op, ShardingState &st) {
 /// Planning: a matmul needs its input split along the last dimension (it
 /// becomes row parallel) and carries nothing on.
 void matmulSplit(MatmulOp, OpOperand &use, int64_t dim, SplitPlanner &planner) {
-  int64_t last = cast<RankedTensorType>(use.get().getType()).getRank() - 1;
-  if (use.getOperandNumber() == 0 && (dim == last || dim < 0))
-    planner.want(SplitPlanner::Need::Required);
+  planner.wantLastDimension(use, dim);
 }
 
 int64_t rowsOf(RankedTensorType type) {

@@ -19,9 +19,6 @@ using namespace strata::graph;
 namespace strata {
 namespace {
 
-using lower_to_exec::Lowering;
-namespace kernel = lower_to_exec::kernel;
-
 LogicalResult layerNormGradient(LayerNormOp norm, GradientBuilder &g,
                                 ArrayRef<Value> dys) {
   Location loc = norm.getLoc();

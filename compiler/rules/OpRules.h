@@ -4,10 +4,11 @@
 // compiler/rules/: its gradient (graph::Differentiable), its sharding
 // across tensor-parallel ranks (graph::Shardable) and its instructions
 // (graph::ExecLowerable). The table below names every op's family once;
-// `attach` attaches the op's rules to a context. Registration walks the dialect's generated op list, so a
-// graph op added to GraphOps.td without a line here fails to compile
-// (OpRules' static_assert), and one with a line but no rules in its family
-// file fails to link: an op without a rule never reaches a user.
+// `attach` attaches the op's rules to a context. Registration walks the
+// dialect's generated op list, so a graph op added to GraphOps.td without a
+// line here fails to compile (OpRules' static_assert), and one with a line but
+// no rules in its family file fails to link: an op without a rule never reaches
+// a user.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_COMPILER_RULES_OPRULES_H

@@ -20,9 +20,6 @@ using namespace strata::graph;
 namespace strata {
 namespace {
 
-using lower_to_exec::Lowering;
-namespace kernel = lower_to_exec::kernel;
-
 LogicalResult accumulateSharding(AccumulateGradOp sink, ShardingState &st) {
   Sharding param = st.paramSharding(sink.getName());
   Sharding grad = st.get(sink.getGrad());

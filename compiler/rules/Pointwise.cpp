@@ -26,9 +26,6 @@ using namespace strata::graph;
 namespace strata {
 namespace {
 
-using lower_to_exec::Lowering;
-namespace kernel = lower_to_exec::kernel;
-
 LogicalResult addGradient(AddOp add, GradientBuilder &g, ArrayRef<Value> dys) {
   Location loc = add.getLoc();
   g.contribute(add.getLhs(), dys.front(), loc);

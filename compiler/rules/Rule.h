@@ -15,6 +15,11 @@
 
 namespace strata {
 
+// The exec lowering's state and kernel builders, as every family file
+// names them.
+using lower_to_exec::Lowering;
+namespace kernel = lower_to_exec::kernel;
+
 /// A gradient rule: the op, the builder, the gradient of each result.
 template <typename Op>
 using GradientRule = mlir::LogicalResult (*)(Op, GradientBuilder &,

@@ -22,9 +22,6 @@ using namespace strata::graph;
 namespace strata {
 namespace {
 
-using lower_to_exec::Lowering;
-namespace kernel = lower_to_exec::kernel;
-
 LogicalResult reshapeGradient(ReshapeOp reshape, GradientBuilder &g,
                               ArrayRef<Value> dys) {
   g.contribute(reshape.getInput(),

@@ -135,10 +135,7 @@ FailureOr<Value> ShardingState::convert(Value v, Sharding to,
   } else {
     return error(before) << "no conversion between these shardings";
   }
-  // A collective runs where its consumer runs (the pipeline stage of the
-  // layer it belongs to).
-  if (auto layer = before->getAttr("strata.layer"))
-    result.getDefiningOp()->setAttr("strata.layer", layer);
+  placeInLayerOf(result.getDefiningOp(), before);
   set(result, to);
   converted[v].push_back({to, result});
   return result;
@@ -165,6 +162,17 @@ void SplitPlanner::follow(Value value, int64_t dim) {
       rule.planSplit(use, dim, *this);
   }
   --depth;
+}
+
+void ShardingState::placeInLayerOf(Operation *created, Operation *consumer) {
+  if (auto layer = consumer->getAttr("strata.layer"))
+    created->setAttr("strata.layer", layer);
+}
+
+void SplitPlanner::wantLastDimension(OpOperand &use, int64_t dim) {
+  int64_t last = cast<RankedTensorType>(use.get().getType()).getRank() - 1;
+  if (use.getOperandNumber() == 0 && (dim == last || dim < 0))
+    want(Need::Required);
 }
 
 void SplitPlanner::block(Operation *op, std::string reason) {

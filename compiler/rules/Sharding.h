@@ -88,6 +88,12 @@ public:
   mlir::Value allReduce(mlir::Location loc, mlir::Type type, mlir::Value v,
                         bool max);
 
+  /// Places `created` (a collective or statistic made for `consumer`) in
+  /// the layer `consumer` belongs to, so that it runs on the same pipeline
+  /// stage.
+  static void placeInLayerOf(mlir::Operation *created,
+                             mlir::Operation *consumer);
+
   /// An error at `op`, prefixed with the tensor-parallel size.
   mlir::InFlightDiagnostic error(mlir::Operation *op);
 
@@ -132,6 +138,10 @@ public:
   void follow(mlir::Value value, int64_t dim);
   /// `op` cannot carry the split, because `why` (the first reason stays).
   void block(mlir::Operation *op, std::string why);
+  /// A consumer that needs its first operand split along its last
+  /// dimension (a matmul's input, the loss's logits) has met `use`'s split
+  /// along `dim`.
+  void wantLastDimension(mlir::OpOperand &use, int64_t dim);
   /// A consumer's need of the split (the strongest met stays).
   void want(Need need) {
     if (need > needed)

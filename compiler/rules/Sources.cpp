@@ -20,9 +20,6 @@ using namespace strata::graph;
 namespace strata {
 namespace {
 
-using lower_to_exec::Lowering;
-namespace kernel = lower_to_exec::kernel;
-
 template <typename Op>
 LogicalResult leafGradient(Op, GradientBuilder &, ArrayRef<Value>) {
   return success();
