@@ -173,7 +173,6 @@ public:
     auto it = params.find(name);
     return it == params.end() ? nullptr : &it->second;
   }
-  const StageCoords &stage() const { return coords; }
   /// Whether gemms take only a bias into their epilogue (the CUDA target).
   bool onlyBiasEpilogues() const { return biasOnlyEpilogues; }
   /// Marks `op` as done by an instruction of an op before it.

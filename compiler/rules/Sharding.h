@@ -53,7 +53,6 @@ public:
   ShardingState(mlir::ModuleOp module, int64_t tp, bool sequenceParallel)
       : module(module), tp(tp), sp(sequenceParallel), b(module.getContext()) {}
 
-  int64_t size() const { return tp; }
   mlir::OpBuilder &builder() { return b; }
 
   /// A value's sharding: a parameter's as decided (replicated until then).
