@@ -29,7 +29,7 @@ namespace graph = strata::graph;
 namespace {
 
 /// The constant seed `grad` is, cloned before `at` as a forward value (no
-/// strata.layer: the pipeline split reads that tag as "backward"); null if
+/// graph.backward_layer: the pipeline split reads that tag as "backward"); null if
 /// `grad` is not a constant.
 Value seedBefore(OpBuilder &b, Operation *at, Value grad) {
   auto constant = grad.getDefiningOp<graph::ConstantOp>();
@@ -37,7 +37,7 @@ Value seedBefore(OpBuilder &b, Operation *at, Value grad) {
     return nullptr;
   b.setInsertionPoint(at);
   Operation *clone = b.clone(*constant);
-  clone->removeAttr("strata.layer");
+  graph::backwardLayer(b.getContext()).removeAttr(clone);
   return clone->getResult(0);
 }
 

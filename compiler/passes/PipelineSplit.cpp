@@ -7,7 +7,7 @@
 // @backward_c (receive the gradient of what left, run the chunk's backward
 // ops, send the gradient of what entered). Forward ops belong to the layer
 // their position between boundaries says; backward ops carry the layer in
-// `strata.layer` (autodiff writes it). Parameters, inputs and constants are
+// `graph.backward_layer` (autodiff writes it). Parameters, inputs and constants are
 // cloned wherever they are used.
 //
 // A forward value that a backward op needs is either stashed (returned by
@@ -87,7 +87,7 @@ public:
   Splitter(ModuleOp module, func::FuncOp step, const ChunkLayout &layout,
            StringRef recompute)
       : module(module), step(step), layout(layout), recompute(recompute),
-        b(module.getContext()) {}
+        b(module.getContext()), backwardLayer(module.getContext()) {}
 
   LogicalResult run();
 
@@ -116,6 +116,8 @@ private:
   const ChunkLayout &layout;
   StringRef recompute;
   OpBuilder b;
+  // Autodiff's tag: an op with it is a backward op, of that layer.
+  graph::GraphDialect::BackwardLayerAttrHelper backwardLayer;
   SmallVector<Operation *> forwardOps, backwardOps;
   llvm::DenseMap<Operation *, int64_t> chunkOf;
   llvm::DenseSet<Value> layerInputs; // boundary operands: full keeps them
@@ -128,7 +130,7 @@ LogicalResult Splitter::classify() {
   int64_t layer = -1;
   bool backward = false;
   for (Operation &op : step.getBody().front().without_terminator()) {
-    if (auto tag = op.getAttrOfType<IntegerAttr>("strata.layer")) {
+    if (IntegerAttr tag = backwardLayer.getAttr(&op)) {
       backward = true;
       backwardOps.push_back(&op);
       chunkOf[&op] = layout.chunkOf(tag.getInt());
@@ -136,7 +138,7 @@ LogicalResult Splitter::classify() {
     }
     if (backward && !isFree(&op))
       return op.emitOpError()
-             << "comes after the backward ops began but has no strata.layer: "
+             << "comes after the backward ops began but has no graph.backward_layer: "
                 "pipeline splitting needs every backward op tagged (run "
                 "--strata-autodiff)";
     if (auto boundary = dyn_cast<graph::LayerBoundaryOp>(op)) {
@@ -265,7 +267,7 @@ LogicalResult Splitter::buildBackward(int64_t c) {
       Operation *def = operand.getDefiningOp();
       // Gradients of this chunk are mapped as their ops are cloned, and
       // those from the chunk after were received: what is left is forward.
-      if (def && !def->hasAttr("strata.layer")) {
+      if (def && !backwardLayer.isAttrPresent(def)) {
         if (failed(backwardForwardValue(c, operand, op->getLoc())))
           return failure();
         continue;
@@ -355,7 +357,7 @@ LogicalResult Splitter::run() {
     int64_t c = chunkOf.lookup(op);
     for (Value operand : op->getOperands()) {
       Operation *def = operand.getDefiningOp();
-      if (!def || !def->hasAttr("strata.layer"))
+      if (!def || !backwardLayer.isAttrPresent(def))
         continue;
       int64_t from = chunkOf.lookup(def);
       if (from == c)

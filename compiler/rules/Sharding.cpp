@@ -165,8 +165,9 @@ void SplitPlanner::follow(Value value, int64_t dim) {
 }
 
 void ShardingState::placeInLayerOf(Operation *created, Operation *consumer) {
-  if (auto layer = consumer->getAttr("strata.layer"))
-    created->setAttr("strata.layer", layer);
+  auto tag = graph::backwardLayer(consumer->getContext());
+  if (IntegerAttr layer = tag.getAttr(consumer))
+    tag.setAttr(created, layer);
 }
 
 void SplitPlanner::wantLastDimension(OpOperand &use, int64_t dim) {

@@ -7,4 +7,15 @@
 
 #include "dialects/graph/GraphDialect.h.inc"
 
+namespace strata::graph {
+
+// Autodiff's layer tag (GraphDialect.td's discardable attribute), by its
+// generated helper: graph::backwardLayer(ctx).getAttr(op).
+inline GraphDialect::BackwardLayerAttrHelper
+backwardLayer(mlir::MLIRContext *c) {
+  return GraphDialect::BackwardLayerAttrHelper(c);
+}
+
+} // namespace strata::graph
+
 #endif

@@ -23,6 +23,15 @@ def Graph_Dialect : Dialect {
     it held the whole model.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
+  // What autodiff records for the passes after it, declared once (a
+  // generated helper, GraphDialect::<Name>AttrHelper, wrapped in
+  // GraphDialect.h).
+  let discardableAttrs = (ins
+    // On each backward op: the layer of the forward op it differentiates
+    // (-1 before the first layer boundary, L after the last). The
+    // pipeline split reads it to put a backward op in its layer's chunk.
+    "::mlir::IntegerAttr":$backward_layer
+  );
 }
 
 class Graph_Op<string mnemonic, list<Trait> traits = []>

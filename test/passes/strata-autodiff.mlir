@@ -8,7 +8,7 @@
 // CHECK: %[[SEED:.*]] = graph.constant 2.500000e-01 {{.*}}: tensor<f32>
 // CHECK: %[[DLOGITS:.*]] = graph.cross_entropy_grad %{{.*}}, %{{.*}}, %[[SEED]]
 // CHECK: %[[DX:.*]] = graph.matmul %[[DLOGITS]], %[[E:.*]] {{.*}}: (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
-// CHECK: %[[DE:.*]] = graph.matmul_weight_grad %{{.*}}, %[[DLOGITS]] {strata.layer = -1 : i64, transpose_result} : (tensor<2x4x8xf32>, tensor<2x4x32xf32>) -> tensor<32x8xf32>
+// CHECK: %[[DE:.*]] = graph.matmul_weight_grad %{{.*}}, %[[DLOGITS]] {graph.backward_layer = -1 : i64, transpose_result} : (tensor<2x4x8xf32>, tensor<2x4x32xf32>) -> tensor<32x8xf32>
 // CHECK: graph.accumulate_grad "e", %[[DE]]
 // CHECK: %[[DTABLE:.*]] = graph.embedding_grad %[[DX]], %{{.*}} {{.*}}: (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<32x8xf32>
 // CHECK: graph.accumulate_grad "e", %[[DTABLE]]
@@ -56,8 +56,8 @@ func.func @model(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
 // CHECK-LABEL: func.func @microbatch
 // CHECK: %[[O:[a-z0-9_]+]], %[[LSE:[a-z0-9_]+]] = graph.attention
 // CHECK: graph.transpose %{{.*}} [0, 2, 3, 1] {{.*}}: tensor<1x4x4x2xf32> -> tensor<1x4x2x4xf32>
-// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = graph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[LSE]], %{{.*}} {causal, strata.layer = 0 : i64}
-// CHECK: graph.rope %{{.*}} {inverse, strata.layer = 0 : i64} : tensor<1x4x2x4xf32>
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = graph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[O]], %[[LSE]], %{{.*}} {causal, graph.backward_layer = 0 : i64}
+// CHECK: graph.rope %{{.*}} {graph.backward_layer = 0 : i64, inverse} : tensor<1x4x2x4xf32>
 // CHECK: %{{.*}}, %[[DW:.*]] = graph.rms_norm_grad
 // CHECK: graph.accumulate_grad "g", %[[DW]]
 // CHECK: %{{.*}}, %[[LW:.*]], %[[LB:.*]] = graph.layer_norm_grad

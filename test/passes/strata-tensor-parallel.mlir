@@ -38,7 +38,7 @@
 // Forward: exactly that one all-reduce. Backward: one, of the gradient of
 // the column-parallel matmul's input.
 // CHECK-NOT: shard.all_reduce
-// CHECK: %[[DX:.*]] = graph.matmul %{{.*}}, %[[W1]] {strata.layer = 0 : i64, transpose_b}
+// CHECK: %[[DX:.*]] = graph.matmul %{{.*}}, %[[W1]] {graph.backward_layer = 0 : i64, transpose_b}
 // CHECK-NEXT: shard.all_reduce %[[DX]] on @mesh grid_axes = [0]
 // CHECK-NOT: shard.all_reduce
 // CHECK-NOT: shard.all_gather
@@ -95,7 +95,7 @@ func.func @model(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>) -> tensor<f32> {
 // CHECK-NEXT: graph.cross_entropy_from_stats %[[GMAX]], %[[GSUM]], %[[GTGT]]
 // CHECK: graph.cross_entropy_grad_from_stats %[[L]], %{{.*}}, %[[GMAX]], %[[GSUM]], %{{.*}} {dist.vocab_parallel
 // CHECK: graph.accumulate_grad "wte", %{{.*}} : tensor<16x8xf32>
-// CHECK: graph.embedding_grad %{{.*}} {dist.vocab_parallel, strata.layer = -1 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
+// CHECK: graph.embedding_grad %{{.*}} {dist.vocab_parallel, graph.backward_layer = -1 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> tensor<16x8xf32>
 // CHECK-NEXT: graph.accumulate_grad "wte", %{{.*}} : tensor<16x8xf32>
 // A split table's gradient needs no reduction: its squares are summed
 // across ranks with the rest.
@@ -123,7 +123,7 @@ func.func @model(%t: tensor<2x4xi32>, %y: tensor<2x4xi32>) -> tensor<f32> {
 // CHECK: graph.param "v" normal(2.000000e-02) : tensor<8x2xf32>
 // CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, dist.query_heads_split, group_size = 4 : i64} : (tensor<1x4x2x2xf32>, tensor<1x4x1x2xf32>, tensor<1x4x1x2xf32>) -> (tensor<1x4x2x2xf32>, tensor<1x2x4xf32>)
 // CHECK: graph.param "o" {{.*}}{dist.global_shape = array<i64: 8, 8>, dist.split_dim = 0 : i64} : tensor<4x8xf32>
-// CHECK: graph.attention_grad {{.*}} {causal, dist.query_heads_split, group_size = 4 : i64
+// CHECK: graph.attention_grad {{.*}} {causal, dist.query_heads_split, graph.backward_layer = {{.*}}, group_size = 4 : i64
 // Each rank's query heads contribute to the replicated kv heads' gradients:
 // summed across ranks before the update.
 // CHECK-LABEL: func.func @optimizer
@@ -205,9 +205,9 @@ func.func @model(%x: tensor<1x4x8xf32>, %t: tensor<1x4xi32>) -> tensor<f32> {
 // SP-NEXT: graph.cross_entropy
 // Backward: the mirror image (reduce-scatter after the column-parallel
 // matmul's input gradient, all-gather before the embedding's).
-// SP: shard.reduce_scatter %{{.*}} scatter_axis = 1 {strata.layer = 0 : i64}
+// SP: shard.reduce_scatter %{{.*}} scatter_axis = 1 {graph.backward_layer = 0 : i64}
 // SP-NEXT: graph.layer_norm_grad
-// SP: shard.all_gather %{{.*}} gather_axis = 1 {strata.layer = -1 : i64}
+// SP: shard.all_gather %{{.*}} gather_axis = 1 {graph.backward_layer = -1 : i64}
 // SP-NEXT: graph.embedding_grad
 // SP-NOT: shard.all_reduce
 // The norm's parameters are replicated but each rank saw part of the
