@@ -180,6 +180,30 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::dist::DistDialect"];
 }
 
+def FuseEpilogues : Pass<"strata-fuse-epilogues", "mlir::ModuleOp"> {
+  let summary = "Mark what each gemm's epilogue does for the exec lowering";
+  let description = [{
+    A linear layer's bias add (a vector of the product's last dimension,
+    the product's only use) goes into its matmul's epilogue, and an exact
+    (erf) GELU of the biased product too (the biased product, which the
+    GELU's backward reads, is kept); a tanh GELU never. The bias's
+    gradient (a sum_to of the output gradient that only accumulates) goes
+    into the epilogue of the weight gradient beside it (same output
+    gradient, later in the function, not transposed, only accumulating).
+    The gemm's op gets `exec.epilogue` (bias, gelu_bias or bias_grad), what
+    it absorbs `exec.absorbed`; --strata-lower-to-exec reads the marks and
+    without them lowers every op to instructions of its own. With
+    `bias-only` (the CUDA target: cuBLASLt's GELU is the tanh form and its
+    bias gradient overwrites) only the bias add is absorbed.
+  }];
+  let options = [
+    Option<"biasOnly", "bias-only", "bool", "false",
+           "Absorb only a bias add, not a GELU after it or a bias gradient "
+           "beside a weight gradient (the CUDA target)">
+  ];
+  let dependentDialects = ["::strata::exec::ExecDialect"];
+}
+
 def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
   let summary = "Lower the scheduled step to buffers and typed instructions";
   let description = [{
@@ -190,9 +214,8 @@ def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
     one exec.template per pipeline stage, whose rank-dependent values are
     per_rank expressions the runtime resolves at load. A
     weight gradient that only feeds its accumulator is written straight
-    into it (a gemm with beta 1). A linear layer's bias add, an exact (erf)
-    GELU after it and its bias gradient go into the gemms' epilogues (only
-    the bias add with `bias-only-epilogues`; a tanh GELU never). Parameters, gradients and the optimizer
+    into it (a gemm with beta 1). What --strata-fuse-epilogues marked goes
+    into the gemms' epilogues. Parameters, gradients and the optimizer
     state live in flat regions laid out in buckets; @optimizer becomes a
     fixed handful of instructions (one sum of squares, one multi-tensor
     AdamW) whatever the parameter count. Pipeline transfers, gradient
@@ -210,11 +233,7 @@ def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
            "Reduce each gradient bucket as the backward produces it">,
     Option<"overlapParamGather", "overlap-param-gather", "bool", "true",
            "Gather the distributed optimizer's parameters during the next "
-           "forward">,
-    Option<"biasOnlyEpilogues", "bias-only-epilogues", "bool", "false",
-           "Fuse only a bias add into a gemm's epilogue, not a GELU after "
-           "it or a bias gradient beside it (the CUDA target: cuBLASLt's "
-           "GELU is the tanh form, its bias gradient overwrites)">
+           "forward">
   ];
   let dependentDialects = ["::strata::exec::ExecDialect"];
 }

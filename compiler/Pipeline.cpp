@@ -158,11 +158,13 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     pm.addPass(createSchedule(schedule));
   }
   if (crosses(Level::Exec)) {
+    FuseEpiloguesOptions epilogues;
+    epilogues.biasOnly = options.target == "cuda";
+    pm.addPass(createFuseEpilogues(epilogues));
     LowerToExecOptions lower;
     lower.bf16 = options.bf16;
     lower.overlapGradReduce = options.overlapGradReduce;
     lower.overlapParamGather = options.overlapParamGather;
-    lower.biasOnlyEpilogues = options.target == "cuda";
     pm.addPass(createLowerToExec(lower));
     pm.addPass(createPlanMemory());
   }

@@ -102,7 +102,7 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
           << "epilogue " << exec::stringifyEpilogue(epilogue)
           << " has no cuBLASLt equivalent (its GELU is the tanh form, its "
              "bias gradient overwrites): lower for the CUDA target with "
-             "--strata-lower-to-exec=bias-only-epilogues, as strata-compile "
+             "--strata-fuse-epilogues=bias-only, as strata-compile "
              "--target cuda does";
       return WalkResult::interrupt();
     });

@@ -383,7 +383,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
         if (int64_t(i / 2) % coords.ppSize == stage)
           functions.push_back(chunks[i]);
       Lowering lowering(module, op, bf16, coords, overlapGradReduce,
-                        overlapParamGather, biasOnlyEpilogues);
+                        overlapParamGather);
       if (failed(lowering.readOptimizer(optimizer)))
         return signalPassFailure();
       lowering.layoutParameters(functions);

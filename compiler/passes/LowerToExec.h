@@ -131,12 +131,10 @@ struct Bucket {
 class Lowering {
 public:
   Lowering(ModuleOp module, exec::TemplateOp stage, bool bf16,
-           StageCoords coords, bool overlapGradReduce, bool overlapParamGather,
-           bool biasOnlyEpilogues)
+           StageCoords coords, bool overlapGradReduce, bool overlapParamGather)
       : module(module), b(module.getContext()), bf16(bf16), coords(coords),
         overlapGradReduce(overlapGradReduce),
-        overlapParamGather(overlapParamGather),
-        biasOnlyEpilogues(biasOnlyEpilogues) {
+        overlapParamGather(overlapParamGather) {
     declarations.setInsertionPointToEnd(&stage.getBody().front());
     programs.setInsertionPointToEnd(&stage.getBody().front());
   }
@@ -173,19 +171,6 @@ public:
     auto it = params.find(name);
     return it == params.end() ? nullptr : &it->second;
   }
-  /// Whether gemms take only a bias into their epilogue (the CUDA target).
-  bool onlyBiasEpilogues() const { return biasOnlyEpilogues; }
-  /// Marks `op` as done by an instruction of an op before it.
-  void markFused(Operation *op) { fused.insert(op); }
-  /// The bias gradient summed in the epilogue of weight gradient `wgrad`.
-  void sumBiasBeside(Operation *wgrad, graph::SumToOp sum) {
-    biasBeside[wgrad] = sum;
-  }
-  graph::SumToOp biasSummedBeside(Operation *wgrad) {
-    return biasBeside.lookup(wgrad);
-  }
-  /// Whether `grad`'s only use accumulates into a parameter.
-  bool accumulatesOnly(Value grad);
   /// The buffer of `value` is `buffer` (a parameter's, an input's, a view).
   void bind(Value value, exec::BufferOp buffer) { buffers[value] = buffer; }
 
@@ -333,9 +318,6 @@ private:
   bool bf16;
   StageCoords coords;
   bool overlapGradReduce, overlapParamGather;
-  // Gemms take only a bias into their epilogue; a GELU after one and a bias
-  // gradient beside one stay launches of their own (the CUDA target).
-  bool biasOnlyEpilogues;
   // From @optimizer.
   llvm::StringMap<ParamFacts> facts; // read with lookup: none is no facts
   bool distributedOptimizer = false;
@@ -353,11 +335,9 @@ private:
   int64_t counter = 0;
   llvm::DenseMap<Value, exec::BufferOp> buffers;
   llvm::StringMap<exec::BufferOp> inputs;
-  // Ops an instruction of an op before them did: accumulate_grads, a bias
-  // add or GELU in a gemm's epilogue.
+  // Accumulations an instruction before them did (it wrote straight into
+  // the accumulator).
   llvm::DenseSet<Operation *> fused;
-  // Bias gradients summed in the epilogue of the weight gradient beside.
-  llvm::DenseMap<Operation *, graph::SumToOp> biasBeside;
   // Pipeline chunks: the values @forward_c returns live in the stash, in
   // group `stashGroup` (the chunk's index on its stage); @backward_c's
   // arguments are the same buffers.

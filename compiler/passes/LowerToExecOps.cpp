@@ -17,17 +17,12 @@
 
 namespace strata::lower_to_exec {
 
-bool Lowering::accumulatesOnly(Value grad) {
-  if (!grad.hasOneUse())
-    return false;
-  auto sink = dyn_cast<graph::AccumulateGradOp>(*grad.getUsers().begin());
-  return sink && params.count(sink.getName());
-}
-
 LogicalResult Lowering::lowerOp(Operation *op) {
   Location loc = op->getLoc();
-  if (fused.contains(op))
-    return success(); // done by the instruction of an op before it
+  // Done by the instruction of an op before it: an accumulation into a
+  // gradient's target, or what a gemm's epilogue absorbed.
+  if (fused.contains(op) || exec::absorbed(ctx()).isAttrPresent(op))
+    return success();
   // A graph op: its rule, in its family's file under compiler/rules/.
   if (auto rule = dyn_cast<graph::ExecLowerable>(op))
     return rule.lowerToExec(*this);

@@ -11,10 +11,10 @@
 // weight gradient follows: split as the weight, or partial when both its
 // operands split their rows alike.
 //
-// Lowering: one gemm. A linear layer's bias, and an exact GELU after it, go
-// into its epilogue (the bias-add and GELU ops it absorbs are marked
-// fused); a weight gradient writes straight into its accumulator, and sums
-// the bias gradient beside it in its epilogue (Shape.cpp's sum_to).
+// Lowering: one gemm, with the epilogue --strata-fuse-epilogues marked: a
+// linear layer's bias, and an exact GELU after it; a weight gradient writes
+// straight into its accumulator, and sums the bias gradient beside it in
+// its epilogue (the sum_to and its accumulation absorbed).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
@@ -151,28 +151,18 @@ int64_t rowsOf(RankedTensorType type) {
   return type.getNumElements() / type.getShape().back();
 }
 
-/// The bias added to a matmul's product (its only use), when a gemm's
-/// epilogue can add it: a vector of the product's last dimension.
-AddOp biasAddOf(MatmulOp matmul) {
-  if (!matmul.getResult().hasOneUse())
-    return {};
-  auto add = dyn_cast<AddOp>(*matmul.getResult().getUsers().begin());
-  if (!add || add.getLhs() != matmul.getResult())
-    return {};
-  auto bias = cast<RankedTensorType>(add.getRhs().getType());
-  return bias.getRank() == 1 &&
-                 bias.getDimSize(0) == matmul.getType().getShape().back()
-             ? add
-             : AddOp();
+/// The epilogue --strata-fuse-epilogues marked on `op`.
+std::optional<exec::Epilogue> epilogueOf(Operation *op) {
+  StringAttr kind = exec::epilogue(op->getContext()).getAttr(op);
+  return kind ? exec::symbolizeEpilogue(kind.getValue()) : exec::Epilogue::None;
 }
 
-/// An exact GELU of a biased product, which a gemm's epilogue applies too
-/// (the sum, which the backward reads, is kept as well). The epilogue's
-/// GELU is the erf form: a tanh one stays its own kernel.
-GeluOp geluOf(AddOp add) {
-  for (Operation *user : add.getResult().getUsers())
-    if (auto gelu = dyn_cast<GeluOp>(user); gelu && !gelu.getTanh())
-      return gelu;
+/// The user of `value` of type `Op` that is marked absorbed, if any.
+template <typename Op> Op absorbedUser(Value value) {
+  for (Operation *user : value.getUsers())
+    if (auto op = dyn_cast<Op>(user);
+        op && exec::absorbed(user->getContext()).isAttrPresent(user))
+      return op;
   return {};
 }
 
@@ -181,24 +171,33 @@ LogicalResult matmulLowering(MatmulOp matmul, Lowering &l) {
   bool tb = matmul.getTransposeB();
   int64_t k = matmul.getLhs().getType().getShape().back();
   int64_t n = rhs.getDimSize(tb ? 0 : 1);
-  // A linear layer's bias, and an exact GELU after it, go into the gemm's
-  // epilogue (its GELU is erf: cuBLASLt's GELU_AUX_BIAS, the tanh form,
-  // is not it, so the CUDA target fuses only the bias).
-  AddOp biasAdd = biasAddOf(matmul);
-  GeluOp gelu = biasAdd && !l.onlyBiasEpilogues() ? geluOf(biasAdd) : GeluOp();
+  // The bias add, and the GELU after it, that the epilogue absorbs.
+  std::optional<exec::Epilogue> kind = epilogueOf(matmul);
+  if (!kind || kind == exec::Epilogue::BiasGrad)
+    return matmul.emitOpError() << "is marked with an epilogue a product's "
+                                   "gemm cannot have";
+  AddOp biasAdd;
+  GeluOp gelu;
+  if (kind == exec::Epilogue::Bias || kind == exec::Epilogue::GeluBias)
+    biasAdd = absorbedUser<AddOp>(matmul.getResult());
+  if (biasAdd && kind == exec::Epilogue::GeluBias)
+    gelu = absorbedUser<GeluOp>(biasAdd.getResult());
+  if (kind != exec::Epilogue::None &&
+      (!biasAdd || (kind == exec::Epilogue::GeluBias && !gelu)))
+    return matmul.emitOpError()
+           << "is marked with a gemm epilogue whose absorbed bias add or "
+              "GELU is not among its users";
   exec::BufferOp pre = biasAdd ? l.result(biasAdd) : l.result(matmul);
   exec::GemmOp g =
       l.gemm(matmul.getLoc(), l.operand(matmul.getLhs()),
              l.operand(matmul.getRhs()), gelu ? l.result(gelu) : pre,
              rowsOf(matmul.getLhs().getType()), n, k, false, tb, false);
   if (biasAdd) {
-    l.markFused(biasAdd);
     g.setBiasAttr(
         FlatSymbolRefAttr::get(l.operand(biasAdd.getRhs()).getSymNameAttr()));
     g.setEpilogue(exec::Epilogue::Bias);
   }
   if (gelu) {
-    l.markFused(gelu);
     g.setAuxAttr(FlatSymbolRefAttr::get(pre.getSymNameAttr()));
     g.setEpilogue(exec::Epilogue::GeluBias);
   }
@@ -211,6 +210,11 @@ LogicalResult weightGradLowering(MatmulWeightGradOp wgrad, Lowering &l) {
   auto lhs = wgrad.getLhs().getType();
   int64_t rows = rowsOf(lhs), k = lhs.getShape().back();
   int64_t n = wgrad.getGrad().getType().getShape().back();
+  std::optional<exec::Epilogue> kind = epilogueOf(wgrad);
+  if (kind != exec::Epilogue::None &&
+      (kind != exec::Epilogue::BiasGrad || wgrad.getTransposeResult()))
+    return wgrad.emitOpError() << "is marked with an epilogue its gemm "
+                                  "cannot have";
   auto [target, accumulate] = l.gradientTarget(wgrad);
   if (wgrad.getTransposeResult()) {
     l.gemm(loc, l.operand(wgrad.getGrad()), l.operand(wgrad.getLhs()), target,
@@ -220,11 +224,17 @@ LogicalResult weightGradLowering(MatmulWeightGradOp wgrad, Lowering &l) {
   exec::GemmOp g =
       l.gemm(loc, l.operand(wgrad.getLhs()), l.operand(wgrad.getGrad()), target,
              k, n, rows, true, false, accumulate);
-  if (SumToOp sum = l.biasSummedBeside(wgrad)) {
+  if (kind == exec::Epilogue::BiasGrad) {
     // The bias gradient beside it: the column sums of op(B) = dy, into
     // its accumulator (beta 1, like the weight's).
-    exec::BufferOp bias = l.gradientTarget(sum).buffer;
-    g.setBiasAttr(FlatSymbolRefAttr::get(bias.getSymNameAttr()));
+    SumToOp sum = absorbedUser<SumToOp>(wgrad.getGrad());
+    Lowering::GradientTarget bias =
+        sum ? l.gradientTarget(sum) : Lowering::GradientTarget();
+    if (!bias.accumulate)
+      return wgrad.emitOpError()
+             << "is marked to sum a bias gradient that does not accumulate "
+                "into a parameter";
+    g.setBiasAttr(FlatSymbolRefAttr::get(bias.buffer.getSymNameAttr()));
     g.setEpilogue(exec::Epilogue::BiasGrad);
   }
   return success();

@@ -125,34 +125,9 @@ LogicalResult transposeLowering(TransposeOp transpose, Lowering &l) {
   return success();
 }
 
-/// The weight gradient beside a bias gradient: a linear layer's, from the
-/// same output gradient, later in the function, both accumulating. Its gemm
-/// sums the bias gradient in its epilogue (the columns of op(B) = dy).
-MatmulWeightGradOp weightGradBeside(SumToOp sum, Lowering &l) {
-  auto type = sum.getType();
-  if (type.getRank() != 1 || !l.accumulatesOnly(sum.getResult()))
-    return {};
-  for (Operation *user : sum.getInput().getUsers()) {
-    auto wgrad = dyn_cast<MatmulWeightGradOp>(user);
-    if (wgrad && wgrad.getGrad() == sum.getInput() &&
-        !wgrad.getTransposeResult() && wgrad->getBlock() == sum->getBlock() &&
-        sum->isBeforeInBlock(wgrad) && l.accumulatesOnly(wgrad.getResult()) &&
-        wgrad.getGrad().getType().getShape().back() == type.getDimSize(0))
-      return wgrad;
-  }
-  return {};
-}
-
+/// A sum_to absorbed into a weight gradient's epilogue (a bias gradient,
+/// --strata-fuse-epilogues) is lowered there, not here.
 LogicalResult sumToLowering(SumToOp sum, Lowering &l) {
-  if (auto wgrad = l.onlyBiasEpilogues() ? MatmulWeightGradOp()
-                                         : weightGradBeside(sum, l)) {
-    // Summed in the weight gradient's epilogue, straight into the
-    // accumulator: its accumulate_grad (before the weight gradient) is
-    // done there too.
-    l.sumBiasBeside(wgrad, sum);
-    l.markFused(*sum.getResult().getUsers().begin());
-    return success();
-  }
   auto [target, accumulate] = l.gradientTarget(sum);
   l.launch(sum.getLoc(), kernel::SumTo{.x = l.operand(sum.getInput()),
                                        .y = target,

@@ -21,6 +21,16 @@
 
 namespace strata::exec {
 
+// The marks --strata-fuse-epilogues leaves for the lowering (ExecOps.td's
+// discardable attributes), by their generated helpers:
+//   exec::absorbed(ctx).isAttrPresent(op)
+inline ExecDialect::EpilogueAttrHelper epilogue(mlir::MLIRContext *c) {
+  return ExecDialect::EpilogueAttrHelper(c);
+}
+inline ExecDialect::AbsorbedAttrHelper absorbed(mlir::MLIRContext *c) {
+  return ExecDialect::AbsorbedAttrHelper(c);
+}
+
 /// Bytes per element of a buffer: 2 for bf16, else 4 (f32, i32).
 int64_t elementBytes(mlir::Type elementType);
 

@@ -25,6 +25,17 @@ def Exec_Dialect : Dialect {
   let name = "exec";
   let cppNamespace = "::strata::exec";
   let summary = "Per-stage buffers, typed instruction streams and the schedule";
+  // What --strata-fuse-epilogues marks on graph ops for the lowering,
+  // declared once (generated helpers ExecDialect::<Name>AttrHelper, wrapped
+  // in ExecDialect.h).
+  let discardableAttrs = (ins
+    // On a matmul or a weight gradient: what its gemm's epilogue does
+    // (bias, gelu_bias, bias_grad; Exec_Epilogue's names).
+    "::mlir::StringAttr":$epilogue,
+    // On an op a gemm's epilogue does (a bias add, a GELU, a bias gradient
+    // and its accumulation): it lowers to nothing of its own.
+    "::mlir::UnitAttr":$absorbed
+  );
 }
 
 class Exec_Op<string mnemonic, list<Trait> traits = []>

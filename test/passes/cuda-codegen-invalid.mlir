@@ -6,7 +6,7 @@
 // the bias): exec IR lowered for the CPU.
 // RUN: not strata-opt %s --split-input-file --strata-cuda-codegen 2>&1 | FileCheck %s
 
-// CHECK: error: 'exec.gemm' op epilogue gelu_bias has no cuBLASLt equivalent (its GELU is the tanh form, its bias gradient overwrites): lower for the CUDA target with --strata-lower-to-exec=bias-only-epilogues, as strata-compile --target cuda does
+// CHECK: error: 'exec.gemm' op epilogue gelu_bias has no cuBLASLt equivalent (its GELU is the tanh form, its bias gradient overwrites): lower for the CUDA target with --strata-fuse-epilogues=bias-only, as strata-compile --target cuda does
 module {
   exec.template stage 0 {
     exec.buffer @x : tensor<4x8xf32> workspace at -1
