@@ -218,24 +218,45 @@ def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
     into the gemms' epilogues. Parameters, gradients and the optimizer
     state live in flat regions laid out in buckets; @optimizer becomes a
     fixed handful of instructions (one sum of squares, one multi-tensor
-    AdamW) whatever the parameter count. Pipeline transfers, gradient
-    reductions overlapped with the backward (`overlap-grad-reduce`) and the
-    distributed optimizer's parameter gathers overlapped with the next
-    forward (`overlap-param-gather`) run on the communication stream,
+    AdamW) whatever the parameter count, each bucket's data-parallel
+    reduction (and the distributed optimizer's all-gather of its
+    parameters after the update) among them, on the compute stream, marked
+    `exec.bucket`. Pipeline transfers run on the communication stream,
     ordered by events. With `bf16`, activations and the parameters the
     model reads are bf16; gradients, master weights and moments stay fp32.
     Offsets are left for --strata-plan-memory.
   }];
   let options = [
     Option<"bf16", "bf16", "bool", "false",
-           "bf16 parameters and activations, fp32 master weights and grads">,
+           "bf16 parameters and activations, fp32 master weights and grads">
+  ];
+  let dependentDialects = ["::strata::exec::ExecDialect"];
+}
+
+def OverlapCommunication : Pass<"strata-overlap-communication",
+                                "mlir::ModuleOp"> {
+  let summary = "Move the data-parallel traffic beside the compute";
+  let description = [{
+    With `overlap-grad-reduce`, each bucket reduction of @optimizer whose
+    gradients nothing before it in @optimizer writes (a tied or partial
+    gradient's collective comes first) moves to right after the last
+    microbatch's last write of its gradients, on the communication stream,
+    in the last microbatch only, after an event the compute stream records
+    there; each program that issues reductions records when its last is
+    done, and @optimizer waits for them first. With
+    `overlap-param-gather`, the distributed optimizer's parameter gathers
+    run on the communication stream after the update, each recording an
+    event every program waits for before it first reads those parameters.
+    Megatron's --overlap-grad-reduce and --overlap-param-gather, both on
+    by default there and here.
+  }];
+  let options = [
     Option<"overlapGradReduce", "overlap-grad-reduce", "bool", "true",
            "Reduce each gradient bucket as the backward produces it">,
     Option<"overlapParamGather", "overlap-param-gather", "bool", "true",
            "Gather the distributed optimizer's parameters during the next "
            "forward">
   ];
-  let dependentDialects = ["::strata::exec::ExecDialect"];
 }
 
 def PlanMemory : Pass<"strata-plan-memory", "mlir::ModuleOp"> {

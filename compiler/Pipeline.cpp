@@ -163,9 +163,11 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     pm.addPass(createFuseEpilogues(epilogues));
     LowerToExecOptions lower;
     lower.bf16 = options.bf16;
-    lower.overlapGradReduce = options.overlapGradReduce;
-    lower.overlapParamGather = options.overlapParamGather;
     pm.addPass(createLowerToExec(lower));
+    OverlapCommunicationOptions overlap;
+    overlap.overlapGradReduce = options.overlapGradReduce;
+    overlap.overlapParamGather = options.overlapParamGather;
+    pm.addPass(createOverlapCommunication(overlap));
     pm.addPass(createPlanMemory());
   }
   if (to == Level::Exec && options.target == "cuda") {

@@ -17,13 +17,12 @@
 // passes wrote it) is read for what it says of each parameter: decay, a
 // partial gradient, counted once over tensor-parallel ranks, tied.
 //
-// Overlap (Megatron's --overlap-grad-reduce, --overlap-param-gather, both
-// on by default): a bucket's reduction is issued on the communication
-// stream right after the last microbatch's backward writes its last
-// gradient, and the optimizer waits for it; the distributed optimizer's
-// parameter all-gathers run on the communication stream after the update,
-// and each program waits for a bucket's gather before it first reads one
-// of its parameters.
+// Each bucket's data-parallel reduction (and with the distributed
+// optimizer its parameters' all-gather after the update) is an instruction
+// of the optimizer marked with the bucket's number (exec.bucket);
+// --strata-overlap-communication may move it beside the backward (or the
+// next forward), as Megatron's --overlap-grad-reduce and
+// --overlap-param-gather do.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/passes/LowerToExec.h"
@@ -160,7 +159,6 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
       paramOrder.push_back(param.getName().str());
     }
     bucket.size = (size + dp - 1) / dp * dp;
-    bucket.overlapped = bucket.chunk >= 0 && overlapGradReduce;
     bucket.part = distributedOptimizer ? bucket.size / dp : bucket.size;
     bucket.stateBegin = stateElements;
     stateElements += bucket.part;
@@ -203,8 +201,6 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
       };
       bucket.ownGrads = own("own:" + index, gradRegion);
       bucket.ownParams = own("own-params:" + index, paramRegion);
-      if (overlapParamGather)
-        bucket.gathered = event("gathered:" + index);
     }
   }
 
@@ -293,8 +289,7 @@ SmallVector<int64_t> Lowering::windows() {
   return out;
 }
 
-void Lowering::reduceBucket(Location loc, Bucket &bucket, exec::Stream stream,
-                            bool lastMicrobatchOnly) {
+void Lowering::reduceBucket(Location loc, Bucket &bucket) {
   if (!reducesOverData || coords.dpSize == 1)
     return;
   SmallVector<int64_t> dp = {kDataAxis};
@@ -304,9 +299,8 @@ void Lowering::reduceBucket(Location loc, Bucket &bucket, exec::Stream stream,
                        bucket.ownGrads, dp)
           : collective(loc, exec::CollectiveKind::AllReduceSum, bucket.grads,
                        bucket.grads, dp);
-  setStream(op, stream);
-  if (lastMicrobatchOnly)
-    setLastMicrobatch(op);
+  exec::bucket(ctx()).setAttr(
+      op, b.getI64IntegerAttr(&bucket - buckets.data()));
 }
 
 void Lowering::lowerOptimizer(func::FuncOp optimizer) {
@@ -316,8 +310,6 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
                               b.getStringAttr("optimizer"), IntegerAttr());
   programByName[optimizer.getSymName()] = program;
   body.setInsertionPointToEnd(&program.getBody().emplaceBlock());
-  // Waits for the reductions overlapped with the backward are placed here
-  // by placeReductions(), which knows which programs issue them.
   auto scalar = RankedTensorType::get({}, b.getF32Type());
   auto f32 = [&](StringRef name) {
     return makeBuffer(name, scalar, exec::Arena::Workspace);
@@ -367,8 +359,7 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
     }
   }
   for (Bucket &bucket : buckets)
-    if (!bucket.overlapped)
-      reduceBucket(loc, bucket, exec::Stream::Compute, false);
+    reduceBucket(loc, bucket);
 
   // The norm over every gradient, the clipping coefficient, the update.
   exec::BufferOp sum = f32("sum_squares");
@@ -408,149 +399,16 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
   launch(loc, kernel::Fill{.y = gradRegion, .value = 0});
 
   if (distributedOptimizer && coords.dpSize > 1) {
-    // The updated parts go to every data-parallel rank: on the
-    // communication stream, each bucket's gather waited on before its
-    // parameters are read again.
+    // The updated parts go to every data-parallel rank.
     SmallVector<int64_t> dp = {kDataAxis};
-    if (overlapParamGather) {
-      exec::EventOp updated = event("updated");
-      record(body, loc, updated, exec::Stream::Compute);
-      wait(body, loc, updated, exec::Stream::Comm);
-    }
     for (Bucket &bucket : buckets) {
       auto gather = collective(loc, exec::CollectiveKind::AllGather,
                                bucket.ownParams, bucket.params, dp);
-      if (!overlapParamGather)
-        continue;
-      setStream(gather, exec::Stream::Comm);
-      record(body, loc, bucket.gathered, exec::Stream::Comm);
+      exec::bucket(ctx()).setAttr(
+          gather, b.getI64IntegerAttr(&bucket - buckets.data()));
     }
   }
   output(loc, "grad_norm", normBuffer);
-}
-
-/// The flat-region element range [begin, end) a buffer covers, if it is
-/// a view of `region` (or `region` itself).
-static std::optional<std::pair<int64_t, int64_t>>
-rangeIn(exec::BufferOp buffer, exec::BufferOp region) {
-  if (!buffer)
-    return std::nullopt;
-  bool root = buffer == region;
-  if (!root &&
-      (!buffer.getAlias() || *buffer.getAlias() != region.getSymName()))
-    return std::nullopt;
-  int64_t element = exec::elementBytes(region.getTensorType().getElementType());
-  int64_t begin =
-      root ? 0 : int64_t(buffer.getViewOffset().value_or(0)) / element;
-  return std::pair{begin, begin + buffer.getTensorType().getNumElements()};
-}
-
-LogicalResult Lowering::placeReductions(dist::ScheduleOp schedule) {
-  auto stage = cast<exec::TemplateOp>(programs.getBlock()->getParentOp());
-  llvm::StringMap<exec::BufferOp> byName;
-  for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
-    byName[buffer.getSymName()] = buffer;
-  // The ranges of `region` that an instruction reads or writes.
-  auto touches = [&](Operation &op, exec::BufferOp region, bool writing) {
-    SmallVector<FlatSymbolRefAttr> reads, writes;
-    exec::instructionBuffers(&op, reads, writes);
-    SmallVector<std::pair<int64_t, int64_t>> ranges;
-    for (FlatSymbolRefAttr ref : writing ? writes : reads)
-      if (auto range = rangeIn(byName.lookup(ref.getValue()), region))
-        ranges.push_back(*range);
-    return ranges;
-  };
-  // The buckets a range overlaps: they tile the flat regions in order, so
-  // a binary search finds the first, and a range overlaps few.
-  auto forEachBucket = [&](std::pair<int64_t, int64_t> range, auto fn) {
-    auto it = llvm::partition_point(buckets, [&](const Bucket &bucket) {
-      return bucket.begin + bucket.size <= range.first;
-    });
-    for (; it != buckets.end() && it->begin < range.second; ++it)
-      fn(*it);
-  };
-
-  // The last microbatch's steps in schedule order: a bucket is reduced in
-  // the program that writes its gradients last.
-  int64_t lastMicrobatch = int64_t(schedule.getMicrobatches()) - 1;
-  SmallVector<exec::ProgramOp> order;
-  for (auto step : schedule.getBody().front().getOps<dist::StepOp>())
-    if (step.getMicrobatch() &&
-        int64_t(*step.getMicrobatch()) == lastMicrobatch)
-      if (exec::ProgramOp program = programByName.lookup(step.getFunction()))
-        order.push_back(program);
-  Location loc = schedule.getLoc();
-  // One pass over the last microbatch's instructions: each bucket's last
-  // writer.
-  SmallVector<Operation *> lastWriter(buckets.size(), nullptr);
-  for (exec::ProgramOp program : order)
-    for (Operation &op : program.getBody().front())
-      for (auto range : touches(op, gradRegion, /*writing=*/true))
-        forEachBucket(range, [&](Bucket &bucket) {
-          lastWriter[&bucket - buckets.data()] = &op;
-        });
-  SmallVector<std::pair<Operation *, Bucket *>> lastWriters;
-  for (Bucket &bucket : buckets) {
-    if (!bucket.overlapped || !reducesOverData || coords.dpSize == 1)
-      continue;
-    Operation *writer = lastWriter[&bucket - buckets.data()];
-    if (!writer)
-      return mlir::emitError(schedule.getLoc())
-             << "gradient bucket " << (&bucket - buckets.data()) << " of stage "
-             << coords.pp
-             << " is written by no backward: nothing would reduce it";
-    lastWriters.push_back({writer, &bucket});
-  }
-  // After each bucket's last writer: record on compute, wait on comm,
-  // reduce on comm — only for the last microbatch.
-  // Each issuing program's last reduction, as they are inserted.
-  llvm::DenseMap<Operation *, Operation *> lastReduction;
-  for (auto [writer, bucket] : lastWriters) {
-    body.setInsertionPointAfter(writer);
-    exec::EventOp written =
-        event("written:" + std::to_string(bucket - buckets.data()));
-    record(body, loc, written, exec::Stream::Compute, /*lastMicrobatch=*/true);
-    wait(body, loc, written, exec::Stream::Comm, /*lastMicrobatch=*/true);
-    reduceBucket(loc, *bucket, exec::Stream::Comm, true);
-    Operation *reduction = &*std::prev(body.getInsertionPoint());
-    Operation *&last =
-        lastReduction[writer->getParentOfType<exec::ProgramOp>()];
-    if (!last || last->isBeforeInBlock(reduction))
-      last = reduction;
-  }
-  // Each program that issued reductions records when the last is done; the
-  // optimizer waits for all of them before it reads a gradient.
-  exec::ProgramOp optimizer = programByName.lookup("optimizer");
-  OpBuilder waits(ctx());
-  waits.setInsertionPointToStart(&optimizer.getBody().front());
-  for (exec::ProgramOp program : order) {
-    Operation *lastReduce = lastReduction.lookup(program);
-    if (!lastReduce)
-      continue;
-    body.setInsertionPointAfter(lastReduce);
-    exec::EventOp reduced = event(("reduced:" + program.getSymName()).str());
-    record(body, loc, reduced, exec::Stream::Comm, /*lastMicrobatch=*/true);
-    wait(waits, loc, reduced, exec::Stream::Compute);
-  }
-
-  // The parameters' gathers: each program waits for a bucket's gather
-  // before it first reads one of its parameters.
-  if (!overlapParamGather || !distributedOptimizer || coords.dpSize == 1)
-    return success();
-  for (auto program : stage.getBody().front().getOps<exec::ProgramOp>()) {
-    if (program == optimizer)
-      continue;
-    llvm::DenseSet<Bucket *> waited;
-    for (Operation &op : llvm::make_early_inc_range(program.getBody().front()))
-      for (auto range : touches(op, paramRegion, /*writing=*/false))
-        forEachBucket(range, [&](Bucket &bucket) {
-          if (!waited.insert(&bucket).second)
-            return;
-          OpBuilder before(&op);
-          wait(before, loc, bucket.gathered, exec::Stream::Compute);
-        });
-  }
-  return success();
 }
 
 } // namespace strata::lower_to_exec

@@ -11,10 +11,10 @@
 // query head, who keeps a replicated value in a partial sum, which part of
 // each bucket a distributed optimizer owns). Lowering, memory planning and
 // the plan's size so grow with the model and the stages, never with the
-// rank count. Communication that can overlap runs on the communication
-// stream, ordered against the compute stream by events: pipeline
-// transfers, and (LowerOptimizer.cpp) gradient reductions and parameter
-// gathers.
+// rank count. Pipeline transfers run on the communication stream, ordered
+// against the compute stream by events; the data-parallel reductions and
+// gathers (LowerOptimizer.cpp) are the optimizer's, on the compute stream,
+// until --strata-overlap-communication moves them.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/passes/LowerToExec.h"
@@ -382,8 +382,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
       for (size_t i = 0; i < chunks.size(); ++i)
         if (int64_t(i / 2) % coords.ppSize == stage)
           functions.push_back(chunks[i]);
-      Lowering lowering(module, op, bf16, coords, overlapGradReduce,
-                        overlapParamGather);
+      Lowering lowering(module, op, bf16, coords);
       if (failed(lowering.readOptimizer(optimizer)))
         return signalPassFailure();
       lowering.layoutParameters(functions);
@@ -392,8 +391,6 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
           return signalPassFailure();
       lowering.lowerOptimizer(optimizer);
       if (failed(lowering.lowerSchedule(schedules[stage])))
-        return signalPassFailure();
-      if (failed(lowering.placeReductions(schedules[stage])))
         return signalPassFailure();
       // Declarations (buffers, events, params, io) read first, then the
       // programs.

@@ -118,23 +118,20 @@ struct ParamBuffers {
 /// With the distributed optimizer each rank owns 1/dp of every bucket.
 struct Bucket {
   int64_t begin = 0, size = 0; // elements, padded to a multiple of dp
-  int64_t chunk = -1;          // -1: the reductions done in the optimizer
-  bool overlapped = false;     // reduced as the backward produces it
+  int64_t chunk = -1;          // -1: the gradients another collective
+                               // finishes first (tied, partial over tp)
   int64_t part = 0;            // elements each rank owns (size / dp with
                                // the distributed optimizer, else size)
   int64_t stateBegin = 0;      // where its owned part lies in the state
                                // regions
   exec::BufferOp grads, params, ownGrads, ownParams; // views
-  exec::EventOp gathered; // the parameters' all-gather ended
 };
 
 class Lowering {
 public:
   Lowering(ModuleOp module, exec::TemplateOp stage, bool bf16,
-           StageCoords coords, bool overlapGradReduce, bool overlapParamGather)
-      : module(module), b(module.getContext()), bf16(bf16), coords(coords),
-        overlapGradReduce(overlapGradReduce),
-        overlapParamGather(overlapParamGather) {
+           StageCoords coords)
+      : module(module), b(module.getContext()), bf16(bf16), coords(coords) {
     declarations.setInsertionPointToEnd(&stage.getBody().front());
     programs.setInsertionPointToEnd(&stage.getBody().front());
   }
@@ -149,9 +146,6 @@ public:
   /// The flat optimizer program (LowerOptimizer.cpp).
   void lowerOptimizer(func::FuncOp optimizer);
   LogicalResult lowerSchedule(dist::ScheduleOp schedule);
-  /// Places each bucket's reduction after its last gradient is written,
-  /// and the waits for gathered parameters before their first read.
-  LogicalResult placeReductions(dist::ScheduleOp schedule);
 
   // What the per-op lowering rules (compiler/rules/) build with.
 
@@ -306,9 +300,8 @@ private:
   NormSegments normSegments();
   SmallVector<int64_t> adamSegments();
   SmallVector<int64_t> windows();
-  /// A bucket's data-parallel reduction on `stream`.
-  void reduceBucket(Location loc, Bucket &bucket, exec::Stream stream,
-                    bool lastMicrobatchOnly);
+  /// A bucket's data-parallel reduction.
+  void reduceBucket(Location loc, Bucket &bucket);
 
   ModuleOp module;
   OpBuilder b;
@@ -317,7 +310,6 @@ private:
   OpBuilder body{module.getContext()}; // the program being lowered
   bool bf16;
   StageCoords coords;
-  bool overlapGradReduce, overlapParamGather;
   // From @optimizer.
   llvm::StringMap<ParamFacts> facts; // read with lookup: none is no facts
   bool distributedOptimizer = false;

@@ -30,6 +30,9 @@ inline ExecDialect::EpilogueAttrHelper epilogue(mlir::MLIRContext *c) {
 inline ExecDialect::AbsorbedAttrHelper absorbed(mlir::MLIRContext *c) {
   return ExecDialect::AbsorbedAttrHelper(c);
 }
+inline ExecDialect::BucketAttrHelper bucket(mlir::MLIRContext *c) {
+  return ExecDialect::BucketAttrHelper(c);
+}
 
 /// Bytes per element of a buffer: 2 for bf16, else 4 (f32, i32).
 int64_t elementBytes(mlir::Type elementType);

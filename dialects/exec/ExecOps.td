@@ -34,7 +34,11 @@ def Exec_Dialect : Dialect {
     "::mlir::StringAttr":$epilogue,
     // On an op a gemm's epilogue does (a bias add, a GELU, a bias gradient
     // and its accumulation): it lowers to nothing of its own.
-    "::mlir::UnitAttr":$absorbed
+    "::mlir::UnitAttr":$absorbed,
+    // On a data-parallel reduction or gather of @optimizer (the lowering
+    // writes it): the gradient bucket it reduces or gathers, which
+    // --strata-overlap-communication may move beside the compute.
+    "::mlir::IntegerAttr":$bucket
   );
 }
 
