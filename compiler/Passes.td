@@ -204,6 +204,23 @@ def FuseEpilogues : Pass<"strata-fuse-epilogues", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::exec::ExecDialect"];
 }
 
+def LayoutOptimizerState : Pass<"strata-layout-optimizer-state",
+                                "mlir::ModuleOp"> {
+  let summary = "Choose each stage's gradient buckets: the flat layout";
+  let description = [{
+    Writes `dist.buckets` on each stage's dist.schedule: the buckets its
+    parameters, gradients and optimizer state are laid out in, in order.
+    Per chunk of the stage, parameters in reverse first-use order (the
+    order the backward produces their gradients), whole parameters up to
+    about the bucket size of dist.reduce_gradients each, laid out in
+    forward order; then one last bucket (chunk -1) for the gradients
+    another collective finishes before the data-parallel sum: partial
+    sums over tensor-parallel ranks, then parameters tied across stages.
+    --strata-lower-to-exec lays the flat regions out from it.
+  }];
+  let dependentDialects = ["::strata::dist::DistDialect"];
+}
+
 def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
   let summary = "Lower the scheduled step to buffers and typed instructions";
   let description = [{
@@ -216,12 +233,13 @@ def LowerToExec : Pass<"strata-lower-to-exec", "mlir::ModuleOp"> {
     weight gradient that only feeds its accumulator is written straight
     into it (a gemm with beta 1). What --strata-fuse-epilogues marked goes
     into the gemms' epilogues. Parameters, gradients and the optimizer
-    state live in flat regions laid out in buckets; @optimizer becomes a
-    fixed handful of instructions (one sum of squares, one multi-tensor
-    AdamW) whatever the parameter count, each bucket's data-parallel
-    reduction (and the distributed optimizer's all-gather of its
-    parameters after the update) among them, on the compute stream, marked
-    `exec.bucket`. Pipeline transfers run on the communication stream,
+    state live in flat regions laid out in the buckets
+    --strata-layout-optimizer-state chose (dist.buckets); @optimizer
+    becomes a fixed handful of instructions (one sum of squares, one
+    multi-tensor AdamW) whatever the parameter count, each bucket's
+    data-parallel reduction (and the distributed optimizer's all-gather of
+    its parameters after the update) among them, on the compute stream,
+    marked `exec.bucket`. Pipeline transfers run on the communication stream,
     ordered by events. With `bf16`, activations and the parameters the
     model reads are bf16; gradients, master weights and moments stay fp32.
     Offsets are left for --strata-plan-memory.

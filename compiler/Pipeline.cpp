@@ -161,6 +161,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     FuseEpiloguesOptions epilogues;
     epilogues.biasOnly = options.target == "cuda";
     pm.addPass(createFuseEpilogues(epilogues));
+    pm.addPass(createLayoutOptimizerState());
     LowerToExecOptions lower;
     lower.bf16 = options.bf16;
     pm.addPass(createLowerToExec(lower));

@@ -2,12 +2,12 @@
 //
 // The part of --strata-lower-to-exec that sees a stage's parameters whole.
 // Every gradient, parameter and optimizer state lives in flat regions, laid
-// out in buckets: Megatron's, formed in reverse parameter order within each
-// pipeline chunk (the order the backward produces gradients), each reduced
-// over the data-parallel ranks as one collective. Gradients that need more
-// than the data-parallel sum (partial sums over tensor-parallel ranks under
-// sequence parallelism, a tied embedding's two stages) go last, in one
-// bucket the optimizer reduces itself.
+// out in the buckets --strata-layout-optimizer-state chose (dist.buckets on
+// the stage's schedule), each reduced over the data-parallel ranks as one
+// collective, each padded to a multiple of dp so that every rank owns an
+// equal part. The last bucket's gradients (partial sums over
+// tensor-parallel ranks, a tied embedding's two stages) are finished by
+// collectives of their own first.
 //
 // The optimizer is then a fixed handful of instructions whatever the
 // parameter count: one sum of squares over the segments counted,
@@ -28,6 +28,7 @@
 #include "compiler/passes/LowerToExec.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace strata::lower_to_exec {
 
@@ -69,7 +70,6 @@ LogicalResult Lowering::readOptimizer(func::FuncOp optimizer) {
     } else if (auto reduce = dyn_cast<dist::ReduceGradientsOp>(op)) {
       reducesOverData = true;
       distributedOptimizer = reduce.getDistributedOptimizer();
-      bucketElements = int64_t(reduce.getBucketElements());
     } else if (auto squares = dyn_cast<graph::SumSquaresOp>(op)) {
       if (!gradName(squares.getInput()))
         return squares.emitOpError()
@@ -84,7 +84,8 @@ LogicalResult Lowering::readOptimizer(func::FuncOp optimizer) {
   return failure(result.wasInterrupted());
 }
 
-void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
+LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
+                                         dist::ScheduleOp schedule) {
   // Parameters in first-use order, with the chunk that first uses them.
   SmallVector<graph::ParamOp> ops;
   for (func::FuncOp function : functions) {
@@ -100,50 +101,41 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
       ops.push_back(param);
     });
   }
-  // Special gradients are reduced by the optimizer, in one last bucket.
-  auto special = [&](StringRef name) {
-    const ParamFacts &f = facts.lookup(name);
-    return f.partialOverTp || !f.tiedStages.empty();
-  };
-  // Buckets: per chunk, in reverse order, whole parameters up to about
-  // bucketElements each; laid out in forward order.
+  // The buckets --strata-layout-optimizer-state chose, in layout order;
+  // each parameter of the stage in exactly one.
+  ArrayAttr layout = dist::buckets(ctx()).getAttr(schedule);
+  if (!layout)
+    return schedule.emitOpError()
+           << "has no dist.buckets: run --strata-layout-optimizer-state "
+              "before the lowering";
   SmallVector<SmallVector<graph::ParamOp>> members;
-  int64_t chunks = 0;
+  llvm::StringMap<graph::ParamOp> byName;
   for (graph::ParamOp param : ops)
-    chunks = std::max(chunks, params[param.getName()].chunk + 1);
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    SmallVector<SmallVector<graph::ParamOp>> chunkBuckets;
-    int64_t size = 0;
-    for (graph::ParamOp param : llvm::reverse(ops)) {
-      ParamBuffers &p = params[param.getName()];
-      if (p.chunk != chunk || special(param.getName()))
-        continue;
-      if (chunkBuckets.empty() || size >= bucketElements) {
-        chunkBuckets.emplace_back();
-        size = 0;
-      }
-      chunkBuckets.back().push_back(param); // in reverse: turned below
-      size += p.elements;
+    byName[param.getName()] = param;
+  llvm::StringSet<> placed;
+  for (Attribute entry : layout) {
+    auto bucket = dyn_cast<DictionaryAttr>(entry);
+    auto chunk = bucket ? bucket.getAs<IntegerAttr>("chunk") : IntegerAttr();
+    auto names = bucket ? bucket.getAs<ArrayAttr>("params") : ArrayAttr();
+    if (!chunk || !names)
+      return schedule.emitOpError()
+             << "has a dist.buckets entry that is not {chunk, params}";
+    SmallVector<graph::ParamOp> &list = members.emplace_back();
+    for (Attribute name : names) {
+      auto text = dyn_cast<StringAttr>(name);
+      graph::ParamOp param = text ? byName.lookup(text) : graph::ParamOp();
+      if (!param || !placed.insert(text).second)
+        return schedule.emitOpError()
+               << "lays out " << name
+               << (param ? " twice" : ", which is no parameter of the stage");
+      list.push_back(param);
     }
-    for (auto &bucket : llvm::reverse(chunkBuckets)) {
-      std::reverse(bucket.begin(), bucket.end());
-      members.push_back(bucket);
-      buckets.emplace_back().chunk = chunk;
-    }
+    buckets.emplace_back().chunk = chunk.getInt();
   }
-  SmallVector<graph::ParamOp> last;
-  // Partial gradients together (one all-reduce over tp), then tied ones.
   for (graph::ParamOp param : ops)
-    if (facts.lookup(param.getName()).partialOverTp &&
-        facts.lookup(param.getName()).tiedStages.empty())
-      last.push_back(param);
-  for (graph::ParamOp param : ops)
-    if (!facts.lookup(param.getName()).tiedStages.empty())
-      last.push_back(param);
-  if (!last.empty()) {
-    members.push_back(last);
-    buckets.emplace_back().chunk = -1;
-  }
+    if (!placed.contains(param.getName()))
+      return schedule.emitOpError() << "lays out no bucket for parameter '"
+                                    << param.getName() << "'";
 
   // Offsets: each bucket padded to a multiple of dp, so that every rank
   // owns an equal part of it.
@@ -236,6 +228,7 @@ void Lowering::layoutParameters(ArrayRef<func::FuncOp> functions) {
         splitDim, b.getStringAttr(graph::stringifyInitKind(param.getInit())),
         b.getF64FloatAttr(std));
   }
+  return success();
 }
 
 /// Appends a segment (begin, length, then `tag`'s fields) to `segments`,

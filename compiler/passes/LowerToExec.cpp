@@ -331,6 +331,23 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   return success();
 }
 
+SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage,
+                                         int64_t stages) {
+  SmallVector<func::FuncOp> functions;
+  if (auto microbatch = module.lookupSymbol<func::FuncOp>("microbatch"))
+    functions.push_back(microbatch);
+  for (int64_t c = stage;; c += stages) {
+    auto forward =
+        module.lookupSymbol<func::FuncOp>("forward_" + std::to_string(c));
+    auto backward =
+        module.lookupSymbol<func::FuncOp>("backward_" + std::to_string(c));
+    if (!forward || !backward)
+      break;
+    functions.append({forward, backward});
+  }
+  return functions;
+}
+
 } // namespace strata::lower_to_exec
 
 namespace {
@@ -375,17 +392,12 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
           b, module.getLoc(), b.getI64IntegerAttr(stage), IntegerAttr(),
           IntegerAttr(), IntegerAttr(), DenseI64ArrayAttr());
       op.getBody().emplaceBlock();
-      // This stage's functions: its chunks, forward then backward each.
-      SmallVector<func::FuncOp> functions;
-      if (microbatch)
-        functions.push_back(microbatch);
-      for (size_t i = 0; i < chunks.size(); ++i)
-        if (int64_t(i / 2) % coords.ppSize == stage)
-          functions.push_back(chunks[i]);
+      SmallVector<func::FuncOp> functions =
+          stageFunctions(module, stage, coords.ppSize);
       Lowering lowering(module, op, bf16, coords);
-      if (failed(lowering.readOptimizer(optimizer)))
+      if (failed(lowering.readOptimizer(optimizer)) ||
+          failed(lowering.layoutParameters(functions, schedules[stage])))
         return signalPassFailure();
-      lowering.layoutParameters(functions);
       for (func::FuncOp function : functions)
         if (failed(lowering.lowerFunction(function)))
           return signalPassFailure();

@@ -113,9 +113,9 @@ struct ParamBuffers {
 };
 
 /// A contiguous range of the flat regions whose gradients are reduced over
-/// the data-parallel ranks together: Megatron's buckets, formed in reverse
-/// parameter order within a chunk (the order the backward produces them).
-/// With the distributed optimizer each rank owns 1/dp of every bucket.
+/// the data-parallel ranks together: Megatron's buckets, as
+/// --strata-layout-optimizer-state chose them. With the distributed
+/// optimizer each rank owns 1/dp of every bucket.
 struct Bucket {
   int64_t begin = 0, size = 0; // elements, padded to a multiple of dp
   int64_t chunk = -1;          // -1: the gradients another collective
@@ -139,9 +139,11 @@ public:
   /// Reads the per-parameter facts and the data-parallel reduction off
   /// @optimizer; an op it does not know is an error.
   LogicalResult readOptimizer(func::FuncOp optimizer);
-  /// Lays every parameter's value and gradient out in flat regions, in
-  /// buckets, and declares the optimizer state (LowerOptimizer.cpp).
-  void layoutParameters(ArrayRef<func::FuncOp> functions);
+  /// Lays every parameter's value and gradient out in flat regions, in the
+  /// buckets `schedule`'s dist.buckets names, and declares the optimizer
+  /// state (LowerOptimizer.cpp).
+  LogicalResult layoutParameters(ArrayRef<func::FuncOp> functions,
+                                 dist::ScheduleOp schedule);
   LogicalResult lowerFunction(func::FuncOp func);
   /// The flat optimizer program (LowerOptimizer.cpp).
   void lowerOptimizer(func::FuncOp optimizer);
@@ -314,7 +316,6 @@ private:
   llvm::StringMap<ParamFacts> facts; // read with lookup: none is no facts
   bool distributedOptimizer = false;
   bool reducesOverData = false; // dist.reduce_gradients is there
-  int64_t bucketElements = 40000000;
   SmallVector<int64_t> normAxes; // the gradient norm's all-reduce
   // The flat regions.
   exec::BufferOp paramRegion, gradRegion, expAvgRegion, expAvgSqRegion,
@@ -341,6 +342,11 @@ private:
   llvm::DenseMap<int64_t, exec::EventOp> slotFreed;
   llvm::DenseMap<StringRef, exec::ProgramOp> programByName;
 };
+
+/// The functions of pipeline stage `stage` of `stages`, in the order it
+/// lowers them: @microbatch, or its chunks' @forward_c and @backward_c.
+SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage,
+                                         int64_t stages);
 
 } // namespace strata::lower_to_exec
 

@@ -39,6 +39,9 @@ inline DistDialect::RealShapeAttrHelper realShape(mlir::MLIRContext *c) {
 inline DistDialect::ChunkAttrHelper chunk(mlir::MLIRContext *c) {
   return DistDialect::ChunkAttrHelper(c);
 }
+inline DistDialect::BucketsAttrHelper buckets(mlir::MLIRContext *c) {
+  return DistDialect::BucketsAttrHelper(c);
+}
 
 } // namespace strata::dist
 

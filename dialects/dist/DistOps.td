@@ -32,7 +32,11 @@ def Dist_Dialect : Dialect {
     // On a parameter padded for the vocabulary: its shape before padding.
     "::mlir::DenseI64ArrayAttr":$real_shape,
     // On a pipeline chunk's function: the chunk's index.
-    "::mlir::IntegerAttr":$chunk
+    "::mlir::IntegerAttr":$chunk,
+    // On a stage's dist.schedule: its flat layout, the buckets in order,
+    // each {chunk, params} (chunk -1: the gradients other collectives
+    // finish first).
+    "::mlir::ArrayAttr":$buckets
   );
 }
 

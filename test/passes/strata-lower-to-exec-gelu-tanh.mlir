@@ -3,7 +3,7 @@
 // is the erf one: the gemm takes only the bias, and the GELU and its
 // gradient are gelu_tanh launches.
 // RUN: strata-opt %s --strata-autodiff | FileCheck %s --check-prefix=GRAD
-// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-schedule=microbatches=1 --strata-fuse-epilogues --strata-lower-to-exec | FileCheck %s --implicit-check-not=gelu_bias --implicit-check-not='"gelu_fwd"' --implicit-check-not='"gelu_bwd"'
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-schedule=microbatches=1 --strata-fuse-epilogues --strata-layout-optimizer-state --strata-lower-to-exec | FileCheck %s --implicit-check-not=gelu_bias --implicit-check-not='"gelu_fwd"' --implicit-check-not='"gelu_bwd"'
 
 // GRAD: graph.gelu %[[A:[0-9]+]] tanh : tensor<2x4x16xf32>
 // GRAD: graph.gelu_grad %[[A]], %{{[0-9]+}} tanh {{.*}}: tensor<2x4x16xf32>

@@ -21,7 +21,7 @@
 // - the optimizer is a fixed handful of launches whatever the parameter
 //   count; the tied embedding's gradient is summed over its stages before
 //   the data-parallel reduction and counted in the norm on its first stage.
-// RUN: strata-opt %s --split-input-file --strata-lower-to-exec --verify-diagnostics | FileCheck %s
+// RUN: strata-opt %s --strata-layout-optimizer-state --strata-lower-to-exec | FileCheck %s
 
 // CHECK-LABEL: exec.template stage 0 attributes {stash_slots = array<i64: 2>}
 // CHECK: exec.buffer @params : tensor<192xf32> persistent at -1
@@ -196,37 +196,5 @@ module {
     dist.step @forward_1 microbatch 1 {exchange}
     dist.step @backward_1 microbatch 1 {exchange}
     dist.step @optimizer {exchange}
-  }
-}
-
-// -----
-
-// Marks the lowering cannot honour are errors, not silent drops: a
-// gelu_bias epilogue whose GELU is not marked absorbed.
-module {
-  shard.grid @mesh(shape = 1x1x1)
-  func.func @microbatch() -> tensor<f32> {
-    %t = graph.input "tokens" : tensor<2x4xi32>
-    %e = graph.param "e" normal(2.000000e-02) : tensor<32x8xf32>
-    %x = graph.embedding %e, %t : (tensor<32x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
-    %w = graph.param "w" normal(2.000000e-02) : tensor<8x32xf32>
-    %b = graph.param "b" zeros : tensor<32xf32>
-    // expected-error @+1 {{is marked with a gemm epilogue whose absorbed bias add or GELU is not among its users}}
-    %p = graph.matmul %x, %w {exec.epilogue = "gelu_bias"} : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
-    %a = graph.add %p, %b {exec.absorbed} : tensor<2x4x32xf32>, tensor<32xf32>
-    %h = graph.gelu %a : tensor<2x4x32xf32>
-    %l = graph.cross_entropy %h, %t : (tensor<2x4x32xf32>, tensor<2x4xi32>) -> tensor<f32>
-    return %l : tensor<f32>
-  }
-  func.func @optimizer() -> tensor<f32> {
-    %0 = graph.grad "w" : tensor<8x32xf32>
-    %1 = graph.sum_squares %0 : tensor<8x32xf32>
-    %norm, %coefficient = graph.clip_coefficient %1
-    graph.adamw "w", %0, %coefficient {weight_decay} : tensor<8x32xf32>
-    return %norm : tensor<f32>
-  }
-  dist.schedule stage 0 microbatches 1 {
-    dist.step @microbatch microbatch 0
-    dist.step @optimizer
   }
 }

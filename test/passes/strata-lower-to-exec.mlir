@@ -1,6 +1,6 @@
 // The step as buffers, kernels, programs and a schedule.
-// RUN: strata-opt %s --strata-autodiff=loss-scale=0.5 --strata-optimizer --strata-schedule=microbatches=2 --strata-lower-to-exec | FileCheck %s
-// RUN: strata-opt %s --strata-autodiff=loss-scale=0.5 --strata-optimizer --strata-schedule=microbatches=2 --strata-lower-to-exec=bf16=true | FileCheck %s --check-prefix=BF16
+// RUN: strata-opt %s --strata-autodiff=loss-scale=0.5 --strata-optimizer --strata-schedule=microbatches=2 --strata-layout-optimizer-state --strata-lower-to-exec | FileCheck %s
+// RUN: strata-opt %s --strata-autodiff=loss-scale=0.5 --strata-optimizer --strata-schedule=microbatches=2 --strata-layout-optimizer-state --strata-lower-to-exec=bf16=true | FileCheck %s --check-prefix=BF16
 
 // Parameters, gradients and the optimizer's state lie in flat regions, each
 // parameter a view.
