@@ -7,8 +7,8 @@
 // contributions are not summed here: each becomes one graph.accumulate_grad
 // into the parameter's fp32 accumulator (rules/GradientBuilder.h).
 //
-// Each backward op carries `graph.backward_layer`: the layer of the forward op it
-// differentiates (-1 before the first layer boundary, L after the last), so
+// Each backward op carries `graph.backward_layer`: the layer of the forward op
+// it differentiates (-1 before the first layer boundary, L after the last), so
 // that pipeline stages can take the backward of the layers they hold.
 //
 //===----------------------------------------------------------------------===//
@@ -59,8 +59,7 @@ struct AutodiffPass : strata::impl::AutodiffBase<AutodiffPass> {
       for (Operation *op = last ? last->getNextNode()
                                 : &ret->getBlock()->front();
            op != ret; op = op->getNextNode())
-        backwardLayer(b.getContext())
-            .setAttr(op, b.getI64IntegerAttr(layer));
+        backwardLayer(b.getContext()).setAttr(op, b.getI64IntegerAttr(layer));
     };
     // The seed: the gradient of the loss itself, 1/microbatches when
     // microbatch gradients are summed into one step.

@@ -93,19 +93,20 @@ struct CudaCodegenPass : public strata::impl::CudaCodegenBase<CudaCodegenPass> {
     }
     // What cuBLASLt's epilogues compute differently from the plan's meaning
     // (an exec-level input lowered for the CPU) must not reach a GPU.
-    WalkResult epilogues = module.walk([&](exec::GemmOp gemm) {
-      exec::Epilogue epilogue = gemm.getEpilogue();
-      if (epilogue != exec::Epilogue::GeluBias &&
-          epilogue != exec::Epilogue::BiasGrad)
-        return WalkResult::advance();
-      gemm.emitOpError()
-          << "epilogue " << exec::stringifyEpilogue(epilogue)
-          << " has no cuBLASLt equivalent (its GELU is the tanh form, its "
-             "bias gradient overwrites): lower for the CUDA target with "
-             "--strata-fuse-epilogues=bias-only, as strata-compile "
-             "--target cuda does";
-      return WalkResult::interrupt();
-    });
+    WalkResult epilogues =
+        module.walk([&](exec::GemmOp gemm) {
+          exec::Epilogue epilogue = gemm.getEpilogue();
+          if (epilogue != exec::Epilogue::GeluBias &&
+              epilogue != exec::Epilogue::BiasGrad)
+            return WalkResult::advance();
+          gemm.emitOpError()
+              << "epilogue " << exec::stringifyEpilogue(epilogue)
+              << " has no cuBLASLt equivalent (its GELU is the tanh form, its "
+                 "bias gradient overwrites): lower for the CUDA target with "
+                 "--strata-fuse-epilogues=bias-only, as strata-compile "
+                 "--target cuda does";
+          return WalkResult::interrupt();
+        });
     if (epilogues.wasInterrupted())
       return signalPassFailure();
     // Code made before (strata-opt may run this pass again) goes first.

@@ -82,8 +82,7 @@ MatmulWeightGradOp weightGradBeside(SumToOp sum) {
   return {};
 }
 
-struct FuseEpiloguesPass
-    : strata::impl::FuseEpiloguesBase<FuseEpiloguesPass> {
+struct FuseEpiloguesPass : strata::impl::FuseEpiloguesBase<FuseEpiloguesPass> {
   using FuseEpiloguesBase::FuseEpiloguesBase;
 
   void runOnOperation() override {

@@ -29,8 +29,8 @@ namespace graph = strata::graph;
 namespace {
 
 /// The constant seed `grad` is, cloned before `at` as a forward value (no
-/// graph.backward_layer: the pipeline split reads that tag as "backward"); null if
-/// `grad` is not a constant.
+/// graph.backward_layer: the pipeline split reads that tag as "backward"); null
+/// if `grad` is not a constant.
 Value seedBefore(OpBuilder &b, Operation *at, Value grad) {
   auto constant = grad.getDefiningOp<graph::ConstantOp>();
   if (!constant)

@@ -129,8 +129,8 @@ struct LayoutOptimizerStatePass
           chunk = attr.getInt() / stages;
         function.walk([&](graph::ParamOp param) {
           if (seen.insert(param.getName()).second)
-            params.push_back({param.getName(), chunk,
-                              param.getType().getNumElements()});
+            params.push_back(
+                {param.getName(), chunk, param.getType().getNumElements()});
         });
       }
       SmallVector<Attribute> buckets;

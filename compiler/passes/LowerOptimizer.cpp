@@ -134,8 +134,8 @@ LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
   }
   for (graph::ParamOp param : ops)
     if (!placed.contains(param.getName()))
-      return schedule.emitOpError() << "lays out no bucket for parameter '"
-                                    << param.getName() << "'";
+      return schedule.emitOpError()
+             << "lays out no bucket for parameter '" << param.getName() << "'";
 
   // Offsets: each bucket padded to a multiple of dp, so that every rank
   // owns an equal part of it.
@@ -292,8 +292,8 @@ void Lowering::reduceBucket(Location loc, Bucket &bucket) {
                        bucket.ownGrads, dp)
           : collective(loc, exec::CollectiveKind::AllReduceSum, bucket.grads,
                        bucket.grads, dp);
-  exec::bucket(ctx()).setAttr(
-      op, b.getI64IntegerAttr(&bucket - buckets.data()));
+  exec::bucket(ctx()).setAttr(op,
+                              b.getI64IntegerAttr(&bucket - buckets.data()));
 }
 
 void Lowering::lowerOptimizer(func::FuncOp optimizer) {

@@ -315,7 +315,7 @@ private:
   // From @optimizer.
   llvm::StringMap<ParamFacts> facts; // read with lookup: none is no facts
   bool distributedOptimizer = false;
-  bool reducesOverData = false; // dist.reduce_gradients is there
+  bool reducesOverData = false;  // dist.reduce_gradients is there
   SmallVector<int64_t> normAxes; // the gradient norm's all-reduce
   // The flat regions.
   exec::BufferOp paramRegion, gradRegion, expAvgRegion, expAvgSqRegion,

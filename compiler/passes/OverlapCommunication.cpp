@@ -178,11 +178,11 @@ LogicalResult Overlap::run() {
   SmallVector<exec::BufferOp> writtenRegion;
   for (Operation &op : optimizer.getBody().front()) {
     auto collective = dyn_cast<exec::CollectiveOp>(op);
-    IntegerAttr bucket =
-        collective ? exec::bucket(b.getContext()).getAttr(collective)
-                   : IntegerAttr();
-    if (bucket && exec::instructionStream(collective) ==
-                      exec::Stream::Compute &&
+    IntegerAttr bucket = collective
+                             ? exec::bucket(b.getContext()).getAttr(collective)
+                             : IntegerAttr();
+    if (bucket &&
+        exec::instructionStream(collective) == exec::Stream::Compute &&
         !collective.getWhen()) {
       exec::CollectiveKind kind = collective.getKind();
       exec::BufferOp in = buffers.byName.lookup(collective.getInput());
@@ -265,8 +265,7 @@ LogicalResult Overlap::overlapReductions(ArrayRef<Traffic> reductions) {
              << " is written by no backward: nothing would reduce it";
     OpBuilder after(writer->getContext());
     after.setInsertionPointAfter(writer);
-    exec::EventOp written =
-        event("written:" + std::to_string(reduction.index));
+    exec::EventOp written = event("written:" + std::to_string(reduction.index));
     record(after, written, exec::Stream::Compute, /*lastMicrobatch=*/true);
     wait(after, written, exec::Stream::Comm, /*lastMicrobatch=*/true);
     op->moveBefore(after.getBlock(), after.getInsertionPoint());

@@ -7,8 +7,8 @@
 // @backward_c (receive the gradient of what left, run the chunk's backward
 // ops, send the gradient of what entered). Forward ops belong to the layer
 // their position between boundaries says; backward ops carry the layer in
-// `graph.backward_layer` (autodiff writes it). Parameters, inputs and constants are
-// cloned wherever they are used.
+// `graph.backward_layer` (autodiff writes it). Parameters, inputs and constants
+// are cloned wherever they are used.
 //
 // A forward value that a backward op needs is either stashed (returned by
 // @forward_c, an argument of @backward_c, kept per microbatch in flight) or
@@ -138,7 +138,8 @@ LogicalResult Splitter::classify() {
     }
     if (backward && !isFree(&op))
       return op.emitOpError()
-             << "comes after the backward ops began but has no graph.backward_layer: "
+             << "comes after the backward ops began but has no "
+                "graph.backward_layer: "
                 "pipeline splitting needs every backward op tagged (run "
                 "--strata-autodiff)";
     if (auto boundary = dyn_cast<graph::LayerBoundaryOp>(op)) {
