@@ -2,6 +2,7 @@
 #include "compiler/codegen/Emitters.h"
 #include "runtime/plan/PlanCheck.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -179,7 +180,7 @@ std::string kernelUnit(const LaunchDesc &launch, const KernelCode &code,
   for (const runtime::AttrSpec &attr : spec.attrs)
     if (attr.kind == runtime::AttrKind::Int)
       params += std::string(", i64 ") + attr.name;
-  return unitText(code, spec.name, name, params);
+  return unitText(code, {launch.kernel}, name, params);
 }
 
 void addPointerParam(std::string &params, const LaunchDesc &launch,
@@ -190,8 +191,51 @@ void addPointerParam(std::string &params, const LaunchDesc &launch,
   params += std::string(ctype(launch.operands[index].dtype)) + " *" + name;
 }
 
-std::string unitText(const KernelCode &code, const std::string &what,
+/// `text` as comment lines of at most 80 columns, the first after
+/// `first`, the others indented under it.
+static std::string commentLines(const std::string &first,
+                                const std::string &text) {
+  std::string out, line = first;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string word = text.substr(start, end - start);
+    // Columns, not bytes: the math's symbols are several UTF-8 bytes.
+    auto columns = [](const std::string &s) {
+      return std::count_if(s.begin(), s.end(),
+                           [](char c) { return (c & 0xC0) != 0x80; });
+    };
+    if (columns(line) + 1 + columns(word) > 80 && line.size() > first.size()) {
+      out += line + "\n";
+      line = "//     " + word;
+    } else {
+      line += " " + word;
+    }
+    start = end + 1;
+  }
+  return out + line + "\n";
+}
+
+std::string unitText(const KernelCode &code,
+                     const std::vector<runtime::KernelId> &kernels,
                      const std::string &name, const std::string &params) {
+  // The unit opens with what it computes, as the catalog states it.
+  std::string what = runtime::fusedKernelName(kernels);
+  std::string header;
+  if (kernels.size() == 1) {
+    header = "// " + what + ", as runtime/plan/Kernels.def states it:\n" +
+             commentLines("//  ", runtime::kernelSpec(kernels[0]).math);
+  } else {
+    header = "// " + what +
+             ", as runtime/plan/Kernels.def states its "
+             "members:\n";
+    for (runtime::KernelId kernel : kernels)
+      header +=
+          commentLines(std::string("//   ") + runtime::kernelName(kernel) + ":",
+                       runtime::kernelSpec(kernel).math);
+  }
   // Blocks enough to fill half an SM's 2048 threads: ptxas then has 64
   // registers a thread, where the bare thread count would hold it to the
   // 32 of full occupancy and make it spill.
@@ -200,7 +244,7 @@ std::string unitText(const KernelCode &code, const std::string &what,
       code.blocksPerSm
           ? code.blocksPerSm
           : std::max<uint32_t>(1, 1024 / std::max<uint32_t>(1, threads));
-  return std::string(kUnitPrelude) + code.globals + "\n// " + what +
+  return header + kUnitPrelude + code.globals + "\n// " + what +
          "\nextern \"C\" __global__ void __launch_bounds__(" +
          std::to_string(threads) + ", " + std::to_string(blocks) + ")\n" +
          name + "(" + params + ") {\n" + code.body + "}\n";

@@ -115,7 +115,7 @@ std::string fusedUnit(const std::vector<FusedMember> &members,
     for (size_t k = 0; k < spec.operands.size(); ++k)
       addPointerParam(params, launch, k, param(m, k));
   }
-  return unitText(code, runtime::fusedKernelName(kernels), name, params);
+  return unitText(code, kernels, name, params);
 }
 
 } // namespace strata::codegen

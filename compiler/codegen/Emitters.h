@@ -69,9 +69,11 @@ const char *unitPrelude();
 void addPointerParam(std::string &params, const LaunchDesc &launch,
                      size_t index, const std::string &name);
 
-/// A unit's text: the prelude, the code's globals and its kernel `name`
-/// with `params`, a comment saying `what` it computes.
-std::string unitText(const KernelCode &code, const std::string &what,
+/// A unit's text: the math of the catalog kernels it computes (their
+/// MATH in Kernels.def), the prelude, the code's globals and its kernel
+/// `name` with `params`.
+std::string unitText(const KernelCode &code,
+                     const std::vector<runtime::KernelId> &kernels,
                      const std::string &name, const std::string &params);
 
 /// A pointwise kernel's output at element `i`, from C expressions of its

@@ -25,6 +25,7 @@ namespace {
 std::vector<KernelSpec> buildSpecs() {
   std::vector<KernelSpec> specs;
 #define KERNEL(Name, text) specs.push_back({text, {}, {}});
+#define MATH(text) specs.back().math = text;
 #define IN(operand, dtypes)                                                    \
   specs.back().operands.push_back({#operand, DTypes::dtypes, false, false});
 #define OUT(operand, dtypes)                                                   \

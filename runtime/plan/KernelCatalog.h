@@ -50,6 +50,7 @@ struct KernelSpec {
   const char *name;
   std::vector<OperandSpec> operands; // inputs, then outputs
   std::vector<AttrSpec> attrs;
+  const char *math = ""; // what it computes (MATH in Kernels.def)
   int inputs() const;
 };
 

@@ -23,6 +23,8 @@
 //===----------------------------------------------------------------------===//
 #include "KernelTesting.h"
 
+#include <cstring>
+
 using namespace strata::kernel_testing;
 
 namespace {
@@ -136,6 +138,16 @@ TEST_P(Kernels, Bf16OperandsRoundThroughF32) {
   Vec expected = refGemm(ra, rb, m, n, k, false, false);
   // One bf16 rounding of the result: relative 2^-8.
   expectClose(h.read(ic), expected, 1.0 / 256, "bf16 gemm");
+}
+
+// Every kernel states what it computes (MATH in Kernels.def): the units
+// generated for it open with that statement.
+TEST(KernelChecks, EveryKernelStatesItsMath) {
+  for (int id = 0; id < strata::runtime::kKernelCount; ++id) {
+    const auto &spec =
+        strata::runtime::kernelSpec(strata::runtime::KernelId(id));
+    EXPECT_GT(std::strlen(spec.math), 0u) << spec.name << " has no MATH";
+  }
 }
 
 TEST(KernelChecks, CatalogChecksDtypesCountsAndArguments) {
