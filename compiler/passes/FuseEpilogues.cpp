@@ -21,6 +21,7 @@
 // With `bias-only` (the CUDA target) only the first.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/passes/FuseEpilogues.h"
 #include "compiler/Passes.h"
 #include "dialects/exec/ExecDialect.h"
 #include "dialects/graph/GraphOps.h"
@@ -33,11 +34,11 @@ namespace strata {
 using namespace mlir;
 using namespace strata;
 using namespace strata::graph;
+using namespace strata::epilogues;
 
-namespace {
+namespace strata::epilogues {
 
-/// The bias added to a matmul's product (its only use): a vector of the
-/// product's last dimension.
+// The shapes, as FuseEpilogues.h states them.
 AddOp biasAddOf(MatmulOp matmul) {
   if (!matmul.getResult().hasOneUse())
     return {};
@@ -51,8 +52,6 @@ AddOp biasAddOf(MatmulOp matmul) {
              : AddOp();
 }
 
-/// An exact GELU of a biased product (the sum stays: the GELU's backward
-/// reads it).
 GeluOp exactGeluOf(AddOp add) {
   for (Operation *user : add.getResult().getUsers())
     if (auto gelu = dyn_cast<GeluOp>(user); gelu && !gelu.getTanh())
@@ -61,12 +60,10 @@ GeluOp exactGeluOf(AddOp add) {
 }
 
 /// Whether `grad`'s only use accumulates it into a parameter.
-bool accumulatesOnly(Value grad) {
+static bool accumulatesOnly(Value grad) {
   return grad.hasOneUse() && isa<AccumulateGradOp>(*grad.getUsers().begin());
 }
 
-/// The weight gradient beside a bias gradient: from the same output
-/// gradient, later in the function, not transposed, both accumulating.
 MatmulWeightGradOp weightGradBeside(SumToOp sum) {
   auto type = sum.getType();
   if (type.getRank() != 1 || !accumulatesOnly(sum.getResult()))
@@ -81,6 +78,10 @@ MatmulWeightGradOp weightGradBeside(SumToOp sum) {
   }
   return {};
 }
+
+} // namespace strata::epilogues
+
+namespace {
 
 struct FuseEpiloguesPass : strata::impl::FuseEpiloguesBase<FuseEpiloguesPass> {
   using FuseEpiloguesBase::FuseEpiloguesBase;

@@ -21,6 +21,7 @@
 #include "compiler/Passes.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <map>
 
@@ -357,18 +358,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto microbatch = module.lookupSymbol<func::FuncOp>("microbatch");
     auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
-    SmallVector<func::FuncOp> chunks; // @forward_c, @backward_c by chunk
-    for (int64_t c = 0;; ++c) {
-      auto forward =
-          module.lookupSymbol<func::FuncOp>("forward_" + std::to_string(c));
-      auto backward =
-          module.lookupSymbol<func::FuncOp>("backward_" + std::to_string(c));
-      if (!forward || !backward)
-        break;
-      chunks.append({forward, backward});
-    }
     StageCoords coords;
     coords.tpSize = meshAxis(module, kTensorAxis);
     coords.dpSize = meshAxis(module, kDataAxis);
@@ -376,7 +366,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
     std::map<int64_t, dist::ScheduleOp> schedules;
     for (auto schedule : module.getOps<dist::ScheduleOp>())
       schedules[int64_t(schedule.getStage())] = schedule;
-    if ((!microbatch && chunks.empty()) || !optimizer ||
+    if (stageFunctions(module, 0, coords.ppSize).empty() || !optimizer ||
         int64_t(schedules.size()) != coords.ppSize) {
       module.emitError() << "lowering needs @microbatch (or pipeline "
                             "chunks), @optimizer and a dist.schedule per "
@@ -386,6 +376,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
     }
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
+    llvm::SetVector<Operation *> lowered; // every stage's functions
     for (int64_t stage = 0; stage < coords.ppSize; ++stage) {
       coords.pp = stage;
       auto op = exec::TemplateOp::create(
@@ -394,6 +385,8 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
       op.getBody().emplaceBlock();
       SmallVector<func::FuncOp> functions =
           stageFunctions(module, stage, coords.ppSize);
+      for (func::FuncOp function : functions)
+        lowered.insert(function);
       Lowering lowering(module, op, bf16, coords);
       if (failed(lowering.readOptimizer(optimizer)) ||
           failed(lowering.layoutParameters(functions, schedules[stage])))
@@ -413,10 +406,8 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
         if (!isa<exec::ProgramOp, exec::ScheduleOp>(child))
           child.moveBefore(firstProgram);
     }
-    if (microbatch)
-      microbatch.erase();
-    for (func::FuncOp function : chunks)
-      function.erase();
+    for (Operation *function : lowered)
+      function->erase();
     optimizer.erase();
     for (auto &entry : schedules)
       entry.second.erase();

@@ -134,11 +134,13 @@ private:
   llvm::StringMap<exec::ProgramOp> programs;
 };
 
-void Overlap::record(OpBuilder &at, exec::EventOp event, exec::Stream stream,
-                     bool lastMicrobatch) {
-  MLIRContext *ctx = b.getContext();
-  exec::RecordOp::create(
-      at, stage.getLoc(), FlatSymbolRefAttr::get(event.getSymNameAttr()),
+/// An exec.record or exec.wait (`EventUse`) of `event` on `stream`.
+template <typename EventUse>
+void eventUse(OpBuilder &at, Location loc, exec::EventOp event,
+              exec::Stream stream, bool lastMicrobatch) {
+  MLIRContext *ctx = at.getContext();
+  EventUse::create(
+      at, loc, FlatSymbolRefAttr::get(event.getSymNameAttr()),
       stream == exec::Stream::Comm ? exec::StreamAttr::get(ctx, stream)
                                    : exec::StreamAttr(),
       lastMicrobatch
@@ -146,16 +148,14 @@ void Overlap::record(OpBuilder &at, exec::EventOp event, exec::Stream stream,
           : exec::ConditionAttr());
 }
 
+void Overlap::record(OpBuilder &at, exec::EventOp event, exec::Stream stream,
+                     bool lastMicrobatch) {
+  eventUse<exec::RecordOp>(at, stage.getLoc(), event, stream, lastMicrobatch);
+}
+
 void Overlap::wait(OpBuilder &at, exec::EventOp event, exec::Stream stream,
                    bool lastMicrobatch) {
-  MLIRContext *ctx = b.getContext();
-  exec::WaitOp::create(
-      at, stage.getLoc(), FlatSymbolRefAttr::get(event.getSymNameAttr()),
-      stream == exec::Stream::Comm ? exec::StreamAttr::get(ctx, stream)
-                                   : exec::StreamAttr(),
-      lastMicrobatch
-          ? exec::ConditionAttr::get(ctx, exec::Condition::LastMicrobatch)
-          : exec::ConditionAttr());
+  eventUse<exec::WaitOp>(at, stage.getLoc(), event, stream, lastMicrobatch);
 }
 
 LogicalResult Overlap::run() {
@@ -172,7 +172,8 @@ LogicalResult Overlap::run() {
   if (!optimizer)
     return success();
 
-  // The optimizer's data-parallel traffic, each kind numbered in order.
+  // The optimizer's bucket traffic (exec.bucket), and whether an
+  // instruction before a reduction writes what it reduces.
   SmallVector<Traffic> reductions, gathers;
   SmallVector<Range> writtenBefore; // by @optimizer so far, per region
   SmallVector<exec::BufferOp> writtenRegion;
@@ -231,7 +232,11 @@ LogicalResult Overlap::overlapReductions(ArrayRef<Traffic> reductions) {
   if (llvm::none_of(reductions, [](const Traffic &t) { return t.movable; }))
     return success();
   // The last microbatch's programs in schedule order.
-  auto schedule = *stage.getBody().front().getOps<exec::ScheduleOp>().begin();
+  auto schedules = stage.getBody().front().getOps<exec::ScheduleOp>();
+  if (schedules.empty())
+    return stage.emitOpError() << "has no exec.schedule: the last "
+                                  "microbatch's writers cannot be found";
+  exec::ScheduleOp schedule = *schedules.begin();
   int64_t last = 0;
   for (auto run : schedule.getBody().front().getOps<exec::RunOp>())
     last = std::max<int64_t>(last, run.getMicrobatch().value_or(0));

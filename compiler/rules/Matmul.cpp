@@ -17,6 +17,7 @@
 // its epilogue (the sum_to and its accumulation absorbed).
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/passes/FuseEpilogues.h"
 #include "compiler/rules/Rule.h"
 
 using namespace mlir;
@@ -157,12 +158,16 @@ std::optional<exec::Epilogue> epilogueOf(Operation *op) {
   return kind ? exec::symbolizeEpilogue(kind.getValue()) : exec::Epilogue::None;
 }
 
-/// The user of `value` of type `Op` that is marked absorbed, if any.
-template <typename Op> Op absorbedUser(Value value) {
+/// `op` if it is marked absorbed, else null.
+template <typename Op> Op ifAbsorbed(Op op) {
+  return op && exec::absorbed(op->getContext()).isAttrPresent(op) ? op : Op();
+}
+
+/// The sum_to marked absorbed among `value`'s users, if any.
+SumToOp absorbedSumOf(Value value) {
   for (Operation *user : value.getUsers())
-    if (auto op = dyn_cast<Op>(user);
-        op && exec::absorbed(user->getContext()).isAttrPresent(user))
-      return op;
+    if (auto sum = ifAbsorbed(dyn_cast<SumToOp>(user)))
+      return sum;
   return {};
 }
 
@@ -171,7 +176,8 @@ LogicalResult matmulLowering(MatmulOp matmul, Lowering &l) {
   bool tb = matmul.getTransposeB();
   int64_t k = matmul.getLhs().getType().getShape().back();
   int64_t n = rhs.getDimSize(tb ? 0 : 1);
-  // The bias add, and the GELU after it, that the epilogue absorbs.
+  // The bias add, and the GELU after it, that the epilogue absorbs: only
+  // where the shape is one the epilogue computes exactly.
   std::optional<exec::Epilogue> kind = epilogueOf(matmul);
   if (!kind || kind == exec::Epilogue::BiasGrad)
     return matmul.emitOpError() << "is marked with an epilogue a product's "
@@ -179,14 +185,14 @@ LogicalResult matmulLowering(MatmulOp matmul, Lowering &l) {
   AddOp biasAdd;
   GeluOp gelu;
   if (kind == exec::Epilogue::Bias || kind == exec::Epilogue::GeluBias)
-    biasAdd = absorbedUser<AddOp>(matmul.getResult());
+    biasAdd = ifAbsorbed(epilogues::biasAddOf(matmul));
   if (biasAdd && kind == exec::Epilogue::GeluBias)
-    gelu = absorbedUser<GeluOp>(biasAdd.getResult());
+    gelu = ifAbsorbed(epilogues::exactGeluOf(biasAdd));
   if (kind != exec::Epilogue::None &&
       (!biasAdd || (kind == exec::Epilogue::GeluBias && !gelu)))
     return matmul.emitOpError()
-           << "is marked with a gemm epilogue whose absorbed bias add or "
-              "GELU is not among its users";
+           << "is marked with a gemm epilogue whose bias add or GELU is not "
+              "one it computes, absorbed";
   exec::BufferOp pre = biasAdd ? l.result(biasAdd) : l.result(matmul);
   exec::GemmOp g =
       l.gemm(matmul.getLoc(), l.operand(matmul.getLhs()),
@@ -227,13 +233,15 @@ LogicalResult weightGradLowering(MatmulWeightGradOp wgrad, Lowering &l) {
   if (kind == exec::Epilogue::BiasGrad) {
     // The bias gradient beside it: the column sums of op(B) = dy, into
     // its accumulator (beta 1, like the weight's).
-    SumToOp sum = absorbedUser<SumToOp>(wgrad.getGrad());
+    SumToOp sum = absorbedSumOf(wgrad.getGrad());
     Lowering::GradientTarget bias =
-        sum ? l.gradientTarget(sum) : Lowering::GradientTarget();
+        sum && epilogues::weightGradBeside(sum) == wgrad
+            ? l.gradientTarget(sum)
+            : Lowering::GradientTarget();
     if (!bias.accumulate)
       return wgrad.emitOpError()
-             << "is marked to sum a bias gradient that does not accumulate "
-                "into a parameter";
+             << "is marked to sum a bias gradient beside it that is not one "
+                "its gemm computes, accumulating into a parameter";
     g.setBiasAttr(FlatSymbolRefAttr::get(bias.buffer.getSymNameAttr()));
     g.setEpilogue(exec::Epilogue::BiasGrad);
   }

@@ -10,7 +10,8 @@
 // - overlap-param-gather: the gathers follow @updated on the communication
 //   stream, each recording @gathered:N, which every program waits for
 //   before its first read of those parameters.
-// - a bucket no program writes is an error: nothing would reduce it.
+// - a bucket no program writes is an error: nothing would reduce it; so
+//   is a template without a schedule to find the writers in.
 // RUN: strata-opt %s --split-input-file --strata-overlap-communication --verify-diagnostics | FileCheck %s
 // Both off: nothing moves.
 // RUN: strata-opt %s --split-input-file --strata-overlap-communication="overlap-grad-reduce=false overlap-param-gather=false" | FileCheck %s --check-prefix=OFF --implicit-check-not="on comm" --implicit-check-not="exec.event"
@@ -109,6 +110,20 @@ module {
     exec.schedule {
       exec.run @microbatch microbatch 0
       exec.run @optimizer
+    }
+  }
+}
+
+// -----
+
+// No schedule: which program writes a bucket last cannot be known.
+module {
+  // expected-error @+1 {{has no exec.schedule: the last microbatch's writers cannot be found}}
+  exec.template stage 0 {
+    exec.buffer @grads : tensor<8xf32> persistent at -1 {zero_init}
+    exec.buffer @"bucket:0" : tensor<8xf32> persistent at -1 alias @grads
+    exec.program @optimizer "optimizer" {
+      exec.collective all_reduce_sum @"bucket:0" -> @"bucket:0" over [1] {exec.bucket = 0 : i64}
     }
   }
 }
