@@ -1,6 +1,8 @@
 //===- JsonReader.cpp - the JSON strata reads and writes ------------------===//
 #include "runtime/base/JsonReader.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 
@@ -150,13 +152,27 @@ bool JsonReader::unsignedInteger(int64_t &out) {
   return true;
 }
 
+bool JsonReader::number(double &out) {
+  space();
+  size_t start = at;
+  if (!numberToken())
+    return false;
+  auto [end, error] = std::from_chars(text.data() + start, text.data() + at,
+                                      out, std::chars_format::general);
+  return error == std::errc() && end == text.data() + at && std::isfinite(out);
+}
+
 bool JsonReader::scalar() {
   for (std::string_view word : {"true", "false", "null"})
     if (text.substr(at, word.size()) == word) {
       at += word.size();
       return true;
     }
-  // A number: -?digits(.digits)?([eE][+-]?digits)?
+  return numberToken();
+}
+
+bool JsonReader::numberToken() {
+  // -?digits(.digits)?([eE][+-]?digits)?
   auto digits = [&] {
     size_t start = at;
     while (at < text.size() && isDigit(text[at]))

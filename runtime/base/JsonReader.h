@@ -33,6 +33,8 @@ public:
   bool string(std::string &out);
   /// A non-negative integer that fits int64.
   bool unsignedInteger(int64_t &out);
+  /// A number (JSON's grammar) that is finite as a double.
+  bool number(double &out);
   /// Any value, read and dropped.
   bool skipValue();
   /// An object whose values are all strings, its members added to `out`.
@@ -42,6 +44,7 @@ private:
   void space();
   bool hex4(uint32_t &code);
   bool scalar();
+  bool numberToken(); // advances over a number, JSON's grammar
   bool skipValue(int depth);
 
   std::string_view text;

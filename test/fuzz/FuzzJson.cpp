@@ -3,11 +3,15 @@
 //
 // Every JSON strata reads goes through JsonReader (safetensors headers,
 // checkpoint metadata, JSON Lines documents, configs): any bytes are read
-// as a value, an object of strings, and a field of a document, and must be
+// as a value, an object of strings, a field of a document, a number and a
+// cluster spec, and must be
 // refused or read without a crash, a hang or a read past the input.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/base/JsonReader.h"
+#include "runtime/cluster/ClusterSpec.h"
+
+#include <cmath>
 
 #include <cstdint>
 #include <map>
@@ -42,6 +46,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           break;
       } while (reader.eat(','));
     }
+  }
+  {
+    // A cluster spec's numbers: finite when read.
+    JsonReader reader(text);
+    double number;
+    if (reader.number(number) && !std::isfinite(number))
+      __builtin_trap();
+  }
+  {
+    // A whole cluster spec (runtime/cluster/ClusterSpec.h).
+    ClusterSpec spec;
+    (void)parseClusterSpec(text, spec);
   }
   std::string out;
   bool found = false;

@@ -1,0 +1,71 @@
+//===- ClusterSpec.h - the machine a plan's speed is predicted on -*- C++
+//-*-===//
+//
+// A cluster spec names every constant the simulator may use, each read
+// from a file that says where it comes from (examples/clusters/*.json), so
+// that nothing is tuned in code: per GPU, its peak rate by dtype, its
+// memory's bandwidth and size and a kernel's launch overhead; per level of
+// the interconnect (the node's, the cluster's), the bandwidth one GPU has
+// in one direction and the latency of a message. Specs travel: every field
+// is checked, an unknown one is an error (a misspelt field must not fall
+// back to a default), and every number must be finite, positive and
+// within what a machine could have.
+//
+// The format, all fields required but `source` (a comment: where the
+// numbers come from), on the cluster, the GPU and each level:
+//   { "name": "...", "gpus_per_node": 8,
+//     "gpu": { "name": "...", "peak_flops": { "bf16": 312e12, ... },
+//              "hbm_bytes_per_s": 2.039e12, "hbm_bytes": 85899345920,
+//              "launch_overhead_s": 4e-6 },
+//     "levels": [ { "name": "...", "spans": "node", "bytes_per_s": ...,
+//                   "latency_s": ... },
+//                 { "name": "...", "spans": "cluster", ... } ] }
+// peak_flops names at least bf16 and fp32 (dense, without sparsity), among
+// bf16, fp16, tf32 and fp32.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_CLUSTER_CLUSTERSPEC_H
+#define STRATA_RUNTIME_CLUSTER_CLUSTERSPEC_H
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::runtime {
+
+struct GpuSpec {
+  std::string name, source;
+  std::map<std::string, double> peakFlops; // by dtype, dense
+  double hbmBytesPerSecond = 0;
+  int64_t hbmBytes = 0;
+  double launchOverheadSeconds = 0;
+};
+
+/// One level of the interconnect: what a GPU has towards the GPUs the
+/// level joins (`node`: its node's; `cluster`: every other node's).
+struct LinkLevel {
+  std::string name, source;
+  bool spansNode = true;     // else the whole cluster
+  double bytesPerSecond = 0; // per GPU, one direction
+  double latencySeconds = 0;
+};
+
+struct ClusterSpec {
+  std::string name, source;
+  int64_t gpusPerNode = 0;
+  GpuSpec gpu;
+  LinkLevel node, cluster;
+};
+
+/// `text` (a spec's JSON) read into `out`; "" or what is wrong with it,
+/// naming the field.
+std::string parseClusterSpec(std::string_view text, ClusterSpec &out);
+
+/// The spec in file `path`; "" or what is wrong, naming the file.
+std::string loadClusterSpec(const std::string &path, ClusterSpec &out);
+
+} // namespace strata::runtime
+
+#endif
