@@ -330,8 +330,8 @@ def CudaCodegen : Pass<"strata-cuda-codegen", "mlir::ModuleOp"> {
     for all its members, on its first launch, named `fused_N`, and its
     members none. A gemm whose epilogue cuBLASLt would compute
     differently (gelu_bias: its GELU is the tanh form; bias_grad: it
-    overwrites the bias) is an error: the CUDA target lowers with
-    `bias-only-epilogues`. Launches whose kernels come out the same share one
+    overwrites the bias) is an error: the CUDA target fuses epilogues
+    with `--strata-fuse-epilogues=bias-only`. Launches whose kernels come out the same share one
     exec.code op, at module level; a kernel is named after its catalog
     kernel and a number. Records the architecture in the module attribute
     `strata.cuda_arch`. Any earlier generated code is replaced. PTX comes

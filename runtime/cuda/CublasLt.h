@@ -10,7 +10,7 @@
 // plan loads; a run only sets the bias pointer and calls cublasLtMatmul.
 // fp32 runs as fp32 (CUBLAS_COMPUTE_32F: no TF32), bf16 with fp32
 // accumulation. The epilogues are none and bias: a CUDA plan has no
-// others (the exec lowering's bias-only-epilogues).
+// others (--strata-fuse-epilogues=bias-only).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_CUDA_CUBLASLT_H

@@ -2,7 +2,7 @@
 // and the bias's gradient the epilogue of the weight gradient's gemm: the
 // instructions a GPU runs as cuBLASLt's BIAS, GELU_AUX_BIAS and BGRADB.
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-schedule=microbatches=1 --strata-fuse-epilogues --strata-layout-optimizer-state --strata-lower-to-exec | FileCheck %s
-// With bias-only-epilogues (the CUDA target: cuBLASLt's GELU is the tanh
+// With --strata-fuse-epilogues=bias-only (the CUDA target: cuBLASLt's GELU is the tanh
 // form and its bias gradient overwrites), only the bias adds stay in the
 // gemms; the GELU and the bias gradients are launches of their own.
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-schedule=microbatches=1 --strata-fuse-epilogues=bias-only --strata-layout-optimizer-state --strata-lower-to-exec | FileCheck %s --check-prefix=BIAS-ONLY --implicit-check-not=gelu_bias --implicit-check-not=bias_grad
