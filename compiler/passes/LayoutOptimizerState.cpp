@@ -21,7 +21,6 @@
 #include "compiler/Passes.h"
 #include "compiler/passes/LowerToExec.h"
 
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace strata {
@@ -34,27 +33,6 @@ using namespace strata;
 
 namespace {
 
-struct Facts {
-  llvm::StringSet<> partial, tied;
-  int64_t bucketElements = 40000000;
-};
-
-/// What @optimizer says of the parameters the layout cares for.
-Facts readFacts(func::FuncOp optimizer) {
-  Facts facts;
-  optimizer.walk([&](Operation *op) {
-    if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
-      if (auto grad = reduce.getInput().getDefiningOp<graph::GradOp>())
-        facts.partial.insert(grad.getName());
-    } else if (auto tie = dyn_cast<dist::TieGradientsOp>(op)) {
-      facts.tied.insert(tie.getName());
-    } else if (auto reduce = dyn_cast<dist::ReduceGradientsOp>(op)) {
-      facts.bucketElements = int64_t(reduce.getBucketElements());
-    }
-  });
-  return facts;
-}
-
 struct Member {
   StringRef name;
   int64_t chunk, elements;
@@ -62,10 +40,14 @@ struct Member {
 
 /// The stage's buckets: (chunk, member names) in layout order.
 SmallVector<std::pair<int64_t, SmallVector<StringRef>>>
-bucketsOf(ArrayRef<Member> params, const Facts &facts) {
-  auto special = [&](StringRef name) {
-    return facts.partial.contains(name) || facts.tied.contains(name);
+bucketsOf(ArrayRef<Member> params, const lower_to_exec::OptimizerFacts &facts) {
+  auto partial = [&](StringRef name) {
+    return facts.params.lookup(name).partialOverTp;
   };
+  auto tied = [&](StringRef name) {
+    return !facts.params.lookup(name).tiedStages.empty();
+  };
+  auto special = [&](StringRef name) { return partial(name) || tied(name); };
   SmallVector<std::pair<int64_t, SmallVector<StringRef>>> buckets;
   int64_t chunks = 0;
   for (const Member &p : params)
@@ -90,10 +72,10 @@ bucketsOf(ArrayRef<Member> params, const Facts &facts) {
   }
   SmallVector<StringRef> last;
   for (const Member &p : params)
-    if (facts.partial.contains(p.name) && !facts.tied.contains(p.name))
+    if (partial(p.name) && !tied(p.name))
       last.push_back(p.name);
   for (const Member &p : params)
-    if (facts.tied.contains(p.name))
+    if (tied(p.name))
       last.push_back(p.name);
   if (!last.empty())
     buckets.push_back({-1, last});
@@ -112,7 +94,10 @@ struct LayoutOptimizerStatePass
                             "run --strata-optimizer first";
       return signalPassFailure();
     }
-    Facts facts = readFacts(optimizer);
+    FailureOr<lower_to_exec::OptimizerFacts> facts =
+        lower_to_exec::readOptimizerFacts(optimizer);
+    if (failed(facts))
+      return signalPassFailure();
     int64_t stages = meshAxis(module, kPipelineAxis);
     Builder b(module.getContext());
     for (auto schedule : module.getOps<dist::ScheduleOp>()) {
@@ -134,7 +119,7 @@ struct LayoutOptimizerStatePass
         });
       }
       SmallVector<Attribute> buckets;
-      for (auto &[chunk, members] : bucketsOf(params, facts))
+      for (auto &[chunk, members] : bucketsOf(params, *facts))
         buckets.push_back(b.getDictionaryAttr(
             {b.getNamedAttr("chunk", b.getI64IntegerAttr(chunk)),
              b.getNamedAttr("params", b.getStrArrayAttr(members))}));

@@ -32,7 +32,8 @@
 
 namespace strata::lower_to_exec {
 
-LogicalResult Lowering::readOptimizer(func::FuncOp optimizer) {
+FailureOr<OptimizerFacts> readOptimizerFacts(func::FuncOp optimizer) {
+  OptimizerFacts facts;
   // The parameter whose gradient a value derives from in the norm's chain:
   // graph.grad, or the in-place all-reduce of one.
   auto gradName = [](Value v) -> std::optional<StringRef> {
@@ -44,7 +45,7 @@ LogicalResult Lowering::readOptimizer(func::FuncOp optimizer) {
   };
   WalkResult result = optimizer.walk([&](Operation *op) -> WalkResult {
     if (auto adam = dyn_cast<graph::AdamWOp>(op)) {
-      facts[adam.getName()].decay = adam.getWeightDecay();
+      facts.params[adam.getName()].decay = adam.getWeightDecay();
     } else if (auto reduce = dyn_cast<shard::AllReduceOp>(op)) {
       auto grad = reduce.getInput().getDefiningOp<graph::GradOp>();
       if (grad) {
@@ -52,9 +53,9 @@ LogicalResult Lowering::readOptimizer(func::FuncOp optimizer) {
           return reduce.emitOpError()
                  << "reduces a gradient over axes other than tp: the flat "
                     "optimizer does not know it";
-        facts[grad.getName()].partialOverTp = true;
+        facts.params[grad.getName()].partialOverTp = true;
       } else {
-        normAxes = meshAxes(reduce.getGridAxesAttr()); // the norm's
+        facts.normAxes = meshAxes(reduce.getGridAxesAttr()); // the norm's
       }
     } else if (auto keep = dyn_cast<dist::KeepOnFirstOp>(op)) {
       auto squares = keep.getInput().getDefiningOp<graph::SumSquaresOp>();
@@ -63,13 +64,14 @@ LogicalResult Lowering::readOptimizer(func::FuncOp optimizer) {
       if (!name)
         return keep.emitOpError() << "keeps on its first rank something "
                                      "other than a gradient's squares";
-      facts[*name].countOnFirstTp = true;
+      facts.params[*name].countOnFirstTp = true;
     } else if (auto tie = dyn_cast<dist::TieGradientsOp>(op)) {
-      facts[tie.getName()].tiedStages =
+      facts.params[tie.getName()].tiedStages =
           SmallVector<int64_t>(tie.getStages().begin(), tie.getStages().end());
     } else if (auto reduce = dyn_cast<dist::ReduceGradientsOp>(op)) {
-      reducesOverData = true;
-      distributedOptimizer = reduce.getDistributedOptimizer();
+      facts.reducesOverData = true;
+      facts.distributedOptimizer = reduce.getDistributedOptimizer();
+      facts.bucketElements = int64_t(reduce.getBucketElements());
     } else if (auto squares = dyn_cast<graph::SumSquaresOp>(op)) {
       if (!gradName(squares.getInput()))
         return squares.emitOpError()
@@ -81,7 +83,9 @@ LogicalResult Lowering::readOptimizer(func::FuncOp optimizer) {
     }
     return WalkResult::advance();
   });
-  return failure(result.wasInterrupted());
+  if (result.wasInterrupted())
+    return failure();
+  return facts;
 }
 
 LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
@@ -151,7 +155,7 @@ LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
       paramOrder.push_back(param.getName().str());
     }
     bucket.size = (size + dp - 1) / dp * dp;
-    bucket.part = distributedOptimizer ? bucket.size / dp : bucket.size;
+    bucket.part = opt.distributedOptimizer ? bucket.size / dp : bucket.size;
     bucket.stateBegin = stateElements;
     stateElements += bucket.part;
     flatElements += bucket.size;
@@ -178,7 +182,7 @@ LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
     std::string index = std::to_string(&bucket - buckets.data());
     bucket.grads =
         regionView("bucket:" + index, gradRegion, bucket.begin, bucket.size);
-    if (distributedOptimizer && dp > 1) {
+    if (opt.distributedOptimizer && dp > 1) {
       bucket.params = regionView("bucket-params:" + index, paramRegion,
                                  bucket.begin, bucket.size);
       // A rank's own part: its data-parallel coordinate's block.
@@ -254,7 +258,7 @@ Lowering::NormSegments Lowering::normSegments() {
   NormSegments segments;
   for (const std::string &name : paramOrder) {
     const ParamBuffers &p = params[name];
-    const ParamFacts &f = facts.lookup(name);
+    const ParamFacts &f = opt.params.lookup(name);
     // Counted once across the ranks that hold it: a tied parameter on its
     // first stage, a replicated one on the first tensor-parallel rank (the
     // kernel's first_part). The windows keep a distributed optimizer's
@@ -271,7 +275,7 @@ SmallVector<int64_t> Lowering::adamSegments() {
   SmallVector<int64_t> segments;
   for (const std::string &name : paramOrder)
     appendSegment(segments, params[name].flatOffset, params[name].elements,
-                  {facts.lookup(name).decay ? 1 : 0});
+                  {opt.params.lookup(name).decay ? 1 : 0});
   return segments;
 }
 
@@ -283,11 +287,11 @@ SmallVector<int64_t> Lowering::windows() {
 }
 
 void Lowering::reduceBucket(Location loc, Bucket &bucket) {
-  if (!reducesOverData || coords.dpSize == 1)
+  if (!opt.reducesOverData || coords.dpSize == 1)
     return;
   SmallVector<int64_t> dp = {kDataAxis};
   exec::CollectiveOp op =
-      distributedOptimizer
+      opt.distributedOptimizer
           ? collective(loc, exec::CollectiveKind::ReduceScatter, bucket.grads,
                        bucket.ownGrads, dp)
           : collective(loc, exec::CollectiveKind::AllReduceSum, bucket.grads,
@@ -315,8 +319,9 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
     int64_t partialBegin = -1, partialEnd = -1;
     for (const std::string &name : paramOrder) {
       const ParamBuffers &p = params[name];
-      if (&buckets[p.bucket] != &bucket || !facts.lookup(name).partialOverTp ||
-          !facts.lookup(name).tiedStages.empty())
+      if (&buckets[p.bucket] != &bucket ||
+          !opt.params.lookup(name).partialOverTp ||
+          !opt.params.lookup(name).tiedStages.empty())
         continue;
       if (partialBegin < 0)
         partialBegin = p.flatOffset;
@@ -334,12 +339,12 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
     // reductions in the same order, whatever order each first uses them in.
     SmallVector<std::string> tied;
     for (const std::string &name : paramOrder)
-      if (!facts.lookup(name).tiedStages.empty() &&
+      if (!opt.params.lookup(name).tiedStages.empty() &&
           &buckets[params[name].bucket] == &bucket)
         tied.push_back(name);
     llvm::sort(tied);
     for (const std::string &name : tied) {
-      const ParamFacts &f = facts.lookup(name);
+      const ParamFacts &f = opt.params.lookup(name);
       // A tied parameter's accumulators summed over the stages that hold
       // it, before the data-parallel sum (so that the distributed
       // optimizer's parts need no second reduction).
@@ -365,11 +370,12 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
                                      .first_segments = norm.firstOnly,
                                      .windows = owned});
   perRank(squares, "first_part", kTensorAxis, 1);
-  if (distributedOptimizer)
+  if (opt.distributedOptimizer)
     perRank(squares, "part", kDataAxis, 1);
-  if (!normAxes.empty()) {
+  if (!opt.normAxes.empty()) {
     exec::BufferOp total = f32("sum_squares_total");
-    collective(loc, exec::CollectiveKind::AllReduceSum, sum, total, normAxes);
+    collective(loc, exec::CollectiveKind::AllReduceSum, sum, total,
+               opt.normAxes);
     sum = total;
   }
   exec::BufferOp normBuffer = f32("norm"), coefficient = f32("coefficient");
@@ -386,12 +392,12 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
                                                   .master = masterRegion,
                                                   .segments = adamSegments(),
                                                   .windows = owned});
-  if (distributedOptimizer)
+  if (opt.distributedOptimizer)
     perRank(adam, "part", kDataAxis, 1);
   // The accumulators start the next iteration at zero.
   launch(loc, kernel::Fill{.y = gradRegion, .value = 0});
 
-  if (distributedOptimizer && coords.dpSize > 1) {
+  if (opt.distributedOptimizer && coords.dpSize > 1) {
     // The updated parts go to every data-parallel rank.
     SmallVector<int64_t> dp = {kDataAxis};
     for (Bucket &bucket : buckets) {

@@ -114,36 +114,6 @@ exec::CollectiveOp Lowering::collective(Location loc, exec::CollectiveKind kind,
       exec::ConditionAttr());
 }
 
-void Lowering::setStream(Operation *op, exec::Stream stream) {
-  if (stream != exec::Stream::Compute)
-    op->setAttr("stream", exec::StreamAttr::get(ctx(), stream));
-}
-
-void Lowering::setLastMicrobatch(Operation *op) {
-  op->setAttr("when",
-              exec::ConditionAttr::get(ctx(), exec::Condition::LastMicrobatch));
-}
-
-void Lowering::record(OpBuilder &at, Location loc, exec::EventOp event,
-                      exec::Stream stream, bool lastMicrobatch) {
-  auto op = exec::RecordOp::create(
-      at, loc, FlatSymbolRefAttr::get(event.getSymNameAttr()),
-      exec::StreamAttr(), exec::ConditionAttr());
-  setStream(op, stream);
-  if (lastMicrobatch)
-    setLastMicrobatch(op);
-}
-
-void Lowering::wait(OpBuilder &at, Location loc, exec::EventOp event,
-                    exec::Stream stream, bool lastMicrobatch) {
-  auto op = exec::WaitOp::create(at, loc,
-                                 FlatSymbolRefAttr::get(event.getSymNameAttr()),
-                                 exec::StreamAttr(), exec::ConditionAttr());
-  setStream(op, stream);
-  if (lastMicrobatch)
-    setLastMicrobatch(op);
-}
-
 void Lowering::output(Location loc, StringRef name, exec::BufferOp from) {
   exec::BufferOp buffer = makeBuffer(
       ("output:" + name).str(), from.getTensorType(), exec::Arena::Persistent);
@@ -216,7 +186,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   if (!recvs.empty() || !sends.empty())
     computed = event(("computed:" + func.getSymName()).str());
   if (!recvs.empty()) {
-    wait(body, loc, computed, exec::Stream::Comm);
+    exec::waitEvent(body, loc, computed, exec::Stream::Comm);
     SmallVector<exec::BufferOp> targets;
     for (dist::RecvOp recv : recvs)
       targets.push_back(temporary(recv, exec::Arena::Workspace));
@@ -225,19 +195,19 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         })) {
       exec::EventOp &freed = slotFreed[chunk];
       freed = event("freed:chunk" + std::to_string(chunk));
-      wait(body, loc, freed, exec::Stream::Comm);
+      exec::waitEvent(body, loc, freed, exec::Stream::Comm);
     }
     for (auto [recv, target] : llvm::zip(recvs, targets))
       exec::RecvOp::create(body, recv.getLoc(), ref(target),
                            peerStage(recv.getChunk()),
                            b.getI64IntegerAttr(int64_t(recv.getChannel())));
     exec::EventOp received = event(("received:" + func.getSymName()).str());
-    record(body, loc, received, exec::Stream::Comm);
-    wait(body, loc, received, exec::Stream::Compute);
+    exec::recordEvent(body, loc, received, exec::Stream::Comm);
+    exec::waitEvent(body, loc, received, exec::Stream::Compute);
   }
   if (!sends.empty()) {
     sent = event(("sent:" + func.getSymName()).str());
-    wait(body, loc, sent, exec::Stream::Compute);
+    exec::waitEvent(body, loc, sent, exec::Stream::Compute);
   }
   for (Operation &op : block.without_terminator())
     if (!isa<dist::RecvOp, dist::SendOp>(op) && failed(lowerOp(&op)))
@@ -258,12 +228,12 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     output(ret.getLoc(), "loss", bufferOf(ret.getOperand(0)));
 
   if (computed)
-    record(body, loc, computed, exec::Stream::Compute);
+    exec::recordEvent(body, loc, computed, exec::Stream::Compute);
   if (chunkAttr && !forward)
     if (exec::EventOp freed = slotFreed.lookup(chunk))
-      record(body, loc, freed, exec::Stream::Compute);
+      exec::recordEvent(body, loc, freed, exec::Stream::Compute);
   if (!sends.empty()) {
-    wait(body, loc, computed, exec::Stream::Comm);
+    exec::waitEvent(body, loc, computed, exec::Stream::Comm);
     for (dist::SendOp send : sends) {
       exec::BufferOp value = bufferOf(send.getValue());
       if (!value)
@@ -272,7 +242,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
                            peerStage(send.getChunk()),
                            b.getI64IntegerAttr(int64_t(send.getChannel())));
     }
-    record(body, loc, sent, exec::Stream::Comm);
+    exec::recordEvent(body, loc, sent, exec::Stream::Comm);
   }
   return success();
 }
@@ -374,6 +344,9 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
                             "--strata-optimizer and --strata-schedule first";
       return signalPassFailure();
     }
+    FailureOr<OptimizerFacts> facts = readOptimizerFacts(optimizer);
+    if (failed(facts))
+      return signalPassFailure();
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
     llvm::SetVector<Operation *> lowered; // every stage's functions
@@ -387,9 +360,8 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
           stageFunctions(module, stage, coords.ppSize);
       for (func::FuncOp function : functions)
         lowered.insert(function);
-      Lowering lowering(module, op, bf16, coords);
-      if (failed(lowering.readOptimizer(optimizer)) ||
-          failed(lowering.layoutParameters(functions, schedules[stage])))
+      Lowering lowering(module, op, bf16, coords, *facts);
+      if (failed(lowering.layoutParameters(functions, schedules[stage])))
         return signalPassFailure();
       for (func::FuncOp function : functions)
         if (failed(lowering.lowerFunction(function)))

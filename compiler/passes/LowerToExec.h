@@ -127,18 +127,31 @@ struct Bucket {
   exec::BufferOp grads, params, ownGrads, ownParams; // views
 };
 
+/// What @optimizer (as autodiff and the parallel passes wrote it) says of
+/// the step, read once for every stage (LowerOptimizer.cpp).
+struct OptimizerFacts {
+  llvm::StringMap<ParamFacts> params; // read with lookup: none is no facts
+  bool distributedOptimizer = false;
+  bool reducesOverData = false; // dist.reduce_gradients is there
+  // Gradient elements per bucket: dist.reduce_gradients' (Megatron's
+  // default, as --strata-data-parallel's, without it).
+  int64_t bucketElements = 40000000;
+  SmallVector<int64_t> normAxes; // the gradient norm's all-reduce
+};
+
+/// Reads `optimizer`; an op the flat optimizer does not know is an error.
+FailureOr<OptimizerFacts> readOptimizerFacts(func::FuncOp optimizer);
+
 class Lowering {
 public:
   Lowering(ModuleOp module, exec::TemplateOp stage, bool bf16,
-           StageCoords coords)
-      : module(module), b(module.getContext()), bf16(bf16), coords(coords) {
+           StageCoords coords, const OptimizerFacts &opt)
+      : module(module), b(module.getContext()), bf16(bf16), coords(coords),
+        opt(opt) {
     declarations.setInsertionPointToEnd(&stage.getBody().front());
     programs.setInsertionPointToEnd(&stage.getBody().front());
   }
 
-  /// Reads the per-parameter facts and the data-parallel reduction off
-  /// @optimizer; an op it does not know is an error.
-  LogicalResult readOptimizer(func::FuncOp optimizer);
   /// Lays every parameter's value and gradient out in flat regions, in the
   /// buckets `schedule`'s dist.buckets names, and declares the optimizer
   /// state (LowerOptimizer.cpp).
@@ -269,14 +282,6 @@ public:
                                 exec::BufferOp in, exec::BufferOp out,
                                 ArrayRef<int64_t> axes, int64_t dim = 0,
                                 ArrayRef<int64_t> stages = {});
-  void setStream(Operation *op, exec::Stream stream);
-  void setLastMicrobatch(Operation *op);
-  /// exec.record and exec.wait of `event` on `stream`, at `at`'s insertion
-  /// point; `lastMicrobatch`: only in the last microbatch's run.
-  void record(OpBuilder &at, Location loc, exec::EventOp event,
-              exec::Stream stream, bool lastMicrobatch = false);
-  void wait(OpBuilder &at, Location loc, exec::EventOp event,
-            exec::Stream stream, bool lastMicrobatch = false);
   /// Copies `from` into a persistent buffer the runtime reads as output
   /// `name` ("loss", "grad_norm").
   void output(Location loc, StringRef name, exec::BufferOp from);
@@ -312,11 +317,7 @@ private:
   OpBuilder body{module.getContext()}; // the program being lowered
   bool bf16;
   StageCoords coords;
-  // From @optimizer.
-  llvm::StringMap<ParamFacts> facts; // read with lookup: none is no facts
-  bool distributedOptimizer = false;
-  bool reducesOverData = false;  // dist.reduce_gradients is there
-  SmallVector<int64_t> normAxes; // the gradient norm's all-reduce
+  const OptimizerFacts &opt;
   // The flat regions.
   exec::BufferOp paramRegion, gradRegion, expAvgRegion, expAvgSqRegion,
       masterRegion, hyperBuffer;

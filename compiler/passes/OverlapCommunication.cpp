@@ -113,14 +113,12 @@ private:
     return exec::EventOp::create(at, stage.getLoc(), b.getStringAttr(name));
   }
   void record(OpBuilder &at, exec::EventOp event, exec::Stream stream,
-              bool lastMicrobatch);
+              bool lastMicrobatch) {
+    exec::recordEvent(at, stage.getLoc(), event, stream, lastMicrobatch);
+  }
   void wait(OpBuilder &at, exec::EventOp event, exec::Stream stream,
-            bool lastMicrobatch);
-  void moveToComm(exec::CollectiveOp op, bool lastMicrobatch) {
-    op.setStreamAttr(exec::StreamAttr::get(b.getContext(), exec::Stream::Comm));
-    if (lastMicrobatch)
-      op.setWhenAttr(exec::ConditionAttr::get(b.getContext(),
-                                              exec::Condition::LastMicrobatch));
+            bool lastMicrobatch) {
+    exec::waitEvent(at, stage.getLoc(), event, stream, lastMicrobatch);
   }
   LogicalResult overlapReductions(ArrayRef<Traffic> reductions);
   void overlapGathers(ArrayRef<Traffic> gathers);
@@ -133,30 +131,6 @@ private:
   exec::ProgramOp optimizer;
   llvm::StringMap<exec::ProgramOp> programs;
 };
-
-/// An exec.record or exec.wait (`EventUse`) of `event` on `stream`.
-template <typename EventUse>
-void eventUse(OpBuilder &at, Location loc, exec::EventOp event,
-              exec::Stream stream, bool lastMicrobatch) {
-  MLIRContext *ctx = at.getContext();
-  EventUse::create(
-      at, loc, FlatSymbolRefAttr::get(event.getSymNameAttr()),
-      stream == exec::Stream::Comm ? exec::StreamAttr::get(ctx, stream)
-                                   : exec::StreamAttr(),
-      lastMicrobatch
-          ? exec::ConditionAttr::get(ctx, exec::Condition::LastMicrobatch)
-          : exec::ConditionAttr());
-}
-
-void Overlap::record(OpBuilder &at, exec::EventOp event, exec::Stream stream,
-                     bool lastMicrobatch) {
-  eventUse<exec::RecordOp>(at, stage.getLoc(), event, stream, lastMicrobatch);
-}
-
-void Overlap::wait(OpBuilder &at, exec::EventOp event, exec::Stream stream,
-                   bool lastMicrobatch) {
-  eventUse<exec::WaitOp>(at, stage.getLoc(), event, stream, lastMicrobatch);
-}
 
 LogicalResult Overlap::run() {
   Block &body = stage.getBody().front();
@@ -175,8 +149,7 @@ LogicalResult Overlap::run() {
   // The optimizer's bucket traffic (exec.bucket), and whether an
   // instruction before a reduction writes what it reduces.
   SmallVector<Traffic> reductions, gathers;
-  SmallVector<Range> writtenBefore; // by @optimizer so far, per region
-  SmallVector<exec::BufferOp> writtenRegion;
+  SmallVector<std::pair<exec::BufferOp, Range>> written; // region, range
   for (Operation &op : optimizer.getBody().front()) {
     auto collective = dyn_cast<exec::CollectiveOp>(op);
     IntegerAttr bucket = collective
@@ -195,7 +168,7 @@ LogicalResult Overlap::run() {
                         kind == exec::CollectiveKind::ReduceScatter)) {
         Traffic reduction{collective, buffers.root(in), buffers.range(in),
                           bucket.getInt()};
-        for (auto [range, region] : llvm::zip(writtenBefore, writtenRegion))
+        for (auto [region, range] : written)
           if (region == reduction.region && overlaps(range, reduction.range))
             reduction.movable = false;
         reductions.push_back(reduction);
@@ -204,10 +177,8 @@ LogicalResult Overlap::run() {
     SmallVector<FlatSymbolRefAttr> reads, writes;
     exec::instructionBuffers(&op, reads, writes);
     for (FlatSymbolRefAttr ref : writes)
-      if (exec::BufferOp buffer = buffers.byName.lookup(ref.getValue())) {
-        writtenBefore.push_back(buffers.range(buffer));
-        writtenRegion.push_back(buffers.root(buffer));
-      }
+      if (exec::BufferOp buffer = buffers.byName.lookup(ref.getValue()))
+        written.push_back({buffers.root(buffer), buffers.range(buffer)});
   }
   // One region each, tiled in order by bucket: what the lowering writes.
   auto oneTiledRegion = [](ArrayRef<Traffic> traffic) {
@@ -274,7 +245,7 @@ LogicalResult Overlap::overlapReductions(ArrayRef<Traffic> reductions) {
     record(after, written, exec::Stream::Compute, /*lastMicrobatch=*/true);
     wait(after, written, exec::Stream::Comm, /*lastMicrobatch=*/true);
     op->moveBefore(after.getBlock(), after.getInsertionPoint());
-    moveToComm(op, /*lastMicrobatch=*/true);
+    exec::placeInstruction(op, exec::Stream::Comm, /*lastMicrobatch=*/true);
     Operation *&lastOfProgram =
         lastReduction[writer->getParentOfType<exec::ProgramOp>()];
     if (!lastOfProgram || lastOfProgram->isBeforeInBlock(op))
@@ -309,7 +280,7 @@ void Overlap::overlapGathers(ArrayRef<Traffic> gathers) {
   SmallVector<exec::EventOp> gathered;
   for (const Traffic &gather : gathers) {
     exec::CollectiveOp op = gather.op;
-    moveToComm(op, /*lastMicrobatch=*/false);
+    exec::placeInstruction(op, exec::Stream::Comm);
     OpBuilder after(op->getContext());
     after.setInsertionPointAfter(op);
     gathered.push_back(event("gathered:" + std::to_string(gather.index)));

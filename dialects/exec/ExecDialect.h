@@ -21,7 +21,7 @@
 
 namespace strata::exec {
 
-// The marks --strata-fuse-epilogues leaves for the lowering (ExecOps.td's
+// The marks the exec lowering's passes leave each other (ExecOps.td's
 // discardable attributes), by their generated helpers:
 //   exec::absorbed(ctx).isAttrPresent(op)
 inline ExecDialect::EpilogueAttrHelper epilogue(mlir::MLIRContext *c) {
@@ -33,6 +33,17 @@ inline ExecDialect::AbsorbedAttrHelper absorbed(mlir::MLIRContext *c) {
 inline ExecDialect::BucketAttrHelper bucket(mlir::MLIRContext *c) {
   return ExecDialect::BucketAttrHelper(c);
 }
+
+/// Puts instruction `op` on `stream` and, with `lastMicrobatch`, runs it
+/// only in the last microbatch's run of its program.
+void placeInstruction(mlir::Operation *op, Stream stream,
+                      bool lastMicrobatch = false);
+
+/// An exec.record or exec.wait of `event` at `at`, placed as above.
+RecordOp recordEvent(mlir::OpBuilder &at, mlir::Location loc, EventOp event,
+                     Stream stream, bool lastMicrobatch = false);
+WaitOp waitEvent(mlir::OpBuilder &at, mlir::Location loc, EventOp event,
+                 Stream stream, bool lastMicrobatch = false);
 
 /// Bytes per element of a buffer: 2 for bf16, else 4 (f32, i32).
 int64_t elementBytes(mlir::Type elementType);

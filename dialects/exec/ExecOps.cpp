@@ -72,6 +72,33 @@ LogicalResult strata::exec::verifyPerRank(Operation *op, Attribute value) {
   return success();
 }
 
+void strata::exec::placeInstruction(Operation *op, Stream stream,
+                                    bool lastMicrobatch) {
+  MLIRContext *ctx = op->getContext();
+  if (stream != Stream::Compute)
+    op->setAttr("stream", StreamAttr::get(ctx, stream));
+  if (lastMicrobatch)
+    op->setAttr("when", ConditionAttr::get(ctx, Condition::LastMicrobatch));
+}
+
+RecordOp strata::exec::recordEvent(OpBuilder &at, Location loc, EventOp event,
+                                   Stream stream, bool lastMicrobatch) {
+  auto op =
+      RecordOp::create(at, loc, FlatSymbolRefAttr::get(event.getSymNameAttr()),
+                       StreamAttr(), ConditionAttr());
+  placeInstruction(op, stream, lastMicrobatch);
+  return op;
+}
+
+WaitOp strata::exec::waitEvent(OpBuilder &at, Location loc, EventOp event,
+                               Stream stream, bool lastMicrobatch) {
+  auto op =
+      WaitOp::create(at, loc, FlatSymbolRefAttr::get(event.getSymNameAttr()),
+                     StreamAttr(), ConditionAttr());
+  placeInstruction(op, stream, lastMicrobatch);
+  return op;
+}
+
 int64_t strata::exec::elementBytes(Type elementType) {
   return elementType.isBF16() ? 2 : 4;
 }

@@ -25,8 +25,8 @@ def Exec_Dialect : Dialect {
   let name = "exec";
   let cppNamespace = "::strata::exec";
   let summary = "Per-stage buffers, typed instruction streams and the schedule";
-  // What --strata-fuse-epilogues marks on graph ops for the lowering,
-  // declared once (generated helpers ExecDialect::<Name>AttrHelper, wrapped
+  // The marks the exec lowering's passes leave each other (the epilogue
+  // pass for the lowering, the lowering for the overlap pass), declared once (generated helpers ExecDialect::<Name>AttrHelper, wrapped
   // in ExecDialect.h).
   let discardableAttrs = (ins
     // On a matmul or a weight gradient: what its gemm's epilogue does
