@@ -212,6 +212,12 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   for (Operation &op : block.without_terminator())
     if (!isa<dist::RecvOp, dist::SendOp>(op) && failed(lowerOp(&op)))
       return failure();
+  // An op marked absorbed lowers to nothing of its own: some gemm's
+  // epilogue must have taken it, or it would be silently dropped.
+  for (Operation &op : block.without_terminator())
+    if (exec::absorbed(ctx()).isAttrPresent(&op) && !fused.contains(&op))
+      return op.emitOpError() << "is marked absorbed, but no gemm's epilogue "
+                                 "does it";
 
   if (chunkAttr && forward) {
     for (Value value : ret.getOperands()) {

@@ -171,9 +171,11 @@ public:
       return params[param.getName()].value;
     return bufferOf(value);
   }
-  /// A fresh workspace buffer for a result.
-  exec::BufferOp result(Value value) {
-    return temporary(value, exec::Arena::Workspace);
+  /// A fresh workspace buffer for a result; `keepF32` keeps a float tensor
+  /// in f32 in bf16 mode (the loss's row statistics, attention's
+  /// log-sum-exp).
+  exec::BufferOp result(Value value, bool keepF32 = false) {
+    return temporary(value, exec::Arena::Workspace, keepF32);
   }
   /// A parameter's buffers, or null if `name` is none.
   ParamBuffers *paramBuffers(StringRef name) {
@@ -183,6 +185,45 @@ public:
   /// The buffer of `value` is `buffer` (a parameter's, an input's, a view).
   void bind(Value value, exec::BufferOp buffer) { buffers[value] = buffer; }
 
+  /// Marks integer argument `name` of `op` as `stride` times the rank's
+  /// coordinate along mesh `axis` more than written (a shard's offset, a
+  /// part's index); nothing on an axis of size 1.
+  void perRank(exec::LaunchOp op, StringRef name, int64_t axis, int64_t stride);
+  /// `value`'s buffer as a view of `of` (a reshape, a layer boundary).
+  exec::BufferOp view(Value value, exec::BufferOp of) {
+    exec::BufferOp buffer =
+        makeBuffer("t" + std::to_string(counter++),
+                   storageType(value.getType()), of.getArena(), of);
+    buffers[value] = buffer;
+    return buffer;
+  }
+
+  /// An input's persistent buffer, declared on its first use.
+  exec::BufferOp input(graph::InputOp op);
+  /// A launch of a catalog kernel.
+  template <typename K> exec::LaunchOp launch(Location loc, const K &k) {
+    kernel::Collected c;
+    kernel::collect(k, c, b);
+    return launchCollected(loc, runtime::kernelName(K::id), c);
+  }
+  /// D = op(A)·op(B) (+ D when accumulating), row-major and contiguous:
+  /// A [m, k] (or [k, m] transposed), B [k, n] (or [n, k]).
+  exec::GemmOp gemm(Location loc, exec::BufferOp a, exec::BufferOp bMatrix,
+                    exec::BufferOp d, int64_t m, int64_t n, int64_t k,
+                    bool transposeA, bool transposeB, bool accumulate);
+  /// Where a gradient kernel writes: straight into the parameter's
+  /// accumulator (adding, `accumulate` true) when its only use is
+  /// graph.accumulate_grad, else a fresh workspace buffer.
+  struct GradientTarget {
+    exec::BufferOp buffer;
+    bool accumulate = false;
+  };
+  GradientTarget gradientTarget(Value grad);
+  /// `op`, marked exec.absorbed, is done by the epilogue of the gemm being
+  /// built; an absorbed op no gemm takes is an error (lowerFunction).
+  void absorb(Operation *op) { fused.insert(op); }
+
+private:
   MLIRContext *ctx() { return module.getContext(); }
 
   /// The type a tensor is stored in: bf16 for floats in bf16 mode, except
@@ -236,12 +277,8 @@ public:
     return exec::EventOp::create(declarations, module.getLoc(),
                                  b.getStringAttr(name));
   }
-  /// Marks integer argument `name` of `op` as `stride` times the rank's
-  /// coordinate along mesh `axis` more than written (a shard's offset, a
-  /// part's index); nothing on an axis of size 1.
-  void perRank(exec::LaunchOp op, StringRef name, int64_t axis, int64_t stride);
-  /// A buffer for `value`; `keepF32` keeps a float tensor in f32 in bf16
-  /// mode (the loss's row statistics, attention's log-sum-exp).
+  /// A buffer for `value` in `arena` (the stash for a stashed value);
+  /// `keepF32` as result()'s.
   exec::BufferOp temporary(Value value, exec::Arena arena,
                            bool keepF32 = false) {
     bool stashed = stashValues.contains(value);
@@ -254,30 +291,10 @@ public:
     buffers[value] = buffer;
     return buffer;
   }
-  exec::BufferOp view(Value value, exec::BufferOp of) {
-    exec::BufferOp buffer =
-        makeBuffer("t" + std::to_string(counter++),
-                   storageType(value.getType()), of.getArena(), of);
-    buffers[value] = buffer;
-    return buffer;
-  }
-
-  exec::BufferOp input(graph::InputOp op);
   exec::BufferOp bufferOf(Value value) { return buffers.lookup(value); }
 
-  /// A launch of a catalog kernel.
-  template <typename K> exec::LaunchOp launch(Location loc, const K &k) {
-    kernel::Collected c;
-    kernel::collect(k, c, b);
-    return launchCollected(loc, runtime::kernelName(K::id), c);
-  }
   exec::LaunchOp launchCollected(Location loc, StringRef name,
                                  const kernel::Collected &c);
-  /// D = op(A)·op(B) (+ D when accumulating), row-major and contiguous:
-  /// A [m, k] (or [k, m] transposed), B [k, n] (or [n, k]).
-  exec::GemmOp gemm(Location loc, exec::BufferOp a, exec::BufferOp bMatrix,
-                    exec::BufferOp d, int64_t m, int64_t n, int64_t k,
-                    bool transposeA, bool transposeB, bool accumulate);
   exec::CollectiveOp collective(Location loc, exec::CollectiveKind kind,
                                 exec::BufferOp in, exec::BufferOp out,
                                 ArrayRef<int64_t> axes, int64_t dim = 0,
@@ -286,16 +303,6 @@ public:
   /// `name` ("loss", "grad_norm").
   void output(Location loc, StringRef name, exec::BufferOp from);
 
-  /// Where a gradient kernel writes: straight into the parameter's
-  /// accumulator (adding, `accumulate` true) when its only use is
-  /// graph.accumulate_grad, else a fresh workspace buffer.
-  struct GradientTarget {
-    exec::BufferOp buffer;
-    bool accumulate = false;
-  };
-  GradientTarget gradientTarget(Value grad);
-
-private:
   LogicalResult lowerOp(Operation *op);
   /// The flat optimizer's ranges (Kernels.def, runtime/plan/Ownership.h):
   /// the gradient norm's segments, counted on every rank or only on the

@@ -21,8 +21,19 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   Location loc = op->getLoc();
   // Done by the instruction of an op before it: an accumulation into a
   // gradient's target, or what a gemm's epilogue absorbed.
-  if (fused.contains(op) || exec::absorbed(ctx()).isAttrPresent(op))
+  if (fused.contains(op))
     return success();
+  // Marked absorbed but not taken yet: a bias gradient (and its
+  // accumulation) waits for the weight gradient after it, which only ops
+  // absorbed alike may read meanwhile; lowerFunction checks that a gemm
+  // took it in the end. Anything else would leave its readers no buffer.
+  if (exec::absorbed(ctx()).isAttrPresent(op)) {
+    for (Operation *user : op->getUsers())
+      if (!exec::absorbed(ctx()).isAttrPresent(user))
+        return op->emitOpError()
+               << "is marked absorbed, but no gemm's epilogue does it";
+    return success();
+  }
   // A graph op: its rule, in its family's file under compiler/rules/.
   if (auto rule = dyn_cast<graph::ExecLowerable>(op))
     return rule.lowerToExec(*this);

@@ -160,14 +160,12 @@ LogicalResult ropeLowering(RopeOp rope, Lowering &l) {
 
 /// The kv heads' grouping of a forward or backward attention, and the
 /// per-rank stride of its first query head (0: none).
-std::pair<int64_t, int64_t> headGrouping(Operation *op) {
-  int64_t heads =
-      cast<RankedTensorType>(op->getOperand(0).getType()).getDimSize(2);
-  int64_t kvHeads =
-      cast<RankedTensorType>(op->getOperand(1).getType()).getDimSize(2);
+template <typename Op> std::pair<int64_t, int64_t> headGrouping(Op op) {
+  int64_t heads = cast<RankedTensorType>(op.getQuery().getType()).getDimSize(2);
+  int64_t kvHeads = cast<RankedTensorType>(op.getKey().getType()).getDimSize(2);
   int64_t group = heads / kvHeads, firstStride = 0;
-  if (auto size = op->getAttrOfType<IntegerAttr>("group_size")) {
-    group = size.getInt();
+  if (std::optional<uint64_t> size = op.getGroupSize()) {
+    group = int64_t(*size);
     if (dist::queryHeadsSplit(op->getContext()).isAttrPresent(op))
       firstStride = heads;
   }
@@ -176,17 +174,17 @@ std::pair<int64_t, int64_t> headGrouping(Operation *op) {
 
 LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
   auto [group, firstStride] = headGrouping(attention);
-  exec::LaunchOp launched = l.launch(
-      attention.getLoc(),
-      kernel::AttentionFwd{
-          .q = l.operand(attention.getQuery()),
-          .k = l.operand(attention.getKey()),
-          .v = l.operand(attention.getValue()),
-          .o = l.result(attention.getResult()),
-          .lse = l.temporary(attention.getLse(), exec::Arena::Workspace, true),
-          .causal = attention.getCausal(),
-          .group_size = group,
-          .query_head_offset = 0});
+  exec::LaunchOp launched =
+      l.launch(attention.getLoc(),
+               kernel::AttentionFwd{
+                   .q = l.operand(attention.getQuery()),
+                   .k = l.operand(attention.getKey()),
+                   .v = l.operand(attention.getValue()),
+                   .o = l.result(attention.getResult()),
+                   .lse = l.result(attention.getLse(), /*keepF32=*/true),
+                   .causal = attention.getCausal(),
+                   .group_size = group,
+                   .query_head_offset = 0});
   if (firstStride)
     l.perRank(launched, "query_head_offset", kTensorAxis, firstStride);
   return success();

@@ -24,13 +24,19 @@ using namespace strata::graph;
 namespace strata {
 namespace {
 
-/// The logits' columns (the first operand's last dimension) and the real
-/// vocabulary among them.
-std::pair<int64_t, int64_t> vocabOf(Operation *op) {
+/// The real vocabulary: `vocab_size` where an op has it (optional on the
+/// single-device loss ops, required on the statistics), else the columns.
+int64_t realVocab(std::optional<uint64_t> size, int64_t columns) {
+  return size ? int64_t(*size) : columns;
+}
+int64_t realVocab(uint64_t size, int64_t) { return int64_t(size); }
+
+/// The logits' columns (their last dimension) and the real vocabulary
+/// among them.
+template <typename Op> std::pair<int64_t, int64_t> vocabOf(Op op) {
   int64_t columns =
-      cast<RankedTensorType>(op->getOperand(0).getType()).getShape().back();
-  auto vocabAttr = op->getAttrOfType<IntegerAttr>("vocab_size");
-  return {columns, vocabAttr ? vocabAttr.getInt() : columns};
+      cast<RankedTensorType>(op.getLogits().getType()).getShape().back();
+  return {columns, realVocab(op.getVocabSize(), columns)};
 }
 
 LogicalResult crossEntropyGradient(CrossEntropyOp loss, GradientBuilder &g,
@@ -123,13 +129,9 @@ void crossEntropySplit(CrossEntropyOp, OpOperand &use, int64_t dim,
   planner.wantLastDimension(use, dim);
 }
 
-/// A row statistic's buffer: f32 in bf16 mode.
-exec::BufferOp statistic(Operation *op, Lowering &l) {
-  return l.temporary(op->getResult(0), exec::Arena::Workspace, true);
-}
-
 /// A vocabulary-parallel launch's columns start at the rank's share.
-void vocabularyParallel(Operation *op, exec::LaunchOp launched, Lowering &l) {
+template <typename Op>
+void vocabularyParallel(Op op, exec::LaunchOp launched, Lowering &l) {
   if (dist::vocabParallel(op->getContext()).isAttrPresent(op))
     l.perRank(launched, "vocab_offset", kTensorAxis, vocabOf(op).first);
 }
@@ -166,28 +168,29 @@ LogicalResult withGradLowering(CrossEntropyWithGradOp fused, Lowering &l) {
 
 LogicalResult logitsMaxLowering(LogitsMaxOp op, Lowering &l) {
   exec::LaunchOp launched = l.launch(
-      op.getLoc(), kernel::LogitsMax{.logits = l.operand(op->getOperand(0)),
-                                     .max = statistic(op, l),
+      op.getLoc(), kernel::LogitsMax{.logits = l.operand(op.getLogits()),
+                                     .max = l.result(op, /*keepF32=*/true),
                                      .vocab_size = vocabOf(op).second});
   vocabularyParallel(op, launched, l);
   return success();
 }
 
 LogicalResult logitsTargetLowering(LogitsTargetOp op, Lowering &l) {
-  exec::LaunchOp launched = l.launch(
-      op.getLoc(), kernel::LogitsTarget{.logits = l.operand(op->getOperand(0)),
-                                        .labels = l.operand(op->getOperand(1)),
-                                        .target = statistic(op, l),
-                                        .vocab_size = vocabOf(op).second});
+  exec::LaunchOp launched =
+      l.launch(op.getLoc(),
+               kernel::LogitsTarget{.logits = l.operand(op.getLogits()),
+                                    .labels = l.operand(op.getLabels()),
+                                    .target = l.result(op, /*keepF32=*/true),
+                                    .vocab_size = vocabOf(op).second});
   vocabularyParallel(op, launched, l);
   return success();
 }
 
 LogicalResult logitsSumExpLowering(LogitsSumExpOp op, Lowering &l) {
   exec::LaunchOp launched = l.launch(
-      op.getLoc(), kernel::LogitsSumExp{.logits = l.operand(op->getOperand(0)),
-                                        .max = l.operand(op->getOperand(1)),
-                                        .sum = statistic(op, l),
+      op.getLoc(), kernel::LogitsSumExp{.logits = l.operand(op.getLogits()),
+                                        .max = l.operand(op.getMax()),
+                                        .sum = l.result(op, /*keepF32=*/true),
                                         .vocab_size = vocabOf(op).second});
   vocabularyParallel(op, launched, l);
   return success();
@@ -195,10 +198,10 @@ LogicalResult logitsSumExpLowering(LogitsSumExpOp op, Lowering &l) {
 
 LogicalResult fromStatsLowering(CrossEntropyFromStatsOp op, Lowering &l) {
   l.launch(op.getLoc(),
-           kernel::CrossEntropyFromStats{.max = l.operand(op->getOperand(0)),
-                                         .sum = l.operand(op->getOperand(1)),
-                                         .target = l.operand(op->getOperand(2)),
-                                         .loss = l.result(op->getResult(0))});
+           kernel::CrossEntropyFromStats{.max = l.operand(op.getMax()),
+                                         .sum = l.operand(op.getSumExp()),
+                                         .target = l.operand(op.getTarget()),
+                                         .loss = l.result(op)});
   return success();
 }
 
@@ -206,12 +209,12 @@ LogicalResult gradFromStatsLowering(CrossEntropyGradFromStatsOp op,
                                     Lowering &l) {
   exec::LaunchOp launched = l.launch(
       op.getLoc(),
-      kernel::CrossEntropyGradFromStats{.logits = l.operand(op->getOperand(0)),
-                                        .labels = l.operand(op->getOperand(1)),
-                                        .max = l.operand(op->getOperand(2)),
-                                        .sum = l.operand(op->getOperand(3)),
-                                        .dloss = l.operand(op->getOperand(4)),
-                                        .dlogits = l.result(op->getResult(0)),
+      kernel::CrossEntropyGradFromStats{.logits = l.operand(op.getLogits()),
+                                        .labels = l.operand(op.getLabels()),
+                                        .max = l.operand(op.getMax()),
+                                        .sum = l.operand(op.getSumExp()),
+                                        .dloss = l.operand(op.getGrad()),
+                                        .dlogits = l.result(op),
                                         .vocab_size = vocabOf(op).second});
   vocabularyParallel(op, launched, l);
   return success();
@@ -248,7 +251,8 @@ void OpRules<CrossEntropyGradOp>::attach(MLIRContext &context) {
   attachLowering<CrossEntropyGradOp, crossEntropyGradLowering>(context);
 }
 // Made by tensor parallelism's loss rule (the statistics, with their
-// shardings) or after it (FuseLoss): neither rule.
+// shardings) or after it (FuseLoss): no gradient or sharding rule, only
+// their instructions.
 void OpRules<CrossEntropyWithGradOp>::attach(MLIRContext &context) {
   attachLowering<CrossEntropyWithGradOp, withGradLowering>(context);
 }

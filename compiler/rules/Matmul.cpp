@@ -199,11 +199,13 @@ LogicalResult matmulLowering(MatmulOp matmul, Lowering &l) {
              l.operand(matmul.getRhs()), gelu ? l.result(gelu) : pre,
              rowsOf(matmul.getLhs().getType()), n, k, false, tb, false);
   if (biasAdd) {
+    l.absorb(biasAdd);
     g.setBiasAttr(
         FlatSymbolRefAttr::get(l.operand(biasAdd.getRhs()).getSymNameAttr()));
     g.setEpilogue(exec::Epilogue::Bias);
   }
   if (gelu) {
+    l.absorb(gelu);
     g.setAuxAttr(FlatSymbolRefAttr::get(pre.getSymNameAttr()));
     g.setEpilogue(exec::Epilogue::GeluBias);
   }
@@ -242,6 +244,7 @@ LogicalResult weightGradLowering(MatmulWeightGradOp wgrad, Lowering &l) {
       return wgrad.emitOpError()
              << "is marked to sum a bias gradient beside it that is not one "
                 "its gemm computes, accumulating into a parameter";
+    l.absorb(sum);
     g.setBiasAttr(FlatSymbolRefAttr::get(bias.buffer.getSymNameAttr()));
     g.setEpilogue(exec::Epilogue::BiasGrad);
   }

@@ -7,8 +7,10 @@
 // `attach` attaches the op's rules to a context. Registration walks the
 // dialect's generated op list, so a graph op added to GraphOps.td without a
 // line here fails to compile (OpRules' static_assert), and one with a line but
-// no rules in its family file fails to link: an op without a rule never reaches
-// a user.
+// no `attach` in its family file fails to link. Which of the three rules an
+// op has is its family file's to say (a backward-only op has no gradient;
+// the optimizer's ops no instructions, the flat optimizer lowering them as
+// a whole); a pass that meets an op without the rule it needs says so.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_COMPILER_RULES_OPRULES_H

@@ -210,24 +210,12 @@ void pointwiseSplit(Op op, OpOperand &, int64_t dim, SplitPlanner &planner) {
   planner.follow(op->getResult(0), dim);
 }
 
-LogicalResult addLowering(AddOp op, Lowering &l) {
-  l.launch(op.getLoc(), kernel::Add{.x = l.operand(op.getLhs()),
-                                    .y = l.operand(op.getRhs()),
-                                    .z = l.result(op)});
-  return success();
-}
-
-LogicalResult subLowering(SubOp op, Lowering &l) {
-  l.launch(op.getLoc(), kernel::Sub{.x = l.operand(op.getLhs()),
-                                    .y = l.operand(op.getRhs()),
-                                    .z = l.result(op)});
-  return success();
-}
-
-LogicalResult mulLowering(MulOp op, Lowering &l) {
-  l.launch(op.getLoc(), kernel::Mul{.x = l.operand(op.getLhs()),
-                                    .y = l.operand(op.getRhs()),
-                                    .z = l.result(op)});
+/// add, sub and mul: one launch of their kernel, y broadcast over x's rows.
+template <typename Op, typename Kernel>
+LogicalResult binaryLowering(Op op, Lowering &l) {
+  l.launch(op.getLoc(), Kernel{.x = l.operand(op.getLhs()),
+                               .y = l.operand(op.getRhs()),
+                               .z = l.result(op)});
   return success();
 }
 
@@ -268,9 +256,9 @@ LogicalResult geluGradLowering(GeluGradOp grad, Lowering &l) {
 }
 
 LogicalResult siluGradLowering(SiluGradOp grad, Lowering &l) {
-  l.launch(grad.getLoc(), kernel::SiluBwd{.x = l.operand(grad->getOperand(0)),
-                                          .dy = l.operand(grad->getOperand(1)),
-                                          .dx = l.result(grad->getResult(0))});
+  l.launch(grad.getLoc(), kernel::SiluBwd{.x = l.operand(grad.getInput()),
+                                          .dy = l.operand(grad.getGrad()),
+                                          .dx = l.result(grad)});
   return success();
 }
 
@@ -279,17 +267,17 @@ LogicalResult siluGradLowering(SiluGradOp grad, Lowering &l) {
 void OpRules<AddOp>::attach(MLIRContext &context) {
   attachGradient<AddOp, addGradient>(context);
   attachSharding<AddOp, addSharding, biasSplit<AddOp>>(context);
-  attachLowering<AddOp, addLowering>(context);
+  attachLowering<AddOp, binaryLowering<AddOp, kernel::Add>>(context);
 }
 void OpRules<SubOp>::attach(MLIRContext &context) {
   attachGradient<SubOp, subGradient>(context);
   attachSharding<SubOp, subSharding, biasSplit<SubOp>>(context);
-  attachLowering<SubOp, subLowering>(context);
+  attachLowering<SubOp, binaryLowering<SubOp, kernel::Sub>>(context);
 }
 void OpRules<MulOp>::attach(MLIRContext &context) {
   attachGradient<MulOp, mulGradient>(context);
   attachSharding<MulOp, mulSharding, pointwiseSplit<MulOp>>(context);
-  attachLowering<MulOp, mulLowering>(context);
+  attachLowering<MulOp, binaryLowering<MulOp, kernel::Mul>>(context);
 }
 void OpRules<ScaleOp>::attach(MLIRContext &context) {
   attachGradient<ScaleOp, scaleGradient>(context);

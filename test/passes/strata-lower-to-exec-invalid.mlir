@@ -276,3 +276,67 @@ module {
     dist.step @optimizer
   }
 }
+
+// -----
+
+// An add marked absorbed whose matmul has no epilogue: it would be
+// dropped.
+module {
+  shard.grid @mesh(shape = 1x1x1)
+  func.func @microbatch() -> tensor<f32> {
+    %t = graph.input "tokens" : tensor<2x4xi32>
+    %e = graph.param "e" normal(2.000000e-02) : tensor<32x8xf32>
+    %x = graph.embedding %e, %t : (tensor<32x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+    %w = graph.param "w" normal(2.000000e-02) : tensor<8x32xf32>
+    %b = graph.param "b" zeros : tensor<32xf32>
+    %p = graph.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
+    // expected-error @+1 {{is marked absorbed, but no gemm's epilogue does it}}
+    %a = graph.add %p, %b {exec.absorbed} : tensor<2x4x32xf32>, tensor<32xf32>
+    %l = graph.cross_entropy %a, %t : (tensor<2x4x32xf32>, tensor<2x4xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  func.func @optimizer() -> tensor<f32> {
+    %0 = graph.grad "w" : tensor<8x32xf32>
+    %1 = graph.sum_squares %0 : tensor<8x32xf32>
+    %norm, %coefficient = graph.clip_coefficient %1
+    graph.adamw "w", %0, %coefficient {weight_decay} : tensor<8x32xf32>
+    return %norm : tensor<f32>
+  }
+  dist.schedule stage 0 microbatches 1 attributes {dist.buckets = [{chunk = 0 : i64, params = ["e", "w", "b"]}]} {
+    dist.step @microbatch microbatch 0
+    dist.step @optimizer
+  }
+}
+
+// -----
+
+// A bias gradient marked absorbed beside no weight gradient: it would
+// never accumulate.
+module {
+  shard.grid @mesh(shape = 1x1x1)
+  func.func @microbatch() -> tensor<f32> {
+    %t = graph.input "tokens" : tensor<2x4xi32>
+    %e = graph.param "e" normal(2.000000e-02) : tensor<32x8xf32>
+    %x = graph.embedding %e, %t : (tensor<32x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+    %w = graph.param "w" normal(2.000000e-02) : tensor<8x32xf32>
+    %b = graph.param "b" zeros : tensor<32xf32>
+    %p = graph.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
+    %a = graph.add %p, %b : tensor<2x4x32xf32>, tensor<32xf32>
+    // expected-error @+1 {{is marked absorbed, but no gemm's epilogue does it}}
+    %db = graph.sum_to %a {exec.absorbed} : tensor<2x4x32xf32> -> tensor<32xf32>
+    graph.accumulate_grad "b", %db {exec.absorbed} : tensor<32xf32>
+    %l = graph.cross_entropy %a, %t : (tensor<2x4x32xf32>, tensor<2x4xi32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+  func.func @optimizer() -> tensor<f32> {
+    %0 = graph.grad "w" : tensor<8x32xf32>
+    %1 = graph.sum_squares %0 : tensor<8x32xf32>
+    %norm, %coefficient = graph.clip_coefficient %1
+    graph.adamw "w", %0, %coefficient {weight_decay} : tensor<8x32xf32>
+    return %norm : tensor<f32>
+  }
+  dist.schedule stage 0 microbatches 1 attributes {dist.buckets = [{chunk = 0 : i64, params = ["e", "w", "b"]}]} {
+    dist.step @microbatch microbatch 0
+    dist.step @optimizer
+  }
+}

@@ -34,11 +34,12 @@
 #include <random>
 #include <thread>
 
-using namespace strata;
+namespace strata::kernel_testing {
+
+// The tests name the runtime's kernels and buffers unqualified: a file's
+// `using namespace strata::kernel_testing` brings these along.
 using namespace strata::runtime;
 using Vec = std::vector<double>;
-
-namespace strata::kernel_testing {
 
 inline Vec randomVec(size_t n, double scale = 1.0) {
   std::normal_distribution<double> normal(0.0, scale);

@@ -140,12 +140,12 @@ TEST_P(Kernels, Bf16OperandsRoundThroughF32) {
   expectClose(h.read(ic), expected, 1.0 / 256, "bf16 gemm");
 }
 
-// Every kernel states what it computes (MATH in Kernels.def): the units
-// generated for it open with that statement.
+// Every kernel states what it computes (MATH in Kernels.def), which the
+// units generated for it open with (golden-units.test shows it for
+// attention).
 TEST(KernelChecks, EveryKernelStatesItsMath) {
-  for (int id = 0; id < strata::runtime::kKernelCount; ++id) {
-    const auto &spec =
-        strata::runtime::kernelSpec(strata::runtime::KernelId(id));
+  for (int id = 0; id < kKernelCount; ++id) {
+    const KernelSpec &spec = kernelSpec(KernelId(id));
     EXPECT_GT(std::strlen(spec.math), 0u) << spec.name << " has no MATH";
   }
 }
