@@ -195,18 +195,16 @@ void addPointerParam(std::string &params, const LaunchDesc &launch,
 /// `first`, the others indented under it.
 static std::string commentLines(const std::string &first,
                                 const std::string &text) {
+  // Columns, not bytes: the math's symbols are several UTF-8 bytes.
+  auto columns = [](const std::string &s) {
+    return std::count_if(s.begin(), s.end(),
+                         [](char c) { return (c & 0xC0) != 0x80; });
+  };
   std::string out, line = first;
   size_t start = 0;
   while (start < text.size()) {
-    size_t end = text.find(' ', start);
-    if (end == std::string::npos)
-      end = text.size();
+    size_t end = std::min(text.find(' ', start), text.size());
     std::string word = text.substr(start, end - start);
-    // Columns, not bytes: the math's symbols are several UTF-8 bytes.
-    auto columns = [](const std::string &s) {
-      return std::count_if(s.begin(), s.end(),
-                           [](char c) { return (c & 0xC0) != 0x80; });
-    };
     if (columns(line) + 1 + columns(word) > 80 && line.size() > first.size()) {
       out += line + "\n";
       line = "//     " + word;
