@@ -215,6 +215,8 @@ def main():
                    help="a flag for strata-compile (repeatable)")
     p.add_argument("--compile-only", metavar="DIR",
                    help="only compile every plan the run needs into DIR (for --plans)")
+    p.add_argument("--grep", metavar="REGEX",
+                   help="only the layouts whose names match REGEX (applied before --shard)")
     p.add_argument("--shard", metavar="K/N",
                    help="only every N-th layout from the K-th (0-based): N runs side by side")
     p.add_argument("--plans", metavar="DIR",
@@ -239,6 +241,8 @@ def main():
                    for t, d, sp, distopt in itertools.product(args.tensor, args.data_parallel, (False, True), (False, True))
                    if t * d <= 8]
 
+    if args.grep:
+        layouts = [layout for layout in layouts if re.search(args.grep, layout.name(args))]
     if args.shard:
         k, n = (int(x) for x in args.shard.split("/"))
         if not 0 <= k < n:
