@@ -92,13 +92,15 @@ private:
 // up to 1e18 (an exaFLOP/s a GPU), bandwidths up to 1e15 bytes/s, memory
 // up to 1 PiB, latencies and overheads up to a second.
 constexpr double kMostFlops = 1e18, kMostBandwidth = 1e15, kMostSeconds = 1;
-constexpr int64_t kMostMemory = int64_t(1) << 50, kMostGpusPerNode = 1024;
+constexpr int64_t kMostMemory = int64_t(1) << 50, kMostGpusPerNode = 1024,
+                  kMostMultiprocessors = 4096, kMostTile = 4096;
 
 std::string readGpu(SpecReader &r, const std::string &path, GpuSpec &gpu) {
   return r.object(
       path,
       {"name", "peak_flops", "hbm_bytes_per_s", "hbm_bytes",
-       "launch_overhead_s"},
+       "launch_overhead_s", "sm_count", "gemm_tile", "gemm_waves",
+       "gemm_efficiency", "gemm_k_overhead", "hbm_efficiency"},
       [&](const std::string &key, const std::string &at) -> std::string {
         if (key == "name")
           return r.text(at, gpu.name);
@@ -110,6 +112,44 @@ std::string readGpu(SpecReader &r, const std::string &path, GpuSpec &gpu) {
           return r.integer(at, kMostMemory, gpu.hbmBytes);
         if (key == "launch_overhead_s")
           return r.number(at, kMostSeconds, gpu.launchOverheadSeconds);
+        if (key == "sm_count")
+          return r.integer(at, kMostMultiprocessors, gpu.smCount);
+        if (key == "gemm_efficiency")
+          return r.number(at, 1, gpu.gemmEfficiency);
+        if (key == "hbm_efficiency")
+          return r.number(at, 1, gpu.hbmEfficiency);
+        if (key == "gemm_k_overhead")
+          return r.number(at, kMostTile, gpu.gemmKOverhead);
+        if (key == "gemm_waves") {
+          std::string waves;
+          if (std::string error = r.text(at, waves); !error.empty())
+            return error;
+          if (waves != "quantized" && waves != "balanced")
+            return at + " must be \"quantized\" or \"balanced\", got \"" +
+                   printable(waves) + "\"";
+          gpu.gemmWavesQuantized = waves == "quantized";
+          return "";
+        }
+        if (key == "gemm_tile") {
+          if (!r.eat('['))
+            return at + " must be a list of two whole numbers, a tile's rows "
+                        "and columns";
+          if (std::string error = r.integer(at + "[0]", kMostTile,
+                                            gpu.gemmTileRows);
+              !error.empty())
+            return error;
+          if (!r.eat(','))
+            return at + " must be a list of two whole numbers, a tile's rows "
+                        "and columns";
+          if (std::string error = r.integer(at + "[1]", kMostTile,
+                                            gpu.gemmTileColumns);
+              !error.empty())
+            return error;
+          if (!r.eat(']'))
+            return at + " must be a list of two whole numbers, a tile's rows "
+                        "and columns";
+          return "";
+        }
         if (key == "peak_flops")
           return r.object(
               at, {"bf16", "fp32"},

@@ -1,5 +1,4 @@
-//===- ClusterSpec.h - the machine a plan's speed is predicted on -*- C++
-//-*-===//
+//===- ClusterSpec.h - the machine a plan's speed is predicted on -*- C++ -*-===//
 //
 // A cluster spec names every constant the simulator may use, each read
 // from a file that says where it comes from (examples/clusters/*.json), so
@@ -16,12 +15,22 @@
 //   { "name": "...", "gpus_per_node": 8,
 //     "gpu": { "name": "...", "peak_flops": { "bf16": 312e12, ... },
 //              "hbm_bytes_per_s": 2.039e12, "hbm_bytes": 85899345920,
-//              "launch_overhead_s": 4e-6 },
+//              "launch_overhead_s": 4e-6, "sm_count": 108,
+//              "gemm_tile": [256, 128], "gemm_waves": "quantized",
+//              "gemm_efficiency": 0.8, "gemm_k_overhead": 224,
+//              "hbm_efficiency": 0.85 },
 //     "levels": [ { "name": "...", "spans": "node", "bytes_per_s": ...,
 //                   "latency_s": ... },
 //                 { "name": "...", "spans": "cluster", ... } ] }
 // peak_flops names at least bf16 and fp32 (dense, without sparsity), among
-// bf16, fp16, tf32 and fp32.
+// bf16, fp16, tf32 and fp32. A gemm is cut into gemm_tile (rows, columns)
+// tiles, one per multiprocessor at a time; gemm_waves says whether its
+// last wave of tiles costs a whole one ("quantized") or the library
+// balances it ("balanced", as stream-K does); where tiles are full it
+// reaches gemm_efficiency of the peak, less a tile's fixed cost, the
+// equal of gemm_k_overhead more of the reduced dimension. A kernel moves
+// its bytes at hbm_efficiency of the memory's bandwidth. The efficiencies
+// are fractions in (0, 1].
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_CLUSTER_CLUSTERSPEC_H
@@ -41,6 +50,10 @@ struct GpuSpec {
   double hbmBytesPerSecond = 0;
   int64_t hbmBytes = 0;
   double launchOverheadSeconds = 0;
+  int64_t smCount = 0;
+  int64_t gemmTileRows = 0, gemmTileColumns = 0;
+  bool gemmWavesQuantized = false;
+  double gemmEfficiency = 0, gemmKOverhead = 0, hbmEfficiency = 0;
 };
 
 /// One level of the interconnect: what a GPU has towards the GPUs the

@@ -29,6 +29,8 @@ TEST(ClusterSpec, SeleneReadsAsThePaperStatesIt) {
   EXPECT_FALSE(spec.cluster.spansNode);
   EXPECT_EQ(spec.cluster.bytesPerSecond, 25e9); // 200 Gb/s HDR per GPU
   EXPECT_FALSE(spec.gpu.source.empty());
+  EXPECT_EQ(spec.gpu.smCount, 108);
+  EXPECT_TRUE(spec.gpu.gemmWavesQuantized);
 }
 
 TEST(ClusterSpec, EveryExampleReads) {
@@ -43,7 +45,10 @@ TEST(ClusterSpec, EveryExampleReads) {
 const char *kGood = R"({"name": "c", "gpus_per_node": 8,
   "gpu": {"name": "g", "peak_flops": {"bf16": 1e12, "fp32": 1e11},
           "hbm_bytes_per_s": 1e12, "hbm_bytes": 1000,
-          "launch_overhead_s": 1e-6},
+          "launch_overhead_s": 1e-6, "sm_count": 100,
+          "gemm_tile": [128, 256], "gemm_waves": "balanced",
+          "gemm_efficiency": 0.75, "gemm_k_overhead": 200,
+          "hbm_efficiency": 0.9},
   "levels": [{"name": "n", "spans": "node", "bytes_per_s": 1e11,
               "latency_s": 1e-6},
              {"name": "x", "spans": "cluster", "bytes_per_s": 1e10,
@@ -60,6 +65,10 @@ TEST(ClusterSpec, TheBaseOfTheRefusalsReads) {
   ClusterSpec spec;
   EXPECT_EQ(parseClusterSpec(kGood, spec), "");
   EXPECT_EQ(spec.cluster.latencySeconds, 1e-5);
+  EXPECT_EQ(spec.gpu.gemmTileRows, 128);
+  EXPECT_EQ(spec.gpu.gemmTileColumns, 256);
+  EXPECT_FALSE(spec.gpu.gemmWavesQuantized);
+  EXPECT_EQ(spec.gpu.gemmKOverhead, 200);
 }
 
 TEST(ClusterSpec, EveryMalformedSpecIsRefusedNamingItsField) {
@@ -89,6 +98,20 @@ TEST(ClusterSpec, EveryMalformedSpecIsRefusedNamingItsField) {
        "gpu.peak_flops.bf16 must be positive and at most 1e+18, got 1e+19"},
       {withReplaced("\"launch_overhead_s\": 1e-6", "\"launch_overhead_s\": 0"),
        "gpu.launch_overhead_s must be positive"},
+      {withReplaced("\"sm_count\": 100", "\"sm_count\": 0"),
+       "gpu.sm_count must be at least 1"},
+      {withReplaced("[128, 256]", "[128]"),
+       "gpu.gemm_tile must be a list of two whole numbers"},
+      {withReplaced("[128, 256]", "[128, 0]"),
+       "gpu.gemm_tile[1] must be at least 1"},
+      {withReplaced("\"balanced\"", "\"smooth\""),
+       "gpu.gemm_waves must be \"quantized\" or \"balanced\", got \"smooth\""},
+      {withReplaced("\"gemm_efficiency\": 0.75", "\"gemm_efficiency\": 1.5"),
+       "gpu.gemm_efficiency must be positive and at most 1, got 1.5"},
+      {withReplaced("\"hbm_efficiency\": 0.9", "\"hbm_efficiency\": 0"),
+       "gpu.hbm_efficiency must be positive"},
+      {withReplaced("\"gemm_k_overhead\": 200,", ""),
+       "gpu.gemm_k_overhead is missing"},
       {withReplaced("\"name\": \"g\"", "\"name\": \"g\", \"name\": \"h\""),
        "gpu.name is given twice"},
       {withReplaced("\"spans\": \"node\"", "\"spans\": \"rack\""),
