@@ -8,28 +8,6 @@
 namespace strata::runtime {
 
 // Message tags: Collectives.h (MessageTag).
-namespace {
-
-const char *axisName(int axis) {
-  return axis == 0 ? "tp" : axis == 1 ? "dp" : "pp";
-}
-
-/// A plan group's name in reports: "tp", "dp+pp", "pp (stages 0, 3)".
-std::string groupName(const Plan &plan, uint32_t group) {
-  const Group &g = plan.groups[group];
-  std::string name;
-  for (int axis : g.axes)
-    name += (name.empty() ? "" : "+") + std::string(axisName(axis));
-  if (!g.stages.empty()) {
-    name += " (stages";
-    for (size_t s = 0; s < g.stages.size(); ++s)
-      name += (s ? ", " : " ") + std::to_string(g.stages[s]);
-    name += ")";
-  }
-  return name;
-}
-
-} // namespace
 
 size_t rankIndex(const std::vector<int> &group, int rank) {
   return size_t(std::find(group.begin(), group.end(), rank) - group.begin());
@@ -66,7 +44,7 @@ std::string RingCollectives::createGroups(const Plan &plan, uint32_t rank) {
   kindNames.clear();
   for (uint32_t g = 0; g < plan.groups.size(); ++g) {
     members.push_back(plan.groupMembers(g, rank));
-    std::string name = groupName(plan, g);
+    std::string name = plan.groupName(g);
     std::array<std::string, 4> &kinds = kindNames.emplace_back();
     for (int k = 0; k < 4; ++k)
       kinds[k] =

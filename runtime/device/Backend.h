@@ -106,6 +106,9 @@ public:
   virtual uint32_t markTime(Stream) { return 0; }
   virtual std::vector<double> markTimes() { return {}; }
   virtual void clearMarks() {}
+  /// The executor is about to issue `step` (of `program`): a backend that
+  /// times work it does not run (the simulated cluster) labels it so.
+  virtual void noteStep(const Program &, const Step &) {}
   /// Starts keeping when each piece of communication-stream work ran, in
   /// microseconds from `epoch`; takeCommunicationTrace() hands them over
   /// (after synchronize()).

@@ -439,6 +439,7 @@ void Executor::runSteps(int64_t iteration, const LoadBatch &loadBatch,
       backend.synchronizeCompute(); // `infinite` is read by then
       poisonAt = -1;
     }
+    backend.noteStep(program, step);
     if (step.microbatch >= 0 && info.readsBatch)
       loadBatch(step.microbatch);
     double start = tracing ? now() : 0;

@@ -2,6 +2,7 @@
 #include "runtime/exec/KernelCost.h"
 #include "runtime/plan/KernelCatalog.h"
 
+#include <algorithm>
 #include <set>
 
 namespace strata::runtime {
@@ -43,14 +44,19 @@ bool causalAttention(const LaunchOp &l) {
   return l.attrs.size() > attr::causal && l.attrs[attr::causal].i != 0;
 }
 
-/// Causal or full attention: QKᵀ and PV, 2 FLOPs a multiply-add; the
-/// backward five such products to the forward's two.
-double attentionFlops(const RankPlan &rank, const LaunchOp &l) {
+} // namespace
+
+double launchFlops(const LaunchOp &l, const Buffer *const *operands,
+                   size_t count) {
   using namespace kernels::AttentionFwd;
-  const Buffer &q = rank.buffers[l.operands[op::q]];
-  const Buffer &k = rank.buffers[l.operands[op::k]];
+  if (!isAttention(l) || count <= std::max<size_t>(op::q, op::k) ||
+      !operands[op::q] || !operands[op::k])
+    return 0;
+  const Buffer &q = *operands[op::q], &k = *operands[op::k];
   if (q.shape.size() != 4 || k.shape.size() != 4)
     return 0;
+  // Causal or full attention: QK^T and PV, 2 FLOPs a multiply-add; the
+  // backward five such products to the forward's two.
   double batch = double(q.shape[0]), seqQ = double(q.shape[1]),
          heads = double(q.shape[2]), dim = double(q.shape[3]),
          seqK = double(k.shape[1]);
@@ -58,8 +64,6 @@ double attentionFlops(const RankPlan &rank, const LaunchOp &l) {
       4 * batch * heads * seqQ * seqK * dim * (causalAttention(l) ? 0.5 : 1);
   return l.kernel == KernelId::AttentionBwd ? 2.5 * forward : forward;
 }
-
-} // namespace
 
 InstructionCost instructionCost(const RankPlan &rank, const Program &program,
                                 size_t index, size_t span) {
@@ -84,8 +88,10 @@ InstructionCost instructionCost(const RankPlan &rank, const Program &program,
     for (uint32_t buffer : l->operands)
       if (buffer != kNoBuffer)
         touched.insert(buffer);
-    if (isAttention(*l))
-      cost.flops += attentionFlops(rank, *l);
+    std::vector<const Buffer *> operands;
+    for (uint32_t buffer : l->operands)
+      operands.push_back(buffer == kNoBuffer ? nullptr : &rank.buffers[buffer]);
+    cost.flops += launchFlops(*l, operands.data(), operands.size());
   }
   cost.name = fusedKernelName(members);
   for (uint32_t buffer : touched)

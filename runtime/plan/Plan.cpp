@@ -171,6 +171,21 @@ std::vector<int> Plan::groupMembers(uint32_t group, uint32_t rank) const {
   return members;
 }
 
+std::string Plan::groupName(uint32_t group) const {
+  const Group &g = groups[group];
+  std::string name;
+  for (int axis : g.axes)
+    name += std::string(name.empty() ? "" : "+") +
+            (axis == 0 ? "tp" : axis == 1 ? "dp" : "pp");
+  if (!g.stages.empty()) {
+    name += " (stages";
+    for (size_t s = 0; s < g.stages.size(); ++s)
+      name += (s ? ", " : " ") + std::to_string(g.stages[s]);
+    name += ")";
+  }
+  return name;
+}
+
 int64_t Plan::groupSize(uint32_t group) const {
   const Group &g = groups[group];
   const uint32_t sizes[3] = {tensorParallel, dataParallel, pipelineParallel};

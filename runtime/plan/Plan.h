@@ -355,6 +355,8 @@ struct Plan {
   std::vector<int> groupMembers(uint32_t group, uint32_t rank) const;
   /// How many ranks each instance of group `group` holds.
   int64_t groupSize(uint32_t group) const;
+  /// A group's name in reports: "tp", "dp+pp", "pp (stages 0, 3)".
+  std::string groupName(uint32_t group) const;
 };
 
 /// Which ranks a load resolves: all of them, or those listed (a process

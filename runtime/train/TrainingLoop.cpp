@@ -92,7 +92,7 @@ std::string checkTrainOptions(const TrainOptions &o) {
     return "--comm-timeout must be positive and at most " +
            std::to_string(int64_t(kMaxCommTimeout)) + " seconds (30 days)";
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "simt")
-    return "--backend must be cpu, cuda or simt, got '" + o.backend + "'";
+    return "--backend must be cpu, cuda, simt or sim, got '" + o.backend + "'";
   if (o.localCollectives && (o.stagedCollectives || o.backend == "cuda"))
     return "--local-collectives runs on the CPU backend (or simt), without "
            "--staged-collectives";

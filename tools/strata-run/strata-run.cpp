@@ -10,7 +10,10 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Transport.h"
 #include "runtime/cuda/Environment.h"
+#include "runtime/base/WholeFile.h"
+#include "runtime/cluster/ClusterSpec.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/predict/Prediction.h"
 #include "runtime/train/StartRanks.h"
 #include "tools/common/MegatronFlags.h"
 
@@ -76,11 +79,18 @@ const char *kUsage =
     "                            next iteration boundary and stops\n"
     "  --log-interval N          iterations per log line (1); the skipped\n"
     "                            and nan counts are the interval's\n"
-    "  --backend cpu|cuda|simt   where the ranks run (cpu; cuda loads the\n"
-    "                            NVIDIA driver, and only then; simt, for\n"
+    "  --backend cpu|cuda|simt|sim   where the ranks run (cpu; cuda loads\n"
+    "                            the NVIDIA driver, and only then; simt, for\n"
     "                            testing, runs a cuda plan's kernels on the\n"
     "                            CPU, compiled by the host's C++ compiler,\n"
-    "                            on a model of a GPU's blocks)\n"
+    "                            on a model of a GPU's blocks; sim predicts\n"
+    "                            one iteration on the --cluster, no data)\n"
+    "  --cluster SPEC            (sim) the modelled cluster, a JSON spec\n"
+    "                            (examples/clusters/)\n"
+    "  --simulate-every-rank     (sim) every rank, not one per pipeline\n"
+    "                            stage standing for its tensor and data ranks\n"
+    "  --free-communication      (sim) collectives and transfers cost\n"
+    "                            nothing: the schedule alone\n"
     "  --threads N               CPU threads per rank (default: the cores\n"
     "                            shared among local ranks)\n"
     "  --ranks N                 ranks as threads of this process (default:\n"
@@ -153,6 +163,42 @@ bool parseDouble(const std::string &text, double &out) {
   return true;
 }
 
+/// strata-run --backend sim: one iteration on a modelled cluster.
+int simulate(const std::string &planPath, const std::string &clusterPath,
+             const strata::runtime::predict::PredictOptions &options,
+             const std::string &tracePath) {
+  namespace predict = strata::runtime::predict;
+  if (clusterPath.empty())
+    return fail("--backend sim needs --cluster SPEC (examples/clusters/)");
+  ClusterSpec spec;
+  if (std::string error = loadClusterSpec(clusterPath, spec); !error.empty())
+    return fail(error);
+  // Only the simulated ranks are decoded: a 3072-rank plan loads its
+  // stages' templates.
+  Plan plan;
+  LoadOptions header;
+  header.ranks = std::vector<uint32_t>{};
+  if (std::string error = loadPlan(planPath, plan, header); !error.empty())
+    return fail(planPath + ": " + error);
+  LoadOptions load;
+  load.ranks = predict::simulatedRanks(plan, options.everyRank);
+  plan = Plan();
+  if (std::string error = loadPlan(planPath, plan, load); !error.empty())
+    return fail(planPath + ": " + error);
+  predict::Prediction prediction;
+  if (std::string error =
+          predict::predictIteration(plan, spec, options, prediction);
+      !error.empty())
+    return fail(planPath + ": " + error);
+  std::cout << predict::describePrediction(plan, spec, prediction);
+  if (!tracePath.empty())
+    if (std::string error = writeFileWhole(
+            tracePath, predict::predictionTrace(prediction));
+        !error.empty())
+      return fail(error);
+  return 0;
+}
+
 /// strata-run --check: every rank of the plan resolved from its template
 /// and checked, one at a time (a 3072-rank plan on a laptop), then each
 /// stage's memory.
@@ -189,6 +235,8 @@ int main(int argc, char **argv) {
   TrainOptions options;
   std::string planPath;
   bool help = false, check = false, reportLoad = false, cudaInfo = false;
+  std::string clusterPath;
+  strata::runtime::predict::PredictOptions predictOptions;
 
   using Setter = std::function<bool(const std::string &)>;
   auto integer = [](int64_t &target) {
@@ -224,6 +272,7 @@ int main(int argc, char **argv) {
       {"--eval-interval", integer(options.evalInterval)},
       {"--eval-iters", integer(options.evalIters)},
       {"--backend", text(options.backend)},
+      {"--cluster", text(clusterPath)},
       {"--save-params", text(options.saveParams)},
       {"--save", text(options.save)},
       {"--load", text(options.load)},
@@ -270,6 +319,14 @@ int main(int argc, char **argv) {
     }
     if (arg == "--check") {
       check = true;
+      continue;
+    }
+    if (arg == "--simulate-every-rank") {
+      predictOptions.everyRank = true;
+      continue;
+    }
+    if (arg == "--free-communication") {
+      predictOptions.freeCommunication = true;
       continue;
     }
     if (arg == "--cuda-info") {
@@ -361,6 +418,13 @@ int main(int argc, char **argv) {
                                 : " (the words after --data-path are its; "
                                   "give the plan first)") +
                 "\n" + kUsage);
+  bool simOnly = !clusterPath.empty() || predictOptions.everyRank ||
+                 predictOptions.freeCommunication;
+  if (options.backend != "sim" && simOnly)
+    return fail("--cluster, --simulate-every-rank and --free-communication "
+                "are --backend sim's");
+  if (options.backend == "sim")
+    return simulate(planPath, clusterPath, predictOptions, options.tracePath);
   if (seed < 0)
     return fail("--seed must be >= 0");
   // More compute threads than the machine runs at once only slow a rank

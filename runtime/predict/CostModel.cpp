@@ -1,0 +1,78 @@
+//===- CostModel.cpp - what an instruction costs on a modelled GPU --------===//
+#include "runtime/predict/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace strata::runtime::predict {
+
+double CostModel::peak(DType dtype) const {
+  const auto &rates = spec.gpu.peakFlops;
+  // The spec requires bf16 and fp32; int32 work is counted as memory.
+  return rates.at(dtype == DType::BF16 ? "bf16" : "fp32");
+}
+
+double CostModel::gemm(const GemmOp &op, DType dtype, double bytes) const {
+  const GpuSpec &gpu = spec.gpu;
+  double m = double(op.m), n = double(op.n), k = double(op.k),
+         batch = double(op.batch);
+  double flops = 2 * m * n * k * batch;
+  if (flops <= 0)
+    return gpu.launchOverheadSeconds;
+  double rowTiles = std::ceil(m / double(gpu.gemmTileRows)),
+         columnTiles = std::ceil(n / double(gpu.gemmTileColumns));
+  double tileShare = (m * n) / (rowTiles * double(gpu.gemmTileRows) *
+                                columnTiles * double(gpu.gemmTileColumns));
+  double tiles = rowTiles * columnTiles * batch;
+  double waveShare = 1;
+  if (gpu.gemmWavesQuantized) {
+    double waves = std::ceil(tiles / double(gpu.smCount));
+    waveShare = tiles / (waves * double(gpu.smCount));
+  }
+  double rate = peak(dtype) * gpu.gemmEfficiency * tileShare * waveShare *
+                k / (k + gpu.gemmKOverhead);
+  double seconds = std::max(flops / rate, memory(bytes));
+  return seconds + gpu.launchOverheadSeconds;
+}
+
+double CostModel::memory(double bytes) const {
+  return bytes / (spec.gpu.hbmBytesPerSecond * spec.gpu.hbmEfficiency);
+}
+
+double CostModel::kernel(double flops, double bytes, DType dtype) const {
+  double compute =
+      flops > 0 ? flops / (peak(dtype) * spec.gpu.gemmEfficiency) : 0;
+  return std::max(compute, memory(bytes)) + spec.gpu.launchOverheadSeconds;
+}
+
+const LinkLevel &CostModel::levelOf(const std::vector<int> &members) const {
+  if (members.empty())
+    return spec.node;
+  int64_t node = members.front() / spec.gpusPerNode;
+  for (int member : members)
+    if (member / spec.gpusPerNode != node)
+      return spec.cluster;
+  return spec.node;
+}
+
+double CostModel::collective(CollectiveKind kind,
+                             const std::vector<int> &members,
+                             double bytes) const {
+  double n = double(members.size());
+  if (n <= 1 || free)
+    return 0;
+  const LinkLevel &level = levelOf(members);
+  bool allReduce = kind == CollectiveKind::AllReduceSum ||
+                   kind == CollectiveKind::AllReduceMax;
+  double steps = (allReduce ? 2 : 1) * (n - 1);
+  return steps * (bytes / n / level.bytesPerSecond + level.latencySeconds);
+}
+
+double CostModel::transfer(int from, int to, double bytes) const {
+  if (free)
+    return 0;
+  const LinkLevel &level = levelOf({from, to});
+  return level.latencySeconds + bytes / level.bytesPerSecond;
+}
+
+} // namespace strata::runtime::predict

@@ -1,0 +1,68 @@
+//===- ModelledDevice.h - a rank's GPU as a cost model ----------*- C++ -*-===//
+//
+// The Backend of `strata-run --backend sim`: it holds no data. Each gemm,
+// kernel, fill and copy becomes an operation of its stream's lane in the
+// Timeline, with its cost from the CostModel; events become records and
+// waits that the Timeline orders as CUDA would. Arenas are only counted
+// (their addresses are distinct placeholders that nothing reads).
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_PREDICT_MODELLEDDEVICE_H
+#define STRATA_RUNTIME_PREDICT_MODELLEDDEVICE_H
+
+#include "runtime/device/Backend.h"
+#include "runtime/predict/CostModel.h"
+#include "runtime/predict/Timeline.h"
+
+namespace strata::runtime::predict {
+
+class ModelledDevice : public Backend {
+public:
+  ModelledDevice(Timeline &timeline, const CostModel &costs, int rank);
+
+  uint32_t lane(Stream stream) const { return lanes[int(stream)]; }
+  uint64_t arenaBytes(Arena arena) const { return bytes[int(arena)]; }
+  /// Whether any gemm multiplied bf16 (the peak to compare with).
+  bool multipliesBf16() const { return bf16; }
+
+  std::string allocate(Arena arena, uint64_t bytes) override;
+  uint8_t *arena(Arena arena) const override;
+  void createEvents(uint32_t count) override;
+  void gemm(Stream stream, const GemmOp &op,
+            const Operand operands[5]) override;
+  void launch(Stream stream, const LaunchOp &op,
+              const std::vector<Operand> &operands) override;
+  /// A fused group costs one kernel over its members' buffers.
+  bool runsFusedKernels() const override { return true; }
+  void record(Stream stream, uint32_t event) override;
+  void wait(Stream stream, uint32_t event) override;
+  void copyIn(Stream stream, void *, const void *, size_t bytes) override;
+  void copyOut(Stream stream, void *, const void *, size_t bytes) override;
+  void fillZero(Stream stream, void *, size_t bytes) override;
+  void noteStep(const Program &program, const Step &step) override;
+  /// Closes the last step's span (after the iteration).
+  void endSteps();
+  void synchronize() override {}
+  void synchronizeStream(Stream) override {}
+
+private:
+  void memoryOp(Stream stream, uint32_t label, double bytes);
+  OpRef add(Stream stream, Op op);
+
+  Timeline &timeline;
+  const CostModel &costs;
+  uint32_t lanes[kStreams];
+  uint64_t bytes[kArenas] = {};
+  bool bf16 = false;
+  bool optimizerStep = false;
+  StepSpan step;   // the step being issued, on the compute lane
+  bool inStep = false;
+  std::vector<OpRef> lastRecord; // by event
+  std::vector<uint32_t> kernelLabels; // by KernelId, kNone until used
+  uint32_t copyInLabel = 0, copyOutLabel = 0, fillLabel = 0;
+  uint32_t gemmLabel = 0, recordLabel = 0, waitLabel = 0;
+};
+
+} // namespace strata::runtime::predict
+
+#endif

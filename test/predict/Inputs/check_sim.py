@@ -1,0 +1,24 @@
+"""Reads strata-run --backend sim's report and trace: each simulated
+rank's uses add up to the predicted iteration (to the printed precision),
+which uses are there, and what the trace holds."""
+import json
+import re
+import sys
+
+report, trace = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+iteration = float(re.search(r"elapsed time per iteration \(ms\): ([0-9.]+)", report)[1])
+ranks = re.findall(r"^stage \d+ \(rank \d+\): (.*)$", report, re.M)
+for line in ranks:
+    uses = [float(x) for x in re.findall(r"([0-9.e+-]+) ms \(", line)]
+    # Each use to three significant digits, the iteration to 0.1 ms.
+    assert abs(sum(uses) - iteration) <= 0.05 + 0.002 * iteration, (line, iteration)
+print(f"{len(ranks)} ranks: each adds up to the iteration")
+tensor = [float(re.search(r"tensor-parallel communication ([0-9.e+-]+) ms", line)[1]) for line in ranks]
+if all(t > 0 for t in tensor):
+    print("tensor-parallel communication on every rank")
+events = trace["traceEvents"]
+pids = sorted({e["pid"] for e in events})
+lanes = {e["args"]["name"] for e in events if e["ph"] == "M"}
+steps = [e["name"] for e in events if e.get("tid") == 2 and e["ph"] == "X"]
+assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")
+print(f"trace: {len(pids)} ranks, {' and '.join(sorted(lanes - {'steps'}))} lanes, steps {steps[0]} to {steps[-1]}")
