@@ -28,6 +28,10 @@ ModelStats computeModelStats(ModuleOp module) {
       int64_t lhs = matmul.getLhs().getType().getNumElements();
       int64_t n = matmul.getType().getShape().back();
       stats.forwardFlops += 2 * lhs * n;
+      for (Operation *user : matmul->getUsers())
+        if (auto loss = dyn_cast<graph::CrossEntropyOp>(user);
+            loss && loss.getLogits() == matmul.getResult())
+          stats.logitFlops += 2 * lhs * n;
     } else if (auto attention = dyn_cast<graph::AttentionOp>(op)) {
       // scores q·kᵀ and context p·v: 2·s·s·d each, per batch and head.
       int64_t query = attention.getQuery().getType().getNumElements();

@@ -24,8 +24,17 @@ struct ModelStats {
   /// Exact integers: a 1T-parameter model's step is ~1.3e16, far inside
   /// int64, and a test compares them with the paper's formula digit by digit.
   int64_t forwardFlops = 0;
+  /// Of forwardFlops, the output layer's (the matmul that makes the
+  /// logits the loss reads).
+  int64_t logitFlops = 0;
   /// Forward and backward: the backward pass does twice the forward's work.
   int64_t stepFlops() const { return 3 * forwardFlops; }
+  /// The paper's count, 96 B s l h^2 (1 + s/(6h) + V/(16 l h)): the
+  /// layers' forward once more, as full recomputation runs it, whatever
+  /// the plan recomputes (Narayanan et al. report throughput so).
+  int64_t paperStepFlops() const {
+    return stepFlops() + (forwardFlops - logitFlops);
+  }
 };
 
 /// Reads the stats off a model's graph IR.

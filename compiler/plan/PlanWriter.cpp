@@ -320,6 +320,8 @@ void setPlanHeader(ModuleOp module, const PlanHeader &header) {
           b.getNamedAttr("vocab_size", i64(header.vocabSize)),
           b.getNamedAttr("flops_per_iteration",
                          b.getF64FloatAttr(header.flopsPerIteration)),
+          b.getNamedAttr("paper_flops_per_iteration",
+                         b.getF64FloatAttr(header.paperFlopsPerIteration)),
           b.getNamedAttr("tensor_parallel", i64(header.tensorParallel)),
           b.getNamedAttr("data_parallel", i64(header.dataParallel)),
           b.getNamedAttr("pipeline_parallel", i64(header.pipelineParallel)),
@@ -372,6 +374,11 @@ FailureOr<PlanHeader> getPlanHeader(ModuleOp module) {
   if (!flops)
     return module.emitError() << "strata.plan needs flops_per_iteration";
   header.flopsPerIteration = flops.getValueAsDouble();
+  auto paperFlops = dict.getAs<FloatAttr>("paper_flops_per_iteration");
+  if (!paperFlops)
+    return module.emitError()
+           << "strata.plan needs paper_flops_per_iteration";
+  header.paperFlopsPerIteration = paperFlops.getValueAsDouble();
   if (auto gelu = dict.getAs<StringAttr>("gelu"))
     header.gelu = gelu.str();
   auto flag = [&](StringRef key) {
@@ -463,7 +470,8 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
       b.CreateVectorOfStrings(writer.locations),
       codes.empty() ? 0 : b.CreateVector(codes),
       arch ? b.CreateString(arch.str()) : 0,
-      header.gelu.empty() ? 0 : b.CreateString(header.gelu));
+      header.gelu.empty() ? 0 : b.CreateString(header.gelu),
+      header.paperFlopsPerIteration);
   plan::FinishPlanBuffer(b, root);
   bytes = plan::encodePlanFile(b.GetBufferPointer(), b.GetSize());
   return success();

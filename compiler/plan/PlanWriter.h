@@ -16,6 +16,7 @@ struct PlanHeader {
   uint32_t microBatchSize = 1, globalBatchSize = 1, numMicrobatches = 1;
   uint32_t seqLength = 0, vocabSize = 0;
   double flopsPerIteration = 0;
+  double paperFlopsPerIteration = 0; // with the layers' forward recomputed
   std::string gelu; // ModelStats::gelu
   uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
   // How to lower (the plan's buffers and programs say it themselves).

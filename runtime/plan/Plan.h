@@ -313,6 +313,7 @@ struct Plan {
   uint32_t microBatchSize = 0, globalBatchSize = 0, numMicrobatches = 0;
   uint32_t seqLength = 0, vocabSize = 0;
   double flopsPerIteration = 0;
+  double paperFlopsPerIteration = 0; // the layers' forward counted again
   std::string gelu; // the model's: "exact", "tanh", "exact,tanh" or ""
   uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
   std::string pipelineSchedule; // "" without pipeline chunks

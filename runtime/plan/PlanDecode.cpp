@@ -150,6 +150,7 @@ private:
     out.seqLength = in.seq_length();
     out.vocabSize = in.vocab_size();
     out.flopsPerIteration = in.flops_per_iteration();
+    out.paperFlopsPerIteration = in.paper_flops_per_iteration();
     out.tensorParallel = in.tensor_parallel();
     out.dataParallel = in.data_parallel();
     out.pipelineParallel = in.pipeline_parallel();
@@ -161,6 +162,12 @@ private:
         out.gelu != "exact,tanh")
       return "the model's GELU is '" + out.gelu +
              "', not exact, tanh or exact,tanh";
+    // Only reported (a throughput), but a nan or a negative count is no
+    // plan strata-compile wrote.
+    for (double flops : {out.flopsPerIteration, out.paperFlopsPerIteration})
+      if (!std::isfinite(flops) || flops < 0)
+        return "the plan's FLOPs per iteration are not a finite, "
+               "non-negative number";
     if (out.microBatchSize == 0 || out.numMicrobatches == 0 ||
         out.seqLength == 0 || out.vocabSize == 0)
       return "batch sizes, sequence length and vocabulary must be positive";

@@ -108,9 +108,11 @@ std::string usesText(const std::array<double, kUses> &uses, double total,
 std::string describePrediction(const Plan &plan, const ClusterSpec &spec,
                                const Prediction &p) {
   double seconds = p.iterationSeconds;
-  double tflops = seconds > 0 ? plan.flopsPerIteration / seconds / 1e12 /
-                                    double(plan.world())
-                              : 0;
+  auto perGpu = [&](double flops) {
+    return seconds > 0 ? flops / seconds / 1e12 / double(plan.world()) : 0;
+  };
+  double tflops = perGpu(plan.paperFlopsPerIteration),
+         modelTflops = perGpu(plan.flopsPerIteration);
   double peak = spec.gpu.peakFlops.at(p.bf16 ? "bf16" : "fp32");
   int64_t nodes = (int64_t(plan.world()) + spec.gpusPerNode - 1) /
                   spec.gpusPerNode;
@@ -132,10 +134,12 @@ std::string describePrediction(const Plan &plan, const ClusterSpec &spec,
                 (long long)plan.globalBatchSize);
   text += line;
   text += "throughput: " + format("%.1f", tflops) +
-          " TFLOP/s per GPU by the model's count (3 x the forward pass's "
-          "FLOPs; a recomputed forward is not counted), " +
+          " TFLOP/s per GPU by the paper's count (the layers' forward "
+          "counted again, as full recomputation runs it, whatever this plan "
+          "recomputes), " +
           format("%.1f%%", 100 * tflops * 1e12 / peak) + " of the GPU's " +
-          (p.bf16 ? "bf16" : "fp32") + " peak\n";
+          (p.bf16 ? "bf16" : "fp32") + " peak; " + format("%.1f", modelTflops) +
+          " by the model's (3 x the forward)\n";
   std::array<double, kUses> mean{};
   double optimizer = 0, gemms = 0;
   for (const RankPrediction &r : p.ranks) {

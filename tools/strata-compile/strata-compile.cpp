@@ -237,7 +237,8 @@ std::string describeStats(const ModelStats &stats, const CompileOptions &opts,
   int64_t m = opts.microbatches();
   return formatv("{0}model {1}: {2} layers, {3} parameters\n"
                  "{0}{4} FLOPs per microbatch ({5:e2}; {6} tokens; matmul "
-                 "and attention, forward and backward)\n"
+                 "and attention, forward and backward); {15} with the "
+                 "layers' forward recomputed (the paper's count)\n"
                  "{0}batch: {7} microbatches of {8} sequences per iteration "
                  "on each of {11} data-parallel ranks (global batch {9}), "
                  "{10}; tensor-parallel {12}{13}{14}\n",
@@ -249,7 +250,8 @@ std::string describeStats(const ModelStats &stats, const CompileOptions &opts,
                  opts.globalBatchSize, opts.bf16 ? "bf16" : "fp32",
                  opts.dataParallel, opts.tensorParallel,
                  opts.sequenceParallel ? ", sequence-parallel" : "",
-                 opts.distributedOptimizer ? ", distributed optimizer" : "")
+                 opts.distributedOptimizer ? ", distributed optimizer" : "",
+                 runtime::withThousands(stats.paperStepFlops()))
       .str();
 }
 
@@ -345,6 +347,9 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
   header.flopsPerIteration = double(stats.stepFlops()) *
                              double(options.globalBatchSize) /
                              double(options.microBatchSize);
+  header.paperFlopsPerIteration = double(stats.paperStepFlops()) *
+                                  double(options.globalBatchSize) /
+                                  double(options.microBatchSize);
   header.bf16 = options.bf16;
   header.tensorParallel = options.tensorParallel;
   header.dataParallel = options.dataParallel;
