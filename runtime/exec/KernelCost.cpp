@@ -44,8 +44,8 @@ bool causalAttention(const LaunchOp &l) {
   return l.attrs.size() > attr::causal && l.attrs[attr::causal].i != 0;
 }
 
-} // namespace
-
+/// The FLOPs of launch `l` whose operands (in its kernel's order; null
+/// where absent) are `operands`: attention's; 0 for the memory-bound rest.
 double launchFlops(const LaunchOp &l, const Buffer *const *operands,
                    size_t count) {
   using namespace kernels::AttentionFwd;
@@ -64,6 +64,8 @@ double launchFlops(const LaunchOp &l, const Buffer *const *operands,
       4 * batch * heads * seqQ * seqK * dim * (causalAttention(l) ? 0.5 : 1);
   return l.kernel == KernelId::AttentionBwd ? 2.5 * forward : forward;
 }
+
+} // namespace
 
 InstructionCost instructionCost(const RankPlan &rank, const Program &program,
                                 size_t index, size_t span) {

@@ -22,11 +22,6 @@ struct InstructionCost {
   double bytes = 0, flops = 0;
 };
 
-/// The FLOPs of launch `l` whose operands (in its kernel's order; null
-/// where absent) are `operands`: attention's; 0 for the memory-bound rest.
-double launchFlops(const LaunchOp &l, const Buffer *const *operands,
-                   size_t count);
-
 /// The cost of instruction `index` of `program`, with the `span` - 1
 /// launches after it that it runs fused (1: alone).
 InstructionCost instructionCost(const RankPlan &rank, const Program &program,

@@ -1,6 +1,5 @@
 //===- ModelledDevice.cpp - a rank's GPU as a cost model ------------------===//
 #include "runtime/predict/ModelledDevice.h"
-#include "runtime/exec/KernelCost.h"
 #include "runtime/schedule/PipelineSim.h"
 
 #include <algorithm>
@@ -8,8 +7,8 @@
 namespace strata::runtime::predict {
 
 ModelledDevice::ModelledDevice(Timeline &timeline, const CostModel &costs,
-                               int rank)
-    : timeline(timeline), costs(costs) {
+                               const Calibration *calibration, int rank)
+    : timeline(timeline), costs(costs), calibration(calibration) {
   lanes[int(Stream::Compute)] =
       timeline.addLane(rank, "rank " + std::to_string(rank) + " compute");
   lanes[int(Stream::Comm)] = timeline.addLane(
@@ -36,56 +35,43 @@ void ModelledDevice::createEvents(uint32_t count) {
   lastRecord.assign(count, OpRef());
 }
 
+const InstructionCost &ModelledDevice::costOf(const void *op) {
+  return instructionCosts.at(op);
+}
+
+double ModelledDevice::seconds(const InstructionCost &cost, double modelled) {
+  double measured =
+      calibration ? calibration->secondsPerCall(cost.name, cost.shape) : -1;
+  return measured >= 0 ? measured : modelled;
+}
+
 void ModelledDevice::gemm(Stream stream, const GemmOp &op,
                           const Operand operands[5]) {
-  const Buffer *a = operands[0].buffer, *b = operands[1].buffer,
-               *d = operands[2].buffer;
-  double batch = double(op.batch), m = double(op.m), n = double(op.n),
-         k = double(op.k);
-  // Each operand once; D read too when it accumulates.
-  double moved = batch * (m * k * double(dtypeBytes(a->dtype)) +
-                          k * n * double(dtypeBytes(b->dtype)) +
-                          m * n * double(dtypeBytes(d->dtype)) *
-                              (op.beta != 0 ? 2 : 1));
-  bf16 |= a->dtype == DType::BF16;
+  const InstructionCost &cost = costOf(&op);
+  DType dtype = operands[0].buffer->dtype;
+  bf16 |= dtype == DType::BF16;
   Op modelled;
   modelled.work = Work::Compute;
-  modelled.seconds = costs.gemm(op, a->dtype, moved);
+  modelled.seconds = seconds(cost, costs.gemm(op, dtype, cost.bytes));
   modelled.label = gemmLabel;
   add(stream, modelled);
 }
 
 void ModelledDevice::launch(Stream stream, const LaunchOp &op,
                             const std::vector<Operand> &operands) {
-  // Each distinct buffer once (a fused group's members share some).
-  std::vector<const Buffer *> buffers;
-  buffers.reserve(operands.size());
-  for (const Operand &operand : operands)
-    buffers.push_back(operand.buffer);
-  double flops = launchFlops(op, buffers.data(), buffers.size());
-  std::vector<std::pair<const void *, const Buffer *>> distinct;
-  for (const Operand &operand : operands)
-    if (operand.buffer)
-      distinct.emplace_back(operand.data, operand.buffer);
-  std::sort(distinct.begin(), distinct.end());
-  distinct.erase(std::unique(distinct.begin(), distinct.end()),
-                 distinct.end());
-  double moved = 0;
+  const InstructionCost &cost = costOf(&op);
   DType dtype = DType::F32;
-  for (auto [data, buffer] : distinct) {
-    moved += double(buffer->bytes);
-    if (buffer->dtype == DType::BF16)
+  for (const Operand &operand : operands)
+    if (operand.buffer && operand.buffer->dtype == DType::BF16)
       dtype = DType::BF16;
-  }
-  if (kernelLabels.size() <= size_t(op.kernel))
-    kernelLabels.resize(size_t(op.kernel) + 1, kNone);
-  uint32_t &label = kernelLabels[size_t(op.kernel)];
-  if (label == kNone)
-    label = timeline.label(kernelName(op.kernel));
+  auto [label, fresh] = costLabels.try_emplace(cost.name, 0);
+  if (fresh)
+    label->second = timeline.label(cost.name);
   Op modelled;
   modelled.work = Work::Compute;
-  modelled.seconds = costs.kernel(flops, moved, dtype);
-  modelled.label = label;
+  modelled.seconds =
+      seconds(cost, costs.kernel(cost.flops, cost.bytes, dtype));
+  modelled.label = label->second;
   add(stream, modelled);
 }
 
@@ -119,6 +105,24 @@ OpRef ModelledDevice::add(Stream stream, Op op) {
 
 void ModelledDevice::noteStep(const Program &program, const Step &at) {
   endSteps();
+  if (!costed[&program]) {
+    // The same figures --profile-json reports: a fused group as one kernel
+    // over its members' buffers (this device runs fused kernels).
+    costed[&program] = true;
+    const auto &instructions = program.instructions;
+    for (size_t i = 0; i < instructions.size(); ++i) {
+      const Instruction &instruction = instructions[i];
+      const void *op = instruction.gemm()
+                           ? static_cast<const void *>(instruction.gemm())
+                           : static_cast<const void *>(instruction.launch());
+      if (!op)
+        continue;
+      size_t span = instruction.launch() && instruction.launch()->fuse > 1
+                        ? instruction.launch()->fuse
+                        : 1;
+      instructionCosts[op] = instructionCost(*rankPlan, program, i, span);
+    }
+  }
   optimizerStep = program.phase == Phase::Optimizer;
   // The schedule simulator's names: F3.1 (microbatch 3 on chunk 1), B3.1,
   // M3 (a whole microbatch), optimizer.

@@ -4,21 +4,30 @@
 // kernel, fill and copy becomes an operation of its stream's lane in the
 // Timeline, with its cost from the CostModel; events become records and
 // waits that the Timeline orders as CUDA would. Arenas are only counted
-// (their addresses are distinct placeholders that nothing reads).
+// (their addresses are distinct placeholders that nothing reads). A gemm's
+// or kernel's bytes and FLOPs are exec/KernelCost.h's, the figures
+// --profile-json reports, and a measured time (Calibration) for its name
+// and shape replaces the model's.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_PREDICT_MODELLEDDEVICE_H
 #define STRATA_RUNTIME_PREDICT_MODELLEDDEVICE_H
 
 #include "runtime/device/Backend.h"
+#include "runtime/exec/KernelCost.h"
+#include "runtime/predict/Calibration.h"
 #include "runtime/predict/CostModel.h"
 #include "runtime/predict/Timeline.h"
+
+#include <unordered_map>
 
 namespace strata::runtime::predict {
 
 class ModelledDevice : public Backend {
 public:
-  ModelledDevice(Timeline &timeline, const CostModel &costs, int rank);
+  /// `calibration` may be null (the model alone).
+  ModelledDevice(Timeline &timeline, const CostModel &costs,
+                 const Calibration *calibration, int rank);
 
   uint32_t lane(Stream stream) const { return lanes[int(stream)]; }
   uint64_t arenaBytes(Arena arena) const { return bytes[int(arena)]; }
@@ -28,6 +37,10 @@ public:
   std::string allocate(Arena arena, uint64_t bytes) override;
   uint8_t *arena(Arena arena) const override;
   void createEvents(uint32_t count) override;
+  std::string prepare(const Plan &, const RankPlan &rank) override {
+    rankPlan = &rank;
+    return "";
+  }
   void gemm(Stream stream, const GemmOp &op,
             const Operand operands[5]) override;
   void launch(Stream stream, const LaunchOp &op,
@@ -47,10 +60,21 @@ public:
 
 private:
   void memoryOp(Stream stream, uint32_t label, double bytes);
+  /// The cost of the gemm or launch at `op` (its address in the program
+  /// noteStep named), computed once per program.
+  const InstructionCost &costOf(const void *op);
+  /// Seconds: measured, else `modelled`.
+  double seconds(const InstructionCost &cost, double modelled);
   OpRef add(Stream stream, Op op);
 
   Timeline &timeline;
   const CostModel &costs;
+  const Calibration *calibration;
+  const RankPlan *rankPlan = nullptr;
+  // Each program's gemms and launches by their op's address.
+  std::unordered_map<const Program *, bool> costed;
+  std::unordered_map<const void *, InstructionCost> instructionCosts;
+  std::unordered_map<std::string, uint32_t> costLabels;
   uint32_t lanes[kStreams];
   uint64_t bytes[kArenas] = {};
   bool bf16 = false;
@@ -58,7 +82,6 @@ private:
   StepSpan step;   // the step being issued, on the compute lane
   bool inStep = false;
   std::vector<OpRef> lastRecord; // by event
-  std::vector<uint32_t> kernelLabels; // by KernelId, kNone until used
   uint32_t copyInLabel = 0, copyOutLabel = 0, fillLabel = 0;
   uint32_t gemmLabel = 0, recordLabel = 0, waitLabel = 0;
 };

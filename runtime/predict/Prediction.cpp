@@ -3,6 +3,7 @@
 #include "runtime/base/JsonReader.h"
 #include "runtime/base/Text.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/predict/Calibration.h"
 #include "runtime/predict/ModelledNetwork.h"
 
 #include <algorithm>
@@ -34,7 +35,7 @@ std::string predictIteration(const Plan &plan, const ClusterSpec &spec,
   for (uint32_t rank : ranks) {
     if (!plan.ranks.count(rank))
       return "rank " + std::to_string(rank) + " is not loaded";
-    ModelledDevice device(timeline, costs, int(rank));
+    ModelledDevice device(timeline, costs, options.calibration, int(rank));
     ModelledNetwork network(shared, device);
     Executor executor(plan, rank, device, network);
     if (std::string error = executor.load(); !error.empty())
@@ -59,6 +60,10 @@ std::string predictIteration(const Plan &plan, const ClusterSpec &spec,
   }
   if (std::string error = shared.unmatched(); !error.empty())
     return error;
+  if (options.calibration) {
+    out.measured = options.calibration->hits;
+    out.modelled = options.calibration->misses;
+  }
   for (uint32_t lane = 0; lane < timeline.lanes(); ++lane)
     out.operations += timeline.size(lane);
   if (std::string error = timeline.solve(); !error.empty())
@@ -125,6 +130,11 @@ std::string describePrediction(const Plan &plan, const ClusterSpec &spec,
                                        "for its tensor and data ranks)"
                                      : "") +
       ", " + withThousands(p.operations) + " operations\n";
+  if (p.measured + p.modelled > 0)
+    text += "calibration: " + withThousands(p.measured) + " of " +
+            withThousands(p.measured + p.modelled) +
+            " gemms and kernels issued took their measured time, the rest "
+            "the model's\n";
   char line[512];
   std::snprintf(line, sizeof line,
                 " iteration %8d/%8d | consumed samples: %12lld | elapsed "

@@ -28,6 +28,8 @@ struct PredictOptions {
   bool everyRank = false; // simulate every rank, not one per stage
   /// Communication costs nothing (to see the schedule alone).
   bool freeCommunication = false;
+  /// Measured gemm and kernel times, or null.
+  const class Calibration *calibration = nullptr;
 };
 
 struct RankPrediction {
@@ -51,6 +53,9 @@ struct Prediction {
   std::vector<RankPrediction> ranks; // the simulated ones, by rank
   size_t operations = 0;
   bool bf16 = false; // its gemms multiply bf16 (else fp32): the peak
+  /// With a calibration: the gemms and launches issued that it had a
+  /// measurement for, and those it had not.
+  size_t measured = 0, modelled = 0;
   std::unique_ptr<Timeline> timeline; // for a trace
 };
 

@@ -13,6 +13,7 @@
 #include "runtime/base/WholeFile.h"
 #include "runtime/cluster/ClusterSpec.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/predict/Calibration.h"
 #include "runtime/predict/Prediction.h"
 #include "runtime/train/StartRanks.h"
 #include "tools/common/MegatronFlags.h"
@@ -91,6 +92,10 @@ const char *kUsage =
     "                            stage standing for its tensor and data ranks\n"
     "  --free-communication      (sim) collectives and transfers cost\n"
     "                            nothing: the schedule alone\n"
+    "  --calibration FILE        (sim) measured gemm and kernel times by\n"
+    "                            name and shape (--profile-json's, or the\n"
+    "                            GPU check's calibration.json) in place of\n"
+    "                            the model's\n"
     "  --threads N               CPU threads per rank (default: the cores\n"
     "                            shared among local ranks)\n"
     "  --ranks N                 ranks as threads of this process (default:\n"
@@ -165,7 +170,8 @@ bool parseDouble(const std::string &text, double &out) {
 
 /// strata-run --backend sim: one iteration on a modelled cluster.
 int simulate(const std::string &planPath, const std::string &clusterPath,
-             const strata::runtime::predict::PredictOptions &options,
+             const std::string &calibrationPath,
+             strata::runtime::predict::PredictOptions options,
              const std::string &tracePath) {
   namespace predict = strata::runtime::predict;
   if (clusterPath.empty())
@@ -173,6 +179,12 @@ int simulate(const std::string &planPath, const std::string &clusterPath,
   ClusterSpec spec;
   if (std::string error = loadClusterSpec(clusterPath, spec); !error.empty())
     return fail(error);
+  predict::Calibration calibration;
+  if (!calibrationPath.empty()) {
+    if (std::string error = calibration.load(calibrationPath); !error.empty())
+      return fail(error);
+    options.calibration = &calibration;
+  }
   // Only the simulated ranks are decoded: a 3072-rank plan loads its
   // stages' templates.
   Plan plan;
@@ -235,7 +247,7 @@ int main(int argc, char **argv) {
   TrainOptions options;
   std::string planPath;
   bool help = false, check = false, reportLoad = false, cudaInfo = false;
-  std::string clusterPath;
+  std::string clusterPath, calibrationPath;
   strata::runtime::predict::PredictOptions predictOptions;
 
   using Setter = std::function<bool(const std::string &)>;
@@ -273,6 +285,7 @@ int main(int argc, char **argv) {
       {"--eval-iters", integer(options.evalIters)},
       {"--backend", text(options.backend)},
       {"--cluster", text(clusterPath)},
+      {"--calibration", text(calibrationPath)},
       {"--save-params", text(options.saveParams)},
       {"--save", text(options.save)},
       {"--load", text(options.load)},
@@ -418,13 +431,14 @@ int main(int argc, char **argv) {
                                 : " (the words after --data-path are its; "
                                   "give the plan first)") +
                 "\n" + kUsage);
-  bool simOnly = !clusterPath.empty() || predictOptions.everyRank ||
-                 predictOptions.freeCommunication;
+  bool simOnly = !clusterPath.empty() || !calibrationPath.empty() ||
+                 predictOptions.everyRank || predictOptions.freeCommunication;
   if (options.backend != "sim" && simOnly)
-    return fail("--cluster, --simulate-every-rank and --free-communication "
-                "are --backend sim's");
+    return fail("--cluster, --calibration, --simulate-every-rank and "
+                "--free-communication are --backend sim's");
   if (options.backend == "sim")
-    return simulate(planPath, clusterPath, predictOptions, options.tracePath);
+    return simulate(planPath, clusterPath, calibrationPath, predictOptions,
+                    options.tracePath);
   if (seed < 0)
     return fail("--seed must be >= 0");
   // More compute threads than the machine runs at once only slow a rank
