@@ -1,0 +1,115 @@
+//===- CostModelTest.cpp - what the modelled GPU charges ------------------===//
+//
+// The cost model's terms one at a time, on a made-up GPU with round
+// numbers: a full gemm at the efficiency, a tile's fixed cost as more k,
+// partial tiles, quantized against balanced last waves, the memory
+// roofline, kernels, ring collectives by the level their members span,
+// transfers, and communication made free.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/predict/CostModel.h"
+
+#include <gtest/gtest.h>
+
+using namespace strata::runtime;
+using namespace strata::runtime::predict;
+
+namespace {
+
+ClusterSpec roundSpec(bool quantized) {
+  ClusterSpec spec;
+  spec.gpusPerNode = 4;
+  spec.gpu.peakFlops = {{"bf16", 100e12}, {"fp32", 10e12}};
+  spec.gpu.hbmBytesPerSecond = 1e12;
+  spec.gpu.hbmEfficiency = 0.5;
+  spec.gpu.launchOverheadSeconds = 1e-6;
+  spec.gpu.smCount = 10;
+  spec.gpu.gemmTileRows = 100;
+  spec.gpu.gemmTileColumns = 100;
+  spec.gpu.gemmWavesQuantized = quantized;
+  spec.gpu.gemmEfficiency = 0.5;
+  spec.gpu.gemmKOverhead = 1000;
+  spec.node = {"n", "", true, 100e9, 1e-6};
+  spec.cluster = {"c", "", false, 10e9, 10e-6};
+  return spec;
+}
+
+GemmOp gemmOf(int64_t m, int64_t n, int64_t k) {
+  GemmOp op;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  return op;
+}
+
+TEST(CostModel, AGemmOfWholeTilesAndWaves) {
+  ClusterSpec spec = roundSpec(true);
+  CostModel costs(spec);
+  // 1000 x 1000: 100 tiles, 10 whole waves; k = 1000 halves the rate.
+  double flops = 2e9; // 2 m n k
+  EXPECT_DOUBLE_EQ(costs.gemm(gemmOf(1000, 1000, 1000), DType::BF16, 0),
+                   flops / (100e12 * 0.5 * 0.5) + 1e-6);
+  // fp32's peak for an fp32 gemm.
+  EXPECT_DOUBLE_EQ(costs.gemm(gemmOf(1000, 1000, 1000), DType::F32, 0),
+                   flops / (10e12 * 0.5 * 0.5) + 1e-6);
+}
+
+TEST(CostModel, APartialTileCostsAWholeOne) {
+  ClusterSpec spec = roundSpec(false);
+  CostModel costs(spec);
+  // 1001 rows: 11 row tiles for 10.01 tiles' work.
+  double full = costs.gemm(gemmOf(1000, 1000, 1000), DType::BF16, 0) - 1e-6;
+  double ragged = costs.gemm(gemmOf(1001, 1000, 1000), DType::BF16, 0) - 1e-6;
+  EXPECT_NEAR(ragged / full, 1.1, 1e-12);
+}
+
+TEST(CostModel, AQuantizedLastWaveCostsAWholeWave) {
+  // Whole waves scale with the work either way (100 tiles to 110); 101
+  // tiles take 11 waves where waves are quantized, as long as 110, and
+  // 1.01 times 100 tiles' time where the library balances the last wave.
+  double k = 1000;
+  for (bool quantized : {true, false}) {
+    ClusterSpec spec = roundSpec(quantized);
+    CostModel costs(spec);
+    double hundred = costs.gemm(gemmOf(1000, 1000, k), DType::BF16, 0) - 1e-6;
+    double more = costs.gemm(gemmOf(1100, 1000, k), DType::BF16, 0) - 1e-6;
+    EXPECT_NEAR(more / hundred, 1.1, 1e-12);
+    // One row of 100 tiles, then of 101.
+    double one = costs.gemm(gemmOf(100, 10000, k), DType::BF16, 0) - 1e-6;
+    double past = costs.gemm(gemmOf(100, 10100, k), DType::BF16, 0) - 1e-6;
+    EXPECT_NEAR(past / one, quantized ? 11.0 / 10.0 : 1.01, 1e-12)
+        << (quantized ? "quantized" : "balanced");
+  }
+}
+
+TEST(CostModel, AGemmThatMovesMoreThanItComputesIsMemoryBound) {
+  ClusterSpec spec = roundSpec(false);
+  CostModel costs(spec);
+  double bytes = 1e12; // two seconds at half of 1 TB/s
+  EXPECT_DOUBLE_EQ(costs.gemm(gemmOf(1000, 1000, 1000), DType::BF16, bytes),
+                   2 + 1e-6);
+  EXPECT_DOUBLE_EQ(costs.kernel(0, 1e9, DType::BF16), 2e-3 + 1e-6);
+  EXPECT_DOUBLE_EQ(costs.kernel(1e12, 0, DType::BF16), 1e12 / 50e12 + 1e-6);
+}
+
+TEST(CostModel, RingCollectivesOverTheSlowestLevelTheirMembersSpan) {
+  ClusterSpec spec = roundSpec(false);
+  CostModel costs(spec);
+  double bytes = 4e9;
+  // Four GPUs of node 0: the node's links.
+  std::vector<int> inNode = {0, 1, 2, 3}, across = {0, 4, 8, 12};
+  EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::AllReduceSum, inNode, bytes),
+                   6 * (1e9 / 100e9 + 1e-6));
+  EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::AllGather, inNode, bytes),
+                   3 * (1e9 / 100e9 + 1e-6));
+  EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::ReduceScatter, across, bytes),
+                   3 * (1e9 / 10e9 + 10e-6));
+  EXPECT_EQ(costs.collective(CollectiveKind::AllReduceSum, {5}, bytes), 0);
+  EXPECT_DOUBLE_EQ(costs.transfer(0, 3, 1e9), 1e-6 + 1e-2);
+  EXPECT_DOUBLE_EQ(costs.transfer(3, 4, 1e9), 10e-6 + 1e-1);
+  CostModel free(spec, /*freeCommunication=*/true);
+  EXPECT_EQ(free.collective(CollectiveKind::AllReduceSum, across, bytes), 0);
+  EXPECT_EQ(free.transfer(3, 4, 1e9), 0);
+}
+
+} // namespace
