@@ -15,7 +15,7 @@
 
 #include "runtime/device/Backend.h"
 #include "runtime/exec/KernelCost.h"
-#include "runtime/predict/Calibration.h"
+#include "runtime/cluster/Calibration.h"
 #include "runtime/predict/CostModel.h"
 #include "runtime/predict/Timeline.h"
 

@@ -3,7 +3,7 @@
 #include "runtime/base/JsonReader.h"
 #include "runtime/base/Text.h"
 #include "runtime/exec/Executor.h"
-#include "runtime/predict/Calibration.h"
+#include "runtime/cluster/Calibration.h"
 #include "runtime/predict/ModelledNetwork.h"
 
 #include <algorithm>

@@ -13,6 +13,7 @@
 #ifndef STRATA_RUNTIME_PREDICT_PREDICTION_H
 #define STRATA_RUNTIME_PREDICT_PREDICTION_H
 
+#include "runtime/cluster/Calibration.h"
 #include "runtime/cluster/ClusterSpec.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/predict/Timeline.h"
@@ -29,7 +30,7 @@ struct PredictOptions {
   /// Communication costs nothing (to see the schedule alone).
   bool freeCommunication = false;
   /// Measured gemm and kernel times, or null.
-  const class Calibration *calibration = nullptr;
+  const Calibration *calibration = nullptr;
 };
 
 struct RankPrediction {

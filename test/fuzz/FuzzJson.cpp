@@ -3,12 +3,13 @@
 //
 // Every JSON strata reads goes through JsonReader (safetensors headers,
 // checkpoint metadata, JSON Lines documents, configs): any bytes are read
-// as a value, an object of strings, a field of a document, a number and a
-// cluster spec, and must be
+// as a value, an object of strings, a field of a document, a number, a
+// cluster spec and a calibration, and must be
 // refused or read without a crash, a hang or a read past the input.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/base/JsonReader.h"
+#include "runtime/cluster/Calibration.h"
 #include "runtime/cluster/ClusterSpec.h"
 
 #include <cmath>
@@ -58,6 +59,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     // A whole cluster spec (runtime/cluster/ClusterSpec.h).
     ClusterSpec spec;
     (void)parseClusterSpec(text, spec);
+  }
+  {
+    // A calibration (runtime/cluster/Calibration.h): any time it reads is
+    // a finite number of seconds per call, never negative.
+    Calibration calibration;
+    if (calibration.parse(text).empty())
+      for (const char *name : {"gemm", "add"}) {
+        double seconds = calibration.secondsPerCall(name, "[8] f32");
+        if (seconds != -1 && !(std::isfinite(seconds) && seconds >= 0))
+          __builtin_trap();
+      }
   }
   std::string out;
   bool found = false;

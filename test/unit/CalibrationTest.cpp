@@ -5,11 +5,11 @@
 // per call, and every malformed file is refused naming what is wrong.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/predict/Calibration.h"
+#include "runtime/cluster/Calibration.h"
 
 #include <gtest/gtest.h>
 
-using namespace strata::runtime::predict;
+using namespace strata::runtime;
 
 namespace {
 

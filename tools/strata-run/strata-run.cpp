@@ -13,7 +13,7 @@
 #include "runtime/base/WholeFile.h"
 #include "runtime/cluster/ClusterSpec.h"
 #include "runtime/plan/Plan.h"
-#include "runtime/predict/Calibration.h"
+#include "runtime/cluster/Calibration.h"
 #include "runtime/predict/Prediction.h"
 #include "runtime/train/StartRanks.h"
 #include "tools/common/MegatronFlags.h"
@@ -179,7 +179,7 @@ int simulate(const std::string &planPath, const std::string &clusterPath,
   ClusterSpec spec;
   if (std::string error = loadClusterSpec(clusterPath, spec); !error.empty())
     return fail(error);
-  predict::Calibration calibration;
+  Calibration calibration;
   if (!calibrationPath.empty()) {
     if (std::string error = calibration.load(calibrationPath); !error.empty())
       return fail(error);
@@ -192,6 +192,15 @@ int simulate(const std::string &planPath, const std::string &clusterPath,
   header.ranks = std::vector<uint32_t>{};
   if (std::string error = loadPlan(planPath, plan, header); !error.empty())
     return fail(planPath + ": " + error);
+  // Every rank of a large layout is millions of operations per rank over
+  // thousands of ranks: one per stage stands for them.
+  constexpr uint32_t kMostEveryRank = 512;
+  if (options.everyRank && plan.world() > kMostEveryRank)
+    return fail("--simulate-every-rank is for layouts of at most " +
+                std::to_string(kMostEveryRank) + " ranks; this plan has " +
+                std::to_string(plan.world()) + " (" + plan.layoutText() +
+                "): without it one rank per pipeline stage stands for its "
+                "stage");
   LoadOptions load;
   load.ranks = predict::simulatedRanks(plan, options.everyRank);
   plan = Plan();

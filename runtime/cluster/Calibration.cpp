@@ -1,11 +1,11 @@
 //===- Calibration.cpp - measured kernel times for the simulator ----------===//
-#include "runtime/predict/Calibration.h"
+#include "runtime/cluster/Calibration.h"
 #include "runtime/base/JsonReader.h"
 #include "runtime/base/WholeFile.h"
 
 #include <cmath>
 
-namespace strata::runtime::predict {
+namespace strata::runtime {
 
 namespace {
 
@@ -124,4 +124,4 @@ double Calibration::secondsPerCall(const std::string &name,
   return it->second.seconds / double(it->second.calls);
 }
 
-} // namespace strata::runtime::predict
+} // namespace strata::runtime

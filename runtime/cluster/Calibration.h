@@ -11,14 +11,14 @@
 // >= 0), and fields it does not need are skipped.
 //
 //===----------------------------------------------------------------------===//
-#ifndef STRATA_RUNTIME_PREDICT_CALIBRATION_H
-#define STRATA_RUNTIME_PREDICT_CALIBRATION_H
+#ifndef STRATA_RUNTIME_CLUSTER_CALIBRATION_H
+#define STRATA_RUNTIME_CLUSTER_CALIBRATION_H
 
 #include <map>
 #include <string>
 #include <string_view>
 
-namespace strata::runtime::predict {
+namespace strata::runtime {
 
 class Calibration {
 public:
@@ -42,6 +42,6 @@ private:
   std::map<std::pair<std::string, std::string>, Sum> measured;
 };
 
-} // namespace strata::runtime::predict
+} // namespace strata::runtime
 
 #endif
