@@ -30,8 +30,10 @@ ModelStats computeModelStats(ModuleOp module) {
       stats.forwardFlops += 2 * lhs * n;
       for (Operation *user : matmul->getUsers())
         if (auto loss = dyn_cast<graph::CrossEntropyOp>(user);
-            loss && loss.getLogits() == matmul.getResult())
+            loss && loss.getLogits() == matmul.getResult()) {
           stats.logitFlops += 2 * lhs * n;
+          stats.hidden = matmul.getLhs().getType().getShape().back();
+        }
     } else if (auto attention = dyn_cast<graph::AttentionOp>(op)) {
       // scores q·kᵀ and context p·v: 2·s·s·d each, per batch and head.
       int64_t query = attention.getQuery().getType().getNumElements();

@@ -25,8 +25,9 @@ struct ModelStats {
   /// int64, and a test compares them with the paper's formula digit by digit.
   int64_t forwardFlops = 0;
   /// Of forwardFlops, the output layer's (the matmul that makes the
-  /// logits the loss reads).
-  int64_t logitFlops = 0;
+  /// logits the loss reads), and that matmul's input width: the hidden
+  /// size.
+  int64_t logitFlops = 0, hidden = 0;
   /// Forward and backward: the backward pass does twice the forward's work.
   int64_t stepFlops() const { return 3 * forwardFlops; }
   /// The paper's count, 96 B s l h^2 (1 + s/(6h) + V/(16 l h)): the

@@ -263,6 +263,28 @@ Use useOf(Work work) {
 }
 } // namespace
 
+double Timeline::attributeSpan(OpRef at, double lo, double hi,
+                               std::array<double, kUses> &uses) const {
+  // The op's own span, clipped to [lo, hi); an exchange's wait for its
+  // peer is the other rank's time.
+  const Op &op = this->op(at);
+  double begin = start(at), finish = std::min(end(at), hi);
+  double from = std::max(begin, lo);
+  if (finish > from) {
+    if (op.work == Work::PipelineComm && op.link != kNone) {
+      double peer = begin;
+      for (uint32_t t : exchanges[op.link].transfers)
+        peer = std::max(peer, otherStart(t, op.link));
+      double split = std::clamp(peer, from, finish);
+      uses[int(Use::OtherRanks)] += split - from;
+      uses[int(Use::PipelineComm)] += finish - split;
+    } else {
+      uses[int(useOf(op.work))] += finish - from;
+    }
+  }
+  return std::min(hi, begin);
+}
+
 void Timeline::blame(OpRef at, double lo, double hi,
                      std::array<double, kUses> &uses) const {
   // [lo, hi) ends where `at` started: find what held it back, attribute
@@ -285,22 +307,7 @@ void Timeline::blame(OpRef at, double lo, double hi,
       uses[int(Use::OtherRanks)] += hi - lo; // nothing before it: idle
       return;
     }
-    // The cause's own span, clipped to [lo, hi).
-    const Op &c = this->op(cause);
-    double begin = start(cause), finish = std::min(end(cause), hi);
-    if (finish > std::max(begin, lo)) {
-      if (c.work == Work::PipelineComm && c.link != kNone) {
-        double peer = begin;
-        for (uint32_t t : exchanges[c.link].transfers)
-          peer = std::max(peer, otherStart(t, c.link));
-        double split = std::clamp(peer, std::max(begin, lo), finish);
-        uses[int(Use::OtherRanks)] += split - std::max(begin, lo);
-        uses[int(Use::PipelineComm)] += finish - split;
-      } else {
-        uses[int(useOf(c.work))] += finish - std::max(begin, lo);
-      }
-    }
-    hi = std::min(hi, begin);
+    hi = attributeSpan(cause, lo, hi, uses);
     at = cause;
   }
 }
@@ -311,26 +318,29 @@ std::array<double, kUses> Timeline::attribute(uint32_t lane,
   double free = 0;
   for (uint32_t i = 0; i < lanesState[lane].ops.size(); ++i) {
     OpRef at{lane, i};
-    const Op &op = this->op(at);
-    double begin = start(at), finish = end(at);
-    if (begin > free)
-      blame(at, free, begin, uses);
-    if (finish > begin) {
-      if (op.work == Work::PipelineComm && op.link != kNone) {
-        double peer = begin;
-        for (uint32_t t : exchanges[op.link].transfers)
-          peer = std::max(peer, otherStart(t, op.link));
-        double split = std::min(peer, finish);
-        uses[int(Use::OtherRanks)] += split - begin;
-        uses[int(Use::PipelineComm)] += finish - split;
-      } else {
-        uses[int(useOf(op.work))] += finish - begin;
+    if (start(at) > free)
+      blame(at, free, start(at), uses);
+    attributeSpan(at, start(at), end(at), uses);
+    free = std::max(free, end(at));
+  }
+  // Past its last op the lane waits for the rank's other lanes (what
+  // they still do, followed back), then for other ranks.
+  OpRef last;
+  double own = free;
+  for (uint32_t other = 0; other < lanesState.size(); ++other)
+    if (other != lane && lanesState[other].rank == lanesState[lane].rank &&
+        !lanesState[other].ops.empty()) {
+      OpRef end{other, uint32_t(lanesState[other].ops.size() - 1)};
+      if (this->end(end) > own) {
+        own = this->end(end);
+        last = end;
       }
     }
-    free = std::max(free, finish);
-  }
-  if (until > free)
-    uses[int(Use::OtherRanks)] += until - free;
+  own = std::min(own, until);
+  if (last.valid() && own > free)
+    blame(last, free, attributeSpan(last, free, own, uses), uses);
+  if (until > std::max(free, own))
+    uses[int(Use::OtherRanks)] += until - std::max(free, own);
   return uses;
 }
 

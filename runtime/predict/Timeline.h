@@ -162,6 +162,10 @@ private:
   /// Adds [lo, hi) before `at`'s cause to `uses`, following waits back.
   void blame(OpRef at, double lo, double hi,
              std::array<double, kUses> &uses) const;
+  /// Adds the part of `at`'s own span within [lo, hi) to `uses`; returns
+  /// where what came before it must be explained up to: min(hi, start).
+  double attributeSpan(OpRef at, double lo, double hi,
+                       std::array<double, kUses> &uses) const;
 
   std::vector<Lane> lanesState;
   std::vector<std::string> labelText;

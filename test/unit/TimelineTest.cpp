@@ -130,6 +130,23 @@ TEST(Timeline, AWaitForAnotherLaneFollowsItsCauseBack) {
   EXPECT_DOUBLE_EQ(sum(uses), 14);
 }
 
+TEST(Timeline, AfterItsLastOpALaneWaitsForItsRanksOtherLanesThenOthers) {
+  // Rank 0's compute ends at 2; its communication lane reduces until 5;
+  // rank 1 computes until 7, the iteration's end.
+  Timeline t;
+  uint32_t compute = t.addLane(0, "rank 0 compute"),
+           comm = t.addLane(0, "rank 0 comm"), other = t.addLane(1, "rank 1");
+  t.add(compute, work(2));
+  uint32_t meeting = t.addMeeting(5, 1);
+  t.joinMeeting(comm, meeting, Work::DataComm, 0);
+  t.add(other, work(7));
+  ASSERT_EQ(t.solve(), "");
+  auto uses = t.attribute(compute, t.makespan());
+  EXPECT_DOUBLE_EQ(uses[int(Use::Compute)], 2);
+  EXPECT_DOUBLE_EQ(uses[int(Use::DataComm)], 3); // 2 to 5, its own reduction
+  EXPECT_DOUBLE_EQ(uses[int(Use::OtherRanks)], 2); // 5 to 7
+}
+
 TEST(Timeline, MeetingsInOppositeOrdersDeadlockAndSaySo) {
   Timeline t;
   uint32_t a = t.addLane(0, "rank 0 compute"), b = t.addLane(1, "rank 1 compute");

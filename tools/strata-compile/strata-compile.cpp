@@ -14,6 +14,7 @@
 #include "runtime/base/WholeFile.h"
 #include "runtime/plan/Plan.h"
 #include "tools/common/MegatronFlags.h"
+#include "tools/strata-compile/AutoPlan.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -30,6 +31,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <iostream>
 
 using namespace llvm;
 using namespace strata;
@@ -227,6 +229,32 @@ cl::opt<bool> bf16("bf16",
                             "weights, gradients and optimizer state"),
                    cl::cat(category));
 
+cl::opt<bool> autoLayout(
+    "auto",
+    cl::desc("Search the layouts of --gpus GPUs of --cluster for the global "
+             "batch (t, p, v, d, micro-batch, recomputation, sequence "
+             "parallelism, distributed optimizer), simulate the ones that fit, "
+             "print the --top K and write the best plan to -o"),
+    cl::cat(category));
+cl::opt<int64_t> autoGpus("gpus", cl::desc("--auto: how many GPUs"),
+                          cl::init(0), cl::cat(category));
+cl::opt<std::string> autoCluster("cluster",
+                                 cl::desc("--auto: the cluster spec "
+                                          "(examples/clusters/)"),
+                                 cl::cat(category));
+cl::opt<int64_t> autoTop("top", cl::desc("--auto: layouts to print (5)"),
+                         cl::init(5), cl::cat(category));
+cl::opt<double> autoSeconds(
+    "auto-seconds",
+    cl::desc("--auto: stop looking after this many seconds, the most "
+             "promising layouts first (0: look at every one)"),
+    cl::init(0), cl::cat(category));
+cl::opt<std::string> autoExplain(
+    "explain",
+    cl::desc("--auto: say why a layout ranks where it does or was rejected "
+             "(as t8,p8,v2,mbs1,full,sp,distopt)"),
+    cl::cat(category));
+
 int fail(const Twine &message) {
   WithColor::error(errs(), "strata-compile") << message << "\n";
   return 1;
@@ -365,6 +393,44 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
   return module;
 }
 
+/// One candidate of --auto compiled in a context of its own, to plan
+/// bytes; "" or the compiler's first diagnostic.
+std::string compileCandidate(const std::string &source,
+                             const CompileOptions &options,
+                             std::vector<uint8_t> &bytes) {
+  mlir::DialectRegistry registry;
+  registerDialects(registry);
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false);
+  std::string said;
+  mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &d) {
+    if (said.empty())
+      said = d.str();
+    return mlir::success();
+  });
+  SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      MemoryBuffer::getMemBufferCopy(source, inputFile), SMLoc());
+  ModelStats stats;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      load(context, sourceMgr, options, stats);
+  auto why = [&](const char *otherwise) {
+    return said.empty() ? std::string(otherwise) : said;
+  };
+  if (!module)
+    return why("the model does not build");
+  mlir::PassManager pm(&context);
+  buildPipeline(pm, options, Level::Graph, Level::Exec);
+  if (failed(pm.run(*module)))
+    return why("the compiler refused it");
+  if (options.target == "cuda" && failed(codegen::compileGeneratedCode(*module)))
+    return why("NVRTC refused its kernels");
+  if (failed(writePlan(*module, bytes)))
+    return why("the plan could not be written");
+  return "";
+}
+
 } // namespace
 
 /// Megatron's spellings, folded into strata's options; "" or what does
@@ -495,6 +561,32 @@ int main(int argc, char **argv) {
       load(context, sourceMgr, options, stats);
   if (!module)
     return 1;
+  if (autoLayout) {
+    if (StringRef(inputFile).ends_with(".mlir"))
+      return fail("--auto takes a model file, not IR");
+    AutoPlanRequest request;
+    request.gpus = autoGpus;
+    request.clusterPath = autoCluster;
+    request.top = autoTop;
+    request.explain = autoExplain;
+    request.seconds = autoSeconds;
+    if (!(autoSeconds >= 0) || autoSeconds > 1e6)
+      return fail("--auto-seconds must be between 0 and 1e6");
+    if (autoCluster.empty() || autoGpus.getNumOccurrences() == 0)
+      return fail("--auto needs --gpus N and --cluster SPEC");
+    std::string text(sourceMgr.getMemoryBuffer(1)->getBuffer());
+    return autoPlan(
+        request, options, stats,
+        [&](const CompileOptions &candidate, std::vector<uint8_t> &bytes) {
+          return compileCandidate(text, candidate, bytes);
+        },
+        outputFile, std::cout, std::cerr);
+  }
+  if (autoGpus.getNumOccurrences() || autoCluster.getNumOccurrences() ||
+      autoTop.getNumOccurrences() || autoExplain.getNumOccurrences() ||
+      autoSeconds.getNumOccurrences())
+    return fail("--gpus, --cluster, --top, --explain and --auto-seconds are "
+                "--auto's");
   FailureOr<PlanHeader> header = getPlanHeader(*module);
   if (failed(header))
     return 1;

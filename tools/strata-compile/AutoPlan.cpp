@@ -1,0 +1,426 @@
+//===- AutoPlan.cpp - strata-compile --auto: the layout to train with -----===//
+#include "tools/strata-compile/AutoPlan.h"
+#include "runtime/base/Text.h"
+#include "runtime/base/WholeFile.h"
+#include "runtime/cluster/ClusterSpec.h"
+#include "runtime/plan/Plan.h"
+#include "runtime/predict/CostModel.h"
+#include "runtime/predict/Prediction.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+namespace strata {
+
+namespace {
+
+struct Layout {
+  int64_t t = 1, p = 1, d = 1, chunks = 1, mbs = 1;
+  std::string recompute = "none";
+  bool sp = false, distopt = false;
+
+  std::string name() const {
+    return "t" + std::to_string(t) + " p" + std::to_string(p) + " v" +
+           std::to_string(chunks) + " d" + std::to_string(d) + " mbs" +
+           std::to_string(mbs) + " recompute-" + recompute +
+           (sp ? " sp" : "") + (distopt ? " distopt" : "");
+  }
+  bool operator==(const Layout &o) const {
+    return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
+           mbs == o.mbs && recompute == o.recompute && sp == o.sp &&
+           distopt == o.distopt;
+  }
+};
+
+/// "t8,p8,v2,mbs1,full,sp,distopt" (d follows from the GPUs; v, mbs and
+/// the rest default to 1, none and off); "" or what is wrong.
+std::string parseLayout(const std::string &text, int64_t gpus, Layout &out) {
+  std::stringstream words(text);
+  std::string word;
+  auto number = [&](const std::string &w, size_t from, int64_t &field) {
+    try {
+      size_t used = 0;
+      long long value = std::stoll(w.substr(from), &used);
+      if (used != w.size() - from || value < 1)
+        return false;
+      field = value;
+      return true;
+    } catch (...) {
+      return false;
+    }
+  };
+  while (std::getline(words, word, ',')) {
+    bool ok = true;
+    if (word == "none" || word == "selective" || word == "full")
+      out.recompute = word;
+    else if (word == "sp")
+      out.sp = true;
+    else if (word == "distopt")
+      out.distopt = true;
+    else if (word.rfind("mbs", 0) == 0)
+      ok = number(word, 3, out.mbs);
+    else if (!word.empty() && (word[0] == 't' || word[0] == 'p' ||
+                               word[0] == 'v' || word[0] == 'd'))
+      ok = number(word, 1, word[0] == 't'   ? out.t
+                           : word[0] == 'p' ? out.p
+                           : word[0] == 'v' ? out.chunks
+                                            : out.d);
+    else
+      ok = false;
+    if (!ok)
+      return "--explain: '" + word + "' is not part of a layout (tN, pN, vN, "
+             "dN, mbsN, none, selective, full, sp, distopt; as in "
+             "t8,p8,v2,mbs1,full,sp,distopt)";
+  }
+  int64_t d = gpus / (out.t * out.p);
+  if (out.d == 1 && d > 1)
+    out.d = d;
+  return "";
+}
+
+struct Candidate {
+  Layout layout;
+  CompileOptions options;
+  double bound = 0;    // seconds no simulation of it can beat
+  std::string verdict; // why it was rejected ("" if not)
+  bool simulated = false;
+  double seconds = 0, tflops = 0;
+  uint64_t peakBytes = 0;
+  std::array<double, runtime::predict::kUses> uses{};
+  std::vector<uint8_t> bytes; // kept for the best only
+};
+
+std::string gib(uint64_t bytes) { return runtime::humanBytes(bytes); }
+
+std::string format(const char *pattern, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, pattern, value);
+  return text;
+}
+
+/// The layouts of `gpus` for the model: every factorization with tensor
+/// sizes that are powers of two within a node.
+std::vector<Layout> enumerate(int64_t gpus, int64_t layers, int64_t node,
+                              int64_t globalBatch) {
+  std::vector<Layout> all;
+  for (int64_t t = 1; t <= std::min(gpus, node); t *= 2) {
+    if (gpus % t)
+      continue;
+    for (int64_t p = 1; p <= std::min(layers, gpus / t); ++p) {
+      if (layers % p || (gpus / t) % p)
+        continue;
+      int64_t d = gpus / (t * p);
+      std::vector<int64_t> chunkChoices = {1};
+      for (int64_t k = 2; p > 1 && k <= layers / p; ++k)
+        if ((layers / p) % k == 0)
+          chunkChoices.push_back(k);
+      for (int64_t chunks : chunkChoices)
+        for (int64_t mbs = 1; mbs <= 16; mbs *= 2) {
+          if (globalBatch % (d * mbs))
+            continue;
+          for (const char *recompute : {"none", "selective", "full"})
+            for (bool sp : {false, true})
+              for (bool distopt : {false, true}) {
+                if ((sp && t == 1) || (distopt && d == 1))
+                  continue;
+                Layout l;
+                l.t = t;
+                l.p = p;
+                l.d = d;
+                l.chunks = chunks;
+                l.mbs = mbs;
+                l.recompute = recompute;
+                l.sp = sp;
+                l.distopt = distopt;
+                all.push_back(l);
+              }
+        }
+    }
+  }
+  return all;
+}
+
+CompileOptions optionsOf(const CompileOptions &base, const Layout &l,
+                         int64_t layers) {
+  CompileOptions o = base;
+  o.tensorParallel = l.t;
+  o.pipelineParallel = l.p;
+  o.dataParallel = l.d;
+  o.microBatchSize = l.mbs;
+  o.layersPerVirtualStage = l.chunks > 1 ? layers / (l.p * l.chunks) : 0;
+  o.recompute = l.recompute;
+  o.sequenceParallel = l.sp;
+  o.distributedOptimizer = l.distopt;
+  return o;
+}
+
+} // namespace
+
+int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
+             const ModelStats &stats, const CompileCandidate &compile,
+             const std::string &output, std::ostream &out,
+             std::ostream &err) {
+  using namespace runtime;
+  auto fail = [&](const std::string &message) {
+    err << "strata-compile: error: " << message << "\n";
+    return 1;
+  };
+  auto started = std::chrono::steady_clock::now();
+  ClusterSpec spec;
+  if (std::string error = loadClusterSpec(request.clusterPath, spec);
+      !error.empty())
+    return fail(error);
+  if (request.gpus < 1 || request.gpus > kMaxWorldSize)
+    return fail("--gpus must be between 1 and " +
+                std::to_string(kMaxWorldSize));
+  if (request.top < 1 || request.top > 100)
+    return fail("--top must be between 1 and 100");
+  if (stats.layers < 1)
+    return fail("--auto needs a model with layers (a model file)");
+  Layout wanted;
+  bool explaining = !request.explain.empty();
+  if (explaining)
+    if (std::string error = parseLayout(request.explain, request.gpus, wanted);
+        !error.empty())
+      return fail(error);
+
+  // Every layout, with a bound: the GPU's share of the FLOPs (with the
+  // forward recomputed under full recomputation) at the spec's gemm rate,
+  // stretched by the bubble of its schedule, (p - 1) / (v m).
+  double peak = spec.gpu.peakFlops.at(base.bf16 ? "bf16" : "fp32") *
+                spec.gpu.gemmEfficiency;
+  predict::CostModel costs(spec);
+  std::vector<Candidate> candidates;
+  for (const Layout &l : enumerate(request.gpus, stats.layers,
+                                   spec.gpusPerNode, base.globalBatchSize)) {
+    Candidate &c = candidates.emplace_back();
+    c.layout = l;
+    c.options = optionsOf(base, l, stats.layers);
+    double microbatches = double(base.globalBatchSize) / double(l.d * l.mbs);
+    // stepFlops is a microbatch's of the model's own micro-batch size.
+    double flops = double(l.recompute == "full" ? stats.paperStepFlops()
+                                                : stats.stepFlops()) *
+                   double(base.globalBatchSize) / double(base.microBatchSize);
+    // Tensor parallelism's all-reduces (or reduce-scatter and all-gather
+    // pairs) run on the compute stream: two a layer forward, two backward,
+    // two more when the forward is recomputed, each of a micro-batch's
+    // activations, within a node.
+    double tensorComm = 0;
+    if (l.t > 1 && stats.hidden > 0) {
+      std::vector<int> group;
+      for (int64_t r = 0; r < l.t; ++r)
+        group.push_back(int(r));
+      double bytes = double(l.mbs) * double(stats.seqLength) *
+                     double(stats.hidden) * (base.bf16 ? 2 : 4);
+      double perLayer = l.recompute == "full" ? 6 : 4;
+      tensorComm = microbatches * double(stats.layers) / double(l.p) *
+                   perLayer *
+                   costs.collective(CollectiveKind::AllReduceSum, group, bytes);
+    }
+    c.bound = (flops / double(request.gpus) / peak + tensorComm) *
+              (1 + double(l.p - 1) / (double(l.chunks) * microbatches));
+    if (std::string error = checkOptions(c.options); !error.empty()) {
+      c.verdict = error;
+      continue;
+    }
+    // What no stage can do without, before compiling: its share of the
+    // parameters (the largest stage holds at least the mean) with their
+    // gradients (fp32), masters and Adam's moments (fp32, split over the
+    // data-parallel ranks with the distributed optimizer).
+    double state = base.bf16 ? 12 : 8, perParam = (base.bf16 ? 2 : 4) + 4 +
+                                                  (l.distopt ? state / double(l.d)
+                                                             : state);
+    double least = double(stats.parameters) / double(l.t * l.p) * perParam;
+    // And each layer's input, kept for the backward whatever is
+    // recomputed, for the microbatches the first stage has in flight (1F1B
+    // keeps up to p; split over the tensor ranks with sequence parallelism).
+    double layerInput = double(l.mbs) * double(stats.seqLength) *
+                        double(stats.hidden) * (base.bf16 ? 2 : 4) /
+                        double(l.sp ? l.t : 1);
+    least += std::min(double(l.p), microbatches) * double(stats.layers) /
+             double(l.p) * layerInput;
+    if (least > double(spec.gpu.hbmBytes))
+      c.verdict = "needs at least " + gib(uint64_t(least)) +
+                  " for its parameters, gradients, optimizer state and "
+                  "layer inputs; " +
+                  spec.gpu.name + " has " + gib(uint64_t(spec.gpu.hbmBytes));
+  }
+  if (explaining &&
+      std::none_of(candidates.begin(), candidates.end(),
+                   [&](const Candidate &c) { return c.layout == wanted; }))
+    return fail("--explain: " + wanted.name() + " is not a layout of " +
+                std::to_string(request.gpus) + " GPUs for a global batch of " +
+                std::to_string(base.globalBatchSize) +
+                " (d = GPUs / (t p), the micro-batch times d must divide "
+                "the batch, v must divide the layers of a stage, t is a "
+                "power of two within a node)");
+  std::vector<Candidate *> order;
+  for (Candidate &c : candidates)
+    order.push_back(&c);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Candidate *a, const Candidate *b) {
+                     return a->bound < b->bound;
+                   });
+
+  // Compile and simulate in the bound's order; stop once the next bound is
+  // slower than the K-th best simulated.
+  std::vector<Candidate *> best; // simulated, fastest first
+  size_t compiled = 0, simulatedCount = 0, pruned = 0;
+  auto evaluate = [&](Candidate &c) {
+    ++compiled;
+    if (std::string error = compile(c.options, c.bytes); !error.empty()) {
+      c.verdict = error;
+      c.bytes.clear();
+      return;
+    }
+    Plan plan;
+    LoadOptions header;
+    header.ranks = std::vector<uint32_t>{};
+    std::string error = loadPlanFromBytes(c.bytes, plan, header);
+    if (error.empty()) {
+      LoadOptions load;
+      load.ranks = predict::simulatedRanks(plan, false);
+      plan = Plan();
+      error = loadPlanFromBytes(c.bytes, plan, load);
+    }
+    if (!error.empty()) {
+      c.verdict = "the plan does not load: " + error;
+      return;
+    }
+    for (const auto &[rank, rankPlan] : plan.ranks)
+      c.peakBytes = std::max(c.peakBytes, rankPlan.peakBytes());
+    if (int64_t(c.peakBytes) > spec.gpu.hbmBytes) {
+      c.verdict = "needs " + gib(c.peakBytes) + " on its largest stage; " +
+                  spec.gpu.name + " has " + gib(uint64_t(spec.gpu.hbmBytes));
+      c.bytes.clear();
+      return;
+    }
+    predict::Prediction prediction;
+    if (std::string e = predict::predictIteration(
+            plan, spec, predict::PredictOptions(), prediction);
+        !e.empty()) {
+      c.verdict = "the simulation failed: " + e;
+      return;
+    }
+    ++simulatedCount;
+    c.simulated = true;
+    c.seconds = prediction.iterationSeconds;
+    c.tflops = plan.paperFlopsPerIteration / c.seconds / 1e12 /
+               double(request.gpus);
+    for (const auto &r : prediction.ranks)
+      for (int u = 0; u < predict::kUses; ++u)
+        c.uses[u] += r.uses[u] / double(prediction.ranks.size());
+  };
+  auto lastSaid = std::chrono::steady_clock::now();
+  size_t looked = 0;
+  bool stopped = false;
+  for (Candidate *c : order) {
+    // A long search says how far it is, every 10 s.
+    auto now = std::chrono::steady_clock::now();
+    if (request.seconds > 0 &&
+        std::chrono::duration<double>(now - started).count() >
+            request.seconds) {
+      stopped = true;
+      break;
+    }
+    ++looked;
+    if (now - lastSaid > std::chrono::seconds(10)) {
+      lastSaid = now;
+      err << "auto-plan: " << looked << " of " << order.size()
+          << " layouts looked at, " << compiled << " compiled, "
+          << simulatedCount << " simulated"
+          << (best.empty() ? std::string()
+                           : ", the best so far " +
+                                 format("%.1f", best.front()->tflops) +
+                                 " TFLOP/s per GPU")
+          << "\n";
+    }
+    if (!c->verdict.empty())
+      continue;
+    if (best.size() >= size_t(request.top) &&
+        c->bound > best[size_t(request.top) - 1]->seconds) {
+      ++pruned;
+      continue;
+    }
+    evaluate(*c);
+    if (!c->simulated)
+      continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), c,
+                                 [](const Candidate *a, const Candidate *b) {
+                                   return a->seconds < b->seconds;
+                                 }),
+                c);
+    // Only the best plan's bytes are written.
+    for (size_t i = 1; i < best.size(); ++i)
+      std::vector<uint8_t>().swap(best[i]->bytes);
+  }
+  if (best.empty())
+    return fail("no layout of " + std::to_string(request.gpus) +
+                " GPUs fits: each is rejected (--explain with a layout "
+                "says why)");
+
+  size_t rejected = 0;
+  for (const Candidate &c : candidates)
+    rejected += !c.verdict.empty();
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - started)
+                       .count();
+  out << "auto-plan: " << stats.name << " on " << request.gpus << " GPUs of "
+      << spec.name << ", global batch " << base.globalBatchSize << ": "
+      << candidates.size() << " layouts, " << rejected << " rejected, "
+      << simulatedCount << " simulated, " << pruned
+      << " left out by the bound (" << format("%.1f", seconds) << " s)\n";
+  if (stopped)
+    out << "stopped by --auto-seconds after " << looked << " of "
+        << order.size()
+        << " layouts (looked at in the order of their bound; the rest "
+           "are not simulated)\n";
+  auto line = [&](const Candidate &c) {
+    std::string text = c.layout.name() + ": " +
+                       format("%.1f", c.tflops) + " TFLOP/s per GPU, " +
+                       format("%.3g", c.seconds) + " s an iteration, " +
+                       gib(c.peakBytes) + " on its largest stage;";
+    for (int u = 0; u < predict::kUses; ++u)
+      text += std::string(u ? "," : "") + " " +
+              predict::useName(predict::Use(u)) + " " +
+              format("%.1f%%", 100 * c.uses[u] / c.seconds);
+    return text;
+  };
+  for (size_t i = 0; i < best.size() && i < size_t(request.top); ++i)
+    out << " " << i + 1 << ". " << line(*best[i]) << "\n";
+
+  if (explaining) {
+    Candidate *c = nullptr;
+    for (Candidate &candidate : candidates)
+      if (candidate.layout == wanted)
+        c = &candidate;
+    if (c->verdict.empty() && !c->simulated)
+      evaluate(*c); // left out by the bound: simulate it to say why
+    if (!c->verdict.empty()) {
+      out << "explain " << c->layout.name() << ": rejected: " << c->verdict
+          << "\n";
+    } else {
+      size_t rank = 1;
+      for (const Candidate &other : candidates)
+        rank += other.simulated && other.seconds < c->seconds;
+      out << "explain " << c->layout.name() << ": ranks " << rank << " of "
+          << simulatedCount << " simulated; " << line(*c) << "\n";
+      if (best.front() != c)
+        out << "  against the best (" << best.front()->layout.name()
+            << "): " << format("%.1f%%", 100 * (c->seconds / best.front()->seconds - 1))
+            << " slower\n";
+    }
+  }
+  if (!output.empty() && output != "-") {
+    if (std::string error = writeFileWhole(output, best.front()->bytes);
+        !error.empty())
+      return fail(error);
+    out << "wrote " << output << " (" << best.front()->layout.name() << ", "
+        << withThousands(best.front()->bytes.size()) << " bytes)\n";
+  }
+  return 0;
+}
+
+} // namespace strata
