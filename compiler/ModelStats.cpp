@@ -39,6 +39,7 @@ ModelStats computeModelStats(ModuleOp module) {
       int64_t query = attention.getQuery().getType().getNumElements();
       int64_t keys = attention.getKey().getType().getDimSize(1);
       stats.forwardFlops += 4 * query * keys;
+      stats.attentionFlops += 4 * query * keys;
     }
   });
   stats.layers = boundaries > 0 ? boundaries - 1 : 0;

@@ -28,6 +28,8 @@ struct ModelStats {
   /// logits the loss reads), and that matmul's input width: the hidden
   /// size.
   int64_t logitFlops = 0, hidden = 0;
+  /// Of forwardFlops, attention's (the full score matrix, as above).
+  int64_t attentionFlops = 0;
   /// Forward and backward: the backward pass does twice the forward's work.
   int64_t stepFlops() const { return 3 * forwardFlops; }
   /// The paper's count, 96 B s l h^2 (1 + s/(6h) + V/(16 l h)): the

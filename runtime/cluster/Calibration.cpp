@@ -9,6 +9,12 @@ namespace strata::runtime {
 
 namespace {
 
+// An iteration's measured entries: a trillion calls, a million seconds
+// (11 days) at most each; a file of at most 256 MiB sums far below
+// overflow.
+constexpr int64_t kMostCalls = 1000000000000;
+constexpr double kMostSeconds = 1e6;
+
 /// Reads a JSON object's members, calling `member` with each key (which
 /// must consume its value); "" or the error.
 template <typename Member>
@@ -49,14 +55,18 @@ std::string Calibration::parse(std::string_view text) {
             shaped = json.string(shape);
             return shaped ? "" : where + ".shape must be a string";
           }
+          // Bounded, so that sums over entries stay finite and exact.
           if (key == "calls")
-            return json.unsignedInteger(calls) && calls >= 1
+            return json.unsignedInteger(calls) && calls >= 1 &&
+                           calls <= kMostCalls
                        ? ""
-                       : where + ".calls must be a whole number >= 1";
+                       : where + ".calls must be a whole number from 1 to "
+                                 "1e12";
           if (key == "seconds") {
             timed = json.number(seconds) && std::isfinite(seconds) &&
-                    seconds >= 0;
-            return timed ? "" : where + ".seconds must be a number >= 0";
+                    seconds >= 0 && seconds <= kMostSeconds;
+            return timed ? ""
+                         : where + ".seconds must be a number from 0 to 1e6";
           }
           return json.skipValue() ? "" : where + " is not valid JSON";
         });

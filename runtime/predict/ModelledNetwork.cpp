@@ -4,13 +4,17 @@
 namespace strata::runtime::predict {
 
 std::string Rendezvous::unmatched() const {
-  for (const auto &[key, transfer] : open) {
+  for (const auto &[key, posted] : open) {
     auto [from, to, tag, nth] = key;
-    if (simulates(from) && simulates(to))
-      return "rank " + std::to_string(from) + "'s transfer to rank " +
-             std::to_string(to) + " (tag " + std::to_string(tag) +
-             ", the " + std::to_string(nth + 1) +
-             "th) has no matching receive on the other side";
+    if (!simulates(from) || !simulates(to))
+      continue;
+    std::string which = "transfer " + std::to_string(nth + 1) +
+                        " with tag " + std::to_string(tag) + " from rank " +
+                        std::to_string(from) + " to rank " +
+                        std::to_string(to);
+    return posted.second
+               ? "rank " + std::to_string(to) + " never receives " + which
+               : "rank " + std::to_string(from) + " never sends " + which;
   }
   return "";
 }
@@ -19,6 +23,55 @@ std::string ModelledNetwork::createGroups(const Plan &whole, uint32_t rank) {
   plan = &whole;
   me = int(rank);
   return "";
+}
+
+/// Whether `members` span more than one node.
+static bool crossesNodes(const std::vector<int> &members, int64_t perNode) {
+  for (int member : members)
+    if (member / perNode != members.front() / perNode)
+      return true;
+  return false;
+}
+
+const std::vector<int> &ModelledNetwork::costedMembers(uint32_t group) {
+  auto [it, fresh] = shared.slowestMembers.try_emplace(group);
+  if (!fresh)
+    return it->second;
+  // Every instance of the group (one per rank not in an earlier one):
+  // the first that crosses nodes, else this rank's.
+  int64_t perNode = shared.costs.cluster().gpusPerNode;
+  it->second = plan->groupMembers(group, uint32_t(me));
+  if (crossesNodes(it->second, perNode))
+    return it->second;
+  for (uint32_t rank = 0; rank < plan->world(); ++rank) {
+    std::vector<int> members = plan->groupMembers(group, rank);
+    if (crossesNodes(members, perNode)) {
+      it->second = std::move(members);
+      break;
+    }
+  }
+  return it->second;
+}
+
+std::pair<int, int> ModelledNetwork::costedPair(int from, int to) {
+  uint32_t a = plan->stageOf(uint32_t(from)), b = plan->stageOf(uint32_t(to));
+  auto [it, fresh] = shared.slowestPair.try_emplace({a, b}, from, to);
+  if (!fresh)
+    return it->second;
+  // The same transfer between every other tensor and data position of the
+  // two stages: the first pair that crosses nodes, else this one.
+  int64_t perNode = shared.costs.cluster().gpusPerNode;
+  if (from / perNode == to / perNode)
+    for (uint32_t rank = plan->firstRankOf(a);
+         rank < plan->firstRankOf(a) + plan->tensorParallel * plan->dataParallel;
+         ++rank) {
+      int peer = int(plan->onStage(rank, b));
+      if (int64_t(rank) / perNode != peer / perNode) {
+        it->second = {int(rank), peer};
+        break;
+      }
+    }
+  return it->second;
 }
 
 void ModelledNetwork::collective(Stream stream, const CollectiveOp &op,
@@ -41,7 +94,8 @@ void ModelledNetwork::collective(Stream stream, const CollectiveOp &op,
     for (int member : members)
       simulatedMembers += shared.simulates(member);
     it->second = shared.timeline.addMeeting(
-        shared.costs.collective(op.kind, members, bytes), simulatedMembers);
+        shared.costs.collective(op.kind, costedMembers(op.group), bytes),
+        simulatedMembers);
   }
   const Group &group = plan->groups[op.group];
   bool tensorOnly = group.axes.size() == 1 && group.axes[0] == 0;
@@ -66,15 +120,16 @@ void ModelledNetwork::exchange(Stream stream, std::vector<Transfer> sends,
     auto key = std::make_tuple(from, to, t.tag, nth++);
     auto found = shared.open.find(key);
     if (found != shared.open.end()) {
-      timeline.setTransferSide(found->second, exchange);
+      timeline.setTransferSide(found->second.first, exchange);
       shared.open.erase(found);
       return;
     }
+    auto [costFrom, costTo] = costedPair(from, to);
     uint32_t transfer = timeline.addTransfer(
-        exchange, kNone, shared.costs.transfer(from, to, bytes));
+        exchange, kNone, shared.costs.transfer(costFrom, costTo, bytes));
     int peer = from == me ? to : from;
     if (shared.simulates(peer))
-      shared.open.emplace(key, transfer);
+      shared.open.emplace(key, std::make_pair(transfer, from == me));
   };
   for (const Transfer &t : sends)
     post(t, me, t.peer);

@@ -8,8 +8,11 @@
 // becomes one operation; each of its sends is paired with the peer's
 // receive of the same tag (and count of such), costed by the level
 // between the two. Members and peers that are not simulated are taken to
-// arrive when this rank does: they stand for ranks whose programs and
-// links are this one's.
+// arrive when this rank does: they stand for ranks whose programs are
+// this one's. Their links may differ (a data group of one tensor position
+// within a node, another's across), so each collective is costed over the
+// slowest instance of its group, each transfer over the slowest pair of
+// its two stages.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_PREDICT_MODELLEDNETWORK_H
@@ -44,8 +47,15 @@ private:
   std::set<int> simulated;
   // (group, first member, n-th collective of that instance) -> meeting.
   std::map<std::tuple<uint32_t, int, uint64_t>, uint32_t> meetings;
-  // (from, to, tag, n-th with that tag) -> transfer, until both sides post.
-  std::map<std::tuple<int, int, int, uint64_t>, uint32_t> open;
+  // (from, to, tag, n-th with that tag) -> the transfer and whether its
+  // sender posted it (else its receiver), until both sides post.
+  std::map<std::tuple<int, int, int, uint64_t>, std::pair<uint32_t, bool>>
+      open;
+  // The members whose links a group's collectives, and the ranks whose
+  // link a transfer between two stages, are costed over: of all the
+  // instances the simulated ranks stand for, the slowest (computed once).
+  std::map<uint32_t, std::vector<int>> slowestMembers;
+  std::map<std::pair<uint32_t, uint32_t>, std::pair<int, int>> slowestPair;
 };
 
 class ModelledNetwork : public Collectives {
@@ -66,6 +76,11 @@ public:
   }
 
 private:
+  /// The members a collective of `group` is costed over, and the two ranks
+  /// a transfer between `from`'s and `to`'s stages is.
+  const std::vector<int> &costedMembers(uint32_t group);
+  std::pair<int, int> costedPair(int from, int to);
+
   Rendezvous &shared;
   ModelledDevice &device;
   const Plan *plan = nullptr;

@@ -182,50 +182,41 @@ std::string describePrediction(const Plan &plan, const ClusterSpec &spec,
 
 std::string predictionTrace(const Prediction &p) {
   const Timeline &timeline = *p.timeline;
+  // Labels (fused kernels' names) have no bound: no fixed buffers.
+  auto span = [](const std::string &name, int pid, unsigned tid,
+                 double begin, double end) {
+    char times[96];
+    std::snprintf(times, sizeof times, "\"ts\":%.3f,\"dur\":%.3f}",
+                  begin * 1e6, (end - begin) * 1e6);
+    return ",\n{\"name\":" + jsonString(name) +
+           ",\"ph\":\"X\",\"pid\":" + std::to_string(pid) +
+           ",\"tid\":" + std::to_string(tid) + "," + times;
+  };
+  auto threadName = [](int pid, unsigned tid, const char *name) {
+    return "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" +
+           std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
+           ",\"args\":{\"name\":\"" + name + "\"}}";
+  };
   std::string json = "{\"traceEvents\":[\n";
-  bool first = true;
-  char event[512];
   for (uint32_t lane = 0; lane < timeline.lanes(); ++lane) {
-    std::snprintf(event, sizeof event,
-                  "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,"
-                  "\"tid\":%u,\"args\":{\"name\":\"%s\"}}",
-                  first ? "" : ",\n", timeline.rankOf(lane), lane % 2,
-                  lane % 2 ? "communication" : "compute");
-    json += event;
+    int pid = timeline.rankOf(lane);
+    json += (lane ? ",\n" : "") +
+            threadName(pid, lane % 2, lane % 2 ? "communication" : "compute");
     if (lane % 2 == 0)
-      std::snprintf(event, sizeof event,
-                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,"
-                    "\"tid\":2,\"args\":{\"name\":\"steps\"}}",
-                    timeline.rankOf(lane));
-    else
-      event[0] = 0;
-    json += event;
-    first = false;
+      json += ",\n" + threadName(pid, 2, "steps");
     for (uint32_t i = 0; i < timeline.size(lane); ++i) {
       OpRef at{lane, i};
       const Op &op = timeline.op(at);
       double begin = timeline.start(at), end = timeline.end(at);
       if (op.work == Work::Record || op.work == Work::Wait || end <= begin)
         continue;
-      std::snprintf(event, sizeof event,
-                    ",\n{\"name\":%s,\"ph\":\"X\",\"pid\":%d,\"tid\":%u,"
-                    "\"ts\":%.3f,\"dur\":%.3f}",
-                    jsonString(timeline.labels()[op.label]).c_str(),
-                    timeline.rankOf(lane), lane % 2, begin * 1e6,
-                    (end - begin) * 1e6);
-      json += event;
+      json += span(timeline.labels()[op.label], pid, lane % 2, begin, end);
     }
   }
-  for (const StepSpan &step : timeline.steps()) {
-    double begin = timeline.start({step.lane, step.begin}),
-           end = timeline.end({step.lane, step.end - 1});
-    std::snprintf(event, sizeof event,
-                  ",\n{\"name\":%s,\"ph\":\"X\",\"pid\":%d,\"tid\":2,"
-                  "\"ts\":%.3f,\"dur\":%.3f}",
-                  jsonString(timeline.labels()[step.label]).c_str(),
-                  timeline.rankOf(step.lane), begin * 1e6, (end - begin) * 1e6);
-    json += event;
-  }
+  for (const StepSpan &step : timeline.steps())
+    json += span(timeline.labels()[step.label], timeline.rankOf(step.lane), 2,
+                 timeline.start({step.lane, step.begin}),
+                 timeline.end({step.lane, step.end - 1}));
   json += "\n]}\n";
   return json;
 }

@@ -29,6 +29,11 @@ uint32_t Timeline::addLane(int rank, std::string name) {
   return uint32_t(lanesState.size() - 1);
 }
 
+const std::string &Timeline::labelOf(const Op &op) const {
+  static const std::string unnamed = "an unnamed operation";
+  return op.label < labelText.size() ? labelText[op.label] : unnamed;
+}
+
 uint32_t Timeline::label(const std::string &text) {
   auto [it, fresh] = labelIndex.try_emplace(text, uint32_t(labelText.size()));
   if (fresh)
@@ -140,6 +145,10 @@ bool Timeline::tryAdvance(uint32_t lane, std::vector<uint32_t> &wake) {
       Meeting &meeting = meetings[op.link];
       if (!joined[lane]) {
         joined[lane] = true;
+        if (meeting.arrived == meeting.expected) {
+          overfull = lanesState[lane].name + " at " + labelOf(op);
+          return moved;
+        }
         meeting.members.push_back({lane, index});
         meeting.arrivals.push_back(ready);
         if (++meeting.arrived == meeting.expected) {
@@ -198,6 +207,7 @@ std::string Timeline::solve() {
   }
   for (Exchange &exchange : exchanges)
     exchange.started = false;
+  overfull.clear();
 
   std::deque<uint32_t> queue;
   std::vector<bool> queued(count, true);
@@ -219,6 +229,8 @@ std::string Timeline::solve() {
         queue.push_back(other);
       }
   }
+  if (!overfull.empty())
+    return "a collective has more members than its group: " + overfull;
   return describeStuck();
 }
 
@@ -234,7 +246,7 @@ std::string Timeline::describeStuck() const {
     }
     const Op &op = lanesState[l].ops[cursor[l]];
     stuck += (stuck.empty() ? "" : "; ") + lanesState[l].name + " at " +
-             labelText[op.label] + " (operation " + std::to_string(cursor[l]) +
+             labelOf(op) + " (operation " + std::to_string(cursor[l]) +
              ")";
   }
   return stuck.empty() ? "" : "the plan deadlocks: " + stuck;

@@ -88,6 +88,8 @@ public:
   /// A label's number (kept once for all the ops that share it).
   uint32_t label(const std::string &text);
   const std::vector<std::string> &labels() const { return labelText; }
+  /// An op's label, or "an unnamed operation".
+  const std::string &labelOf(const Op &op) const;
 
   /// An op of its own (a communication op added here, with no meeting or
   /// exchange, simply takes its seconds).
@@ -178,6 +180,7 @@ private:
   std::vector<uint32_t> cursor;
   std::vector<double> laneFree;
   std::vector<bool> joined; // the op at the lane's cursor met or started
+  std::string overfull;     // a lane that joined a full meeting
   std::vector<std::vector<uint32_t>> waiters; // lanes to wake, by lane
 };
 

@@ -43,7 +43,8 @@ std::string parseLayout(const std::string &text, int64_t gpus, Layout &out) {
     try {
       size_t used = 0;
       long long value = std::stoll(w.substr(from), &used);
-      if (used != w.size() - from || value < 1)
+      // Past any layout strata plans: not a layout (and no overflow).
+      if (used != w.size() - from || value < 1 || value > kMaxWorldSize)
         return false;
       field = value;
       return true;
@@ -74,9 +75,8 @@ std::string parseLayout(const std::string &text, int64_t gpus, Layout &out) {
              "dN, mbsN, none, selective, full, sp, distopt; as in "
              "t8,p8,v2,mbs1,full,sp,distopt)";
   }
-  int64_t d = gpus / (out.t * out.p);
-  if (out.d == 1 && d > 1)
-    out.d = d;
+  if (out.t * out.p <= gpus && out.d == 1)
+    out.d = std::max<int64_t>(1, gpus / (out.t * out.p));
   return "";
 }
 
@@ -199,9 +199,15 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     c.layout = l;
     c.options = optionsOf(base, l, stats.layers);
     double microbatches = double(base.globalBatchSize) / double(l.d * l.mbs);
-    // stepFlops is a microbatch's of the model's own micro-batch size.
-    double flops = double(l.recompute == "full" ? stats.paperStepFlops()
-                                                : stats.stepFlops()) *
+    // The matmuls' FLOPs alone (attention's kernels do less than the
+    // counted full score matrix when causal), forward and backward, and
+    // their forward again under full recomputation; ModelStats counts a
+    // microbatch of the model's own micro-batch size.
+    double matmuls = double(stats.forwardFlops - stats.attentionFlops);
+    double flops = (3 * matmuls +
+                    (l.recompute == "full"
+                         ? matmuls - double(stats.logitFlops)
+                         : 0)) *
                    double(base.globalBatchSize) / double(base.microBatchSize);
     // Tensor parallelism's all-reduces (or reduce-scatter and all-gather
     // pairs) run on the compute stream: two a layer forward, two backward,
@@ -219,6 +225,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
                    perLayer *
                    costs.collective(CollectiveKind::AllReduceSum, group, bytes);
     }
+    // Stretched by the schedule's bubble as it is for equal stages.
     c.bound = (flops / double(request.gpus) / peak + tensorComm) *
               (1 + double(l.p - 1) / (double(l.chunks) * microbatches));
     if (std::string error = checkOptions(c.options); !error.empty()) {
@@ -356,10 +363,24 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     for (size_t i = 1; i < best.size(); ++i)
       std::vector<uint8_t>().swap(best[i]->bytes);
   }
-  if (best.empty())
-    return fail("no layout of " + std::to_string(request.gpus) +
-                " GPUs fits: each is rejected (--explain with a layout "
-                "says why)");
+  // --explain: a layout the bound or the time limit left out is simulated
+  // to say where it ranks (and is the best if it beats them).
+  Candidate *explained = nullptr;
+  if (explaining) {
+    for (Candidate &candidate : candidates)
+      if (candidate.layout == wanted)
+        explained = &candidate;
+    if (explained->verdict.empty() && !explained->simulated) {
+      evaluate(*explained);
+      if (explained->simulated)
+        best.insert(std::upper_bound(best.begin(), best.end(), explained,
+                                     [](const Candidate *a,
+                                        const Candidate *b) {
+                                       return a->seconds < b->seconds;
+                                     }),
+                    explained);
+    }
+  }
 
   size_t rejected = 0;
   for (const Candidate &c : candidates)
@@ -390,29 +411,28 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
   };
   for (size_t i = 0; i < best.size() && i < size_t(request.top); ++i)
     out << " " << i + 1 << ". " << line(*best[i]) << "\n";
-
-  if (explaining) {
-    Candidate *c = nullptr;
-    for (Candidate &candidate : candidates)
-      if (candidate.layout == wanted)
-        c = &candidate;
-    if (c->verdict.empty() && !c->simulated)
-      evaluate(*c); // left out by the bound: simulate it to say why
-    if (!c->verdict.empty()) {
-      out << "explain " << c->layout.name() << ": rejected: " << c->verdict
-          << "\n";
-    } else {
-      size_t rank = 1;
-      for (const Candidate &other : candidates)
-        rank += other.simulated && other.seconds < c->seconds;
-      out << "explain " << c->layout.name() << ": ranks " << rank << " of "
-          << simulatedCount << " simulated; " << line(*c) << "\n";
-      if (best.front() != c)
-        out << "  against the best (" << best.front()->layout.name()
-            << "): " << format("%.1f%%", 100 * (c->seconds / best.front()->seconds - 1))
-            << " slower\n";
-    }
+  if (explained && !explained->verdict.empty()) {
+    out << "explain " << explained->layout.name()
+        << ": rejected: " << explained->verdict << "\n";
+  } else if (explained) {
+    size_t rank = 1 + size_t(std::find(best.begin(), best.end(), explained) -
+                             best.begin());
+    out << "explain " << explained->layout.name() << ": ranks " << rank
+        << " of " << best.size() << " simulated; " << line(*explained)
+        << "\n";
+    if (best.front() != explained)
+      out << "  against the best (" << best.front()->layout.name() << "): "
+          << format("%.1f%%",
+                    100 * (explained->seconds / best.front()->seconds - 1))
+          << " slower\n";
   }
+  if (best.empty())
+    return fail("no layout of " + std::to_string(request.gpus) +
+                " GPUs was simulated: " + std::to_string(rejected) +
+                " rejected" +
+                (stopped ? ", the rest not looked at within --auto-seconds"
+                         : "") +
+                " (--explain with a layout says why one was rejected)");
   if (!output.empty() && output != "-") {
     if (std::string error = writeFileWhole(output, best.front()->bytes);
         !error.empty())

@@ -574,6 +574,18 @@ int main(int argc, char **argv) {
       return fail("--auto-seconds must be between 0 and 1e6");
     if (autoCluster.empty() || autoGpus.getNumOccurrences() == 0)
       return fail("--auto needs --gpus N and --cluster SPEC");
+    if (globalBatchSize.getNumOccurrences() == 0)
+      return fail("--auto needs --global-batch-size: the layouts divide it");
+    // What the search chooses is not given.
+    for (const cl::Option *chosen :
+         std::initializer_list<const cl::Option *>{
+             &microBatchSize, &tensorParallel, &dataParallel,
+             &sequenceParallel, &distributedOptimizer, &pipelineParallel,
+             &layersPerVirtualStage, &firstStageLayers, &lastStageLayers,
+             &pipelineSchedule, &recomputeGranularity})
+      if (chosen->getNumOccurrences())
+        return fail("--auto chooses the layout: --" + chosen->ArgStr +
+                    " is not given with it");
     std::string text(sourceMgr.getMemoryBuffer(1)->getBuffer());
     return autoPlan(
         request, options, stats,
