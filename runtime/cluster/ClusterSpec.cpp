@@ -131,24 +131,21 @@ std::string readGpu(SpecReader &r, const std::string &path, GpuSpec &gpu) {
           return "";
         }
         if (key == "gemm_tile") {
+          std::string notATile = at + " must be a list of two whole numbers, "
+                                      "a tile's rows and columns";
           if (!r.eat('['))
-            return at + " must be a list of two whole numbers, a tile's rows "
-                        "and columns";
+            return notATile;
           if (std::string error = r.integer(at + "[0]", kMostTile,
                                             gpu.gemmTileRows);
               !error.empty())
             return error;
           if (!r.eat(','))
-            return at + " must be a list of two whole numbers, a tile's rows "
-                        "and columns";
+            return notATile;
           if (std::string error = r.integer(at + "[1]", kMostTile,
                                             gpu.gemmTileColumns);
               !error.empty())
             return error;
-          if (!r.eat(']'))
-            return at + " must be a list of two whole numbers, a tile's rows "
-                        "and columns";
-          return "";
+          return r.eat(']') ? "" : notATile;
         }
         if (key == "peak_flops")
           return r.object(

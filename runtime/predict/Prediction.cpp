@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 namespace strata::runtime::predict {
@@ -24,6 +25,23 @@ std::vector<uint32_t> simulatedRanks(const Plan &plan, bool everyRank) {
   return ranks;
 }
 
+std::string loadForPrediction(
+    const std::vector<uint8_t> &bytes, bool everyRank, Plan &plan,
+    const std::function<std::string(const Plan &)> &check) {
+  LoadOptions header;
+  header.ranks = std::vector<uint32_t>{};
+  if (std::string error = loadPlanFromBytes(bytes, plan, header);
+      !error.empty())
+    return error;
+  if (check)
+    if (std::string error = check(plan); !error.empty())
+      return error;
+  LoadOptions load;
+  load.ranks = simulatedRanks(plan, everyRank);
+  plan = Plan();
+  return loadPlanFromBytes(bytes, plan, load);
+}
+
 std::string predictIteration(const Plan &plan, const ClusterSpec &spec,
                              const PredictOptions &options, Prediction &out) {
   out = Prediction();
@@ -32,6 +50,9 @@ std::string predictIteration(const Plan &plan, const ClusterSpec &spec,
   CostModel costs(spec, options.freeCommunication);
   std::vector<uint32_t> ranks = simulatedRanks(plan, options.everyRank);
   Rendezvous shared(timeline, costs, std::set<int>(ranks.begin(), ranks.end()));
+  // Counted from here: a calibration may have served other predictions.
+  size_t hits = options.calibration ? options.calibration->hits : 0,
+         misses = options.calibration ? options.calibration->misses : 0;
   for (uint32_t rank : ranks) {
     if (!plan.ranks.count(rank))
       return "rank " + std::to_string(rank) + " is not loaded";
@@ -45,6 +66,7 @@ std::string predictIteration(const Plan &plan, const ClusterSpec &spec,
     RankPrediction &r = out.ranks.emplace_back();
     uint32_t compute = device.lane(Stream::Compute),
              gemm = timeline.label("gemm");
+    r.computeLane = compute;
     for (uint32_t i = 0; i < timeline.size(compute); ++i) {
       const Op &op = timeline.op({compute, i});
       if (op.optimizer && (op.work == Work::Compute || op.work == Work::Memory))
@@ -61,25 +83,28 @@ std::string predictIteration(const Plan &plan, const ClusterSpec &spec,
   if (std::string error = shared.unmatched(); !error.empty())
     return error;
   if (options.calibration) {
-    out.measured = options.calibration->hits;
-    out.modelled = options.calibration->misses;
+    out.measured = options.calibration->hits - hits;
+    out.modelled = options.calibration->misses - misses;
   }
   for (uint32_t lane = 0; lane < timeline.lanes(); ++lane)
     out.operations += timeline.size(lane);
   if (std::string error = timeline.solve(); !error.empty())
     return error;
   out.iterationSeconds = timeline.makespan();
-  for (const StepSpan &step : timeline.steps()) {
-    const Op &last = timeline.op({step.lane, step.end - 1});
-    if (!last.optimizer)
-      out.ranks[step.lane / 2].pipelineEndSeconds =
-          std::max(out.ranks[step.lane / 2].pipelineEndSeconds,
-                   timeline.end({step.lane, step.end - 1}));
+  // Steps are spans of a compute lane: each rank's last before its
+  // optimizer ends its pipeline.
+  std::map<uint32_t, RankPrediction *> byLane;
+  for (RankPrediction &r : out.ranks) {
+    byLane[r.computeLane] = &r;
+    r.uses = timeline.attribute(r.computeLane, out.iterationSeconds);
   }
-  // Each rank's lanes were added in order: compute, then communication.
-  for (size_t i = 0; i < out.ranks.size(); ++i)
-    out.ranks[i].uses =
-        timeline.attribute(uint32_t(2 * i), out.iterationSeconds);
+  for (const StepSpan &step : timeline.steps()) {
+    OpRef last{step.lane, step.end - 1};
+    if (!timeline.op(last).optimizer) {
+      double &end = byLane.at(step.lane)->pipelineEndSeconds;
+      end = std::max(end, timeline.end(last));
+    }
+  }
   return "";
 }
 
@@ -158,7 +183,8 @@ std::string describePrediction(const Plan &plan, const ClusterSpec &spec,
     optimizer += r.optimizerSeconds / double(p.ranks.size());
     gemms += r.gemmSeconds / double(p.ranks.size());
   }
-  text += "breakdown (mean over the simulated ranks): " +
+  text += "breakdown of the " + format("%.4g ms", seconds * 1e3) +
+          " (mean over the simulated ranks): " +
           usesText(mean, seconds, gemms, optimizer) + "\n";
   for (const RankPrediction &r : p.ranks) {
     text += "stage " + std::to_string(r.stage) + " (rank " +

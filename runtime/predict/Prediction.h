@@ -19,6 +19,7 @@
 #include "runtime/predict/Timeline.h"
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,7 @@ struct PredictOptions {
 
 struct RankPrediction {
   uint32_t rank = 0, stage = 0;
+  uint32_t computeLane = 0; // its compute stream's lane in the timeline
   /// The iteration's seconds on the compute stream, by what it did or
   /// waited for (Timeline::attribute); they add up to the iteration.
   std::array<double, kUses> uses{};
@@ -62,6 +64,13 @@ struct Prediction {
 
 /// The ranks simulated: one per pipeline stage, or every one.
 std::vector<uint32_t> simulatedRanks(const Plan &plan, bool everyRank);
+
+/// The plan in `bytes` with only its simulated ranks decoded (a 3072-rank
+/// plan decodes its stages' templates); "" or why not. `check`, when
+/// given, sees the header first and may refuse the layout.
+std::string loadForPrediction(
+    const std::vector<uint8_t> &bytes, bool everyRank, Plan &plan,
+    const std::function<std::string(const Plan &)> &check = {});
 
 /// Predicts one iteration of `plan` (its simulated ranks loaded) on
 /// `spec`; "" or why it cannot (a deadlock, an unmatched transfer, a rank

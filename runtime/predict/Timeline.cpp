@@ -100,7 +100,7 @@ double Timeline::otherStart(uint32_t t, uint32_t from) const {
   return exchanges[other].started ? start(exchanges[other].at) : -1;
 }
 
-bool Timeline::finishExchange(uint32_t e, std::vector<uint32_t> &) {
+bool Timeline::finishExchange(uint32_t e) {
   const Exchange &exchange = exchanges[e];
   double begin = start(exchange.at), finish = begin;
   for (uint32_t t : exchange.transfers) {
@@ -177,7 +177,7 @@ bool Timeline::tryAdvance(uint32_t lane, std::vector<uint32_t> &wake) {
             if (side != kNone && side != op.link)
               wake.push_back(exchanges[side].at.lane);
       }
-      if (!finishExchange(op.link, wake))
+      if (!finishExchange(op.link))
         return moved;
       break;
     }

@@ -156,7 +156,7 @@ private:
 
   // The solver's state.
   bool tryAdvance(uint32_t lane, std::vector<uint32_t> &wake);
-  bool finishExchange(uint32_t exchange, std::vector<uint32_t> &wake);
+  bool finishExchange(uint32_t exchange);
   /// When the other side of transfer `t` (seen from exchange `from`)
   /// started, or -1 if not yet.
   double otherStart(uint32_t t, uint32_t from) const;

@@ -283,16 +283,8 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
       return;
     }
     Plan plan;
-    LoadOptions header;
-    header.ranks = std::vector<uint32_t>{};
-    std::string error = loadPlanFromBytes(c.bytes, plan, header);
-    if (error.empty()) {
-      LoadOptions load;
-      load.ranks = predict::simulatedRanks(plan, false);
-      plan = Plan();
-      error = loadPlanFromBytes(c.bytes, plan, load);
-    }
-    if (!error.empty()) {
+    if (std::string error = predict::loadForPrediction(c.bytes, false, plan);
+        !error.empty()) {
       c.verdict = "the plan does not load: " + error;
       return;
     }

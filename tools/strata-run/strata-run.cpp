@@ -185,26 +185,26 @@ int simulate(const std::string &planPath, const std::string &clusterPath,
       return fail(error);
     options.calibration = &calibration;
   }
-  // Only the simulated ranks are decoded: a 3072-rank plan loads its
-  // stages' templates.
-  Plan plan;
-  LoadOptions header;
-  header.ranks = std::vector<uint32_t>{};
-  if (std::string error = loadPlan(planPath, plan, header); !error.empty())
-    return fail(planPath + ": " + error);
+  // The file read once; only the simulated ranks decoded.
+  std::vector<uint8_t> bytes;
+  if (std::string error = readFileWhole(planPath, bytes, kPlanFile);
+      !error.empty())
+    return fail(error);
   // Every rank of a large layout is millions of operations per rank over
   // thousands of ranks: one per stage stands for them.
-  constexpr uint32_t kMostEveryRank = 512;
-  if (options.everyRank && plan.world() > kMostEveryRank)
-    return fail("--simulate-every-rank is for layouts of at most " +
-                std::to_string(kMostEveryRank) + " ranks; this plan has " +
-                std::to_string(plan.world()) + " (" + plan.layoutText() +
-                "): without it one rank per pipeline stage stands for its "
-                "stage");
-  LoadOptions load;
-  load.ranks = predict::simulatedRanks(plan, options.everyRank);
-  plan = Plan();
-  if (std::string error = loadPlan(planPath, plan, load); !error.empty())
+  auto everyRankFits = [&](const Plan &header) -> std::string {
+    constexpr uint32_t kMostEveryRank = 512;
+    if (!options.everyRank || header.world() <= kMostEveryRank)
+      return "";
+    return "--simulate-every-rank is for layouts of at most " +
+           std::to_string(kMostEveryRank) + " ranks; this plan has " +
+           std::to_string(header.world()) + " (" + header.layoutText() +
+           "): without it one rank per pipeline stage stands for its stage";
+  };
+  Plan plan;
+  if (std::string error = predict::loadForPrediction(bytes, options.everyRank,
+                                                     plan, everyRankFits);
+      !error.empty())
     return fail(planPath + ": " + error);
   predict::Prediction prediction;
   if (std::string error =
