@@ -32,6 +32,28 @@ struct Layout {
            mbs == o.mbs && recompute == o.recompute && sp == o.sp &&
            distopt == o.distopt;
   }
+  /// Whether this layout needs at least `o`'s memory on every stage: the
+  /// same sizes and chunks, a micro-batch as large or larger, no more
+  /// recomputation, and neither sequence parallelism nor the distributed
+  /// optimizer where `o` has not got them (each of those only adds to
+  /// what a stage keeps; checked against the compiler's figures over 204
+  /// layouts of GPT-3 175B).
+  bool needsAtLeast(const Layout &o) const {
+    return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
+           mbs >= o.mbs && kept(recompute) >= kept(o.recompute) &&
+           (o.sp || !sp) && (o.distopt || !distopt);
+  }
+  /// Whether this layout is `o` recomputing more: it does all of `o`'s
+  /// work and more, in the same schedule, so it cannot be faster.
+  bool recomputesMore(const Layout &o) const {
+    return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
+           mbs == o.mbs && sp == o.sp && distopt == o.distopt &&
+           kept(recompute) < kept(o.recompute);
+  }
+  /// How much of a layer's activations a recomputation keeps.
+  static int kept(const std::string &recompute) {
+    return recompute == "none" ? 2 : recompute == "selective" ? 1 : 0;
+  }
 };
 
 /// "t8,p8,v2,mbs1,full,sp,distopt" (d follows from the GPUs; v, mbs and
@@ -121,8 +143,11 @@ std::vector<Layout> enumerate(int64_t gpus, int64_t layers, int64_t node,
           if (globalBatch % (d * mbs))
             continue;
           for (const char *recompute : {"none", "selective", "full"})
-            for (bool sp : {false, true})
-              for (bool distopt : {false, true}) {
+            // Sequence parallelism and the distributed optimizer first:
+            // among layouts of equal bound they need the least memory, and
+            // one that does not fit rules out those that need more.
+            for (bool sp : {true, false})
+              for (bool distopt : {true, false}) {
                 if ((sp && t == 1) || (distopt && d == 1))
                   continue;
                 Layout l;
@@ -275,6 +300,22 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
   // slower than the K-th best simulated.
   std::vector<Candidate *> best; // simulated, fastest first
   size_t compiled = 0, simulatedCount = 0, pruned = 0;
+  // Layouts the compiler's figure did not fit: any layout that needs at
+  // least as much is rejected without compiling it.
+  std::vector<const Candidate *> tooLarge;
+  auto outgrows = [&](Candidate &c) {
+    for (const Candidate *large : tooLarge)
+      if (c.layout.needsAtLeast(large->layout)) {
+        c.verdict = "needs at least the " + gib(large->peakBytes) + " of " +
+                    large->layout.name() +
+                    " on its largest stage (a larger micro-batch, less "
+                    "recomputation, no sequence parallelism or no "
+                    "distributed optimizer only adds); " + spec.gpu.name +
+                    " has " + gib(uint64_t(spec.gpu.hbmBytes));
+        return true;
+      }
+    return false;
+  };
   auto evaluate = [&](Candidate &c) {
     ++compiled;
     if (std::string error = compile(c.options, c.bytes); !error.empty()) {
@@ -294,6 +335,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
       c.verdict = "needs " + gib(c.peakBytes) + " on its largest stage; " +
                   spec.gpu.name + " has " + gib(uint64_t(spec.gpu.hbmBytes));
       c.bytes.clear();
+      tooLarge.push_back(&c);
       return;
     }
     predict::Prediction prediction;
@@ -306,11 +348,16 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     ++simulatedCount;
     c.simulated = true;
     c.seconds = prediction.iterationSeconds;
+
     c.tflops = plan.paperFlopsPerIteration / c.seconds / 1e12 /
                double(request.gpus);
     for (const auto &r : prediction.ranks)
       for (int u = 0; u < predict::kUses; ++u)
         c.uses[u] += r.uses[u] / double(prediction.ranks.size());
+    // The same layout recomputing more cannot beat it.
+    for (Candidate &other : candidates)
+      if (other.layout.recomputesMore(c.layout))
+        other.bound = std::max(other.bound, c.seconds);
   };
   auto lastSaid = std::chrono::steady_clock::now();
   size_t looked = 0;
@@ -336,7 +383,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
                                  " TFLOP/s per GPU")
           << "\n";
     }
-    if (!c->verdict.empty())
+    if (!c->verdict.empty() || outgrows(*c))
       continue;
     if (best.size() >= size_t(request.top) &&
         c->bound > best[size_t(request.top) - 1]->seconds) {
@@ -362,7 +409,8 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     for (Candidate &candidate : candidates)
       if (candidate.layout == wanted)
         explained = &candidate;
-    if (explained->verdict.empty() && !explained->simulated) {
+    if (explained->verdict.empty() && !explained->simulated &&
+        !outgrows(*explained)) {
       evaluate(*explained);
       if (explained->simulated)
         best.insert(std::upper_bound(best.begin(), best.end(), explained,

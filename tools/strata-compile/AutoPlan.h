@@ -9,6 +9,9 @@
 // sim's predictor) in the order of a bound no simulation can beat (their
 // FLOPs at the spec's gemm rate, stretched by the schedule's bubble), and
 // the search stops when the next bound is slower than the K-th best found.
+// A layout that needs at least the memory of one that did not fit is
+// rejected without compiling; one that recomputes more than a simulated
+// twin takes the twin's time as its bound.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_TOOLS_STRATA_COMPILE_AUTOPLAN_H
