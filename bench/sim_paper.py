@@ -15,6 +15,7 @@ pipeline bubble and the largest stage's memory (the compiler's figure).
 """
 import argparse
 import csv
+import json
 import os
 import re
 import subprocess
@@ -48,6 +49,31 @@ def compile_flags(row):
     return flags
 
 
+def hbm_bytes(cluster):
+    """A GPU's memory in the cluster spec."""
+    with open(cluster) as f:
+        return json.load(f)["gpu"]["hbm_bytes"]
+
+
+def predict(bin_dir, cluster, flags, plan):
+    """Compiles examples/gpt-1t.model with `flags` to `plan` and simulates
+    one iteration on `cluster`: TFLOP/s per GPU (the paper's count), the
+    iteration in ms, the bubble's share in % and the largest stage's
+    bytes."""
+    subprocess.run([os.path.join(bin_dir, "strata-compile"),
+                    os.path.join(ROOT, "examples", "gpt-1t.model"), *flags, "-o", plan],
+                   check=True, stdout=subprocess.DEVNULL)
+    out = subprocess.run([os.path.join(bin_dir, "strata-run"), plan, "--backend", "sim",
+                          "--cluster", cluster],
+                         check=True, capture_output=True, text=True).stdout
+    return {
+        "tflops": float(re.search(r"throughput per GPU \(TFLOP/s/GPU\): ([0-9.]+)", out)[1]),
+        "ms": float(re.search(r"^breakdown of the ([0-9.e+-]+) ms", out, re.M)[1]),
+        "bubble": float(re.search(r"breakdown .*pipeline bubble [0-9.e+-]+ ms \(([0-9.]+)%\)", out)[1]),
+        "peak": max(int(b.replace(",", "")) for b in re.findall(r"\(([0-9,]+) bytes\)", out)),
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
@@ -67,16 +93,9 @@ def main():
             continue
         plan = os.path.join(work, f"table1-{row['params_b']}B.plan")
         start = time.monotonic()
-        subprocess.run([os.path.join(args.bin, "strata-compile"),
-                        os.path.join(ROOT, "examples", "gpt-1t.model"), *compile_flags(row), "-o", plan],
-                       check=True, stdout=subprocess.DEVNULL)
-        out = subprocess.run([os.path.join(args.bin, "strata-run"), plan, "--backend", "sim",
-                              "--cluster", args.cluster],
-                             check=True, capture_output=True, text=True).stdout
+        result = predict(args.bin, args.cluster, compile_flags(row), plan)
         seconds = time.monotonic() - start
-        predicted = float(re.search(r"throughput per GPU \(TFLOP/s/GPU\): ([0-9.]+)", out)[1])
-        bubble = re.search(r"breakdown .*pipeline bubble [0-9.e+-]+ ms \(([0-9.]+)%\)", out)[1]
-        peak = max(int(b.replace(",", "")) for b in re.findall(r"\(([0-9,]+) bytes\)", out))
+        predicted, bubble, peak = result["tflops"], result["bubble"], result["peak"]
         published = float(row["tflops_per_gpu"])
         error = (predicted - published) / published
         results.append(error)
@@ -84,7 +103,7 @@ def main():
         v = "-" if row["vp_layers_per_stage"] == "-" else str(
             int(row["layers"]) // (p * int(row["vp_layers_per_stage"])))
         print(f"{row['params_b'] + 'B':>8} {t:>2} {p:>3} {gpus // (t * p):>3} {gpus:>5} {row['mbs']:>3} {v:>2} "
-              f"{published:>6.0f} {predicted:>7.1f} {100 * error:>+6.1f}%  {bubble:>5}%  "
+              f"{published:>6.0f} {predicted:>7.1f} {100 * error:>+6.1f}%  {bubble:>5.1f}%  "
               f"{peak / 2**30:>4.0f} GiB  {seconds:.1f} s",
               flush=True)
     if results:

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace strata::runtime::predict {
 
@@ -65,7 +66,24 @@ double CostModel::collective(CollectiveKind kind,
   bool allReduce = kind == CollectiveKind::AllReduceSum ||
                    kind == CollectiveKind::AllReduceMax;
   double steps = (allReduce ? 2 : 1) * (n - 1);
-  return steps * (bytes / n / level.bytesPerSecond + level.latencySeconds);
+  return steps * (bytes / n / bandwidth(level, members) + level.latencySeconds);
+}
+
+double CostModel::bandwidth(const LinkLevel &level,
+                            const std::vector<int> &members) const {
+  if (&level != &spec.cluster)
+    return level.bytesPerSecond;
+  // Across nodes a ring runs a channel through each GPU's own adapter (as
+  // NCCL does), so it moves at the level's rate times the fewest members
+  // a node holds, and no faster than within a node.
+  std::map<int64_t, int64_t> perNode;
+  for (int member : members)
+    ++perNode[member / spec.gpusPerNode];
+  int64_t fewest = perNode.begin()->second;
+  for (const auto &[node, count] : perNode)
+    fewest = std::min(fewest, count);
+  return std::min(level.bytesPerSecond * double(fewest),
+                  spec.node.bytesPerSecond);
 }
 
 double CostModel::transfer(int from, int to, double bytes) const {

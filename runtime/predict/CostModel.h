@@ -13,7 +13,9 @@
 // - a collective: ring algorithms over the slowest level its members span
 //   (all in one node: the node's links; else the cluster's): an
 //   all-reduce 2(n-1)/n of the tensor each way and 2(n-1) latencies, a
-//   gather or reduce-scatter (n-1)/n and n-1;
+//   gather or reduce-scatter (n-1)/n and n-1; across nodes with a channel
+//   through each member's adapter, so at the cluster level's rate (one
+//   GPU's) times the fewest members on a node, at most the node's rate;
 // - a transfer: one latency and its bytes over the level between the two
 //   GPUs.
 // Ranks sit on nodes in order: rank r on node r / gpus_per_node.
@@ -56,6 +58,9 @@ public:
 
 private:
   const LinkLevel &levelOf(const std::vector<int> &members) const;
+  /// A ring's rate over `level` for `members`.
+  double bandwidth(const LinkLevel &level,
+                   const std::vector<int> &members) const;
   const ClusterSpec &spec;
   bool free;
 };

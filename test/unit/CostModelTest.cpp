@@ -105,6 +105,24 @@ TEST(CostModel, RingCollectivesOverTheSlowestLevelTheirMembersSpan) {
   EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::ReduceScatter, across, bytes),
                    3 * (1e9 / 10e9 + 10e-6));
   EXPECT_EQ(costs.collective(CollectiveKind::AllReduceSum, {5}, bytes), 0);
+  // Across nodes a channel runs through each member's adapter: two GPUs a
+  // node move twice one GPU's rate, all four four times; a node holding
+  // one member holds the ring to one.
+  EXPECT_DOUBLE_EQ(
+      costs.collective(CollectiveKind::AllGather, {0, 1, 4, 5}, bytes),
+      3 * (1e9 / 20e9 + 10e-6));
+  EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::AllGather,
+                                    {0, 1, 2, 3, 4, 5, 6, 7}, bytes),
+                   7 * (0.5e9 / 40e9 + 10e-6));
+  EXPECT_DOUBLE_EQ(
+      costs.collective(CollectiveKind::AllGather, {0, 1, 2, 4}, bytes),
+      3 * (1e9 / 10e9 + 10e-6));
+  // Never faster than within a node.
+  spec.node.bytesPerSecond = 30e9;
+  EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::AllGather,
+                                    {0, 1, 2, 3, 4, 5, 6, 7}, bytes),
+                   7 * (0.5e9 / 30e9 + 10e-6));
+  spec.node.bytesPerSecond = 100e9;
   EXPECT_DOUBLE_EQ(costs.transfer(0, 3, 1e9), 1e-6 + 1e-2);
   EXPECT_DOUBLE_EQ(costs.transfer(3, 4, 1e9), 10e-6 + 1e-1);
   CostModel free(spec, /*freeCommunication=*/true);
