@@ -10,8 +10,11 @@
 // FLOPs at the spec's gemm rate, stretched by the schedule's bubble), and
 // the search stops when the next bound is slower than the K-th best found.
 // A layout that needs at least the memory of one that did not fit is
-// rejected without compiling; one that recomputes more than a simulated
-// twin takes the twin's time as its bound.
+// rejected without compiling; one that recomputes more, or drops sequence
+// parallelism or the distributed optimizer, takes a simulated twin's time
+// as its bound. Candidates compile without the verifier between passes
+// (half the time); the best is compiled again with it, and must give the
+// same plan, before it is written.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_TOOLS_STRATA_COMPILE_AUTOPLAN_H
@@ -39,9 +42,10 @@ struct AutoPlanRequest {
   double seconds = 0;
 };
 
-/// Compiles `options` to plan bytes; "" or what the compiler said.
+/// Compiles `options` to plan bytes, with MLIR's verifier after each pass
+/// when `verify`; "" or what the compiler said.
 using CompileCandidate = std::function<std::string(
-    const CompileOptions &options, std::vector<uint8_t> &bytes)>;
+    const CompileOptions &options, bool verify, std::vector<uint8_t> &bytes)>;
 
 /// Runs the search from `base` (the model's options: its global batch,
 /// bf16, target; its layout flags are the search's), prints the top K and

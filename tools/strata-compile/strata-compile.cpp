@@ -396,7 +396,7 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
 /// One candidate of --auto compiled in a context of its own, to plan
 /// bytes; "" or the compiler's first diagnostic.
 std::string compileCandidate(const std::string &source,
-                             const CompileOptions &options,
+                             const CompileOptions &options, bool verify,
                              std::vector<uint8_t> &bytes) {
   mlir::DialectRegistry registry;
   registerDialects(registry);
@@ -422,6 +422,8 @@ std::string compileCandidate(const std::string &source,
     return why("the model does not build");
   mlir::PassManager pm(&context);
   buildPipeline(pm, options, Level::Graph, Level::Exec);
+  // The verifier after every pass is half of a large model's compile.
+  pm.enableVerifier(verify);
   if (failed(pm.run(*module)))
     return why("the compiler refused it");
   if (options.target == "cuda" && failed(codegen::compileGeneratedCode(*module)))
@@ -589,8 +591,9 @@ int main(int argc, char **argv) {
     std::string text(sourceMgr.getMemoryBuffer(1)->getBuffer());
     return autoPlan(
         request, options, stats,
-        [&](const CompileOptions &candidate, std::vector<uint8_t> &bytes) {
-          return compileCandidate(text, candidate, bytes);
+        [&](const CompileOptions &candidate, bool verify,
+            std::vector<uint8_t> &bytes) {
+          return compileCandidate(text, candidate, verify, bytes);
         },
         outputFile, std::cout, std::cerr);
   }
