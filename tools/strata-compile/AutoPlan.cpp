@@ -9,8 +9,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 namespace strata {
 
@@ -33,26 +36,30 @@ struct Layout {
            distopt == o.distopt;
   }
   /// Whether this layout needs at least `o`'s memory on every stage: the
-  /// same sizes and chunks, a micro-batch as large or larger, no more
-  /// recomputation, and neither sequence parallelism nor the distributed
+  /// same sizes, chunks and recomputation, a micro-batch as large or
+  /// larger, and neither sequence parallelism nor the distributed
   /// optimizer where `o` has not got them (each of those only adds to
-  /// what a stage keeps; checked against the compiler's figures over 204
-  /// layouts of GPT-3 175B).
+  /// what a stage keeps: checked against the compiler's figures over 204
+  /// layouts of GPT-3 175B and every layout of gpt-tiny and llama-tiny on
+  /// 4 GPUs). Not so recomputation: selective's buffers for the
+  /// recomputed attention can outweigh what it saves on a small model
+  /// (gpt-tiny t1 p1 mbs1: 4,593,028 bytes with it, 4,580,808 without).
   bool needsAtLeast(const Layout &o) const {
     return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
-           mbs >= o.mbs && kept(recompute) >= kept(o.recompute) &&
-           (o.sp || !sp) && (o.distopt || !distopt);
+           mbs >= o.mbs && recompute == o.recompute && (o.sp || !sp) &&
+           (o.distopt || !distopt);
   }
-  /// Whether this layout is `o` recomputing more, or without sequence
-  /// parallelism or the distributed optimizer where `o` has them: it does
-  /// all of `o`'s work and more (the layer norms and optimizer steps of
-  /// the whole, not a part) and moves the same bytes, in the same
-  /// schedule, so it is not faster (100 sampled pairs of GPT-3 175B
-  /// layouts, no exception; auto-plan.test checks the top).
+  /// Whether this layout is `o` recomputing more: it does all of `o`'s
+  /// work and more, in the same schedule, so it is not faster (every
+  /// layout of gpt-tiny on 4 GPUs, no exception; auto-plan.test checks
+  /// the top). Not so sequence parallelism or the distributed optimizer,
+  /// which trade work for collectives: either can be slower (gpt-tiny t4
+  /// full recomputation: 4.13 ms with sp, 3.83 without; GPT-3 175B t2 p2
+  /// mbs2 full: 23.93 s with distopt, 23.73 without).
   bool slowerTwinOf(const Layout &o) const {
     return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
-           mbs == o.mbs && kept(recompute) <= kept(o.recompute) &&
-           (o.sp || !sp) && (o.distopt || !distopt) && !(*this == o);
+           mbs == o.mbs && sp == o.sp && distopt == o.distopt &&
+           kept(recompute) < kept(o.recompute);
   }
   /// How much of a layer's activations a recomputation keeps.
   static int kept(const std::string &recompute) {
@@ -312,27 +319,30 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
       if (c.layout.needsAtLeast(large->layout)) {
         c.verdict = "needs at least the " + gib(large->peakBytes) + " of " +
                     large->layout.name() +
-                    " on its largest stage (a larger micro-batch, less "
-                    "recomputation, no sequence parallelism or no "
-                    "distributed optimizer only adds); " + spec.gpu.name +
+                    " on its largest stage (a larger micro-batch, no "
+                    "sequence parallelism or no distributed optimizer "
+                    "only adds); " + spec.gpu.name +
                     " has " + gib(uint64_t(spec.gpu.hbmBytes));
         return true;
       }
     return false;
   };
+  // One candidate compiled, its simulated ranks loaded, its memory checked
+  // against the GPU's and its iteration simulated; it touches `c` alone,
+  // so that candidates are evaluated on several threads at once.
+  enum class Outcome { Refused, TooLarge, Simulated };
   auto evaluate = [&](Candidate &c) {
-    ++compiled;
     if (std::string error = compile(c.options, /*verify=*/false, c.bytes);
         !error.empty()) {
       c.verdict = error;
       c.bytes.clear();
-      return;
+      return Outcome::Refused;
     }
     Plan plan;
     if (std::string error = predict::loadForPrediction(c.bytes, false, plan);
         !error.empty()) {
       c.verdict = "the plan does not load: " + error;
-      return;
+      return Outcome::Refused;
     }
     for (const auto &[rank, rankPlan] : plan.ranks)
       c.peakBytes = std::max(c.peakBytes, rankPlan.peakBytes());
@@ -340,72 +350,142 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
       c.verdict = "needs " + gib(c.peakBytes) + " on its largest stage; " +
                   spec.gpu.name + " has " + gib(uint64_t(spec.gpu.hbmBytes));
       c.bytes.clear();
-      tooLarge.push_back(&c);
-      return;
+      return Outcome::TooLarge;
     }
     predict::Prediction prediction;
     if (std::string e = predict::predictIteration(
             plan, spec, predict::PredictOptions(), prediction);
         !e.empty()) {
       c.verdict = "the simulation failed: " + e;
-      return;
+      return Outcome::Refused;
     }
-    ++simulatedCount;
     c.simulated = true;
     c.seconds = prediction.iterationSeconds;
-
     c.tflops = plan.paperFlopsPerIteration / c.seconds / 1e12 /
                double(request.gpus);
     for (const auto &r : prediction.ranks)
       for (int u = 0; u < predict::kUses; ++u)
         c.uses[u] += r.uses[u] / double(prediction.ranks.size());
+    return Outcome::Simulated;
+  };
+  auto evaluateSafely = [&](Candidate &c) {
+    try {
+      return evaluate(c);
+    } catch (const std::exception &error) {
+      c.verdict = std::string("the compiler failed: ") + error.what();
+      c.bytes.clear();
+      return Outcome::Refused;
+    }
+  };
+  // What an outcome tells the search (under the lock when threads run).
+  auto record = [&](Candidate &c, Outcome outcome) {
+    ++compiled;
+    if (outcome == Outcome::TooLarge)
+      tooLarge.push_back(&c);
+    if (outcome != Outcome::Simulated)
+      return;
+    ++simulatedCount;
     // Its slower twins take its time as their bound.
     for (Candidate &other : candidates)
       if (other.layout.slowerTwinOf(c.layout))
         other.bound = std::max(other.bound, c.seconds);
+    best.insert(std::upper_bound(best.begin(), best.end(), &c,
+                                 [](const Candidate *a, const Candidate *b) {
+                                   return a->seconds < b->seconds;
+                                 }),
+                &c);
+    // Only the best plan's bytes are written.
+    for (size_t i = 1; i < best.size(); ++i)
+      std::vector<uint8_t>().swap(best[i]->bytes);
   };
   auto lastSaid = std::chrono::steady_clock::now();
   size_t looked = 0;
   bool stopped = false;
-  for (Candidate *c : order) {
-    // A long search says how far it is, every 10 s.
-    auto now = std::chrono::steady_clock::now();
-    if (request.seconds > 0 &&
-        std::chrono::duration<double>(now - started).count() >
-            request.seconds) {
-      stopped = true;
-      break;
+  // The layouts in the order of their bound, taken by as many threads as
+  // the machine has cores: each compiles and simulates outside the lock. A
+  // layout whose twin or memory twin is being evaluated waits for it (its
+  // result may prune it), and the thread takes the next one meanwhile.
+  // Which layouts a bound prunes can depend on which finished first; the
+  // top K cannot (the bounds are lower bounds).
+  std::mutex lock;
+  std::condition_variable finished;
+  std::vector<bool> taken(order.size(), false);
+  std::vector<const Candidate *> inFlight;
+  size_t cursor = 0; // the first layout not taken
+  auto waitsFor = [&](const Candidate &c) {
+    for (const Candidate *other : inFlight)
+      if (c.layout.slowerTwinOf(other->layout) ||
+          c.layout.needsAtLeast(other->layout))
+        return true;
+    return false;
+  };
+  auto work = [&] {
+    std::unique_lock<std::mutex> held(lock);
+    while (!stopped) {
+      while (cursor < order.size() && taken[cursor])
+        ++cursor;
+      if (cursor == order.size())
+        break;
+      // A long search says how far it is, every 10 s.
+      auto now = std::chrono::steady_clock::now();
+      if (request.seconds > 0 &&
+          std::chrono::duration<double>(now - started).count() >
+              request.seconds) {
+        stopped = true;
+        break;
+      }
+      if (now - lastSaid > std::chrono::seconds(10)) {
+        lastSaid = now;
+        err << "auto-plan: " << looked << " of " << order.size()
+            << " layouts looked at, " << compiled << " compiled, "
+            << simulatedCount << " simulated"
+            << (best.empty() ? std::string()
+                             : ", the best so far " +
+                                   format("%.1f", best.front()->tflops) +
+                                   " TFLOP/s per GPU")
+            << "\n";
+      }
+      // The first layout not taken that need not wait, a few ahead at most.
+      size_t at = cursor;
+      for (size_t ahead = 0; at < order.size() && ahead < 64; ++at) {
+        if (taken[at])
+          continue;
+        ++ahead;
+        if (!waitsFor(*order[at]))
+          break;
+      }
+      if (at == order.size() || taken[at] || waitsFor(*order[at])) {
+        finished.wait(held);
+        continue;
+      }
+      Candidate *c = order[at];
+      taken[at] = true;
+      ++looked;
+      if (!c->verdict.empty() || outgrows(*c))
+        continue;
+      if (best.size() >= size_t(request.top) &&
+          c->bound > best[size_t(request.top) - 1]->seconds) {
+        ++pruned;
+        continue;
+      }
+      inFlight.push_back(c);
+      held.unlock();
+      Outcome outcome = evaluateSafely(*c);
+      held.lock();
+      inFlight.erase(std::find(inFlight.begin(), inFlight.end(), c));
+      record(*c, outcome);
+      finished.notify_all();
     }
-    ++looked;
-    if (now - lastSaid > std::chrono::seconds(10)) {
-      lastSaid = now;
-      err << "auto-plan: " << looked << " of " << order.size()
-          << " layouts looked at, " << compiled << " compiled, "
-          << simulatedCount << " simulated"
-          << (best.empty() ? std::string()
-                           : ", the best so far " +
-                                 format("%.1f", best.front()->tflops) +
-                                 " TFLOP/s per GPU")
-          << "\n";
-    }
-    if (!c->verdict.empty() || outgrows(*c))
-      continue;
-    if (best.size() >= size_t(request.top) &&
-        c->bound > best[size_t(request.top) - 1]->seconds) {
-      ++pruned;
-      continue;
-    }
-    evaluate(*c);
-    if (!c->simulated)
-      continue;
-    best.insert(std::upper_bound(best.begin(), best.end(), c,
-                                 [](const Candidate *a, const Candidate *b) {
-                                   return a->seconds < b->seconds;
-                                 }),
-                c);
-    // Only the best plan's bytes are written.
-    for (size_t i = 1; i < best.size(); ++i)
-      std::vector<uint8_t>().swap(best[i]->bytes);
+    finished.notify_all();
+  };
+  {
+    unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+    std::vector<std::thread> workers;
+    for (unsigned i = 1; i < threads; ++i)
+      workers.emplace_back(work);
+    work();
+    for (std::thread &worker : workers)
+      worker.join();
   }
   // --explain: a layout the bound or the time limit left out is simulated
   // to say where it ranks (and is the best if it beats them).
@@ -415,16 +495,8 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
       if (candidate.layout == wanted)
         explained = &candidate;
     if (explained->verdict.empty() && !explained->simulated &&
-        !outgrows(*explained)) {
-      evaluate(*explained);
-      if (explained->simulated)
-        best.insert(std::upper_bound(best.begin(), best.end(), explained,
-                                     [](const Candidate *a,
-                                        const Candidate *b) {
-                                       return a->seconds < b->seconds;
-                                     }),
-                    explained);
-    }
+        !outgrows(*explained))
+      record(*explained, evaluateSafely(*explained));
   }
 
   size_t rejected = 0;

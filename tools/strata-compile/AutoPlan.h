@@ -10,11 +10,11 @@
 // FLOPs at the spec's gemm rate, stretched by the schedule's bubble), and
 // the search stops when the next bound is slower than the K-th best found.
 // A layout that needs at least the memory of one that did not fit is
-// rejected without compiling; one that recomputes more, or drops sequence
-// parallelism or the distributed optimizer, takes a simulated twin's time
-// as its bound. Candidates compile without the verifier between passes
-// (half the time); the best is compiled again with it, and must give the
-// same plan, before it is written.
+// rejected without compiling; one that recomputes more than a simulated
+// twin takes the twin's time as its bound. Candidates compile without the
+// verifier between passes (half the time), on a thread per core; the best
+// is compiled again with it, and must give the same plan, before it is
+// written.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_TOOLS_STRATA_COMPILE_AUTOPLAN_H
