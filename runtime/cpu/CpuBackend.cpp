@@ -60,7 +60,7 @@ uint64_t availableHostBytes() {
 CpuBackend::CpuBackend(bool asyncCompute, int threads)
     : asyncCompute(asyncCompute) {
   blasOnOneThread();
-  for (Stream stream : {Stream::Compute, Stream::Comm})
+  for (Stream stream : {Stream::Compute, Stream::Comm, Stream::Transfer})
     if (threaded(stream))
       queues[int(stream)].thread =
           std::thread([this, stream, threads] { worker(stream, threads); });
@@ -135,11 +135,12 @@ void CpuBackend::worker(Stream stream, int threads) {
     lock.lock();
     if (error && !failure)
       failure = error;
-    if (stream == Stream::Comm) {
+    if (stream != Stream::Compute) {
       commSeconds += std::chrono::duration<double>(end - start).count();
       if (tracing) {
         TraceEvent event;
         event.name = task.name;
+        event.transfer = stream == Stream::Transfer;
         event.startUs =
             std::chrono::duration<double, std::micro>(start - epoch).count();
         event.durationUs =
@@ -253,6 +254,7 @@ void CpuBackend::drain(Stream stream) {
 void CpuBackend::synchronize() {
   drain(Stream::Compute);
   drain(Stream::Comm);
+  drain(Stream::Transfer);
   rethrow();
 }
 

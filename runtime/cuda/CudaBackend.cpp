@@ -216,6 +216,8 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
 
 void CudaBackend::gemm(Stream stream, const GemmOp &op,
                        const Operand operands[5]) {
+  if (int(stream) >= kGemmStreams)
+    throw std::logic_error("a gemm was issued on the transfer stream");
   bind();
   gemms.run(op, streamOf(stream), operands[0].data, operands[1].data,
             operands[2].data, operands[3].data, workspaces[int(stream)]);
@@ -328,6 +330,7 @@ void CudaBackend::synchronizeStream(Stream stream) {
 void CudaBackend::synchronize() {
   synchronizeStream(Stream::Compute);
   synchronizeStream(Stream::Comm);
+  synchronizeStream(Stream::Transfer);
 }
 
 } // namespace strata::runtime::cuda

@@ -45,9 +45,11 @@ std::string openGpu(const Plan &plan, Gpu &gpu);
 
 class CudaBackend : public Backend {
 public:
+  /// The streams a gemm may run on (not the transfer stream's).
+  static constexpr int kGemmStreams = 2;
   /// Device memory a rank takes beyond its arenas: cuBLASLt's workspaces.
   static constexpr uint64_t kExtraBytes =
-      kStreams * GemmRunner::kWorkspaceBytes;
+      kGemmStreams * GemmRunner::kWorkspaceBytes;
 
   /// On `context` (openGpu's); create() makes the streams.
   explicit CudaBackend(CUcontext context);
@@ -92,7 +94,7 @@ public:
 
 private:
   CUcontext context;
-  CUstream streams[kStreams] = {nullptr, nullptr};
+  CUstream streams[kStreams] = {};
   uint8_t *arenas[kArenas] = {nullptr, nullptr, nullptr};
   std::vector<CUevent> events;
   std::vector<CUevent> marks; // timing events (markTime), the first marksUsed
@@ -101,7 +103,7 @@ private:
   std::vector<CUfunction> functions; // by the plan's code index
   std::vector<CUgraph> graphs;
   std::vector<CUgraphExec> executables;            // by graph
-  void *workspaces[kStreams] = {nullptr, nullptr}; // cuBLASLt's
+  void *workspaces[kGemmStreams] = {}; // cuBLASLt's
   GemmRunner gemms;
   KernelArgs args;
 };

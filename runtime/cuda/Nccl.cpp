@@ -59,7 +59,8 @@ std::vector<std::vector<int>> communicatorSets(const Plan &plan,
   };
   for (uint32_t g = 0; g < plan.groups.size(); ++g)
     add(plan.groupMembers(g, rank));
-  add(pipelineLine(plan, rank));
+  if (std::vector<int> line = pipelineLine(plan, rank); line.size() > 1)
+    sets.push_back(std::move(line));
   return sets;
 }
 
@@ -73,8 +74,10 @@ std::vector<int> pipelineLine(const Plan &plan, uint32_t rank) {
 std::string createCommunicators(const NcclApi &api, const Plan &plan,
                                 uint32_t rank, Transport &transport,
                                 Clock::time_point deadline,
-                                std::map<std::vector<int>, ncclComm_t> &comms) {
+                                std::map<std::vector<int>, ncclComm_t> &comms,
+                                ncclComm_t &line) {
   std::vector<std::vector<int>> sets = communicatorSets(plan, rank);
+  bool hasLine = plan.pipelineParallel > 1;
   std::vector<ncclUniqueId> ids(sets.size());
   // The ids: each set's first rank makes one and posts it to the others
   // (posts never wait), then every rank takes its own, in the same order.
@@ -119,8 +122,12 @@ std::string createCommunicators(const NcclApi &api, const Plan &plan,
     return failure + " (NCCL takes one GPU per rank: --staged-collectives "
                      "runs ranks that share one)";
   }
+  line = nullptr;
   for (size_t s = 0; s < sets.size(); ++s)
-    comms[sets[s]] = made[s];
+    if (hasLine && s + 1 == sets.size())
+      line = made[s];
+    else
+      comms[sets[s]] = made[s];
   return "";
 }
 

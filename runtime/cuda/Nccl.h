@@ -57,18 +57,22 @@ const NcclApi *loadNccl(std::string &error);
 std::vector<int> pipelineLine(const Plan &plan, uint32_t rank);
 
 /// The sets of ranks `rank` needs a communicator for, in the order every
-/// rank creates them: the plan's groups in order, then the pipeline line;
-/// each set once, sets of one rank left out.
+/// rank creates them: the plan's groups in order, each set once, then the
+/// pipeline line, always last and always its own (its transfers run on a
+/// stream of their own, and NCCL orders the work of one communicator
+/// only within a stream); sets of one rank left out.
 std::vector<std::vector<int>> communicatorSets(const Plan &plan, uint32_t rank);
 
-/// Creates the communicators of `rank` (communicatorSets) into `comms`:
-/// each set's first rank makes its unique id and posts it to the others
+/// Creates the communicators of `rank` (communicatorSets): the groups'
+/// into `comms`, the pipeline line's into `line` (null for one stage).
+/// Each set's first rank makes its unique id and posts it to the others
 /// over `transport`; then the rank joins all its sets in one NCCL group
 /// call, so no order between sets can deadlock. "" or why not.
 std::string createCommunicators(const NcclApi &api, const Plan &plan,
                                 uint32_t rank, Transport &transport,
                                 Clock::time_point deadline,
-                                std::map<std::vector<int>, ncclComm_t> &comms);
+                                std::map<std::vector<int>, ncclComm_t> &comms,
+                                ncclComm_t &line);
 
 } // namespace strata::runtime::cuda
 

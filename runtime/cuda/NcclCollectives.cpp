@@ -24,6 +24,8 @@ NcclCollectives::~NcclCollectives() {
   for (auto &[set, comm] : comms)
     if (comm)
       api->ncclCommDestroy(comm);
+  if (lineComm)
+    api->ncclCommDestroy(lineComm);
   for (void *bytes : scratch)
     if (bytes)
       driver().cuMemFree(devicePointer(bytes));
@@ -38,8 +40,9 @@ std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
       !error.empty())
     return error;
   device.bind();
-  if (std::string error = createCommunicators(*api, plan, rank, transport,
-                                              Clock::now() + timeout, comms);
+  if (std::string error =
+          createCommunicators(*api, plan, rank, transport,
+                              Clock::now() + timeout, comms, lineComm);
       !error.empty())
     return error;
   // Each plan group's communicator (none for one rank), and the line's.
@@ -49,11 +52,9 @@ std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
     groupComms.push_back(it == comms.end() ? nullptr : it->second);
   }
   line = pipelineLine(plan, rank);
-  auto it = comms.find(line);
-  lineComm = it == comms.end() ? nullptr : it->second;
   // Each stream's scratch: what its largest gather or scatter along a
   // later dim needs.
-  uint64_t scratchBytes[kStreams] = {0, 0};
+  uint64_t scratchBytes[kStreams] = {};
   const RankPlan &mine = plan.ranks.at(rank);
   for (const Program &program : mine.programs)
     for (const Instruction &instruction : program.instructions)

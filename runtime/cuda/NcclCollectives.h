@@ -52,7 +52,7 @@ private:
   ncclComm_t lineComm = nullptr;
   // For gathers and scatters along a later dim: one per stream, since a
   // stream's collective may be in flight while the other's runs.
-  void *scratch[kStreams] = {nullptr, nullptr};
+  void *scratch[kStreams] = {};
   std::map<int, std::deque<CUdeviceptr>> toSelf; // by tag
 };
 

@@ -43,17 +43,19 @@ std::string traceLines(int rank, const std::string &label,
       << ",\"args\":{\"name\":\"" << label << "\"}},\n";
   out << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << rank
       << ",\"args\":{\"sort_index\":" << rank << "}},\n";
-  for (int stream = 0; stream < 2; ++stream)
+  for (int stream = 0; stream < 3; ++stream)
     out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << rank
         << ",\"tid\":" << stream << ",\"args\":{\"name\":\""
-        << (stream ? "communication" : "compute") << "\"}},\n";
+        << (stream == 2 ? "transfers" : stream ? "communication" : "compute")
+        << "\"}},\n";
   for (int stream = 0; stream < 2; ++stream)
     for (const TraceEvent &e : stream ? communication : compute) {
       out << "{\"name\":\"" << e.name << "\",\"cat\":\""
           << (e.step   ? "step"
               : stream ? "communication"
                        : "kernel")
-          << "\",\"ph\":\"X\",\"pid\":" << rank << ",\"tid\":" << stream
+          << "\",\"ph\":\"X\",\"pid\":" << rank
+          << ",\"tid\":" << (e.transfer ? 2 : stream)
           << ",\"ts\":" << number(e.startUs)
           << ",\"dur\":" << number(e.durationUs);
       if (e.step)

@@ -27,10 +27,13 @@ struct TraceEvent {
   int chunk = -1, microbatch = -1;
   int64_t iteration = 0;
   double waitUs = 0; // of the duration, time blocked receiving from a peer
+  // Communication only: on the transfer stream (else the collectives').
+  bool transfer = false;
 };
 
 /// One rank's events as trace lines (each ends in ",\n"): its compute
-/// stream's and its communication stream's; `label` names the rank.
+/// stream's and its communication and transfer streams'; `label` names the
+/// rank.
 std::string traceLines(int rank, const std::string &label,
                        const std::vector<TraceEvent> &compute,
                        const std::vector<TraceEvent> &communication);

@@ -336,8 +336,9 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
                   where + ")";
     return out;
   };
-  // The sections' events go around the group on the communication
-  // stream: their waits before it, their records after it.
+  // The sections' events go around the group on the transfer stream (the
+  // plan's events of the communication stream that bracket transfers):
+  // their waits before it, their records after it.
   std::vector<uint32_t> records;
   auto section = [&](size_t s, size_t begin, size_t end, bool sending) {
     const Step &step = rank.schedule[s];
@@ -351,7 +352,7 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
       else if (instruction.event()->record)
         records.push_back(instruction.event()->event);
       else
-        backend.wait(Stream::Comm, instruction.event()->event);
+        backend.wait(Stream::Transfer, instruction.event()->event);
     }
   };
   // The trailing sections of the steps since the last point, then the
@@ -366,9 +367,10 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
       break;
     section(s, 0, rank.programs[rank.schedule[s].program].bodyBegin, false);
   }
-  collectives.exchange(Stream::Comm, std::move(sends), std::move(receives));
+  collectives.exchange(Stream::Transfer, std::move(sends),
+                       std::move(receives));
   for (uint32_t event : records)
-    backend.record(Stream::Comm, event);
+    backend.record(Stream::Transfer, event);
 }
 
 float Executor::runIteration(int64_t iteration, const Hyper &h,

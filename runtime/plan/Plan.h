@@ -141,8 +141,12 @@ struct EventOp {
   uint32_t event = 0;
 };
 
-enum class Stream : uint8_t { Compute, Comm };
-inline constexpr int kStreams = 2;
+/// A rank's streams. Plans name the first two; the executor runs pipeline
+/// transfers on the third, so that they never queue behind the data-parallel
+/// reductions of the communication stream (Megatron's sends have a
+/// communicator of their own).
+enum class Stream : uint8_t { Compute, Comm, Transfer };
+inline constexpr int kStreams = 3;
 
 enum class Condition : uint8_t { Always, LastMicrobatch };
 

@@ -13,6 +13,8 @@ ModelledDevice::ModelledDevice(Timeline &timeline, const CostModel &costs,
       timeline.addLane(rank, "rank " + std::to_string(rank) + " compute");
   lanes[int(Stream::Comm)] = timeline.addLane(
       rank, "rank " + std::to_string(rank) + " communication");
+  lanes[int(Stream::Transfer)] = timeline.addLane(
+      rank, "rank " + std::to_string(rank) + " transfers");
   gemmLabel = timeline.label("gemm");
   recordLabel = timeline.label("record");
   waitLabel = timeline.label("wait");

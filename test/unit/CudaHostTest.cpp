@@ -262,7 +262,9 @@ ncclResult_t fakeInit(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
   // A join outside a group call would block until every member joined.
   EXPECT_GT(fakeGroupDepth, 0);
   fakeJoins[std::this_thread::get_id()].push_back({nranks, rank, id.internal});
-  *comm = reinterpret_cast<ncclComm_t>(uintptr_t(0x1000 + rank));
+  // A handle of its own for every communicator made.
+  static uintptr_t made = 0x1000;
+  *comm = reinterpret_cast<ncclComm_t>(made++);
   return ncclSuccess;
 }
 ncclResult_t fakeGroupStart() {
@@ -297,6 +299,7 @@ TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
   int world = int(plan.world());
   auto hub = makeLocalHub(world);
   std::vector<std::map<std::vector<int>, ncclComm_t>> comms(world);
+  std::vector<ncclComm_t> lines(world, nullptr);
   std::vector<std::thread::id> ids(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
@@ -305,21 +308,25 @@ TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
       auto transport = makeLocalTransport(hub, r);
       EXPECT_EQ(createCommunicators(api, plan, uint32_t(r), *transport,
                                     Clock::now() + std::chrono::seconds(30),
-                                    comms[r]),
+                                    comms[r], lines[r]),
                 "");
       EXPECT_EQ(fakeGroupDepth, 0); // every group call closed
     });
   for (std::thread &thread : threads)
     thread.join();
   // The tied group (stages 0 and 1) and the pipeline line are the same
-  // ranks: one communicator. Rank 0 (tp 0, dp 0, pp 0): tp {0, 1}, dp
-  // {0, 2}, the line {0, 4}, dp and pp {0, 2, 4, 6}.
+  // ranks, each with a communicator of its own: the line's transfers run on
+  // a stream of their own. Rank 0 (tp 0, dp 0, pp 0): tp {0, 1}, dp {0,
+  // 2}, the tied group {0, 4}, dp and pp {0, 2, 4, 6}, the line {0, 4}.
   std::vector<std::vector<int>> expected = {
-      {0, 1}, {0, 2}, {0, 4}, {0, 2, 4, 6}};
+      {0, 1}, {0, 2}, {0, 4}, {0, 2, 4, 6}, {0, 4}};
   EXPECT_EQ(communicatorSets(plan, 0), expected);
   std::map<std::string, std::vector<int>> byId; // id: the ranks that joined
   for (int r = 0; r < world; ++r) {
     EXPECT_EQ(comms[r].size(), 4u) << "rank " << r;
+    EXPECT_NE(lines[r], nullptr) << "rank " << r;
+    EXPECT_NE(lines[r], comms[r].at(communicatorSets(plan, uint32_t(r)).back()))
+        << "rank " << r;
     const std::vector<Join> &joins = fakeJoins[ids[r]];
     std::vector<std::vector<int>> sets = communicatorSets(plan, uint32_t(r));
     ASSERT_EQ(joins.size(), sets.size());
@@ -327,13 +334,13 @@ TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
       EXPECT_EQ(joins[s].nranks, int(sets[s].size()));
       EXPECT_EQ(sets[s][joins[s].index], r);
       byId[joins[s].id].push_back(r);
-      EXPECT_TRUE(comms[r].count(sets[s]));
+      EXPECT_TRUE(s + 1 == sets.size() || comms[r].count(sets[s]));
     }
   }
   // Every set of ranks shares one id, made once: 4 tp sets, 4 dp sets, 4
-  // lines, 2 dp-and-pp sets.
-  EXPECT_EQ(byId.size(), 14u);
-  EXPECT_EQ(fakeIds, 14);
+  // tied groups, 2 dp-and-pp sets, 4 lines.
+  EXPECT_EQ(byId.size(), 18u);
+  EXPECT_EQ(fakeIds, 18);
   for (auto &[id, ranks] : byId)
     EXPECT_TRUE(ranks.size() == 2 || ranks.size() == 4) << id;
 }
@@ -351,20 +358,24 @@ TEST(Nccl, AGroupOfSomeStagesIsNotARankOfAnotherStagesSet) {
   NcclApi api = fakeNccl();
   auto hub = makeLocalHub(3);
   std::vector<std::map<std::vector<int>, ncclComm_t>> comms(3);
+  std::vector<ncclComm_t> lines(3, nullptr);
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r)
     threads.emplace_back([&, r] {
       auto transport = makeLocalTransport(hub, r);
       EXPECT_EQ(createCommunicators(api, plan, uint32_t(r), *transport,
                                     Clock::now() + std::chrono::seconds(5),
-                                    comms[r]),
+                                    comms[r], lines[r]),
                 "");
     });
   for (std::thread &thread : threads)
     thread.join();
-  EXPECT_EQ(comms[0].size(), 2u);
-  EXPECT_EQ(comms[1].size(), 1u);
-  EXPECT_EQ(comms[2].size(), 2u);
+  // The tied group's apart from the line's, which every rank has.
+  EXPECT_EQ(comms[0].size(), 1u);
+  EXPECT_EQ(comms[1].size(), 0u);
+  EXPECT_EQ(comms[2].size(), 1u);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(lines[r], nullptr) << "rank " << r;
 }
 
 } // namespace

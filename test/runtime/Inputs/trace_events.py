@@ -1,10 +1,11 @@
 """The parts of a strata-run trace the trace tests read: each rank is a
 process (pid); its compute stream is track 0, its communication stream
-track 1."""
+track 1, its transfer stream track 2."""
 import json
 
 COMPUTE_TRACK = 0
 COMM_TRACK = 1
+TRANSFER_TRACK = 2
 
 
 def load(path):
@@ -21,3 +22,9 @@ def comm(events, rank):
     """The work on the rank's communication track."""
     return [e for e in events if e.get("cat") == "communication" and e["pid"] == rank
             and e["tid"] == COMM_TRACK]
+
+
+def transfers(events, rank):
+    """The work on the rank's transfer track (the pipeline's exchanges)."""
+    return [e for e in events if e.get("cat") == "communication" and e["pid"] == rank
+            and e["tid"] == TRANSFER_TRACK]
