@@ -223,26 +223,36 @@ std::string predictionTrace(const Prediction &p) {
            std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
            ",\"args\":{\"name\":\"" + name + "\"}}";
   };
+  // A rank's lanes are tracks 0, 1, ... in the order they were added (its
+  // streams'), named as the timeline names them less the rank; its steps
+  // the track after them.
   std::string json = "{\"traceEvents\":[\n";
+  std::map<int, unsigned> tracksOfRank;
   for (uint32_t lane = 0; lane < timeline.lanes(); ++lane) {
     int pid = timeline.rankOf(lane);
-    json += (lane ? ",\n" : "") +
-            threadName(pid, lane % 2, lane % 2 ? "communication" : "compute");
-    if (lane % 2 == 0)
-      json += ",\n" + threadName(pid, 2, "steps");
+    unsigned tid = tracksOfRank[pid]++;
+    std::string name = timeline.laneName(lane);
+    std::string prefix = "rank " + std::to_string(pid) + " ";
+    if (name.rfind(prefix, 0) == 0)
+      name = name.substr(prefix.size());
+    json += (lane ? ",\n" : "") + threadName(pid, tid, name.c_str());
     for (uint32_t i = 0; i < timeline.size(lane); ++i) {
       OpRef at{lane, i};
       const Op &op = timeline.op(at);
       double begin = timeline.start(at), end = timeline.end(at);
       if (op.work == Work::Record || op.work == Work::Wait || end <= begin)
         continue;
-      json += span(timeline.labels()[op.label], pid, lane % 2, begin, end);
+      json += span(timeline.labels()[op.label], pid, tid, begin, end);
     }
   }
-  for (const StepSpan &step : timeline.steps())
-    json += span(timeline.labels()[step.label], timeline.rankOf(step.lane), 2,
+  for (const auto &[pid, tracks] : tracksOfRank)
+    json += ",\n" + threadName(pid, tracks, "steps");
+  for (const StepSpan &step : timeline.steps()) {
+    int pid = timeline.rankOf(step.lane);
+    json += span(timeline.labels()[step.label], pid, tracksOfRank[pid],
                  timeline.start({step.lane, step.begin}),
                  timeline.end({step.lane, step.end - 1}));
+  }
   json += "\n]}\n";
   return json;
 }

@@ -20,7 +20,17 @@ if all(t > 0 for t in tensor):
     print("tensor-parallel communication on every rank")
 events = trace["traceEvents"]
 pids = sorted({e["pid"] for e in events})
-lanes = {e["args"]["name"] for e in events if e["ph"] == "M"}
-steps = [e["name"] for e in events if e.get("tid") == 2 and e["ph"] == "X"]
 assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")
-print(f"trace: {len(pids)} ranks, {' and '.join(sorted(lanes - {'steps'}))} lanes, steps {steps[0]} to {steps[-1]}")
+# Each rank's tracks by number: its streams' lanes, then its steps.
+tracks = {pid: {e["tid"]: e["args"]["name"] for e in events
+                if e["ph"] == "M" and e["pid"] == pid} for pid in pids}
+names = {pid: [tracks[pid][t] for t in sorted(tracks[pid])] for pid in pids}
+same = all(n == names[pids[0]] for n in names.values())
+steps_track = {pid: next(t for t, n in tracks[pid].items() if n == "steps") for pid in pids}
+steps = [e["name"] for e in events if e["ph"] == "X" and e.get("tid") == steps_track[e["pid"]]]
+busy = [n for n in names[pids[0]] if n != "steps" and all(
+    any(e["ph"] == "X" and e["pid"] == pid and tracks[pid].get(e["tid"]) == n for e in events)
+    for pid in pids)]
+print(f"trace: {len(pids)} ranks, {'each' if same else 'NOT each'} with tracks "
+      f"{', '.join(names[pids[0]])}; busy on every rank: {', '.join(busy)}; "
+      f"steps {steps[0]} to {steps[-1]}")
