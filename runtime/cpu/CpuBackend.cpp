@@ -136,7 +136,10 @@ void CpuBackend::worker(Stream stream, int threads) {
     if (error && !failure)
       failure = error;
     if (stream != Stream::Compute) {
-      commSeconds += std::chrono::duration<double>(end - start).count();
+      // --report-comm's figure is the communication stream's alone (the
+      // transfer stream's time is mostly waiting for a peer).
+      if (stream == Stream::Comm)
+        commSeconds += std::chrono::duration<double>(end - start).count();
       if (tracing) {
         TraceEvent event;
         event.name = task.name;

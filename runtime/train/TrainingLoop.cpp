@@ -470,7 +470,7 @@ std::string TrainingLoop::printReports(std::ostream &log) {
         line, sizeof line,
         "rank %u communication per iteration: %.2f ms on the communication "
         "stream, %.2f ms exposed (the compute stream in collectives or "
-        "waiting for the communication stream) of %.2f ms\n",
+        "waiting for the communication or transfer stream) of %.2f ms\n",
         rank.rank,
         (executor.device().communicationSeconds() - evaluationCommSeconds) *
             perIteration,
