@@ -62,17 +62,17 @@ double CostModel::collective(CollectiveKind kind,
   double n = double(members.size());
   if (n <= 1 || free)
     return 0;
-  const LinkLevel &level = levelOf(members);
+  Ring r = ring(members);
   bool allReduce = kind == CollectiveKind::AllReduceSum ||
                    kind == CollectiveKind::AllReduceMax;
   double steps = (allReduce ? 2 : 1) * (n - 1);
-  return steps * (bytes / n / bandwidth(level, members) + level.latencySeconds);
+  return steps * (bytes / n / r.bytesPerSecond + r.latencySeconds);
 }
 
-double CostModel::bandwidth(const LinkLevel &level,
-                            const std::vector<int> &members) const {
+CostModel::Ring CostModel::ring(const std::vector<int> &members) const {
+  const LinkLevel &level = levelOf(members);
   if (&level != &spec.cluster)
-    return level.bytesPerSecond;
+    return {level.bytesPerSecond, level.latencySeconds};
   // Across nodes a ring runs a channel through each GPU's own adapter (as
   // NCCL does), so it moves at the level's rate times the fewest members
   // a node holds, and no faster than within a node.
@@ -82,8 +82,36 @@ double CostModel::bandwidth(const LinkLevel &level,
   int64_t fewest = perNode.begin()->second;
   for (const auto &[node, count] : perNode)
     fewest = std::min(fewest, count);
-  return std::min(level.bytesPerSecond * double(fewest),
-                  spec.node.bytesPerSecond);
+  return {std::min(level.bytesPerSecond * double(fewest),
+                   spec.node.bytesPerSecond),
+          level.latencySeconds};
+}
+
+std::vector<int> CostModel::slowestInstance(const Plan &plan, uint32_t group,
+                                            uint32_t rank) const {
+  // Instances that cross nodes differ in how many members a node holds,
+  // and so in rate.
+  auto slower = [](const Ring &a, const Ring &b) {
+    return a.bytesPerSecond < b.bytesPerSecond ||
+           (a.bytesPerSecond == b.bytesPerSecond &&
+            a.latencySeconds > b.latencySeconds);
+  };
+  std::vector<int> slowest = plan.groupMembers(group, rank);
+  Ring slowestRing = ring(slowest);
+  std::vector<bool> held(plan.world(), false);
+  for (uint32_t r = 0; r < plan.world(); ++r) {
+    if (held[r])
+      continue;
+    std::vector<int> members = plan.groupMembers(group, r);
+    for (int member : members)
+      if (member >= 0 && uint32_t(member) < plan.world())
+        held[uint32_t(member)] = true;
+    if (Ring candidate = ring(members); slower(candidate, slowestRing)) {
+      slowestRing = candidate;
+      slowest = std::move(members);
+    }
+  }
+  return slowest;
 }
 
 double CostModel::transfer(int from, int to, double bytes) const {

@@ -49,6 +49,16 @@ public:
                     double bytes) const;
   /// A pipeline transfer of `bytes` between two world ranks.
   double transfer(int from, int to, double bytes) const;
+  /// The rate and each step's latency of a ring over `members`.
+  struct Ring {
+    double bytesPerSecond = 0, latencySeconds = 0;
+  };
+  Ring ring(const std::vector<int> &members) const;
+  /// Of the instances of `plan`'s group `group` (one per rank no earlier
+  /// instance holds), the members of the one whose ring is slowest: the
+  /// lowest rate, then the longest latency; `rank`'s own among equals.
+  std::vector<int> slowestInstance(const Plan &plan, uint32_t group,
+                                   uint32_t rank) const;
   /// Memory traffic alone (a fill, a copy on the device).
   double memory(double bytes) const;
 
@@ -58,9 +68,6 @@ public:
 
 private:
   const LinkLevel &levelOf(const std::vector<int> &members) const;
-  /// A ring's rate over `level` for `members`.
-  double bandwidth(const LinkLevel &level,
-                   const std::vector<int> &members) const;
   const ClusterSpec &spec;
   bool free;
 };

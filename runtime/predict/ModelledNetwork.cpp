@@ -25,31 +25,10 @@ std::string ModelledNetwork::createGroups(const Plan &whole, uint32_t rank) {
   return "";
 }
 
-/// Whether `members` span more than one node.
-static bool crossesNodes(const std::vector<int> &members, int64_t perNode) {
-  for (int member : members)
-    if (member / perNode != members.front() / perNode)
-      return true;
-  return false;
-}
-
 const std::vector<int> &ModelledNetwork::costedMembers(uint32_t group) {
   auto [it, fresh] = shared.slowestMembers.try_emplace(group);
-  if (!fresh)
-    return it->second;
-  // Every instance of the group (one per rank not in an earlier one):
-  // the first that crosses nodes, else this rank's.
-  int64_t perNode = shared.costs.cluster().gpusPerNode;
-  it->second = plan->groupMembers(group, uint32_t(me));
-  if (crossesNodes(it->second, perNode))
-    return it->second;
-  for (uint32_t rank = 0; rank < plan->world(); ++rank) {
-    std::vector<int> members = plan->groupMembers(group, rank);
-    if (crossesNodes(members, perNode)) {
-      it->second = std::move(members);
-      break;
-    }
-  }
+  if (fresh)
+    it->second = shared.costs.slowestInstance(*plan, group, uint32_t(me));
   return it->second;
 }
 

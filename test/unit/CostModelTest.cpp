@@ -130,4 +130,26 @@ TEST(CostModel, RingCollectivesOverTheSlowestLevelTheirMembersSpan) {
   EXPECT_EQ(free.transfer(3, 4, 1e9), 0);
 }
 
+TEST(CostModel, AGroupIsCostedOverItsSlowestInstance) {
+  // d=7, p=2 on nodes of 4: stage 0's data group {0..6} holds at least 3
+  // GPUs on each node it spans, stage 1's {7..13} only one of node 1:
+  // both are costed over stage 1's, the slower ring, even from rank 0,
+  // whose own group crosses nodes too.
+  ClusterSpec spec = roundSpec(false);
+  CostModel costs(spec);
+  Plan plan;
+  plan.dataParallel = 7;
+  plan.pipelineParallel = 2;
+  plan.groups = {{{1}, {}}};
+  std::vector<int> stage1 = {7, 8, 9, 10, 11, 12, 13};
+  EXPECT_EQ(costs.slowestInstance(plan, 0, 0), stage1);
+  EXPECT_EQ(costs.slowestInstance(plan, 0, 9), stage1);
+  EXPECT_DOUBLE_EQ(costs.ring({0, 1, 2, 3, 4, 5, 6}).bytesPerSecond, 30e9);
+  EXPECT_DOUBLE_EQ(costs.ring(stage1).bytesPerSecond, 10e9);
+  // Equals: a rank's own. Within a node: the node's ring.
+  plan.dataParallel = 4;
+  EXPECT_EQ(costs.slowestInstance(plan, 0, 5), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_DOUBLE_EQ(costs.ring({4, 5, 6, 7}).latencySeconds, 1e-6);
+}
+
 } // namespace

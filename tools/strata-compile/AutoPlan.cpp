@@ -307,8 +307,8 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
                      return a->bound < b->bound;
                    });
 
-  // Compile and simulate in the bound's order; stop once the next bound is
-  // slower than the K-th best simulated.
+  // Compile and simulate in the bound's order; a layout whose bound is
+  // slower than the K-th best simulated is left out.
   std::vector<Candidate *> best; // simulated, fastest first
   size_t compiled = 0, simulatedCount = 0, pruned = 0;
   // Layouts the compiler's figure did not fit: any layout that needs at
