@@ -37,6 +37,22 @@ def PadVocab : Pass<"strata-pad-vocab", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::graph::GraphDialect"];
 }
 
+def UnfuseAttention : Pass<"strata-unfuse-attention", "mlir::ModuleOp"> {
+  let summary = "Compute each attention apart, as Megatron ran it in 2021";
+  let description = [{
+    Marks every graph.attention of the forward model `unfused`: its
+    lowering writes the scaled scores with batched gemms, a softmax turns
+    them into probabilities, kept for the backward in place of the row
+    log-sum-exp, and a last batched gemm reads them with the values
+    (strata-compile --attention-backend unfused). The plan then moves the
+    bytes Megatron's baddbmm, fused scale-mask-softmax and bmm moved, which
+    the simulated cluster needs to predict Megatron's runs. Attention with
+    fewer key/value heads than query heads is refused. Runs before
+    autodiff, so that the backward follows.
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+}
+
 def Autodiff : Pass<"strata-autodiff", "mlir::ModuleOp"> {
   let summary = "Append the backward pass: @model becomes @microbatch";
   let description = [{

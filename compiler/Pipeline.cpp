@@ -66,6 +66,10 @@ std::string checkOptions(const CompileOptions &options) {
       options.recompute != "selective")
     return "--recompute-granularity must be full or selective, got '" +
            options.recompute + "'";
+  if (options.attentionBackend != "fused" &&
+      options.attentionBackend != "unfused")
+    return "--attention-backend must be fused or unfused, got '" +
+           options.attentionBackend + "'";
   if (!options.pipelineSchedule.empty() &&
       options.pipelineSchedule != "gpipe" &&
       options.pipelineSchedule != "1f1b" &&
@@ -124,6 +128,8 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     pad.divisibleBy = options.vocabDivisibleBy;
     pm.addPass(createPadVocab(pad));
     pm.addPass(createVerifyModel());
+    if (options.attentionBackend == "unfused")
+      pm.addPass(createUnfuseAttention());
     // Each rank's microbatch losses are divided so that summing gradients
     // over microbatches and data-parallel ranks gives the mean.
     AutodiffOptions autodiff;

@@ -351,7 +351,7 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
                builder, loc, *type, graph::attentionLseType(*type), tensors[0],
                tensors[1], tensors[2],
                *causal ? builder.getUnitAttr() : UnitAttr(),
-               /*group_size=*/IntegerAttr())
+               /*group_size=*/IntegerAttr(), /*unfused=*/UnitAttr())
         .getResult();
   }
   if (name == "cross_entropy") {

@@ -102,6 +102,20 @@ exec::GemmOp Lowering::gemm(Location loc, exec::BufferOp a,
   return op;
 }
 
+exec::GemmOp Lowering::gemm(Location loc, exec::BufferOp a,
+                            exec::BufferOp bMatrix, exec::BufferOp d,
+                            const StridedGemm &g) {
+  auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+  return exec::GemmOp::create(
+      body, loc, ref(a), ref(bMatrix), ref(d), FlatSymbolRefAttr(),
+      FlatSymbolRefAttr(), i64(g.m), i64(g.n), i64(g.k),
+      g.transposeA ? b.getUnitAttr() : UnitAttr(),
+      g.transposeB ? b.getUnitAttr() : UnitAttr(), i64(g.lda), i64(g.ldb),
+      i64(g.ldd), i64(g.batch), i64(g.strideA), i64(g.strideB), i64(g.strideD),
+      b.getF32FloatAttr(float(g.alpha)), FloatAttr(), exec::EpilogueAttr(),
+      exec::StreamAttr(), exec::ConditionAttr());
+}
+
 exec::CollectiveOp Lowering::collective(Location loc, exec::CollectiveKind kind,
                                         exec::BufferOp in, exec::BufferOp out,
                                         ArrayRef<int64_t> axes, int64_t dim,

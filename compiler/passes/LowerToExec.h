@@ -211,6 +211,30 @@ public:
   exec::GemmOp gemm(Location loc, exec::BufferOp a, exec::BufferOp bMatrix,
                     exec::BufferOp d, int64_t m, int64_t n, int64_t k,
                     bool transposeA, bool transposeB, bool accumulate);
+  /// A batched gemm over strided matrices, as exec.gemm describes it
+  /// (what unfused attention runs per sample over its heads).
+  struct StridedGemm {
+    int64_t m = 0, n = 0, k = 0;
+    bool transposeA = false, transposeB = false;
+    int64_t lda = 0, ldb = 0, ldd = 0;
+    int64_t batch = 1, strideA = 0, strideB = 0, strideD = 0;
+    double alpha = 1;
+  };
+  exec::GemmOp gemm(Location loc, exec::BufferOp a, exec::BufferOp bMatrix,
+                    exec::BufferOp d, const StridedGemm &g);
+  /// `elements` elements of `of` from element `first`: a 1-D view.
+  exec::BufferOp slice(exec::BufferOp of, int64_t first, int64_t elements) {
+    Type element = of.getTensorType().getElementType();
+    return makeBuffer("t" + std::to_string(counter++),
+                      RankedTensorType::get({elements}, element),
+                      of.getArena(), of, first * exec::elementBytes(element));
+  }
+  /// A workspace buffer that no value names, of `type`'s shape (stored as
+  /// the step's tensors are).
+  exec::BufferOp scratch(Type type) {
+    return makeBuffer("t" + std::to_string(counter++), storageType(type),
+                      exec::Arena::Workspace);
+  }
   /// Where a gradient kernel writes: straight into the parameter's
   /// accumulator (adding, `accumulate` true) when its only use is
   /// graph.accumulate_grad, else a fresh workspace buffer.

@@ -21,6 +21,8 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace strata::graph;
 
@@ -45,8 +47,9 @@ LogicalResult attentionGradient(AttentionOp attention, GradientBuilder &g,
       g.builder(), loc, attention.getQuery().getType(),
       attention.getKey().getType(), attention.getValue().getType(),
       attention.getQuery(), attention.getKey(), attention.getValue(),
-      attention.getResult(), attention.getLse(), dys.front(),
-      attention.getCausalAttr(), attention.getGroupSizeAttr());
+      attention.getResult(), attention.getSaved(), dys.front(),
+      attention.getCausalAttr(), attention.getGroupSizeAttr(),
+      attention.getUnfusedAttr());
   g.contribute(attention.getQuery(), grad.getQueryGrad(), loc);
   g.contribute(attention.getKey(), grad.getKeyGrad(), loc);
   g.contribute(attention.getValue(), grad.getValueGrad(), loc);
@@ -68,12 +71,15 @@ LogicalResult ropeSharding(RopeOp rope, ShardingState &st) {
   return success();
 }
 
-/// Operands: q, k, v (and output, lse, grad when backward).
+/// Operands: q, k, v (and output, saved, grad when backward). What the
+/// forward saves (the row log-sum-exp, or unfused the probabilities) is
+/// [batch, heads, ...]: it splits its heads, dimension 1, with the queries.
 LogicalResult attentionSharding(Operation *op, bool backward,
                                 ShardingState &st) {
   unsigned count = op->getNumOperands();
   auto isLse = [&](unsigned i) {
-    return backward && op->getOperand(i) == cast<AttentionGradOp>(op).getLse();
+    return backward &&
+           op->getOperand(i) == cast<AttentionGradOp>(op).getSaved();
   };
   auto lseOf = [](Sharding q) {
     return q.isSplit() ? Sharding::split(1) : Sharding::replicated();
@@ -172,7 +178,121 @@ template <typename Op> std::pair<int64_t, int64_t> headGrouping(Op op) {
   return {group, firstStride};
 }
 
+/// --attention-backend unfused, per sample, each gemm batched over the
+/// heads where q, k and v lie ([batch, seq, heads, dim]: head h of a sample
+/// `dim` elements after head h - 1, its rows heads·dim apart) and over the
+/// scores, probabilities and their gradients ([batch, heads, seq, keys]).
+/// As many kv heads as query heads (the ops' verifier).
+struct UnfusedAttention {
+  Lowering &l;
+  Location loc;
+  int64_t batch, seq, heads, dim, keys;
+
+  template <typename Op>
+  UnfusedAttention(Op op, Lowering &l) : l(l), loc(op.getLoc()) {
+    auto q = cast<RankedTensorType>(op.getQuery().getType());
+    batch = q.getDimSize(0);
+    seq = q.getDimSize(1);
+    heads = q.getDimSize(2);
+    dim = q.getDimSize(3);
+    keys = cast<RankedTensorType>(op.getKey().getType()).getDimSize(1);
+  }
+  double scale() const { return 1.0 / std::sqrt(double(dim)); }
+  /// Sample `i` of a head-major tensor (q, k, v, o and their gradients).
+  exec::BufferOp headsOf(exec::BufferOp of, int64_t rows, int64_t i) {
+    return l.slice(of, i * rows * heads * dim, rows * heads * dim);
+  }
+  /// Sample `i` of the scores, the probabilities or their gradients.
+  exec::BufferOp scores(exec::BufferOp of, int64_t i) {
+    return l.slice(of, i * heads * seq * keys, heads * seq * keys);
+  }
+  /// The leading dimension and batch stride of a head of a head-major
+  /// tensor.
+  void headMajor(int64_t &ld, int64_t &stride) const {
+    ld = heads * dim;
+    stride = dim;
+  }
+  /// D (+)= op(A)·op(B) for every sample; `a`, `b`, `d` pick sample i.
+  template <typename A, typename B, typename D>
+  void perSample(Lowering::StridedGemm g, A a, B b, D d) {
+    g.batch = heads;
+    for (int64_t i = 0; i < batch; ++i)
+      l.gemm(loc, a(i), b(i), d(i), g);
+  }
+  /// Scores [s, keys] = scale · q·kᵀ; out [s, dim] = P·v.
+  void forward(exec::BufferOp q, exec::BufferOp k, exec::BufferOp v,
+               exec::BufferOp probs, exec::BufferOp out, Type scoresType,
+               bool causal) {
+    exec::BufferOp scoresBuffer = l.scratch(scoresType);
+    Lowering::StridedGemm s{.m = seq, .n = keys, .k = dim,
+                            .transposeB = true, .ldd = keys,
+                            .strideD = seq * keys, .alpha = scale()};
+    headMajor(s.lda, s.strideA);
+    headMajor(s.ldb, s.strideB);
+    perSample(s, [&](int64_t i) { return headsOf(q, seq, i); },
+              [&](int64_t i) { return headsOf(k, keys, i); },
+              [&](int64_t i) { return scores(scoresBuffer, i); });
+    l.launch(loc, kernel::SoftmaxFwd{
+                      .x = scoresBuffer, .y = probs, .causal = causal});
+    Lowering::StridedGemm o{.m = seq, .n = dim, .k = keys, .lda = keys,
+                            .strideA = seq * keys};
+    headMajor(o.ldb, o.strideB);
+    headMajor(o.ldd, o.strideD);
+    perSample(o, [&](int64_t i) { return scores(probs, i); },
+              [&](int64_t i) { return headsOf(v, keys, i); },
+              [&](int64_t i) { return headsOf(out, seq, i); });
+  }
+  /// dv = Pᵀ·dout; dP = dout·vᵀ; dS = softmax's backward;
+  /// dq = scale·dS·k; dk = scale·dSᵀ·q.
+  void backward(exec::BufferOp q, exec::BufferOp k, exec::BufferOp v,
+                exec::BufferOp probs, exec::BufferOp dout, exec::BufferOp dq,
+                exec::BufferOp dk, exec::BufferOp dv, Type scoresType) {
+    auto sample = [&](exec::BufferOp of, int64_t rows) {
+      return [=, this](int64_t i) { return headsOf(of, rows, i); };
+    };
+    auto scoresOf = [&](exec::BufferOp of) {
+      return [=, this](int64_t i) { return scores(of, i); };
+    };
+    Lowering::StridedGemm pt{.m = keys, .n = dim, .k = seq,
+                             .transposeA = true, .lda = keys,
+                             .strideA = seq * keys};
+    headMajor(pt.ldb, pt.strideB);
+    headMajor(pt.ldd, pt.strideD);
+    perSample(pt, scoresOf(probs), sample(dout, seq), sample(dv, keys));
+    exec::BufferOp dprobs = l.scratch(scoresType),
+                   dscores = l.scratch(scoresType);
+    Lowering::StridedGemm dp{.m = seq, .n = keys, .k = dim,
+                             .transposeB = true, .ldd = keys,
+                             .strideD = seq * keys};
+    headMajor(dp.lda, dp.strideA);
+    headMajor(dp.ldb, dp.strideB);
+    perSample(dp, sample(dout, seq), sample(v, keys), scoresOf(dprobs));
+    l.launch(loc, kernel::SoftmaxBwd{.y = probs, .dy = dprobs, .dx = dscores});
+    Lowering::StridedGemm ds{.m = seq, .n = dim, .k = keys, .lda = keys,
+                             .strideA = seq * keys, .alpha = scale()};
+    headMajor(ds.ldb, ds.strideB);
+    headMajor(ds.ldd, ds.strideD);
+    perSample(ds, scoresOf(dscores), sample(k, keys), sample(dq, seq));
+    Lowering::StridedGemm dst{.m = keys, .n = dim, .k = seq,
+                              .transposeA = true, .lda = keys,
+                              .strideA = seq * keys, .alpha = scale()};
+    headMajor(dst.ldb, dst.strideB);
+    headMajor(dst.ldd, dst.strideD);
+    perSample(dst, scoresOf(dscores), sample(q, seq), sample(dk, keys));
+  }
+};
+
 LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
+  if (attention.getUnfused()) {
+    UnfusedAttention unfused(attention, l);
+    exec::BufferOp probs = l.result(attention.getSaved());
+    unfused.forward(l.operand(attention.getQuery()),
+                    l.operand(attention.getKey()),
+                    l.operand(attention.getValue()), probs,
+                    l.result(attention.getResult()),
+                    attention.getSaved().getType(), attention.getCausal());
+    return success();
+  }
   auto [group, firstStride] = headGrouping(attention);
   exec::LaunchOp launched =
       l.launch(attention.getLoc(),
@@ -181,7 +301,7 @@ LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
                    .k = l.operand(attention.getKey()),
                    .v = l.operand(attention.getValue()),
                    .o = l.result(attention.getResult()),
-                   .lse = l.result(attention.getLse(), /*keepF32=*/true),
+                   .lse = l.result(attention.getSaved(), /*keepF32=*/true),
                    .causal = attention.getCausal(),
                    .group_size = group,
                    .query_head_offset = 0});
@@ -191,13 +311,23 @@ LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
 }
 
 LogicalResult attentionGradLowering(AttentionGradOp grad, Lowering &l) {
+  if (grad.getUnfused()) {
+    UnfusedAttention unfused(grad, l);
+    unfused.backward(
+        l.operand(grad.getQuery()), l.operand(grad.getKey()),
+        l.operand(grad.getValue()), l.operand(grad.getSaved()),
+        l.operand(grad.getGrad()), l.result(grad.getQueryGrad()),
+        l.result(grad.getKeyGrad()), l.result(grad.getValueGrad()),
+        grad.getSaved().getType());
+    return success();
+  }
   auto [group, firstStride] = headGrouping(grad);
   exec::LaunchOp launched = l.launch(
       grad.getLoc(), kernel::AttentionBwd{.q = l.operand(grad.getQuery()),
                                           .k = l.operand(grad.getKey()),
                                           .v = l.operand(grad.getValue()),
                                           .o = l.operand(grad.getOutput()),
-                                          .lse = l.operand(grad.getLse()),
+                                          .lse = l.operand(grad.getSaved()),
                                           .dout = l.operand(grad.getGrad()),
                                           .dq = l.result(grad.getQueryGrad()),
                                           .dk = l.result(grad.getKeyGrad()),

@@ -119,16 +119,35 @@ LogicalResult RopeOp::verify() {
                        inferRopeType([&] { return emitOpError(); }, getType()));
 }
 
+/// Unfused attention's batched gemms step over one head of q, k and v
+/// at a time: as many kv heads as query heads, none shared.
+template <typename Op> static LogicalResult checkUnfusedHeads(Op op) {
+  int64_t heads = cast<RankedTensorType>(op.getQuery().getType()).getDimSize(2);
+  int64_t kvHeads = cast<RankedTensorType>(op.getKey().getType()).getDimSize(2);
+  if (heads == kvHeads && !op.getGroupSize())
+    return success();
+  return op.emitOpError()
+         << "unfused attention needs as many key/value heads as query heads, "
+            "got "
+         << kvHeads << " key/value heads for " << heads
+         << " query heads (grouped-query attention runs fused)";
+}
+
 LogicalResult AttentionOp::verify() {
   auto output = inferAttentionType(
       [&] { return emitOpError(); }, getQuery().getType(), getKey().getType(),
       getValue().getType(), getCausal(), getGroupSize());
   if (failed(checkInferred(*this, output)))
     return failure();
-  RankedTensorType lse = attentionLseType(*output);
-  if (getLse().getType() != lse)
-    return emitOpError() << "the log-sum-exp must be " << describe(lse)
-                         << ", got " << describe(getLse().getType());
+  RankedTensorType saved = attentionSavedType(
+      *output, cast<RankedTensorType>(getKey().getType()), getUnfused());
+  if (getSaved().getType() != saved)
+    return emitOpError() << (getUnfused() ? "the probabilities"
+                                          : "the log-sum-exp")
+                         << " must be " << describe(saved) << ", got "
+                         << describe(getSaved().getType());
+  if (getUnfused() && failed(checkUnfusedHeads(*this)))
+    return failure();
   return success();
 }
 
@@ -237,8 +256,13 @@ LogicalResult AttentionGradOp::verify() {
   if (failed(output))
     return failure();
   if (failed(expectType(*this, getOutput(), *output, "the output")) ||
-      failed(expectType(*this, getLse(), attentionLseType(*output),
-                        "the log-sum-exp")) ||
+      failed(expectType(*this, getSaved(),
+                        attentionSavedType(
+                            *output, cast<RankedTensorType>(getKey().getType()),
+                            getUnfused()),
+                        getUnfused() ? "the probabilities"
+                                     : "the log-sum-exp")) ||
+      (getUnfused() && failed(checkUnfusedHeads(*this))) ||
       failed(expectType(*this, getGrad(), *output, "the grad")) ||
       failed(expectType(*this, getQueryGrad(), getQuery().getType(),
                         "the query gradient")) ||

@@ -205,10 +205,14 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
     q is [batch, seq, heads, head_dim]; k and v are [batch, seq, kv_heads,
     head_dim] with heads a multiple of kv_heads: query head h reads kv head
     h / (heads / kv_heads). Scores are scaled by 1/sqrt(head_dim); `causal`
-    masks the future. The result has q's shape; `lse` [batch, heads, seq]
-    (f32) is each query row's log-sum-exp of its scaled scores, which the
-    backward reads to recompute the probabilities in one pass (the
-    flash-attention contract).
+    masks the future. The result has q's shape; `saved` is what the
+    backward reads besides q, k, v and the result: [batch, heads, seq] (f32),
+    each query row's log-sum-exp of its scaled scores, to recompute the
+    probabilities in one pass (the flash-attention contract), or with
+    `unfused` the probabilities themselves, [batch, heads, seq, keys]: the
+    attention computed apart, batched gemms and a softmax, as Megatron ran
+    it in 2021 (--attention-backend unfused; as many kv heads as query
+    heads).
 
     `group_size` (query heads per kv head) is set when q holds only some of
     the model's query heads and k, v all of its kv heads (tensor parallel
@@ -217,8 +221,8 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                    Graph_FloatTensor:$value, UnitAttr:$causal,
-                   OptionalAttr<I64Attr>:$group_size);
-  let results = (outs Graph_FloatTensor:$result, Graph_F32Tensor:$lse);
+                   OptionalAttr<I64Attr>:$group_size, UnitAttr:$unfused);
+  let results = (outs Graph_FloatTensor:$result, Graph_F32Tensor:$saved);
   let assemblyFormat = [{
     $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
   }];

@@ -316,6 +316,15 @@ RankedTensorType attentionLseType(RankedTensorType query) {
       Float32Type::get(query.getContext()));
 }
 
+RankedTensorType attentionSavedType(RankedTensorType query,
+                                    RankedTensorType key, bool unfused) {
+  if (!unfused)
+    return attentionLseType(query);
+  return RankedTensorType::get({query.getDimSize(0), query.getDimSize(2),
+                                query.getDimSize(1), key.getDimSize(1)},
+                               Float32Type::get(query.getContext()));
+}
+
 FailureOr<RankedTensorType> inferCrossEntropyType(ErrorFn emitError,
                                                   Type logits, Type labels) {
   auto logitType = expectFloat(emitError, logits, "the logits");

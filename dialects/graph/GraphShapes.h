@@ -66,6 +66,11 @@ inferAttentionType(ErrorFn emitError, mlir::Type query, mlir::Type key,
 /// Attention's row log-sum-exp for a query of type `query` [b, s, H, d]:
 /// f32 [b, H, s].
 mlir::RankedTensorType attentionLseType(mlir::RankedTensorType query);
+/// What attention keeps for its backward (graph.attention's `saved`): the
+/// row log-sum-exp, or unfused the probabilities, f32 [b, H, s, keys].
+mlir::RankedTensorType attentionSavedType(mlir::RankedTensorType query,
+                                          mlir::RankedTensorType key,
+                                          bool unfused);
 
 mlir::FailureOr<mlir::RankedTensorType>
 inferCrossEntropyType(ErrorFn emitError, mlir::Type logits, mlir::Type labels);

@@ -118,19 +118,21 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
   let summary = "gradients of attention: query, key and value";
   let description = [{
     Recomputes the probabilities from q, k and the forward's row
-    log-sum-exp `lse`, and needs the forward output for the softmax
-    gradient. With grouped-query heads, a kv head's gradient sums over the
-    query heads that read it.
+    log-sum-exp (`saved`), and needs the forward output for the softmax
+    gradient; with `unfused`, `saved` is the forward's probabilities.
+    With grouped-query heads, a kv head's gradient sums over the query
+    heads that read it.
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                    Graph_FloatTensor:$value, Graph_FloatTensor:$output,
-                   Graph_F32Tensor:$lse, Graph_FloatTensor:$grad,
-                   UnitAttr:$causal, OptionalAttr<I64Attr>:$group_size);
+                   Graph_F32Tensor:$saved, Graph_FloatTensor:$grad,
+                   UnitAttr:$causal, OptionalAttr<I64Attr>:$group_size,
+                   UnitAttr:$unfused);
   let results = (outs Graph_FloatTensor:$query_grad,
                       Graph_FloatTensor:$key_grad,
                       Graph_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $output `,` $lse `,` $grad attr-dict `:`
+    $query `,` $key `,` $value `,` $output `,` $saved `,` $grad attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

@@ -377,6 +377,21 @@ void checkAttentionBwd(Rules &r) {
   r.sameCount(op::v, op::dv);
 }
 
+/// Scores are [..., seq, keys]: a row per query, seq of them per head.
+void checkSoftmaxFwd(Rules &r) {
+  using namespace SoftmaxFwd;
+  r.require(r.at(op::x).shape.size() >= 2,
+            "softmax scores must be [..., seq, keys]");
+  r.sameCount(op::x, op::y);
+}
+void checkSoftmaxBwd(Rules &r) {
+  using namespace SoftmaxBwd;
+  r.require(r.at(op::y).shape.size() >= 2,
+            "softmax probabilities must be [..., seq, keys]");
+  r.sameCount(op::y, op::dy);
+  r.sameCount(op::y, op::dx);
+}
+
 void checkCrossEntropy(Rules &r, unsigned logits, unsigned labels,
                        int64_t vocab) {
   int64_t columns = r.lastDim(logits);

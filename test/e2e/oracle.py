@@ -178,6 +178,8 @@ def main():
     p.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     p.add_argument("--data-prefix", nargs="+", help="Megatron's indexed data, [weight] prefix...")
     p.add_argument("--split", default="969,30,1")
+    p.add_argument("--compile-flag", action="append", default=[],
+                   help="a flag for strata-compile (repeatable)")
     p.add_argument("--eval-interval", type=int, default=2)
     p.add_argument("--eval-iters", type=int, default=0, help="with --data-prefix: validation losses too")
     args = p.parse_args()
@@ -190,7 +192,7 @@ def main():
          "--micro-batch-size", str(args.micro_batch_size),
          "--global-batch-size", str(args.global_batch_size)]
         + ([f"--set=vocab={args.vocab}"] if args.vocab else [])
-        + (["--set=openai_gelu=true"] if args.openai_gelu else []))
+        + (["--set=openai_gelu=true"] if args.openai_gelu else []) + args.compile_flag)
     common = ["--seed", str(args.seed), "--lr", str(args.lr), "--min-lr", str(args.min_lr),
               "--lr-warmup-iters", str(args.lr_warmup_iters), "--lr-decay-style", args.lr_decay_style,
               "--lr-decay-iters", str(args.lr_decay_iters), "--adam-eps", str(args.adam_eps),

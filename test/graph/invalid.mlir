@@ -273,3 +273,20 @@ func.func @attention_lse(%q: tensor<2x8x4x4xf32>) {
   %0:2 = graph.attention %q, %q, %q : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x8x4xf32>)
   return
 }
+
+// -----
+
+// Unfused, attention keeps its probabilities [batch, heads, seq, keys].
+func.func @attention_probabilities(%q: tensor<2x8x4x4xf32>) {
+  // expected-error @+1 {{the probabilities must be f32[2, 4, 8, 8], got f32[2, 4, 8]}}
+  %0:2 = graph.attention %q, %q, %q {unfused} : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_unfused_groups(%q: tensor<2x8x4x4xf32>, %k: tensor<2x8x2x4xf32>) {
+  // expected-error @+1 {{unfused attention needs as many key/value heads as query heads, got 2 key/value heads for 4 query heads}}
+  %0:2 = graph.attention %q, %k, %k {unfused} : (tensor<2x8x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>) -> (tensor<2x8x4x4xf32>, tensor<2x4x8x8xf32>)
+  return
+}

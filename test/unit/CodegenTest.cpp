@@ -69,6 +69,10 @@ std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
     return S{q, kv, kv, q, lse};
   case KernelId::AttentionBwd:
     return S{q, kv, kv, q, lse, q, q, kv, kv};
+  case KernelId::SoftmaxFwd:
+    return S{{2, 3, 5, 5}, {2, 3, 5, 5}};
+  case KernelId::SoftmaxBwd:
+    return S{{2, 3, 5, 5}, {2, 3, 5, 5}, {2, 3, 5, 5}};
   case KernelId::CrossEntropyFwd:
     return S{logits, stat, one};
   case KernelId::CrossEntropyBwd:

@@ -79,6 +79,59 @@ TEST_P(Kernels, AttentionGroupedQueryCausalAndNot) {
   }
 }
 
+/// Softmax over rows of [..., seq, keys], causal masking keys after the
+/// row's query (its index mod seq).
+Vec refSoftmax(const Vec &x, int64_t seq, int64_t keys, bool causal) {
+  Vec y(x.size(), 0.0);
+  for (size_t r = 0; r < x.size() / keys; ++r) {
+    int64_t valid = causal ? std::min<int64_t>(keys, int64_t(r) % seq + 1)
+                           : keys;
+    double max = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < valid; ++j)
+      max = std::max(max, x[r * keys + j]);
+    for (int64_t j = 0; j < valid; ++j)
+      sum += std::exp(x[r * keys + j] - max);
+    for (int64_t j = 0; j < valid; ++j)
+      y[r * keys + j] = std::exp(x[r * keys + j] - max) / sum;
+  }
+  return y;
+}
+
+// The unfused backend's probabilities and their gradient, f32 and bf16,
+// causal and not; the gradient against the reference's vector-Jacobian
+// product.
+TEST_P(Kernels, SoftmaxCausalAndNot) {
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (bool causal : {true, false}) {
+      const int64_t b = 2, h = 3, s = 5, keys = causal ? 5 : 37;
+      std::vector<int64_t> shape = {b, h, s, keys};
+      Vec x = randomVec(b * h * s * keys), dy = randomVec(x.size());
+      double tol = dtype == DType::BF16 ? kTolBf16 : kTol;
+      if (dtype == DType::BF16) {
+        x = roundedToBf16(x);
+        dy = roundedToBf16(dy);
+      }
+      Harness f(on());
+      uint32_t out = f.add(shape, dtype);
+      f.run("softmax_fwd", {f.input(shape, x, dtype)}, {out},
+            {{"causal", boolArg(causal)}});
+      Vec y = refSoftmax(x, s, keys, causal);
+      expectClose(f.read(out), y, tol, "softmax_fwd");
+
+      Harness g(on());
+      Vec yRounded = dtype == DType::BF16 ? roundedToBf16(y) : y;
+      uint32_t dx = g.add(shape, dtype);
+      g.run("softmax_bwd",
+            {g.input(shape, yRounded, dtype), g.input(shape, dy, dtype)}, {dx},
+            {});
+      expectClose(
+          g.read(dx),
+          vjp([&](const Vec &v) { return refSoftmax(v, s, keys, causal); }, x,
+              dy),
+          tol, "softmax_bwd");
+    }
+}
+
 /// bf16 attention forward and backward of shape `a` on `device` (random
 /// bf16 inputs) against float64: outputs within 1e-2, the log-sum-exp
 /// (f32) within 1e-5; the gradients stored as `gradients`.

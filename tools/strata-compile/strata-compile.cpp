@@ -152,6 +152,13 @@ cl::opt<std::string> recomputeGranularity(
              "attention core)"),
     cl::init("none"), cl::cat(category));
 
+cl::opt<std::string> attentionBackend(
+    "attention-backend",
+    cl::desc("fused (one kernel that keeps each row's log-sum-exp) or "
+             "unfused (batched gemms and a softmax, the probabilities kept "
+             "for the backward: what Megatron ran in 2021)"),
+    cl::init("fused"), cl::cat(category));
+
 // Megatron's spellings of recomputation: --recompute-activations is
 // selective; full recomputation of each layer alone is
 // --recompute-granularity full --recompute-method uniform
@@ -531,6 +538,7 @@ int main(int argc, char **argv) {
   options.lastStageLayers = lastStageLayers;
   options.pipelineSchedule = pipelineSchedule;
   options.recompute = recomputeGranularity;
+  options.attentionBackend = attentionBackend;
   options.bucketElements = bucketSize;
   options.overlapGradReduce = !noOverlapGradReduce;
   options.overlapParamGather = !noOverlapParamGather;
