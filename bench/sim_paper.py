@@ -2,8 +2,10 @@
 cluster: each row's model and layout compiled by strata-compile with the
 settings of Megatron-LM's examples/sc21/run_table_1.sh (tensor and
 pipeline sizes, micro-batch and global batch, layers per virtual stage
-where it sets them, full recomputation; the gradients' all-reduce after
-the pipeline's flush where p > 1, as Megatron's local DDP did), then one
+where it sets them, full recomputation as its checkpointing ran it (each
+layer's whole forward again: --recompute-method uniform); the gradients'
+all-reduce after the pipeline's flush where p > 1, as Megatron's local DDP
+did; attention unfused, as Megatron computed it in 2021), then one
 iteration simulated on Selene (examples/clusters/selene.json) with
 `strata-run --backend sim`. Prints the predicted TFLOP/s per GPU (the
 paper's count) beside the published figure (../shared/paper/table1.tsv),
@@ -40,7 +42,8 @@ def compile_flags(row):
              "--tensor-model-parallel-size", str(t), "--pipeline-model-parallel-size", str(p),
              "--data-parallel-size", str(d), "--micro-batch-size", row["mbs"],
              "--global-batch-size", row["batch"], "--recompute-granularity", "full",
-             "--bf16", "--target", "cuda"]
+             "--recompute-method", "uniform", "--recompute-num-layers", "1",
+             "--attention-backend", "unfused", "--bf16", "--target", "cuda"]
     if row["vp_layers_per_stage"] != "-":
         flags += ["--num-layers-per-virtual-pipeline-stage", row["vp_layers_per_stage"]]
     if p > 1:

@@ -154,7 +154,10 @@ def PipelineSplit : Pass<"strata-pipeline-split", "mlir::ModuleOp"> {
     backward function with dist.send/dist.recv where values cross chunks.
     The forward values a backward needs are stashed per microbatch or
     recomputed (`recompute` none, selective: attention, full: all but each
-    layer's input). A parameter used on several stages gets a
+    layer's input; with `whole-layers`, each layer's whole forward run
+    again before its backward, its output and that output's collectives
+    too, as Megatron's checkpointing runs it). A parameter used on several
+    stages gets a
     dist.tie_gradients in @optimizer, and the gradient norm sums over the
     pipeline axis. A layer count that does not split is an error: layers
     are never dropped.
@@ -168,7 +171,10 @@ def PipelineSplit : Pass<"strata-pipeline-split", "mlir::ModuleOp"> {
     Option<"lastStageLayers", "last-stage-layers", "int64_t", "-1",
            "Layers on the last stage (-1: even split)">,
     Option<"recompute", "recompute", "std::string", "\"none\"",
-           "Activation recomputation: none, selective or full">
+           "Activation recomputation: none, selective or full">,
+    Option<"wholeLayers", "whole-layers", "bool", "false",
+           "With full: recompute each layer's whole forward, not only what "
+           "its backward reads (Megatron's --recompute-method uniform)">
   ];
   let dependentDialects = ["::strata::dist::DistDialect",
                            "::mlir::shard::ShardDialect",

@@ -66,6 +66,9 @@ std::string checkOptions(const CompileOptions &options) {
       options.recompute != "selective")
     return "--recompute-granularity must be full or selective, got '" +
            options.recompute + "'";
+  if (options.recomputeWholeLayers && options.recompute != "full")
+    return "recomputing whole layers (--recompute-method uniform) needs "
+           "--recompute-granularity full";
   if (options.attentionBackend != "fused" &&
       options.attentionBackend != "unfused")
     return "--attention-backend must be fused or unfused, got '" +
@@ -156,6 +159,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
       split.firstStageLayers = options.firstStageLayers;
       split.lastStageLayers = options.lastStageLayers;
       split.recompute = options.recompute;
+      split.wholeLayers = options.recomputeWholeLayers;
       pm.addPass(createPipelineSplit(split));
     }
     ScheduleOptions schedule;

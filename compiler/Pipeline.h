@@ -26,6 +26,7 @@ struct CompileOptions {
   int64_t firstStageLayers = -1, lastStageLayers = -1; // -1: even
   std::string pipelineSchedule;      // "": interleaved if v > 1, else 1f1b
   std::string recompute = "none";    // none, selective, full
+  bool recomputeWholeLayers = false; // full, as Megatron's uniform runs it
   std::string attentionBackend = "fused"; // fused, or unfused: Megatron 2021's
   int64_t bucketElements = 40000000; // Megatron's --ddp-bucket-size
   bool overlapGradReduce = true;     // reduce buckets during the backward

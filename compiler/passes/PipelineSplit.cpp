@@ -16,7 +16,10 @@
 // views always recomputed; with `recompute=selective` attention too; with
 // `recompute=full` everything but each layer's input (Megatron's full,
 // uniform recomputation of one layer at a time) and the fused loss's
-// gradient.
+// gradient. Recomputation is lazy: what no backward op reads (a layer's
+// output, which the next layer's stashed input holds, and the collectives
+// that make it) is not run again, unless `whole-layers` asks for each
+// layer's whole forward first, as Megatron's checkpointing runs it.
 //
 // A parameter used on several stages (a tied embedding) gets a
 // dist.tie_gradients in @optimizer, and the gradient norm sums over the
@@ -85,9 +88,10 @@ struct ChunkLayout {
 class Splitter {
 public:
   Splitter(ModuleOp module, func::FuncOp step, const ChunkLayout &layout,
-           StringRef recompute)
+           StringRef recompute, bool wholeLayers)
       : module(module), step(step), layout(layout), recompute(recompute),
-        b(module.getContext()), backwardLayer(module.getContext()) {}
+        wholeLayers(wholeLayers), b(module.getContext()),
+        backwardLayer(module.getContext()) {}
 
   LogicalResult run();
 
@@ -109,17 +113,21 @@ private:
   FailureOr<Value> backwardForwardValue(int64_t c, Value value,
                                         Location useLoc);
   bool shouldStash(Operation *def) const;
+  LogicalResult recomputeLayer(int64_t c, int64_t layer, Location loc);
   void tieGradients();
 
   ModuleOp module;
   func::FuncOp step;
   const ChunkLayout &layout;
   StringRef recompute;
+  bool wholeLayers;
   OpBuilder b;
   // Autodiff's tag: an op with it is a backward op, of that layer.
   graph::GraphDialect::BackwardLayerAttrHelper backwardLayer;
   SmallVector<Operation *> forwardOps, backwardOps;
   llvm::DenseMap<Operation *, int64_t> chunkOf;
+  llvm::DenseMap<Operation *, int64_t> forwardLayerOf;
+  int64_t layers = 0; // the last boundary's index: layers 0..layers-1
   llvm::DenseSet<Value> layerInputs; // boundary operands: full keeps them
   std::vector<Chunk> chunks;
   int64_t nextChannel = 0;
@@ -146,7 +154,9 @@ LogicalResult Splitter::classify() {
       layer = static_cast<int64_t>(boundary.getIndex());
       for (Value input : boundary.getInputs())
         layerInputs.insert(input);
+      layers = std::max(layers, layer);
     }
+    forwardLayerOf[&op] = layer;
     forwardOps.push_back(&op);
     chunkOf[&op] = layout.chunkOf(layer);
   }
@@ -248,6 +258,37 @@ FailureOr<Value> Splitter::backwardForwardValue(int64_t c, Value value,
   return clone->getResult(cast<OpResult>(value).getResultNumber());
 }
 
+/// Runs layer `layer`'s forward ops of chunk `c` again where the backward
+/// is, in order: what they read is stashed or recomputed as usual; a value
+/// the backward already holds (the layer's output, stashed as the next
+/// layer's input) keeps what it holds, and its recomputation is left
+/// unread, as Megatron's checkpointing leaves it.
+LogicalResult Splitter::recomputeLayer(int64_t c, int64_t layer,
+                                       Location loc) {
+  Chunk &chunk = chunks[c];
+  for (Operation *op : forwardOps) {
+    if (forwardLayerOf.lookup(op) != layer || chunkOf.lookup(op) != c ||
+        isFree(op) || isView(op) || op->getNumResults() == 0)
+      continue;
+    if (llvm::all_of(op->getResults(), [&](Value v) {
+          return chunk.backwardMap.contains(v) &&
+                 !llvm::is_contained(chunk.stash, v);
+        }))
+      continue; // recomputed already
+    for (Value operand : op->getOperands())
+      if (failed(backwardForwardValue(c, operand, loc)))
+        return failure();
+    SmallVector<std::pair<Value, Value>> held;
+    for (Value result : op->getResults())
+      if (Value mapped = chunk.backwardMap.lookupOrNull(result))
+        held.push_back({result, mapped});
+    b.clone(*op, chunk.backwardMap);
+    for (auto [result, mapped] : held)
+      chunk.backwardMap.map(result, mapped);
+  }
+  return success();
+}
+
 LogicalResult Splitter::buildBackward(int64_t c) {
   Chunk &chunk = chunks[c];
   // Gradients from the chunk after: received first, in channel order.
@@ -258,10 +299,17 @@ LogicalResult Splitter::buildBackward(int64_t c) {
                                           b.getI64IntegerAttr(channelOf[grad]));
     chunk.backwardMap.map(grad, received);
   }
+  int64_t recomputed = -2; // the layer whose forward ran again last
   for (Operation *op : backwardOps) {
     if (chunkOf.lookup(op) != c)
       continue;
     b.setInsertionPointToEnd(chunk.backwardEntry);
+    int64_t layer = backwardLayer.getAttr(op).getInt();
+    if (wholeLayers && layer >= 0 && layer < layers && layer != recomputed) {
+      recomputed = layer;
+      if (failed(recomputeLayer(c, layer, op->getLoc())))
+        return failure();
+    }
     for (Value operand : op->getOperands()) {
       if (chunk.backwardMap.contains(operand))
         continue;
@@ -425,7 +473,12 @@ struct PipelineSplitPass : strata::impl::PipelineSplitBase<PipelineSplitPass> {
       return signalPassFailure();
     ensureMesh(module);
     setMeshAxis(module, kPipelineAxis, stages);
-    Splitter splitter(module, step, *layout, recompute);
+    if (wholeLayers && recompute != "full") {
+      module.emitError() << "whole-layers recomputes with recompute=full, got '"
+                         << recompute << "'";
+      return signalPassFailure();
+    }
+    Splitter splitter(module, step, *layout, recompute, wholeLayers);
     if (failed(splitter.run()))
       return signalPassFailure();
   }

@@ -80,7 +80,10 @@ class Layout:
             f += ["--num-layers-per-virtual-pipeline-stage", str(self.lpv)]
         if self.sched:
             f += ["--pipeline-schedule", self.sched]
-        if self.rc != "none":
+        if self.rc == "uniform":  # Megatron's spelling: each layer's whole forward again
+            f += ["--recompute-granularity", "full", "--recompute-method", "uniform",
+                  "--recompute-num-layers", "1"]
+        elif self.rc != "none":
             f += ["--recompute-granularity", self.rc]
         if self.first is not None:
             f += ["--decoder-first-pipeline-num-layers", str(self.first)]
@@ -132,12 +135,13 @@ def train(args, work, name, layout, mpi=False, run_flags=None):
 
 
 def parse_layout(text):
-    """t2,d1,p2,lpv1,m4,interleaved,full,first1,last2,sp,distopt: any order."""
+    """t2,d1,p2,lpv1,m4,interleaved,full,first1,last2,sp,distopt: any order
+    (uniform: full, as Megatron's --recompute-method uniform runs it)."""
     layout = Layout()
     for part in text.split(","):
         if part in ("gpipe", "1f1b", "interleaved"):
             layout.sched = part
-        elif part in ("full", "selective"):
+        elif part in ("full", "selective", "uniform"):
             layout.rc = part
         elif part == "sp":
             layout.sp = True

@@ -187,6 +187,7 @@ CompileOptions optionsOf(const CompileOptions &base, const Layout &l,
   o.microBatchSize = l.mbs;
   o.layersPerVirtualStage = l.chunks > 1 ? layers / (l.p * l.chunks) : 0;
   o.recompute = l.recompute;
+  o.recomputeWholeLayers = base.recomputeWholeLayers && l.recompute == "full";
   o.sequenceParallel = l.sp;
   o.distributedOptimizer = l.distopt;
   return o;

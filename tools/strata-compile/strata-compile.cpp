@@ -160,9 +160,11 @@ cl::opt<std::string> attentionBackend(
     cl::init("fused"), cl::cat(category));
 
 // Megatron's spellings of recomputation: --recompute-activations is
-// selective; full recomputation of each layer alone is
-// --recompute-granularity full --recompute-method uniform
-// --recompute-num-layers 1, which is strata's full.
+// selective; --recompute-granularity full --recompute-method uniform
+// --recompute-num-layers 1 recomputes each layer alone, as strata's full,
+// but runs its whole forward again as Megatron's checkpointing does (its
+// output and the output's collectives too, which strata's full leaves out:
+// the next layer's stashed input holds that output).
 cl::opt<bool> recomputeActivations(
     "recompute-activations",
     cl::desc("Megatron's name for --recompute-granularity selective"),
@@ -170,8 +172,9 @@ cl::opt<bool> recomputeActivations(
 
 cl::opt<std::string> recomputeMethod(
     "recompute-method",
-    cl::desc("with --recompute-granularity full: uniform (Megatron's; "
-             "strata recomputes each layer alone, --recompute-num-layers 1)"),
+    cl::desc("with --recompute-granularity full: uniform, Megatron's: each "
+             "layer alone (--recompute-num-layers 1), its whole forward run "
+             "again as Megatron's checkpointing runs it"),
     cl::init(""), cl::cat(category));
 
 cl::opt<int64_t> recomputeNumLayers(
@@ -539,6 +542,7 @@ int main(int argc, char **argv) {
   options.pipelineSchedule = pipelineSchedule;
   options.recompute = recomputeGranularity;
   options.attentionBackend = attentionBackend;
+  options.recomputeWholeLayers = recomputeMethod == "uniform";
   options.bucketElements = bucketSize;
   options.overlapGradReduce = !noOverlapGradReduce;
   options.overlapParamGather = !noOverlapParamGather;
