@@ -48,8 +48,13 @@ def UnfuseAttention : Pass<"strata-unfuse-attention", "mlir::ModuleOp"> {
     bytes Megatron's baddbmm, fused scale-mask-softmax and bmm moved, which
     the simulated cluster needs to predict Megatron's runs. Attention with
     fewer key/value heads than query heads is refused. Runs before
-    autodiff, so that the backward follows.
+    autodiff, so that the backward follows. With `all` false, only the
+    attentions that drop out (the fused kernel draws no mask).
   }];
+  let options = [
+    Option<"all", "all", "bool", "true",
+           "Every attention; false: those with dropout">
+  ];
   let dependentDialects = ["::strata::graph::GraphDialect"];
 }
 

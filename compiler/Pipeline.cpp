@@ -131,8 +131,10 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     pad.divisibleBy = options.vocabDivisibleBy;
     pm.addPass(createPadVocab(pad));
     pm.addPass(createVerifyModel());
-    if (options.attentionBackend == "unfused")
-      pm.addPass(createUnfuseAttention());
+    // Attention that drops out is unfused whatever the backend.
+    UnfuseAttentionOptions unfuse;
+    unfuse.all = options.attentionBackend == "unfused";
+    pm.addPass(createUnfuseAttention(unfuse));
     // Each rank's microbatch losses are divided so that summing gradients
     // over microbatches and data-parallel ranks gives the mean.
     AutodiffOptions autodiff;

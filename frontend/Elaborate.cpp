@@ -12,6 +12,7 @@
 #include "frontend/Values.h"
 
 #include "dialects/graph/GraphOps.h"
+#include "runtime/plan/Dropout.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
@@ -30,6 +31,7 @@ namespace {
 /// element counts. Layers: 32 times the paper's deepest model (128); a
 /// plan's instructions grow with them, and 100,000 layers ran minutes of
 /// autodiff before failing.
+using runtime::kDropoutKeys;
 constexpr double kMaxDim = double(1LL << 32);
 constexpr double kMaxElements = double(1LL << 48);
 constexpr double kMaxLayers = 4096;
@@ -99,6 +101,10 @@ private:
   bool sawRepeat = false;
   Value lossValue;
   SourceLoc lossLoc;
+  // The runtime's per-sample dropout keys, declared by the first dropout,
+  // and the dropouts counted so far (each one's site).
+  Value dropoutKeys;
+  int64_t dropoutSites = 0;
 };
 
 //===----------------------------------------------------------------------===//
@@ -378,6 +384,17 @@ FailureOr<Val> Elaborator::evaluateCall(const Expr &expr) {
                     "argument '" + keyword.name + "' is given twice");
     args.keywords.push_back({keyword.name, *value, loc(keyword.loc)});
   }
+  args.nextDropoutSite = &dropoutSites;
+  args.dropoutKeys = [&]() -> FailureOr<Value> {
+    if (!dropoutKeys) {
+      int64_t batch = int64_t(constants["batch"].number);
+      dropoutKeys = graph::InputOp::create(
+          builder, loc(expr.loc),
+          RankedTensorType::get({batch}, builder.getI32Type()),
+          builder.getStringAttr(kDropoutKeys));
+    }
+    return dropoutKeys;
+  };
   FailureOr<Value> result = buildOpCall(builder, args);
   if (failed(result))
     return failure();
@@ -426,6 +443,10 @@ LogicalResult Elaborator::declareInput(const Stmt &stmt) {
     return fail(stmt.loc, "inputs are declared outside the repeated block");
   if (stmt.dims.empty())
     return fail(stmt.loc, "input '" + stmt.name + "' needs a shape");
+  if (stmt.name == kDropoutKeys)
+    return fail(stmt.nameLoc, std::string("'") + kDropoutKeys +
+                                  "' is the input strata declares for "
+                                  "dropout; name this one otherwise");
   auto shape = evaluateShape(stmt.dims, "input '" + stmt.name + "'");
   if (failed(shape))
     return failure();

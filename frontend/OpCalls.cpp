@@ -24,8 +24,9 @@ struct OpInfo {
 
 const std::vector<OpInfo> &ops() {
   static const std::vector<OpInfo> table = {
-      {"attention", {{"q"}, {"k"}, {"v"}}, {{"causal", "true"}}},
+      {"attention", {{"q"}, {"k"}, {"v"}}, {{"causal", "true"}, {"dropout", "0"}}},
       {"cross_entropy", {{"logits"}, {"labels"}}, {}},
+      {"dropout", {{"x"}}, {{"rate", "0.1"}}},
       {"embedding", {{"table"}, {"ids"}}, {}},
       {"gelu", {{"x"}}, {{"tanh", "false"}}},
       {"layer_norm", {{"x"}, {"weight"}, {"bias"}}, {{"eps", "1e-5"}}},
@@ -340,6 +341,19 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
     FailureOr<bool> causal = reader.boolean("causal", true);
     if (failed(causal))
       return failure();
+    FailureOr<double> rate = reader.number("dropout", 0);
+    if (failed(rate))
+      return failure();
+    if (!(*rate >= 0 && *rate < 1))
+      return emitError(loc) << "attention: dropout must be in [0, 1), got "
+                            << *rate;
+    Value keys;
+    if (*rate > 0) {
+      FailureOr<Value> made = args.dropoutKeys();
+      if (failed(made))
+        return failure();
+      keys = *made;
+    }
     auto type = infer(reader, [&](auto e) {
       return graph::inferAttentionType(e, tensors[0].getType(),
                                        tensors[1].getType(),
@@ -349,9 +363,28 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
       return failure();
     return graph::AttentionOp::create(
                builder, loc, *type, graph::attentionLseType(*type), tensors[0],
-               tensors[1], tensors[2],
+               tensors[1], tensors[2], keys,
                *causal ? builder.getUnitAttr() : UnitAttr(),
-               /*group_size=*/IntegerAttr(), /*unfused=*/UnitAttr())
+               /*group_size=*/IntegerAttr(), /*unfused=*/UnitAttr(),
+               keys ? builder.getF64FloatAttr(*rate) : FloatAttr(),
+               keys ? builder.getI64IntegerAttr((*args.nextDropoutSite)++)
+                    : IntegerAttr())
+        .getResult();
+  }
+  if (name == "dropout") {
+    FailureOr<double> rate = reader.number("rate", 0.1);
+    if (failed(rate))
+      return failure();
+    if (!(*rate >= 0 && *rate < 1))
+      return emitError(loc) << "dropout: rate must be in [0, 1), got "
+                            << *rate;
+    if (*rate == 0)
+      return tensors[0]; // nothing dropped: no op, no keys
+    FailureOr<Value> keys = args.dropoutKeys();
+    if (failed(keys))
+      return failure();
+    return graph::DropoutOp::create(builder, loc, tensors[0], *keys, *rate,
+                                    (*args.nextDropoutSite)++)
         .getResult();
   }
   if (name == "cross_entropy") {

@@ -6,6 +6,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <functional>
+
 namespace strata::frontend {
 
 struct PositionalArg {
@@ -27,6 +29,11 @@ struct CallArgs {
   mlir::Location location;
   std::vector<PositionalArg> positional;
   std::vector<KeywordValue> keywords;
+  // What a dropout needs from the model being built: the samples' keys
+  // (the runtime's "dropout_keys" input, declared on first use) and the
+  // next site, counted over the model's dropouts in order.
+  std::function<mlir::FailureOr<mlir::Value>()> dropoutKeys;
+  int64_t *nextDropoutSite = nullptr;
 };
 
 bool isOpName(llvm::StringRef name);

@@ -204,10 +204,12 @@ LogicalResult Partitioner::run() {
                                  "step: run --strata-autodiff and "
                                  "--strata-optimizer first";
   if (sp) {
-    // The residual stream is [batch, seq, hidden]: the sequence must split.
+    // The residual stream is [batch, seq, hidden]: the sequence must split
+    // (a per-sample input, the dropout keys, has none).
     for (auto input : microbatch.getOps<InputOp>()) {
-      int64_t seq =
-          input.getType().getRank() >= 2 ? input.getType().getDimSize(1) : 1;
+      if (input.getType().getRank() < 2)
+        continue;
+      int64_t seq = input.getType().getDimSize(1);
       if (seq % tp != 0)
         return error(input)
                << "sequence parallelism splits the sequence (" << seq

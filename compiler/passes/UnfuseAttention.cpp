@@ -1,6 +1,7 @@
 //===- UnfuseAttention.cpp - attention computed apart ---------------------===//
 //
-// Each graph.attention of the forward model is rebuilt with `unfused` and
+// Each graph.attention of the forward model (with `all` false, each that
+// drops out: the fused kernel draws no mask) is rebuilt with `unfused` and
 // its probabilities as the value it keeps for the backward (the op's
 // description says what its lowering then runs). Before autodiff nothing
 // reads the log-sum-exp yet, so only the result is replaced.
@@ -25,10 +26,12 @@ namespace {
 
 struct UnfuseAttentionPass
     : strata::impl::UnfuseAttentionBase<UnfuseAttentionPass> {
+  using UnfuseAttentionBase::UnfuseAttentionBase;
+
   void runOnOperation() override {
     SmallVector<AttentionOp> attentions;
     getOperation().walk([&](AttentionOp op) {
-      if (!op.getUnfused())
+      if (!op.getUnfused() && (all || op.getDropout()))
         attentions.push_back(op);
     });
     for (AttentionOp op : attentions) {
@@ -42,8 +45,9 @@ struct UnfuseAttentionPass
       auto key = cast<RankedTensorType>(op.getKey().getType());
       auto unfused = AttentionOp::create(
           b, op.getLoc(), query, attentionSavedType(query, key, true),
-          op.getQuery(), op.getKey(), op.getValue(), op.getCausalAttr(),
-          op.getGroupSizeAttr(), b.getUnitAttr());
+          op.getQuery(), op.getKey(), op.getValue(), op.getKeys(),
+          op.getCausalAttr(), op.getGroupSizeAttr(), b.getUnitAttr(),
+          op.getDropoutAttr(), op.getDropoutSiteAttr());
       if (failed(verify(unfused))) // fewer kv heads than query heads
         return signalPassFailure();
       op.getResult().replaceAllUsesWith(unfused.getResult());

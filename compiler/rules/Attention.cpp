@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/rules/Rule.h"
+#include "dialects/graph/GraphShapes.h"
 
 #include <cmath>
 
@@ -48,8 +49,9 @@ LogicalResult attentionGradient(AttentionOp attention, GradientBuilder &g,
       attention.getKey().getType(), attention.getValue().getType(),
       attention.getQuery(), attention.getKey(), attention.getValue(),
       attention.getResult(), attention.getSaved(), dys.front(),
-      attention.getCausalAttr(), attention.getGroupSizeAttr(),
-      attention.getUnfusedAttr());
+      attention.getKeys(), attention.getCausalAttr(),
+      attention.getGroupSizeAttr(), attention.getUnfusedAttr(),
+      attention.getDropoutAttr(), attention.getDropoutSiteAttr());
   g.contribute(attention.getQuery(), grad.getQueryGrad(), loc);
   g.contribute(attention.getKey(), grad.getKeyGrad(), loc);
   g.contribute(attention.getValue(), grad.getValueGrad(), loc);
@@ -76,7 +78,13 @@ LogicalResult ropeSharding(RopeOp rope, ShardingState &st) {
 /// [batch, heads, ...]: it splits its heads, dimension 1, with the queries.
 LogicalResult attentionSharding(Operation *op, bool backward,
                                 ShardingState &st) {
-  unsigned count = op->getNumOperands();
+  // The dropout keys, last when there, are the samples': replicated.
+  Value keys = backward ? cast<AttentionGradOp>(op).getKeys()
+                        : cast<AttentionOp>(op).getKeys();
+  unsigned count = op->getNumOperands() - (keys ? 1 : 0);
+  if (keys && !st.get(keys).isReplicated() &&
+      failed(st.convertOperand(op, count, Sharding::replicated())))
+    return failure();
   auto isLse = [&](unsigned i) {
     return backward &&
            op->getOperand(i) == cast<AttentionGradOp>(op).getSaved();
@@ -110,6 +118,18 @@ LogicalResult attentionSharding(Operation *op, bool backward,
           failed(st.convertOperand(op, i, expected)))
         return failure();
     }
+  }
+  if (keys && q.isSplit()) {
+    // The probabilities' heads split with the queries': each rank draws
+    // its share of the mask at its offset (the lowering reads these).
+    OpBuilder &b = st.builder();
+    auto query = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto key = cast<RankedTensorType>(op->getOperand(1).getType());
+    dist::splitDim(b.getContext()).setAttr(op, b.getI64IntegerAttr(1));
+    dist::globalShape(b.getContext())
+        .setAttr(op, b.getDenseI64ArrayAttr(
+                         attentionSavedType(query, key, /*unfused=*/true)
+                             .getShape()));
   }
   if (q.isSplit() && k.isReplicated()) {
     // Each rank's query heads read the replicated kv heads they belong to.
@@ -188,6 +208,13 @@ struct UnfusedAttention {
   Location loc;
   int64_t batch, seq, heads, dim, keys;
 
+  // Dropout of the probabilities: its rate (0: none), site, the samples'
+  // keys, and the heads' split (graph.dropout's, which the sharding rule
+  // recorded: dist.split_dim 1, the unsplit heads).
+  double rate = 0;
+  int64_t site = 0, splitDim = 0, splitSize = 0;
+  exec::BufferOp sampleKeys;
+
   template <typename Op>
   UnfusedAttention(Op op, Lowering &l) : l(l), loc(op.getLoc()) {
     auto q = cast<RankedTensorType>(op.getQuery().getType());
@@ -196,6 +223,33 @@ struct UnfusedAttention {
     heads = q.getDimSize(2);
     dim = q.getDimSize(3);
     keys = cast<RankedTensorType>(op.getKey().getType()).getDimSize(1);
+    if (std::optional<APFloat> dropout = op.getDropout()) {
+      rate = dropout->convertToDouble();
+      site = int64_t(*op.getDropoutSite());
+      sampleKeys = l.operand(op.getKeys());
+      MLIRContext *context = op.getContext();
+      if (IntegerAttr split = dist::splitDim(context).getAttr(op)) {
+        splitDim = split.getInt();
+        splitSize = dist::globalShape(context).getAttr(op)[splitDim];
+      }
+    }
+  }
+  /// `of` dropped out into a scratch buffer like it: the forward's mask,
+  /// the same whenever drawn.
+  exec::BufferOp dropout(exec::BufferOp of, Type type) {
+    exec::BufferOp out = l.scratch(type);
+    exec::LaunchOp launched =
+        l.launch(loc, kernel::Dropout{.x = of,
+                                      .keys = sampleKeys,
+                                      .y = out,
+                                      .rate = rate,
+                                      .site = site,
+                                      .split_dim = splitDim,
+                                      .split_offset = 0,
+                                      .split_size = splitSize});
+    if (splitDim > 0)
+      l.perRank(launched, "split_offset", kTensorAxis, heads);
+    return out;
   }
   double scale() const { return 1.0 / std::sqrt(double(dim)); }
   /// Sample `i` of a head-major tensor (q, k, v, o and their gradients).
@@ -234,16 +288,19 @@ struct UnfusedAttention {
               [&](int64_t i) { return scores(scoresBuffer, i); });
     l.launch(loc, kernel::SoftmaxFwd{
                       .x = scoresBuffer, .y = probs, .causal = causal});
+    exec::BufferOp read = rate > 0 ? dropout(probs, scoresType) : probs;
     Lowering::StridedGemm o{.m = seq, .n = dim, .k = keys, .lda = keys,
                             .strideA = seq * keys};
     headMajor(o.ldb, o.strideB);
     headMajor(o.ldd, o.strideD);
-    perSample(o, [&](int64_t i) { return scores(probs, i); },
+    perSample(o, [&](int64_t i) { return scores(read, i); },
               [&](int64_t i) { return headsOf(v, keys, i); },
               [&](int64_t i) { return headsOf(out, seq, i); });
   }
   /// dv = Pᵀ·dout; dP = dout·vᵀ; dS = softmax's backward;
-  /// dq = scale·dS·k; dk = scale·dSᵀ·q.
+  /// dq = scale·dS·k; dk = scale·dSᵀ·q. With dropout, P dropped out again
+  /// for dv and dP dropped out by the same mask before the softmax's
+  /// backward.
   void backward(exec::BufferOp q, exec::BufferOp k, exec::BufferOp v,
                 exec::BufferOp probs, exec::BufferOp dout, exec::BufferOp dq,
                 exec::BufferOp dk, exec::BufferOp dv, Type scoresType) {
@@ -258,7 +315,8 @@ struct UnfusedAttention {
                              .strideA = seq * keys};
     headMajor(pt.ldb, pt.strideB);
     headMajor(pt.ldd, pt.strideD);
-    perSample(pt, scoresOf(probs), sample(dout, seq), sample(dv, keys));
+    exec::BufferOp read = rate > 0 ? dropout(probs, scoresType) : probs;
+    perSample(pt, scoresOf(read), sample(dout, seq), sample(dv, keys));
     exec::BufferOp dprobs = l.scratch(scoresType),
                    dscores = l.scratch(scoresType);
     Lowering::StridedGemm dp{.m = seq, .n = keys, .k = dim,
@@ -267,6 +325,8 @@ struct UnfusedAttention {
     headMajor(dp.lda, dp.strideA);
     headMajor(dp.ldb, dp.strideB);
     perSample(dp, sample(dout, seq), sample(v, keys), scoresOf(dprobs));
+    if (rate > 0)
+      dprobs = dropout(dprobs, scoresType);
     l.launch(loc, kernel::SoftmaxBwd{.y = probs, .dy = dprobs, .dx = dscores});
     Lowering::StridedGemm ds{.m = seq, .n = dim, .k = keys, .lda = keys,
                              .strideA = seq * keys, .alpha = scale()};
@@ -283,6 +343,10 @@ struct UnfusedAttention {
 };
 
 LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
+  if (attention.getDropout() && !attention.getUnfused())
+    return attention.emitOpError()
+           << "drops out, which only its unfused form does: run "
+              "--strata-unfuse-attention";
   if (attention.getUnfused()) {
     UnfusedAttention unfused(attention, l);
     exec::BufferOp probs = l.result(attention.getSaved());

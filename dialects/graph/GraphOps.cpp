@@ -133,6 +133,24 @@ template <typename Op> static LogicalResult checkUnfusedHeads(Op op) {
          << " query heads (grouped-query attention runs fused)";
 }
 
+/// Attention drops out with a rate in (0, 1), a site and the samples'
+/// keys, all three or none.
+template <typename Op> static LogicalResult checkAttentionDropout(Op op) {
+  std::optional<APFloat> rate = op.getDropout();
+  bool some = rate || op.getDropoutSite() || op.getKeys();
+  bool all = rate && op.getDropoutSite() && op.getKeys();
+  if (some && !all)
+    return op.emitOpError()
+           << "drops out with a rate, a site and the samples' keys together";
+  if (rate && !(rate->convertToDouble() > 0 && rate->convertToDouble() < 1))
+    return op.emitOpError() << "dropout must be in (0, 1), got "
+                            << rate->convertToDouble();
+  if (all && cast<RankedTensorType>(op.getKeys().getType()).getDimSize(0) !=
+                 cast<RankedTensorType>(op.getQuery().getType()).getDimSize(0))
+    return op.emitOpError() << "needs a dropout key per sample";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   auto output = inferAttentionType(
       [&] { return emitOpError(); }, getQuery().getType(), getKey().getType(),
@@ -148,6 +166,22 @@ LogicalResult AttentionOp::verify() {
                          << describe(getSaved().getType());
   if (getUnfused() && failed(checkUnfusedHeads(*this)))
     return failure();
+  return checkAttentionDropout(*this);
+}
+
+LogicalResult DropoutOp::verify() {
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto keys = cast<RankedTensorType>(getKeys().getType());
+  if (getResult().getType() != input)
+    return emitOpError() << "the result must be the input's type "
+                         << describe(input);
+  if (input.getRank() < 1 || keys.getRank() != 1 ||
+      keys.getDimSize(0) != input.getDimSize(0))
+    return emitOpError() << "needs a key per sample: keys " << describe(keys)
+                         << " for the input " << describe(input);
+  double rate = getRate().convertToDouble();
+  if (!(rate >= 0 && rate < 1))
+    return emitOpError() << "rate must be in [0, 1), got " << rate;
   return success();
 }
 
@@ -263,6 +297,7 @@ LogicalResult AttentionGradOp::verify() {
                         getUnfused() ? "the probabilities"
                                      : "the log-sum-exp")) ||
       (getUnfused() && failed(checkUnfusedHeads(*this))) ||
+      failed(checkAttentionDropout(*this)) ||
       failed(expectType(*this, getGrad(), *output, "the grad")) ||
       failed(expectType(*this, getQueryGrad(), getQuery().getType(),
                         "the query gradient")) ||

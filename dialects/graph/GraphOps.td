@@ -140,6 +140,40 @@ def Graph_GeluOp : Graph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
 }
 def Graph_SiluOp : Graph_UnaryOp<"silu", "x * sigmoid(x)">;
 
+def Graph_DropoutOp : Graph_Op<"dropout", [Pure,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "dropout, drawn from each sample's key";
+  let description = [{
+    Each element kept with probability 1 - `rate` and scaled by
+    1 / (1 - rate), or zeroed. Whether is a function of the sample's key
+    (`keys`, [batch] i32: the runtime's "dropout_keys" input, which the
+    frontend declares for a model that drops out), the dropout's `site`
+    (its place in the model) and the element's index in the unsplit
+    tensor (runtime/plan/Dropout.h): every layout draws one device's mask.
+    Linear in its input for a given mask: its gradient is the same op on
+    the output's gradient. A negative key leaves the sample as it is.
+
+    ```mlir
+    %y = graph.dropout %x, %keys {rate = 1.000000e-01 : f64, site = 3 : i64}
+        : tensor<2x16x64xf32>, tensor<2xi32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_IdTensor:$keys,
+                   F64Attr:$rate, I64Attr:$site);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $keys attr-dict `:` type($input) `,` type($keys)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$keys,
+                   "double":$rate, "int64_t":$site), [{
+      build($_builder, $_state, input.getType(), input, keys,
+            $_builder.getF64FloatAttr(rate), $_builder.getI64IntegerAttr(site));
+    }]>
+  ];
+  let hasVerifier = 1;
+}
+
 def Graph_LayerNormOp : Graph_Op<"layer_norm", [Pure]> {
   let summary = "LayerNorm over the last dimension, with weight and bias";
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$weight,
@@ -218,13 +252,20 @@ def Graph_AttentionOp : Graph_Op<"attention", [Pure]> {
     the model's query heads and k, v all of its kv heads (tensor parallel
     with kv heads replicated): local query head i then reads kv head
     (first + i) / group_size, `first` being the rank's first query head.
+
+    `dropout` drops out the probabilities as graph.dropout does (site
+    `dropout_site`, each sample's key from `keys`); such an attention is
+    computed unfused.
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
-                   Graph_FloatTensor:$value, UnitAttr:$causal,
-                   OptionalAttr<I64Attr>:$group_size, UnitAttr:$unfused);
+                   Graph_FloatTensor:$value, Optional<Graph_IdTensor>:$keys,
+                   UnitAttr:$causal, OptionalAttr<I64Attr>:$group_size,
+                   UnitAttr:$unfused, OptionalAttr<F64Attr>:$dropout,
+                   OptionalAttr<I64Attr>:$dropout_site);
   let results = (outs Graph_FloatTensor:$result, Graph_F32Tensor:$saved);
   let assemblyFormat = [{
-    $query `,` $key `,` $value attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value (`keys` $keys^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -119,20 +119,24 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [Pure]> {
   let description = [{
     Recomputes the probabilities from q, k and the forward's row
     log-sum-exp (`saved`), and needs the forward output for the softmax
-    gradient; with `unfused`, `saved` is the forward's probabilities.
+    gradient; with `unfused`, `saved` is the forward's probabilities, and
+    with `dropout` the forward's mask is drawn again from `keys`.
     With grouped-query heads, a kv head's gradient sums over the query
     heads that read it.
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                    Graph_FloatTensor:$value, Graph_FloatTensor:$output,
                    Graph_F32Tensor:$saved, Graph_FloatTensor:$grad,
-                   UnitAttr:$causal, OptionalAttr<I64Attr>:$group_size,
-                   UnitAttr:$unfused);
+                   Optional<Graph_IdTensor>:$keys, UnitAttr:$causal,
+                   OptionalAttr<I64Attr>:$group_size, UnitAttr:$unfused,
+                   OptionalAttr<F64Attr>:$dropout,
+                   OptionalAttr<I64Attr>:$dropout_site);
   let results = (outs Graph_FloatTensor:$query_grad,
                       Graph_FloatTensor:$key_grad,
                       Graph_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $output `,` $saved `,` $grad attr-dict `:`
+    $query `,` $key `,` $value `,` $output `,` $saved `,` $grad
+    (`keys` $keys^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

@@ -1,5 +1,6 @@
 //===- Executor.cpp - one rank's plan on a backend ------------------------===//
 #include "runtime/exec/Executor.h"
+#include "runtime/plan/Dropout.h"
 #include "runtime/schedule/PipelineSim.h"
 
 #include <cstring>
@@ -17,6 +18,7 @@ std::string Executor::load() {
   bool lastStage = whole.stageOf(rank.rank) + 1 == whole.pipelineParallel;
   tokens = rank.ioBuffer("tokens");
   labels = rank.ioBuffer("labels");
+  dropoutKeys = rank.ioBuffer(kDropoutKeys);
   loss = rank.ioBuffer("loss");
   gradNormBuffer = rank.ioBuffer("grad_norm");
   hyper = rank.ioBuffer("hyper");
@@ -46,6 +48,12 @@ std::string Executor::load() {
              std::to_string(whole.microBatchSize) + " x " +
              std::to_string(whole.seqLength) + " ids";
   }
+  // A stage that drops out reads each sample's key (any stage may).
+  if (dropoutKeys >= 0 &&
+      (rank.buffers[dropoutKeys].dtype != DType::I32 ||
+       rank.buffers[dropoutKeys].elements != int64_t(whole.microBatchSize)))
+    return std::string("the '") + kDropoutKeys + "' input is not " +
+           std::to_string(whole.microBatchSize) + " i32 keys";
   auto scalar = [&](int index) {
     return index >= 0 && rank.buffers[index].dtype == DType::F32 &&
            rank.buffers[index].elements == 1;
@@ -75,7 +83,8 @@ std::string Executor::load() {
     for (size_t i = 0; i < program.instructions.size(); ++i) {
       const Instruction &instruction = program.instructions[i];
       for (uint32_t in : instruction.buffers())
-        info.readsBatch |= int(in) == tokens || int(in) == labels;
+        info.readsBatch |=
+            int(in) == tokens || int(in) == labels || int(in) == dropoutKeys;
       for (uint32_t out : instruction.outputs())
         info.writesLoss |= loss >= 0 && out == uint32_t(loss);
       bool talks = instruction.collective() || instruction.transfer();

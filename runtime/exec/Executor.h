@@ -47,7 +47,7 @@ public:
   void *io(const std::string &name) const;
 
   /// Called before each step that reads the batch, with the microbatch:
-  /// writes the tokens and labels (on the compute stream).
+  /// writes the tokens, labels and dropout keys (on the compute stream).
   using LoadBatch = std::function<void(int64_t microbatch)>;
 
   /// Runs one iteration's schedule; returns the sum of the losses of the
@@ -136,7 +136,8 @@ private:
   Collectives &collectives;
   std::vector<ProgramInfo> programs;
   std::vector<bool> exchangePoint; // per schedule position
-  int tokens = -1, labels = -1, loss = -1, gradNormBuffer = -1, hyper = -1;
+  int tokens = -1, labels = -1, dropoutKeys = -1, loss = -1, gradNormBuffer = -1,
+      hyper = -1;
   float hyperHost[kHyperSlots] = {};
   std::vector<float> lossHost; // one per step that writes the loss
   /// The schedule's steps, the optimizer's only if `optimizer`.

@@ -243,6 +243,25 @@ void checkMul(Rules &r) { checkBinary(r); }
 
 void checkScale(Rules &r) { r.sameCount(Scale::op::x, Scale::op::y); }
 
+void checkDropout(Rules &r) {
+  using namespace Dropout;
+  const Buffer &x = r.at(op::x);
+  r.sameCount(op::x, op::y);
+  r.require(!x.shape.empty() && x.shape[0] == r.at(op::keys).elements,
+            "dropout needs a key per sample: 'keys' must hold x's first "
+            "dimension");
+  double rate = r.launch.attrs[attr::rate].f;
+  r.require(std::isfinite(rate) && rate >= 0 && rate < 1,
+            "dropout's rate must be in [0, 1)");
+  int64_t dim = r.i(attr::split_dim), offset = r.i(attr::split_offset),
+          size = r.i(attr::split_size);
+  r.require(dim == 0 || (dim > 0 && dim < int64_t(x.shape.size()) &&
+                         offset >= 0 && size >= x.shape[dim] &&
+                         offset <= size - x.shape[dim]),
+            "dropout's split must be a dimension past the batch whose share "
+            "lies within its unsplit size");
+}
+
 void checkSumTo(Rules &r) {
   r.require(r.at(SumTo::op::y).elements > 0 &&
                 r.at(SumTo::op::x).elements % r.at(SumTo::op::y).elements == 0,

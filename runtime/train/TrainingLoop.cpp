@@ -5,6 +5,7 @@
 #include "runtime/comm/Transport.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/io/HuggingFace.h"
+#include "runtime/plan/Dropout.h"
 #include "runtime/train/CheckpointStore.h"
 
 #include <algorithm>
@@ -182,20 +183,25 @@ TrainingLoop::TrainingLoop(Executor &executor, const TrainOptions &options,
   lastStage = coords[2] + 1 == plan.pipelineParallel;
   tokens.resize(size_t(plan.microBatchSize) * plan.seqLength);
   labels.resize(tokens.size());
+  dropoutKeys.resize(size_t(plan.microBatchSize));
 }
 
-void TrainingLoop::loadBatch(const Dataset &from, int64_t first, int64_t mb) {
+void TrainingLoop::loadBatch(const Dataset &from, int64_t first, int64_t mb,
+                             bool training) {
   // Sample indices as Megatron's sampler orders them across data-parallel
-  // ranks.
+  // ranks; a sample's dropout key follows from its index, so that every
+  // layout drops the same elements of it (none when evaluating).
   int64_t b = plan.microBatchSize, s = plan.seqLength;
   for (int64_t i = 0; i < b; ++i) {
     int64_t index = first + mb * b * plan.dataParallel + coords[1] * b + i;
     from.sample(index, tokens.data() + i * s, labels.data() + i * s);
+    dropoutKeys[size_t(i)] = training ? dropoutKey(options.seed, index) : -1;
   }
-  // A pipeline stage may hold only one of the two inputs.
+  // A pipeline stage may hold only some of the inputs.
   Backend &device = executor.device();
   for (auto [name, host] :
-       {std::pair{"tokens", &tokens}, std::pair{"labels", &labels}})
+       {std::pair{"tokens", &tokens}, std::pair{"labels", &labels},
+        std::pair{kDropoutKeys, &dropoutKeys}})
     if (void *target = executor.io(name))
       device.copyIn(Stream::Compute, target, host->data(), host->size() * 4);
 }
@@ -230,7 +236,8 @@ bool TrainingLoop::run(std::ostream *log) {
     hyper.lr = learningRate(options, updates);
     hyper.step = updates;
     float loss = executor.runIteration(iteration, hyper, [&](int64_t mb) {
-      loadBatch(data, (iteration - 1) * plan.globalBatchSize, mb);
+      loadBatch(data, (iteration - 1) * plan.globalBatchSize, mb,
+                /*training=*/true);
     });
     if (lastStage)
       loss = averageLoss(loss, "iteration " + std::to_string(iteration));
@@ -368,7 +375,8 @@ void TrainingLoop::evaluate(const Dataset &from, int64_t first,
   for (int64_t k = 0; k < options.evalIters; ++k) {
     int64_t start = first + k * int64_t(plan.globalBatchSize);
     float loss = executor.evaluate(
-        iteration, [&](int64_t mb) { loadBatch(from, start, mb); });
+        iteration,
+        [&](int64_t mb) { loadBatch(from, start, mb, /*training=*/false); });
     if (lastStage)
       total += averageLoss(loss, "the " + what + " evaluation");
   }

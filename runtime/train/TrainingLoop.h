@@ -131,7 +131,8 @@ public:
 private:
   /// Microbatch `microbatch` of the global batch starting at sample
   /// `first` of `from`, as Megatron's sampler hands it to this rank.
-  void loadBatch(const Dataset &from, int64_t first, int64_t microbatch);
+  void loadBatch(const Dataset &from, int64_t first, int64_t microbatch,
+                 bool training);
   /// The mean loss over the global batch, from this rank's sum over its
   /// microbatches (on the last pipeline stage, where the loss is).
   float averageLoss(float sum, const std::string &what);
@@ -155,6 +156,7 @@ private:
   std::vector<int> everyone;           // every rank: agreeing to stop
   bool lastStage = false;              // where the loss is
   std::vector<int32_t> tokens, labels; // host staging for one microbatch
+  std::vector<int32_t> dropoutKeys;    // and its samples' dropout keys
   int64_t iterationsRun = 0, firstIteration = 1;
   // Iterations whose gradient norm was not finite: their update was
   // skipped, and the optimizer's step and the learning rate schedule do

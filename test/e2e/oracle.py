@@ -34,7 +34,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
-from torch_models import MODELS, load_strata  # noqa: E402
+from torch_models import MODELS, dropout_key, load_strata  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
 import megatron_samples  # noqa: E402
@@ -68,12 +68,15 @@ def batches(sample, iteration, args):
     sample i."""
     m = args.global_batch_size // args.micro_batch_size
     for mb in range(m):
-        tokens, labels = [], []
+        tokens, labels, keys = [], [], []
         for i in range(args.micro_batch_size):
-            text = sample(iteration * args.global_batch_size + mb * args.micro_batch_size + i)
+            index = iteration * args.global_batch_size + mb * args.micro_batch_size + i
+            text = sample(index)
             tokens.append(text[:-1])
             labels.append(text[1:])
-        yield torch.tensor(tokens, dtype=torch.long), torch.tensor(labels, dtype=torch.long)
+            keys.append(dropout_key(args.seed, index))
+        yield (torch.tensor(tokens, dtype=torch.long), torch.tensor(labels, dtype=torch.long),
+               torch.tensor(keys, dtype=torch.int64))
 
 
 def train_torch(args, initial, dtype):
@@ -83,7 +86,10 @@ def train_torch(args, initial, dtype):
     strata's line says after "validation loss at")."""
     torch_gelu = args.torch_gelu or ("tanh" if args.openai_gelu else "none")
     model = MODELS[args.model](**({"vocab": args.vocab} if args.vocab else {}),
-                               **({"openai_gelu": True} if torch_gelu == "tanh" else {})).to(dtype)
+                               **({"openai_gelu": True} if torch_gelu == "tanh" else {}),
+                               **({"hidden_dropout": args.hidden_dropout} if args.hidden_dropout else {}),
+                               **({"attention_dropout": args.attention_dropout} if args.attention_dropout else {})
+                               ).to(dtype)
     try:
         names = load_strata(model, safetensors_io.read(initial))
     except ValueError as e:
@@ -111,7 +117,10 @@ def train_torch(args, initial, dtype):
                                         args.eval_iters * gbs, "test")
 
     def evaluate(data, first, what):
-        # The mean over eval-iters batches of each batch's mean loss.
+        # The mean over eval-iters batches of each batch's mean loss, with
+        # nothing dropped.
+        if args.hidden_dropout or args.attention_dropout:
+            model.dropout.start(None)
         with torch.no_grad():
             total = 0.0
             for k in range(args.eval_iters):
@@ -127,7 +136,9 @@ def train_torch(args, initial, dtype):
             group["lr"] = learning_rate(args, iteration)
         optimizer.zero_grad()
         total = 0.0
-        for tokens, labels in batches(sample, iteration - 1, args):
+        for tokens, labels, keys in batches(sample, iteration - 1, args):
+            if args.hidden_dropout or args.attention_dropout:
+                model.dropout.start(keys)
             loss = model(tokens, labels)
             (loss / m).backward()
             total += loss.item()
@@ -178,6 +189,10 @@ def main():
     p.add_argument("--data", default="/usr/share/common-licenses/GPL-3")
     p.add_argument("--data-prefix", nargs="+", help="Megatron's indexed data, [weight] prefix...")
     p.add_argument("--split", default="969,30,1")
+    p.add_argument("--hidden-dropout", type=float, default=0.0,
+                   help="gpt-tiny's hidden dropout (--set hidden_dropout), in torch the same mask")
+    p.add_argument("--attention-dropout", type=float, default=0.0,
+                   help="gpt-tiny's attention dropout (--set attention_dropout), likewise")
     p.add_argument("--compile-flag", action="append", default=[],
                    help="a flag for strata-compile (repeatable)")
     p.add_argument("--eval-interval", type=int, default=2)
@@ -192,7 +207,10 @@ def main():
          "--micro-batch-size", str(args.micro_batch_size),
          "--global-batch-size", str(args.global_batch_size)]
         + ([f"--set=vocab={args.vocab}"] if args.vocab else [])
-        + (["--set=openai_gelu=true"] if args.openai_gelu else []) + args.compile_flag)
+        + (["--set=openai_gelu=true"] if args.openai_gelu else [])
+        + ([f"--set=hidden_dropout={args.hidden_dropout}"] if args.hidden_dropout else [])
+        + ([f"--set=attention_dropout={args.attention_dropout}"] if args.attention_dropout else [])
+        + args.compile_flag)
     common = ["--seed", str(args.seed), "--lr", str(args.lr), "--min-lr", str(args.min_lr),
               "--lr-warmup-iters", str(args.lr_warmup_iters), "--lr-decay-style", args.lr_decay_style,
               "--lr-decay-iters", str(args.lr_decay_iters), "--adam-eps", str(args.adam_eps),

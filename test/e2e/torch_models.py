@@ -32,8 +32,63 @@ def load_strata(model, weights):
     return names
 
 
-def causal_attention(q, k, v):
-    """q [b, s, H, d], k and v [b, s, K, d]; query head h reads kv head h // (H/K)."""
+MASK32 = 0xFFFFFFFF
+
+
+def _mul32(x, c):
+    """x · c mod 2^32 for x < 2^32 in int64, without overflowing 64 bits."""
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & MASK32
+
+
+def _mix32(x):
+    """runtime/plan/Dropout.h's dropoutMix (lowbias32) on int64 values < 2^32."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def dropout_key(seed, sample):
+    """runtime/plan/Dropout.h's dropoutKey: sample `sample`'s key under `seed`."""
+    s = _mix32((seed & MASK32) ^ _mix32(seed >> 32))
+    return _mix32((sample & MASK32) ^ s) & 0x7FFFFFFF
+
+
+class Dropout:
+    """strata's dropout written again: element i of a sample (its index in
+    the whole tensor) kept by runtime/plan/Dropout.h's function of the
+    sample's key, the site (the model's dropouts counted in order) and i.
+    Dropouts made by with_rate share the keys and the count of sites."""
+
+    def __init__(self, rate, state=None):
+        self.rate = rate
+        self.state = state if state is not None else {"keys": None, "site": 0}
+
+    def with_rate(self, rate):
+        return Dropout(rate, self.state)
+
+    def start(self, keys):
+        """A microbatch's keys (None: no dropout, evaluation)."""
+        self.state["keys"], self.state["site"] = keys, 0
+
+    def __call__(self, x):
+        if self.rate == 0:
+            return x
+        site = self.state["site"]
+        self.state["site"] += 1
+        if self.state["keys"] is None:
+            return x
+        b = x.shape[0]
+        index = torch.arange(x[0].numel(), dtype=torch.int64)
+        h = self.state["keys"].view(b, 1) ^ _mix32(torch.tensor((site + 0x9E3779B9) & MASK32))
+        keep = (_mix32(_mix32(h) ^ index) >> 8) >= int(self.rate * 16777216.0)
+        return x * keep.view(x.shape).to(x.dtype) / (1 - self.rate)
+
+
+def causal_attention(q, k, v, dropout=None):
+    """q [b, s, H, d], k and v [b, s, K, d]; query head h reads kv head h // (H/K);
+    `dropout` (a Dropout) on the probabilities."""
     b, s, heads, d = q.shape
     kv_heads = k.shape[2]
     k = k.repeat_interleave(heads // kv_heads, dim=2)
@@ -42,14 +97,17 @@ def causal_attention(q, k, v):
     scores = q @ k.transpose(-1, -2) / math.sqrt(d)
     mask = torch.ones(s, s, dtype=torch.bool).triu(1)
     scores = scores.masked_fill(mask, float("-inf"))
-    out = F.softmax(scores, dim=-1) @ v
+    probs = F.softmax(scores, dim=-1)
+    out = (dropout(probs) if dropout else probs) @ v
     return out.transpose(1, 2)  # [b, s, H, d]
 
 
 class GPTLayer(nn.Module):
-    def __init__(self, hidden, heads, ffn, eps, gelu="none"):
+    def __init__(self, hidden, heads, ffn, eps, gelu="none", dropout=None, attention_dropout=None):
         super().__init__()
         self.heads = heads
+        self.dropout = dropout or Dropout(0.0)
+        self.attention_dropout = attention_dropout
         self.gelu = gelu  # F.gelu's approximate: "none" (erf) or "tanh"
         self.ln1 = nn.LayerNorm(hidden, eps=eps)
         self.q = nn.Linear(hidden, hidden)
@@ -67,26 +125,31 @@ class GPTLayer(nn.Module):
         q = self.q(y).view(b, s, self.heads, d)
         k = self.k(y).view(b, s, self.heads, d)
         v = self.v(y).view(b, s, self.heads, d)
-        a = causal_attention(q, k, v).reshape(b, s, h)
-        x = x + self.proj(a)
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate=self.gelu))
+        a = causal_attention(q, k, v, self.attention_dropout).reshape(b, s, h)
+        x = x + self.dropout(self.proj(a))
+        return x + self.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate=self.gelu)))
 
 
 class GPT(nn.Module):
     """examples/gpt-tiny.model: learned positions, pre-LN, GELU, tied output;
     openai_gelu as the model's constant (GELU's tanh form)."""
 
-    def __init__(self, layers=4, hidden=64, heads=4, seq=64, vocab=256, eps=1e-5, openai_gelu=False):
+    def __init__(self, layers=4, hidden=64, heads=4, seq=64, vocab=256, eps=1e-5, openai_gelu=False,
+                 hidden_dropout=0.0, attention_dropout=0.0):
         super().__init__()
         self.seq = seq
         self.wte = nn.Embedding(vocab, hidden)
         self.wpe = nn.Parameter(torch.zeros(seq, hidden))
         gelu = "tanh" if openai_gelu else "none"
-        self.layers = nn.ModuleList(GPTLayer(hidden, heads, 4 * hidden, eps, gelu) for _ in range(layers))
+        # One counter of sites for both kinds, in the model's order.
+        self.dropout = Dropout(hidden_dropout)
+        attention = self.dropout.with_rate(attention_dropout) if attention_dropout else None
+        self.layers = nn.ModuleList(GPTLayer(hidden, heads, 4 * hidden, eps, gelu, self.dropout, attention)
+                                    for _ in range(layers))
         self.ln_f = nn.LayerNorm(hidden, eps=eps)
 
     def logits(self, tokens):
-        x = self.wte(tokens) + self.wpe
+        x = self.dropout(self.wte(tokens) + self.wpe)
         for layer in self.layers:
             x = layer(x)
         return self.ln_f(x) @ self.wte.weight.t()

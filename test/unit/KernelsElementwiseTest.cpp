@@ -215,4 +215,71 @@ TEST_P(Kernels, FusedPointwiseChainEqualsItsMembers) {
   expectClose(h.read(d), ed, kTol, "silu_bwd");
 }
 
+/// Dropout's mask from its contract (runtime/plan/Dropout.h), written
+/// again here: an element's 24-bit draw from the sample's key, the site
+/// and its index in the unsplit sample, dropped below rate · 2^24.
+bool refKeeps(uint32_t key, uint32_t site, uint32_t index, double rate) {
+  auto mix = [](uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+  };
+  uint32_t h = mix(mix(key ^ mix(site + 0x9e3779b9u)) ^ index);
+  return (h >> 8) >= uint32_t(rate * 16777216.0);
+}
+
+// Dropout against its contract; a negative key leaves its sample alone
+// (evaluation); about `rate` of the elements dropped; and a tensor split
+// along its heads, each part at its offset, draws exactly the whole
+// tensor's mask (what makes a tensor-parallel layout match one device).
+TEST_P(Kernels, DropoutDrawsOneMaskWhateverTheSplit) {
+  const int64_t b = 3, heads = 4, s = 32, k = 24, site = 7;
+  const double rate = 0.3;
+  std::vector<int64_t> shape = {b, heads, s, k};
+  Vec x = randomVec(b * heads * s * k);
+  std::vector<int32_t> keys = {12345, 0x7fffffff, -1};
+  auto args = [&](int64_t dim, int64_t offset) {
+    return std::map<std::string, Arg>{{"rate", floatArg(rate)},
+                                      {"site", intArg(site)},
+                                      {"split_dim", intArg(dim)},
+                                      {"split_offset", intArg(offset)},
+                                      {"split_size", intArg(dim ? heads : 0)}};
+  };
+  Harness h(on());
+  uint32_t out = h.add(shape);
+  h.run("dropout", {h.input(shape, x), h.ids({b}, keys)}, {out}, args(0, 0));
+  Vec y = h.read(out), expected(x.size());
+  int64_t perSample = heads * s * k, dropped = 0;
+  for (int64_t i = 0; i < int64_t(x.size()); ++i) {
+    int32_t key = keys[i / perSample];
+    bool keep = key < 0 ||
+                refKeeps(uint32_t(key), site, uint32_t(i % perSample), rate);
+    expected[i] = key < 0 ? x[i] : keep ? x[i] / (1 - rate) : 0.0;
+    dropped += !keep;
+  }
+  expectClose(y, expected, kTol, "dropout");
+  double fraction = double(dropped) / double(2 * perSample);
+  EXPECT_NEAR(fraction, rate, 0.02) << "share of the elements dropped";
+
+  // Two halves of the heads, each its own launch.
+  for (int64_t part = 0; part < 2; ++part) {
+    std::vector<int64_t> half = {b, heads / 2, s, k};
+    Vec xs, ys;
+    for (int64_t bi = 0; bi < b; ++bi)
+      for (int64_t hi = part * 2; hi < part * 2 + 2; ++hi)
+        for (int64_t r = 0; r < s * k; ++r) {
+          xs.push_back(x[(bi * heads + hi) * s * k + r]);
+          ys.push_back(y[(bi * heads + hi) * s * k + r]);
+        }
+    Harness p(on());
+    uint32_t partOut = p.add(half);
+    p.run("dropout", {p.input(half, xs), p.ids({b}, keys)}, {partOut},
+          args(1, part * 2));
+    expectClose(p.read(partOut), ys, 0.0, "half of the heads");
+  }
+}
+
 } // namespace

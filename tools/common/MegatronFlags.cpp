@@ -70,6 +70,11 @@ constexpr std::array kFlags = {
     MegatronFlag{"--max-position-embeddings", Where::Model, "--set seq=N"},
     MegatronFlag{"--ffn-hidden-size", Where::Model, "--set ffn=N"},
     MegatronFlag{"--init-method-std", Where::Model, "--set std=X"},
+    MegatronFlag{"--hidden-dropout", Where::Model,
+                 "dropout(x, rate=...), --set hidden_dropout=X in the examples"},
+    MegatronFlag{"--attention-dropout", Where::Model,
+                 "attention(..., dropout=...), --set attention_dropout=X in "
+                 "the examples"},
     MegatronFlag{"--swiglu", Where::Model, "silu(...) * ... in the model file"},
     MegatronFlag{"--normalization", Where::Model,
                  "layer_norm or rms_norm in the model file"},
