@@ -34,9 +34,15 @@ def layout(t, p, d, mbs, batch, recompute=True, chunks=None, layers=None):
              "--global-batch-size", str(batch), "--bf16", "--target", "cuda",
              # Megatron's local DDP (every figure's script) all-reduced the
              # gradients after the flush.
-             "--no-overlap-grad-reduce"]
+             "--no-overlap-grad-reduce",
+             # What Megatron ran in 2021, as for Table 1: attention unfused,
+             # its default dropouts.
+             "--attention-backend", "unfused",
+             "--set", "hidden_dropout=0.1", "--set", "attention_dropout=0.1"]
     if recompute:
-        flags += ["--recompute-granularity", "full"]
+        # Its checkpointing: each layer's whole forward again.
+        flags += ["--recompute-granularity", "full", "--recompute-method", "uniform",
+                  "--recompute-num-layers", "1"]
     if chunks:
         flags += ["--num-layers-per-virtual-pipeline-stage", str(layers // (p * chunks))]
     return flags

@@ -5,7 +5,8 @@ pipeline sizes, micro-batch and global batch, layers per virtual stage
 where it sets them, full recomputation as its checkpointing ran it (each
 layer's whole forward again: --recompute-method uniform); the gradients'
 all-reduce after the pipeline's flush where p > 1, as Megatron's local DDP
-did; attention unfused, as Megatron computed it in 2021), then one
+did; attention unfused, as Megatron computed it in 2021; Megatron's
+default dropouts, 0.1 hidden and attention), then one
 iteration simulated on Selene (examples/clusters/selene.json) with
 `strata-run --backend sim`. Prints the predicted TFLOP/s per GPU (the
 paper's count) beside the published figure (../shared/paper/table1.tsv),
@@ -43,7 +44,9 @@ def compile_flags(row):
              "--data-parallel-size", str(d), "--micro-batch-size", row["mbs"],
              "--global-batch-size", row["batch"], "--recompute-granularity", "full",
              "--recompute-method", "uniform", "--recompute-num-layers", "1",
-             "--attention-backend", "unfused", "--bf16", "--target", "cuda"]
+             "--attention-backend", "unfused", "--bf16", "--target", "cuda",
+             # Megatron's defaults, which the script leaves.
+             "--set", "hidden_dropout=0.1", "--set", "attention_dropout=0.1"]
     if row["vp_layers_per_stage"] != "-":
         flags += ["--num-layers-per-virtual-pipeline-stage", row["vp_layers_per_stage"]]
     if p > 1:

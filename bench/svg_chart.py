@@ -5,8 +5,8 @@ import math
 from xml.sax.saxutils import escape
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
-WIDTH, HEIGHT = 640, 400
-LEFT, RIGHT, TOP, BOTTOM = 70, 190, 40, 60
+WIDTH, HEIGHT = 700, 400
+LEFT, RIGHT, TOP, BOTTOM = 70, 250, 40, 60
 
 
 def _ticks(low, high, count=5):

@@ -4,6 +4,8 @@
 #include "runtime/base/Text.h"
 #include "runtime/base/WholeFile.h"
 
+#include <cmath>
+
 #include <cstdio>
 #include <functional>
 #include <initializer_list>
@@ -92,6 +94,7 @@ private:
 // up to 1e18 (an exaFLOP/s a GPU), bandwidths up to 1e15 bytes/s, memory
 // up to 1 PiB, latencies and overheads up to a second.
 constexpr double kMostFlops = 1e18, kMostBandwidth = 1e15, kMostSeconds = 1;
+constexpr size_t kMostCurvePoints = 64;
 constexpr int64_t kMostMemory = int64_t(1) << 50, kMostGpusPerNode = 1024,
                   kMostMultiprocessors = 4096, kMostTile = 4096;
 
@@ -162,6 +165,42 @@ std::string readGpu(SpecReader &r, const std::string &path, GpuSpec &gpu) {
       });
 }
 
+/// [[bytes, bytes per second], ...], sizes strictly ascending.
+std::string readCurve(SpecReader &r, const std::string &path,
+                      std::vector<std::pair<double, double>> &curve) {
+  std::string notACurve = path + " must be a list of [bytes, bytes per "
+                                 "second] pairs, the sizes ascending";
+  if (!r.eat('['))
+    return notACurve;
+  if (r.eat(']'))
+    return "";
+  do {
+    std::string at = path + "[" + std::to_string(curve.size()) + "]";
+    double size = 0, rate = 0;
+    if (!r.eat('['))
+      return notACurve;
+    if (std::string error = r.number(at + "[0]", kMostMemory, size);
+        !error.empty())
+      return error;
+    if (!r.eat(','))
+      return notACurve;
+    if (std::string error = r.number(at + "[1]", kMostBandwidth, rate);
+        !error.empty())
+      return error;
+    if (!r.eat(']'))
+      return notACurve;
+    if (!curve.empty() && size <= curve.back().first)
+      return notACurve;
+    if (curve.size() == kMostCurvePoints)
+      return path + " has more than " + std::to_string(kMostCurvePoints) +
+             " points";
+    curve.push_back({size, rate});
+  } while (r.eat(','));
+  if (!r.eat(']'))
+    return notACurve;
+  return "";
+}
+
 std::string readLevel(SpecReader &r, const std::string &path, LinkLevel &level,
                       std::string &spans) {
   return r.object(
@@ -184,11 +223,29 @@ std::string readLevel(SpecReader &r, const std::string &path, LinkLevel &level,
           return r.number(at, kMostBandwidth, level.bytesPerSecond);
         if (key == "latency_s")
           return r.number(at, kMostSeconds, level.latencySeconds);
+        if (key == "bus_bytes_per_s_by_size")
+          return readCurve(r, at, level.busBandwidthBySize);
         return at + " is not a field strata knows";
       });
 }
 
 } // namespace
+
+double LinkLevel::measuredBusBandwidth(double bytes) const {
+  const auto &curve = busBandwidthBySize;
+  if (curve.empty() || bytes < curve.front().first ||
+      bytes > curve.back().first)
+    return 0;
+  size_t i = 1;
+  while (i < curve.size() && curve[i].first < bytes)
+    ++i;
+  if (i == curve.size())
+    return curve.back().second;
+  auto [size0, rate0] = curve[i - 1];
+  auto [size1, rate1] = curve[i];
+  double t = std::log(bytes / size0) / std::log(size1 / size0);
+  return rate0 + t * (rate1 - rate0);
+}
 
 std::string parseClusterSpec(std::string_view text, ClusterSpec &out) {
   out = ClusterSpec();

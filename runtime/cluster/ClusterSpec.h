@@ -40,6 +40,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace strata::runtime {
@@ -63,6 +64,14 @@ struct LinkLevel {
   bool spansNode = true;     // else the whole cluster
   double bytesPerSecond = 0; // per GPU, one direction
   double latencySeconds = 0;
+  // Measured all-reduce bus bandwidth by message size (nccl-tests' size
+  // and busbw), sizes ascending; may be empty. Within its range it gives a
+  // collective's rate, latency included (CostModel::collective).
+  std::vector<std::pair<double, double>> busBandwidthBySize;
+
+  /// The measured bus bandwidth at `bytes`, interpolated in the log of the
+  /// size; 0 outside the measured range.
+  double measuredBusBandwidth(double bytes) const;
 };
 
 struct ClusterSpec {

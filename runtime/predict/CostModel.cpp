@@ -66,6 +66,11 @@ double CostModel::collective(CollectiveKind kind,
   bool allReduce = kind == CollectiveKind::AllReduceSum ||
                    kind == CollectiveKind::AllReduceMax;
   double steps = (allReduce ? 2 : 1) * (n - 1);
+  // Where the spec measured the level's bus bandwidth at this size, that
+  // rate (its latency within it) and no more than the ring's.
+  if (double measured = levelOf(members).measuredBusBandwidth(bytes);
+      measured > 0)
+    return steps * bytes / n / std::min(measured, r.bytesPerSecond);
   return steps * (bytes / n / r.bytesPerSecond + r.latencySeconds);
 }
 

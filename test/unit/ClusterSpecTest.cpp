@@ -31,6 +31,15 @@ TEST(ClusterSpec, SeleneReadsAsThePaperStatesIt) {
   EXPECT_FALSE(spec.gpu.source.empty());
   EXPECT_EQ(spec.gpu.smCount, 108);
   EXPECT_FALSE(spec.gpu.gemmWavesQuantized); // fitted: cuBLAS balances them
+  // NVLink's all-reduce bus bandwidth as nccl-tests measured it, 1 MiB to
+  // 16 GiB; an interpolated size lies between its neighbours.
+  ASSERT_EQ(spec.node.busBandwidthBySize.size(), 9u);
+  EXPECT_EQ(spec.node.busBandwidthBySize.front().first, 1 << 20);
+  EXPECT_EQ(spec.node.measuredBusBandwidth(double(128 << 20)), 176.92e9);
+  double between = spec.node.measuredBusBandwidth(100e6);
+  EXPECT_GT(between, 171.54e9);
+  EXPECT_LT(between, 176.92e9);
+  EXPECT_TRUE(spec.cluster.busBandwidthBySize.empty());
 }
 
 TEST(ClusterSpec, EveryExampleReads) {
@@ -121,6 +130,20 @@ TEST(ClusterSpec, EveryMalformedSpecIsRefusedNamingItsField) {
       {withReplaced("\"latency_s\": 1e-5}]", "\"latency_s\": 1e-5}, {}]"),
        "levels must list two levels"},
       {withReplaced("\"levels\": [", "\"levels\": {"), "levels must be a list"},
+      {withReplaced("\"latency_s\": 1e-5}]",
+                    "\"latency_s\": 1e-5, \"bus_bytes_per_s_by_size\": "
+                    "[[2e6, 5e9], [1e6, 6e9]]}]"),
+       "levels[1].bus_bytes_per_s_by_size must be a list of [bytes, bytes per "
+       "second] pairs, the sizes ascending"},
+      {withReplaced("\"latency_s\": 1e-5}]",
+                    "\"latency_s\": 1e-5, \"bus_bytes_per_s_by_size\": "
+                    "[[1e6, 5e9, 1]]}]"),
+       "levels[1].bus_bytes_per_s_by_size must be a list of [bytes, bytes per "
+       "second] pairs"},
+      {withReplaced("\"latency_s\": 1e-5}]",
+                    "\"latency_s\": 1e-5, \"bus_bytes_per_s_by_size\": "
+                    "[[1e6, -5e9]]}]"),
+       "levels[1].bus_bytes_per_s_by_size[0][1] must be positive"},
       {std::string(kGood) + " {}", "the spec has text after its object"},
   };
   for (const Case &c : cases) {

@@ -130,6 +130,32 @@ TEST(CostModel, RingCollectivesOverTheSlowestLevelTheirMembersSpan) {
   EXPECT_EQ(free.transfer(3, 4, 1e9), 0);
 }
 
+// A level that measured its bus bandwidth by size (nccl-tests' busbw)
+// costs a collective of a measured size at that rate, latency included,
+// interpolated in the log of the size between measured sizes, never
+// faster than the ring; outside the measured sizes, rate and latency.
+TEST(CostModel, CollectivesOfAMeasuredSizeMoveAtTheMeasuredRate) {
+  ClusterSpec spec = roundSpec(false);
+  spec.node.busBandwidthBySize = {{1e6, 10e9}, {1e8, 50e9}, {1e10, 200e9}};
+  CostModel costs(spec);
+  std::vector<int> inNode = {0, 1, 2, 3};
+  auto allReduce = [&](double bytes) {
+    return costs.collective(CollectiveKind::AllReduceSum, inNode, bytes);
+  };
+  EXPECT_DOUBLE_EQ(allReduce(1e6), 6 * 0.25e6 / 10e9);
+  EXPECT_DOUBLE_EQ(allReduce(1e8), 6 * 0.25e8 / 50e9);
+  // Halfway in log size between 1e6 and 1e8: halfway in rate.
+  EXPECT_DOUBLE_EQ(allReduce(1e7), 6 * 0.25e7 / 30e9);
+  // 200 GB/s measured, but the ring moves at most 100.
+  EXPECT_DOUBLE_EQ(allReduce(1e10), 6 * 0.25e10 / 100e9);
+  // Outside the measured sizes, and across nodes (no curve there).
+  EXPECT_DOUBLE_EQ(allReduce(1e5), 6 * (0.25e5 / 100e9 + 1e-6));
+  EXPECT_DOUBLE_EQ(allReduce(1e11), 6 * (0.25e11 / 100e9 + 1e-6));
+  EXPECT_DOUBLE_EQ(
+      costs.collective(CollectiveKind::AllReduceSum, {0, 4, 8, 12}, 1e8),
+      6 * (0.25e8 / 10e9 + 10e-6));
+}
+
 TEST(CostModel, AGroupIsCostedOverItsSlowestInstance) {
   // d=7, p=2 on nodes of 4: stage 0's data group {0..6} holds at least 3
   // GPUs on each node it spans, stage 1's {7..13} only one of node 1:
