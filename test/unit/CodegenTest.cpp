@@ -69,6 +69,8 @@ std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
     return S{q, kv, kv, q, lse};
   case KernelId::AttentionBwd:
     return S{q, kv, kv, q, lse, q, q, kv, kv};
+  case KernelId::Dropout:
+    return S{{2, 4, 9, 9}, {2}, {2, 4, 9, 9}};
   case KernelId::SoftmaxFwd:
     return S{{2, 3, 5, 5}, {2, 3, 5, 5}};
   case KernelId::SoftmaxBwd:
@@ -135,6 +137,11 @@ LaunchDesc sample(KernelId id, DType dtype) {
   attrs["parts"].i = 2;
   attrs["part"].perRank = true;
   attrs["vocab_offset"].perRank = true;
+  attrs["rate"].f = 0.1; // dropout: its heads split, a rank's share of 8
+  attrs["site"].i = 3;
+  attrs["split_dim"].i = 1;
+  attrs["split_offset"].perRank = true;
+  attrs["split_size"].i = 8;
   attrs["permutation"].list = {2, 0, 1};
   attrs["segments"].list = id == KernelId::AdamW
                                ? std::vector<int64_t>{0, 40, 1, 50, 30, 0}
