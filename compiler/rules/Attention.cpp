@@ -209,8 +209,8 @@ struct UnfusedAttention {
   int64_t batch, seq, heads, dim, keys;
 
   // Dropout of the probabilities: its rate (0: none), site, the samples'
-  // keys, and the heads' split (graph.dropout's, which the sharding rule
-  // recorded: dist.split_dim 1, the unsplit heads).
+  // keys, and the heads' split as the sharding rule recorded it
+  // (dist.split_dim 1 and the unsplit shape, as graph.dropout's).
   double rate = 0;
   int64_t site = 0, splitDim = 0, splitSize = 0;
   exec::BufferOp sampleKeys;
@@ -266,7 +266,8 @@ struct UnfusedAttention {
     ld = heads * dim;
     stride = dim;
   }
-  /// D (+)= op(A)·op(B) for every sample; `a`, `b`, `d` pick sample i.
+  /// D = alpha · op(A)·op(B) for every sample, batched over its heads;
+  /// `a`, `b`, `d` pick sample i's views.
   template <typename A, typename B, typename D>
   void perSample(Lowering::StridedGemm g, A a, B b, D d) {
     g.batch = heads;
