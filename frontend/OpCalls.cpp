@@ -137,6 +137,17 @@ public:
     return k->value.number;
   }
 
+  /// A dropout rate: a number in [0, 1), reported at its keyword.
+  FailureOr<double> rate(StringRef name, double fallback) {
+    FailureOr<double> value = number(name, fallback);
+    if (failed(value) || (*value >= 0 && *value < 1))
+      return value;
+    const KeywordValue *k = keyword(name);
+    errorAt(k->loc) << "'" << name << "' must be in [0, 1), got "
+                    << k->value.describe();
+    return failure();
+  }
+
   FailureOr<bool> boolean(StringRef name, bool fallback) {
     const KeywordValue *k = keyword(name);
     if (!k)
@@ -341,12 +352,9 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
     FailureOr<bool> causal = reader.boolean("causal", true);
     if (failed(causal))
       return failure();
-    FailureOr<double> rate = reader.number("dropout", 0);
+    FailureOr<double> rate = reader.rate("dropout", 0);
     if (failed(rate))
       return failure();
-    if (!(*rate >= 0 && *rate < 1))
-      return emitError(loc) << "attention: dropout must be in [0, 1), got "
-                            << *rate;
     Value keys;
     if (*rate > 0) {
       FailureOr<Value> made = args.dropoutKeys();
@@ -372,12 +380,9 @@ FailureOr<Value> buildOpCall(OpBuilder &builder, const CallArgs &args) {
         .getResult();
   }
   if (name == "dropout") {
-    FailureOr<double> rate = reader.number("rate", 0.1);
+    FailureOr<double> rate = reader.rate("rate", 0.1);
     if (failed(rate))
       return failure();
-    if (!(*rate >= 0 && *rate < 1))
-      return emitError(loc) << "dropout: rate must be in [0, 1), got "
-                            << *rate;
     if (*rate == 0)
       return tensors[0]; // nothing dropped: no op, no keys
     FailureOr<Value> keys = args.dropoutKeys();
