@@ -126,8 +126,9 @@ private:
   graph::GraphDialect::BackwardLayerAttrHelper backwardLayer;
   SmallVector<Operation *> forwardOps, backwardOps;
   llvm::DenseMap<Operation *, int64_t> chunkOf;
-  llvm::DenseMap<Operation *, int64_t> forwardLayerOf;
-  int64_t layers = 0; // the last boundary's index: layers 0..layers-1
+  // Each layer's forward ops, in order (-1: the embedding; the last
+  // boundary's index: the final norm and the loss).
+  llvm::DenseMap<int64_t, SmallVector<Operation *>> forwardOpsOfLayer;
   llvm::DenseSet<Value> layerInputs; // boundary operands: full keeps them
   std::vector<Chunk> chunks;
   int64_t nextChannel = 0;
@@ -154,9 +155,8 @@ LogicalResult Splitter::classify() {
       layer = static_cast<int64_t>(boundary.getIndex());
       for (Value input : boundary.getInputs())
         layerInputs.insert(input);
-      layers = std::max(layers, layer);
     }
-    forwardLayerOf[&op] = layer;
+    forwardOpsOfLayer[layer].push_back(&op);
     forwardOps.push_back(&op);
     chunkOf[&op] = layout.chunkOf(layer);
   }
@@ -266,9 +266,12 @@ FailureOr<Value> Splitter::backwardForwardValue(int64_t c, Value value,
 LogicalResult Splitter::recomputeLayer(int64_t c, int64_t layer,
                                        Location loc) {
   Chunk &chunk = chunks[c];
-  for (Operation *op : forwardOps) {
-    if (forwardLayerOf.lookup(op) != layer || chunkOf.lookup(op) != c ||
-        isFree(op) || isView(op) || op->getNumResults() == 0)
+  auto ops = forwardOpsOfLayer.find(layer);
+  if (ops == forwardOpsOfLayer.end())
+    return success();
+  // A layer's ops are all in its chunk, `c`.
+  for (Operation *op : ops->second) {
+    if (isFree(op) || isView(op) || op->getNumResults() == 0)
       continue;
     if (llvm::all_of(op->getResults(), [&](Value v) {
           return chunk.backwardMap.contains(v) &&
@@ -305,7 +308,10 @@ LogicalResult Splitter::buildBackward(int64_t c) {
       continue;
     b.setInsertionPointToEnd(chunk.backwardEntry);
     int64_t layer = backwardLayer.getAttr(op).getInt();
-    if (wholeLayers && layer >= 0 && layer < layers && layer != recomputed) {
+    // Layers 0 .. start.back() - 1 are the transformer's: the embedding
+    // and the loss are not checkpointed, as in Megatron.
+    if (wholeLayers && layer >= 0 && layer < layout.start.back() &&
+        layer != recomputed) {
       recomputed = layer;
       if (failed(recomputeLayer(c, layer, op->getLoc())))
         return failure();

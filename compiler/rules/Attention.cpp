@@ -19,7 +19,7 @@
 // f32 in bf16 mode.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/rules/Rule.h"
+#include "compiler/rules/Dropout.h"
 #include "dialects/graph/GraphShapes.h"
 
 #include <cmath>
@@ -119,17 +119,15 @@ LogicalResult attentionSharding(Operation *op, bool backward,
         return failure();
     }
   }
-  if (keys && q.isSplit()) {
+  if (keys) {
     // The probabilities' heads split with the queries': each rank draws
-    // its share of the mask at its offset (the lowering reads these).
-    OpBuilder &b = st.builder();
-    auto query = cast<RankedTensorType>(op->getOperand(0).getType());
-    auto key = cast<RankedTensorType>(op->getOperand(1).getType());
-    dist::splitDim(b.getContext()).setAttr(op, b.getI64IntegerAttr(1));
-    dist::globalShape(b.getContext())
-        .setAttr(op, b.getDenseI64ArrayAttr(
-                         attentionSavedType(query, key, /*unfused=*/true)
-                             .getShape()));
+    // its share of the mask at its offset.
+    recordDropoutSplit(
+        op, lseOf(q),
+        attentionSavedType(cast<RankedTensorType>(op->getOperand(0).getType()),
+                           cast<RankedTensorType>(op->getOperand(1).getType()),
+                           /*unfused=*/true),
+        st.builder());
   }
   if (q.isSplit() && k.isReplicated()) {
     // Each rank's query heads read the replicated kv heads they belong to.
@@ -205,50 +203,37 @@ template <typename Op> std::pair<int64_t, int64_t> headGrouping(Op op) {
 /// As many kv heads as query heads (the ops' verifier).
 struct UnfusedAttention {
   Lowering &l;
+  Operation *op;
   Location loc;
   int64_t batch, seq, heads, dim, keys;
+  RankedTensorType probsType; // the probabilities, on this rank
 
-  // Dropout of the probabilities: its rate (0: none), site, the samples'
-  // keys, and the heads' split as the sharding rule recorded it
-  // (dist.split_dim 1 and the unsplit shape, as graph.dropout's).
+  // Dropout of the probabilities: its rate (0: none), site and the
+  // samples' keys.
   double rate = 0;
-  int64_t site = 0, splitDim = 0, splitSize = 0;
+  int64_t site = 0;
   exec::BufferOp sampleKeys;
 
   template <typename Op>
-  UnfusedAttention(Op op, Lowering &l) : l(l), loc(op.getLoc()) {
+  UnfusedAttention(Op op, Lowering &l) : l(l), op(op), loc(op.getLoc()) {
     auto q = cast<RankedTensorType>(op.getQuery().getType());
     batch = q.getDimSize(0);
     seq = q.getDimSize(1);
     heads = q.getDimSize(2);
     dim = q.getDimSize(3);
     keys = cast<RankedTensorType>(op.getKey().getType()).getDimSize(1);
+    probsType = cast<RankedTensorType>(op.getSaved().getType());
     if (std::optional<APFloat> dropout = op.getDropout()) {
       rate = dropout->convertToDouble();
       site = int64_t(*op.getDropoutSite());
       sampleKeys = l.operand(op.getKeys());
-      MLIRContext *context = op.getContext();
-      if (IntegerAttr split = dist::splitDim(context).getAttr(op)) {
-        splitDim = split.getInt();
-        splitSize = dist::globalShape(context).getAttr(op)[splitDim];
-      }
     }
   }
-  /// `of` dropped out into a scratch buffer like it: the forward's mask,
-  /// the same whenever drawn.
-  exec::BufferOp dropout(exec::BufferOp of, Type type) {
-    exec::BufferOp out = l.scratch(type);
-    exec::LaunchOp launched =
-        l.launch(loc, kernel::Dropout{.x = of,
-                                      .keys = sampleKeys,
-                                      .y = out,
-                                      .rate = rate,
-                                      .site = site,
-                                      .split_dim = splitDim,
-                                      .split_offset = 0,
-                                      .split_size = splitSize});
-    if (splitDim > 0)
-      l.perRank(launched, "split_offset", kTensorAxis, heads);
+  /// `of` (probabilities or their gradient) dropped out into a scratch
+  /// buffer like it: the forward's mask, the same whenever drawn.
+  exec::BufferOp dropout(exec::BufferOp of) {
+    exec::BufferOp out = l.scratch(probsType);
+    launchDropout(l, op, probsType, of, sampleKeys, out, rate, site);
     return out;
   }
   double scale() const { return 1.0 / std::sqrt(double(dim)); }
@@ -276,9 +261,8 @@ struct UnfusedAttention {
   }
   /// Scores [s, keys] = scale · q·kᵀ; out [s, dim] = P·v.
   void forward(exec::BufferOp q, exec::BufferOp k, exec::BufferOp v,
-               exec::BufferOp probs, exec::BufferOp out, Type scoresType,
-               bool causal) {
-    exec::BufferOp scoresBuffer = l.scratch(scoresType);
+               exec::BufferOp probs, exec::BufferOp out, bool causal) {
+    exec::BufferOp scoresBuffer = l.scratch(probsType);
     Lowering::StridedGemm s{.m = seq, .n = keys, .k = dim,
                             .transposeB = true, .ldd = keys,
                             .strideD = seq * keys, .alpha = scale()};
@@ -289,7 +273,7 @@ struct UnfusedAttention {
               [&](int64_t i) { return scores(scoresBuffer, i); });
     l.launch(loc, kernel::SoftmaxFwd{
                       .x = scoresBuffer, .y = probs, .causal = causal});
-    exec::BufferOp read = rate > 0 ? dropout(probs, scoresType) : probs;
+    exec::BufferOp read = rate > 0 ? dropout(probs) : probs;
     Lowering::StridedGemm o{.m = seq, .n = dim, .k = keys, .lda = keys,
                             .strideA = seq * keys};
     headMajor(o.ldb, o.strideB);
@@ -304,7 +288,7 @@ struct UnfusedAttention {
   /// backward.
   void backward(exec::BufferOp q, exec::BufferOp k, exec::BufferOp v,
                 exec::BufferOp probs, exec::BufferOp dout, exec::BufferOp dq,
-                exec::BufferOp dk, exec::BufferOp dv, Type scoresType) {
+                exec::BufferOp dk, exec::BufferOp dv) {
     auto sample = [&](exec::BufferOp of, int64_t rows) {
       return [=, this](int64_t i) { return headsOf(of, rows, i); };
     };
@@ -316,10 +300,10 @@ struct UnfusedAttention {
                              .strideA = seq * keys};
     headMajor(pt.ldb, pt.strideB);
     headMajor(pt.ldd, pt.strideD);
-    exec::BufferOp read = rate > 0 ? dropout(probs, scoresType) : probs;
+    exec::BufferOp read = rate > 0 ? dropout(probs) : probs;
     perSample(pt, scoresOf(read), sample(dout, seq), sample(dv, keys));
-    exec::BufferOp dprobs = l.scratch(scoresType),
-                   dscores = l.scratch(scoresType);
+    exec::BufferOp dprobs = l.scratch(probsType),
+                   dscores = l.scratch(probsType);
     Lowering::StridedGemm dp{.m = seq, .n = keys, .k = dim,
                              .transposeB = true, .ldd = keys,
                              .strideD = seq * keys};
@@ -327,7 +311,7 @@ struct UnfusedAttention {
     headMajor(dp.ldb, dp.strideB);
     perSample(dp, sample(dout, seq), sample(v, keys), scoresOf(dprobs));
     if (rate > 0)
-      dprobs = dropout(dprobs, scoresType);
+      dprobs = dropout(dprobs);
     l.launch(loc, kernel::SoftmaxBwd{.y = probs, .dy = dprobs, .dx = dscores});
     Lowering::StridedGemm ds{.m = seq, .n = dim, .k = keys, .lda = keys,
                              .strideA = seq * keys, .alpha = scale()};
@@ -354,8 +338,7 @@ LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
     unfused.forward(l.operand(attention.getQuery()),
                     l.operand(attention.getKey()),
                     l.operand(attention.getValue()), probs,
-                    l.result(attention.getResult()),
-                    attention.getSaved().getType(), attention.getCausal());
+                    l.result(attention.getResult()), attention.getCausal());
     return success();
   }
   auto [group, firstStride] = headGrouping(attention);
@@ -382,8 +365,7 @@ LogicalResult attentionGradLowering(AttentionGradOp grad, Lowering &l) {
         l.operand(grad.getQuery()), l.operand(grad.getKey()),
         l.operand(grad.getValue()), l.operand(grad.getSaved()),
         l.operand(grad.getGrad()), l.result(grad.getQueryGrad()),
-        l.result(grad.getKeyGrad()), l.result(grad.getValueGrad()),
-        grad.getSaved().getType());
+        l.result(grad.getKeyGrad()), l.result(grad.getValueGrad()));
     return success();
   }
   auto [group, firstStride] = headGrouping(grad);

@@ -14,7 +14,7 @@
 // its tensor-parallel coordinate times the share.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/rules/Rule.h"
+#include "compiler/rules/Dropout.h"
 
 using namespace mlir;
 using namespace strata::graph;
@@ -45,14 +45,7 @@ LogicalResult dropoutSharding(DropoutOp dropout, ShardingState &st) {
   if (!st.get(dropout.getKeys()).isReplicated() &&
       failed(st.convertOperand(dropout, 1, Sharding::replicated())))
     return failure();
-  if (s.isSplit()) {
-    OpBuilder &b = st.builder();
-    dist::splitDim(b.getContext())
-        .setAttr(dropout, b.getI64IntegerAttr(s.dim));
-    dist::globalShape(b.getContext())
-        .setAttr(dropout, b.getDenseI64ArrayAttr(
-                              dropout.getResult().getType().getShape()));
-  }
+  recordDropoutSplit(dropout, s, dropout.getResult().getType(), st.builder());
   st.set(dropout, s);
   return success();
 }
@@ -66,30 +59,47 @@ void dropoutSplit(DropoutOp dropout, OpOperand &use, int64_t dim,
 }
 
 LogicalResult dropoutLowering(DropoutOp dropout, Lowering &l) {
-  int64_t dim = 0, size = 0;
-  MLIRContext *context = dropout.getContext();
-  if (IntegerAttr split = dist::splitDim(context).getAttr(dropout)) {
-    dim = split.getInt();
-    if (DenseI64ArrayAttr global = dist::globalShape(context).getAttr(dropout))
-      size = global[dim];
-  }
-  exec::LaunchOp launched = l.launch(
-      dropout.getLoc(),
-      kernel::Dropout{.x = l.operand(dropout.getInput()),
-                      .keys = l.operand(dropout.getKeys()),
-                      .y = l.result(dropout),
-                      .rate = dropout.getRate().convertToDouble(),
-                      .site = int64_t(dropout.getSite()),
-                      .split_dim = dim,
-                      .split_offset = 0,
-                      .split_size = size});
-  if (dim > 0)
-    l.perRank(launched, "split_offset", kTensorAxis,
-              dropout.getResult().getType().getDimSize(dim));
+  launchDropout(l, dropout, dropout.getResult().getType(),
+                l.operand(dropout.getInput()), l.operand(dropout.getKeys()),
+                l.result(dropout), dropout.getRate().convertToDouble(),
+                int64_t(dropout.getSite()));
   return success();
 }
 
 } // namespace
+
+void recordDropoutSplit(Operation *op, Sharding s, RankedTensorType global,
+                        OpBuilder &b) {
+  if (!s.isSplit())
+    return;
+  dist::splitDim(b.getContext()).setAttr(op, b.getI64IntegerAttr(s.dim));
+  dist::globalShape(b.getContext())
+      .setAttr(op, b.getDenseI64ArrayAttr(global.getShape()));
+}
+
+exec::LaunchOp launchDropout(Lowering &l, Operation *op, RankedTensorType local,
+                             exec::BufferOp x, exec::BufferOp keys,
+                             exec::BufferOp y, double rate, int64_t site) {
+  int64_t dim = 0, size = 0;
+  MLIRContext *context = op->getContext();
+  if (IntegerAttr split = dist::splitDim(context).getAttr(op)) {
+    dim = split.getInt();
+    if (DenseI64ArrayAttr global = dist::globalShape(context).getAttr(op))
+      size = global[dim];
+  }
+  exec::LaunchOp launched = l.launch(op->getLoc(),
+                                     kernel::Dropout{.x = x,
+                                                     .keys = keys,
+                                                     .y = y,
+                                                     .rate = rate,
+                                                     .site = site,
+                                                     .split_dim = dim,
+                                                     .split_offset = 0,
+                                                     .split_size = size});
+  if (dim > 0)
+    l.perRank(launched, "split_offset", kTensorAxis, local.getDimSize(dim));
+  return launched;
+}
 
 void OpRules<DropoutOp>::attach(MLIRContext &context) {
   attachGradient<DropoutOp, dropoutGradient>(context);

@@ -5,7 +5,6 @@
 #include "runtime/base/WholeFile.h"
 
 #include <cmath>
-
 #include <cstdio>
 #include <functional>
 #include <initializer_list>

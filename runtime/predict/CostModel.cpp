@@ -68,7 +68,7 @@ double CostModel::collective(CollectiveKind kind,
   double steps = (allReduce ? 2 : 1) * (n - 1);
   // Where the spec measured the level's bus bandwidth at this size, that
   // rate (its latency within it) and no more than the ring's.
-  if (double measured = levelOf(members).measuredBusBandwidth(bytes);
+  if (double measured = r.level->measuredBusBandwidth(bytes);
       measured > 0)
     return steps * bytes / n / std::min(measured, r.bytesPerSecond);
   return steps * (bytes / n / r.bytesPerSecond + r.latencySeconds);
@@ -77,7 +77,7 @@ double CostModel::collective(CollectiveKind kind,
 CostModel::Ring CostModel::ring(const std::vector<int> &members) const {
   const LinkLevel &level = levelOf(members);
   if (&level != &spec.cluster)
-    return {level.bytesPerSecond, level.latencySeconds};
+    return {level.bytesPerSecond, level.latencySeconds, &level};
   // Across nodes a ring runs a channel through each GPU's own adapter (as
   // NCCL does), so it moves at the level's rate times the fewest members
   // a node holds, and no faster than within a node.
@@ -89,7 +89,7 @@ CostModel::Ring CostModel::ring(const std::vector<int> &members) const {
     fewest = std::min(fewest, count);
   return {std::min(level.bytesPerSecond * double(fewest),
                    spec.node.bytesPerSecond),
-          level.latencySeconds};
+          level.latencySeconds, &level};
 }
 
 std::vector<int> CostModel::slowestInstance(const Plan &plan, uint32_t group,

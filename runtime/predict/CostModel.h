@@ -52,6 +52,7 @@ public:
   /// The rate and each step's latency of a ring over `members`.
   struct Ring {
     double bytesPerSecond = 0, latencySeconds = 0;
+    const LinkLevel *level = nullptr; // the slowest its members span
   };
   Ring ring(const std::vector<int> &members) const;
   /// Of the instances of `plan`'s group `group` (one per rank no earlier

@@ -191,13 +191,16 @@ void TrainingLoop::loadBatch(const Dataset &from, int64_t first, int64_t mb,
   // Sample indices as Megatron's sampler orders them across data-parallel
   // ranks; a sample's dropout key follows from its index, so that every
   // layout drops the same elements of it (none when evaluating).
+  // A pipeline stage may hold only some of the inputs: a middle stage that
+  // drops out needs the keys, not the samples.
+  bool readsSamples = executor.io("tokens") || executor.io("labels");
   int64_t b = plan.microBatchSize, s = plan.seqLength;
   for (int64_t i = 0; i < b; ++i) {
     int64_t index = first + mb * b * plan.dataParallel + coords[1] * b + i;
-    from.sample(index, tokens.data() + i * s, labels.data() + i * s);
+    if (readsSamples)
+      from.sample(index, tokens.data() + i * s, labels.data() + i * s);
     dropoutKeys[size_t(i)] = training ? dropoutKey(options.seed, index) : -1;
   }
-  // A pipeline stage may hold only some of the inputs.
   Backend &device = executor.device();
   for (auto [name, host] :
        {std::pair{"tokens", &tokens}, std::pair{"labels", &labels},
