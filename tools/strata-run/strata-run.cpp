@@ -142,7 +142,9 @@ const char *kUsage =
     "                            $CUDA_HOME/lib64, python3's nvidia wheels)\n";
 
 int fail(const std::string &message) {
-  std::cerr << "strata-run: error: " << message << "\n";
+  // One write: under mpirun a line written in pieces can be cut by the
+  // launcher's own output (its abort notice) between them.
+  std::cerr << ("strata-run: error: " + message + "\n") << std::flush;
   return 1;
 }
 
