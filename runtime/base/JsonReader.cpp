@@ -48,6 +48,19 @@ bool JsonReader::eat(char c) {
   return false;
 }
 
+bool JsonReader::boolean(bool &out) {
+  space();
+  for (bool value : {true, false}) {
+    std::string_view word = value ? "true" : "false";
+    if (text.substr(at, word.size()) == word) {
+      at += word.size();
+      out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool JsonReader::done() {
   space();
   return at == text.size();

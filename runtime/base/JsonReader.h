@@ -35,6 +35,8 @@ public:
   bool unsignedInteger(int64_t &out);
   /// A number (JSON's grammar) that is finite as a double.
   bool number(double &out);
+  /// true or false.
+  bool boolean(bool &out);
   /// Any value, read and dropped.
   bool skipValue();
   /// An object whose values are all strings, its members added to `out`.

@@ -3,6 +3,7 @@
 #include "runtime/base/JsonReader.h"
 #include "runtime/base/Text.h"
 #include "runtime/base/WholeFile.h"
+#include "runtime/plan/KernelCatalog.h"
 
 #include <cmath>
 #include <cstdio>
@@ -76,6 +77,7 @@ public:
     return "";
   }
 
+  bool boolean(bool &out) { return json.boolean(out); }
   bool done() { return json.done(); }
   bool eat(char c) { return json.eat(c); }
 
@@ -149,6 +151,23 @@ std::string readGpu(SpecReader &r, const std::string &path, GpuSpec &gpu) {
             return error;
           return r.eat(']') ? "" : notATile;
         }
+        if (key == "synchronous_compute") {
+          if (!r.boolean(gpu.synchronousCompute))
+            return at + " must be true or false";
+          return "";
+        }
+        if (key == "stream_wake_s")
+          return r.number(at, kMostSeconds, gpu.streamWakeSeconds);
+        if (key == "kernel_rates")
+          return r.object(
+              at, {},
+              [&](const std::string &kernel,
+                  const std::string &atKernel) -> std::string {
+                if (findKernel(kernel) < 0)
+                  return atKernel + " is not a kernel of the catalog";
+                return r.number(atKernel, kMostFlops,
+                                gpu.kernelRates[kernel]);
+              });
         if (key == "peak_flops")
           return r.object(
               at, {"bf16", "fp32"},

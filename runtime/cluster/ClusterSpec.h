@@ -32,6 +32,22 @@
 // its bytes at hbm_efficiency of the memory's bandwidth. The efficiencies
 // are fractions in (0, 1].
 //
+// Optional on the gpu: "kernel_rates": { "gelu_bwd": 1.2e8, ... }, kernels
+// of the catalog with the work each does per second, as a microbenchmark
+// measured them (strata-fit-cpu's, for a CPU, whose kernels are bound by
+// their arithmetic, not their bytes): a kernel's work is its FLOPs where
+// it counts them (attention), else the elements of its largest operand
+// (exec/KernelCost.h). A kernel so rated costs its work at that rate, or
+// its bytes if slower; and a gemm's epilogue, on such a device a pass of
+// its own after the product, costs its kernel's (add, gelu_fwd, sum_to).
+// Optional on the gpu too: "stream_wake_s", how long a stream that waits
+// for an event recorded on another stream takes to go on once it is
+// recorded (on a CPU, the stream's thread woken from its sleep; given
+// for none of the GPUs, whose streams the hardware wakes); and
+// "synchronous_compute": true, where the compute stream runs on the thread
+// that issues (a CPU rank): another stream gets an instruction only once
+// the compute issued before it has run (false, a GPU's, when not given).
+//
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_CLUSTER_CLUSTERSPEC_H
 #define STRATA_RUNTIME_CLUSTER_CLUSTERSPEC_H
@@ -55,6 +71,9 @@ struct GpuSpec {
   int64_t gemmTileRows = 0, gemmTileColumns = 0;
   bool gemmWavesQuantized = false;
   double gemmEfficiency = 0, gemmKOverhead = 0, hbmEfficiency = 0;
+  std::map<std::string, double> kernelRates; // by kernel name; may be empty
+  double streamWakeSeconds = 0; // optional; 0 when not given
+  bool synchronousCompute = false; // optional
 };
 
 /// One level of the interconnect: what a GPU has towards the GPUs the

@@ -67,6 +67,18 @@ double launchFlops(const LaunchOp &l, const Buffer *const *operands,
 
 } // namespace
 
+KernelWork kernelWork(const LaunchOp &l, const Buffer *const *operands,
+                      size_t count) {
+  KernelWork work{l.kernel};
+  work.flops = launchFlops(l, operands, count);
+  for (size_t i = 0; i < count; ++i)
+    if (operands[i])
+      work.work = std::max(work.work, double(operands[i]->elements));
+  if (work.flops > 0)
+    work.work = work.flops;
+  return work;
+}
+
 InstructionCost instructionCost(const RankPlan &rank, const Program &program,
                                 size_t index, size_t span) {
   const Instruction &first = program.instructions[index];
@@ -93,7 +105,8 @@ InstructionCost instructionCost(const RankPlan &rank, const Program &program,
     std::vector<const Buffer *> operands;
     for (uint32_t buffer : l->operands)
       operands.push_back(buffer == kNoBuffer ? nullptr : &rank.buffers[buffer]);
-    cost.flops += launchFlops(*l, operands.data(), operands.size());
+    cost.members.push_back(kernelWork(*l, operands.data(), operands.size()));
+    cost.flops += cost.members.back().flops;
   }
   cost.name = fusedKernelName(members);
   for (uint32_t buffer : touched)

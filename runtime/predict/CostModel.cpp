@@ -33,7 +33,30 @@ double CostModel::gemm(const GemmOp &op, DType dtype, double bytes) const {
   double rate = peak(dtype) * gpu.gemmEfficiency * tileShare * waveShare *
                 k / (k + gpu.gemmKOverhead);
   double seconds = std::max(flops / rate, memory(bytes));
-  return seconds + gpu.launchOverheadSeconds;
+  return seconds + epilogue(op) + gpu.launchOverheadSeconds;
+}
+
+double CostModel::epilogue(const GemmOp &op) const {
+  // The kernel a pass of the epilogue is, and the elements it sweeps: D
+  // [m, n], or op(B) [k, n] whose rows a bias gradient sums.
+  const char *kernel = nullptr;
+  double elements = double(op.m) * double(op.n) * double(op.batch);
+  switch (op.epilogue) {
+  case Epilogue::None:
+    return 0;
+  case Epilogue::Bias:
+    kernel = "add";
+    break;
+  case Epilogue::GeluBias:
+    kernel = "gelu_fwd";
+    break;
+  case Epilogue::BiasGrad:
+    kernel = "sum_to";
+    elements = double(op.k) * double(op.n) * double(op.batch);
+    break;
+  }
+  auto rate = spec.gpu.kernelRates.find(kernel);
+  return rate == spec.gpu.kernelRates.end() ? 0 : elements / rate->second;
 }
 
 double CostModel::memory(double bytes) const {
@@ -44,6 +67,25 @@ double CostModel::kernel(double flops, double bytes, DType dtype) const {
   double compute =
       flops > 0 ? flops / (peak(dtype) * spec.gpu.gemmEfficiency) : 0;
   return std::max(compute, memory(bytes)) + spec.gpu.launchOverheadSeconds;
+}
+
+double CostModel::kernel(const InstructionCost &cost, DType dtype) const {
+  const auto &rates = spec.gpu.kernelRates;
+  double measured = 0, flops = 0;
+  for (const KernelWork &member : cost.members) {
+    auto rate = rates.find(kernelName(member.kernel));
+    if (rate != rates.end())
+      measured += member.work / rate->second;
+    else
+      flops += member.flops;
+  }
+  if (measured == 0)
+    return kernel(cost.flops, cost.bytes, dtype);
+  double compute =
+      measured + (flops > 0 ? flops / (peak(dtype) * spec.gpu.gemmEfficiency)
+                            : 0);
+  return std::max(compute, memory(cost.bytes)) +
+         spec.gpu.launchOverheadSeconds;
 }
 
 const LinkLevel &CostModel::levelOf(const std::vector<int> &members) const {

@@ -9,7 +9,10 @@
 //   (when waves are quantized), and k / (k + a tile's fixed cost), plus
 //   the launch overhead;
 // - a kernel: the larger of its FLOPs (attention's) at that efficiency and
-//   its bytes at the memory's efficiency, plus the launch overhead;
+//   its bytes at the memory's efficiency, plus the launch overhead; where
+//   the spec measured a kernel's rate, its work at that rate in place of
+//   its FLOPs (and a gemm's epilogue, a pass of its own there, at its
+//   kernel's rate);
 // - a collective: ring algorithms over the slowest level its members span
 //   (all in one node: the node's links; else the cluster's): an
 //   all-reduce 2(n-1)/n of the tensor each way and 2(n-1) latencies, a
@@ -25,6 +28,7 @@
 #define STRATA_RUNTIME_PREDICT_COSTMODEL_H
 
 #include "runtime/cluster/ClusterSpec.h"
+#include "runtime/exec/KernelCost.h"
 #include "runtime/plan/Plan.h"
 
 #include <vector>
@@ -42,6 +46,9 @@ public:
   double gemm(const GemmOp &op, DType dtype, double bytes) const;
   /// A generated kernel that does `flops` in `dtype` and moves `bytes`.
   double kernel(double flops, double bytes, DType dtype) const;
+  /// A launch (a fused group's members together), its members at the
+  /// spec's measured rates where it has them.
+  double kernel(const InstructionCost &cost, DType dtype) const;
   /// A collective of `kind` over `members` (world ranks) on a tensor of
   /// `bytes` (the whole: an all-reduce's buffer, a gather's output, a
   /// reduce-scatter's input).
@@ -68,6 +75,8 @@ public:
   const ClusterSpec &cluster() const { return spec; }
 
 private:
+  /// A gemm's epilogue as a pass of its own (0 unless the spec rates it).
+  double epilogue(const GemmOp &op) const;
   const LinkLevel &levelOf(const std::vector<int> &members) const;
   const ClusterSpec &spec;
   bool free;

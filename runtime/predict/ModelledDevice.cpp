@@ -18,6 +18,7 @@ ModelledDevice::ModelledDevice(Timeline &timeline, const CostModel &costs,
   gemmLabel = timeline.label("gemm");
   recordLabel = timeline.label("record");
   waitLabel = timeline.label("wait");
+  issueLabel = timeline.label("issued by the host");
   copyInLabel = timeline.label("copy in");
   copyOutLabel = timeline.label("copy out");
   fillLabel = timeline.label("fill");
@@ -72,7 +73,7 @@ void ModelledDevice::launch(Stream stream, const LaunchOp &op,
   Op modelled;
   modelled.work = Work::Compute;
   modelled.seconds =
-      seconds(cost, costs.kernel(cost.flops, cost.bytes, dtype));
+      seconds(cost, costs.kernel(cost, dtype));
   modelled.label = label->second;
   add(stream, modelled);
 }
@@ -100,7 +101,24 @@ void ModelledDevice::memoryOp(Stream stream, uint32_t label, double size) {
   add(stream, op);
 }
 
+void ModelledDevice::issue(Stream stream) {
+  uint32_t compute = lane(Stream::Compute),
+           issued = timeline.size(compute);
+  if (stream == Stream::Compute ||
+      !costs.cluster().gpu.synchronousCompute || issued == 0 ||
+      issuedAfter[int(stream)] == issued)
+    return;
+  issuedAfter[int(stream)] = issued;
+  Op op;
+  op.work = Work::Wait;
+  op.label = issueLabel;
+  op.waitsFor = {compute, issued - 1};
+  op.optimizer = optimizerStep;
+  timeline.add(lane(stream), op);
+}
+
 OpRef ModelledDevice::add(Stream stream, Op op) {
+  issue(stream);
   op.optimizer = optimizerStep;
   return timeline.add(lane(stream), op);
 }

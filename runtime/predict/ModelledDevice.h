@@ -55,6 +55,10 @@ public:
   void noteStep(const Program &program, const Step &step) override;
   /// Closes the last step's span (after the iteration).
   void endSteps();
+  /// The host issues an instruction to `stream`. Where the compute stream
+  /// runs on the host (the spec's synchronous_compute), the stream takes
+  /// it only once the compute issued before it has run: a wait for that.
+  void issue(Stream stream);
   void synchronize() override {}
   void synchronizeStream(Stream) override {}
 
@@ -76,6 +80,8 @@ private:
   std::unordered_map<const void *, InstructionCost> instructionCosts;
   std::unordered_map<std::string, uint32_t> costLabels;
   uint32_t lanes[kStreams];
+  // Per stream, how many compute ops its last issue() waited for.
+  uint32_t issuedAfter[kStreams] = {};
   uint64_t bytes[kArenas] = {};
   bool bf16 = false;
   bool optimizerStep = false;
@@ -83,7 +89,7 @@ private:
   bool inStep = false;
   std::vector<OpRef> lastRecord; // by event
   uint32_t copyInLabel = 0, copyOutLabel = 0, fillLabel = 0;
-  uint32_t gemmLabel = 0, recordLabel = 0, waitLabel = 0;
+  uint32_t gemmLabel = 0, recordLabel = 0, waitLabel = 0, issueLabel = 0;
 };
 
 } // namespace strata::runtime::predict

@@ -78,6 +78,7 @@ void ModelledNetwork::collective(Stream stream, const CollectiveOp &op,
   }
   const Group &group = plan->groups[op.group];
   bool tensorOnly = group.axes.size() == 1 && group.axes[0] == 0;
+  device.issue(stream);
   shared.timeline.joinMeeting(device.lane(stream), it->second,
                               tensorOnly ? Work::TensorComm : Work::DataComm,
                               shared.timeline.label(kind));
@@ -88,6 +89,7 @@ void ModelledNetwork::exchange(Stream stream, std::vector<Transfer> sends,
   if (sends.empty() && receives.empty())
     return;
   Timeline &timeline = shared.timeline;
+  device.issue(stream);
   OpRef at =
       timeline.addExchange(device.lane(stream), timeline.label("exchange"));
   uint32_t exchange = timeline.exchangeOf(at);

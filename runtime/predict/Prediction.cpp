@@ -47,6 +47,7 @@ std::string predictIteration(const Plan &plan, const ClusterSpec &spec,
   out = Prediction();
   out.timeline = std::make_unique<Timeline>();
   Timeline &timeline = *out.timeline;
+  timeline.setWakeSeconds(spec.gpu.streamWakeSeconds);
   CostModel costs(spec, options.freeCommunication);
   std::vector<uint32_t> ranks = simulatedRanks(plan, options.everyRank);
   Rendezvous shared(timeline, costs, std::set<int>(ranks.begin(), ranks.end()));

@@ -131,7 +131,9 @@ bool Timeline::tryAdvance(uint32_t lane, std::vector<uint32_t> &wake) {
           waiters[op.waitsFor.lane].push_back(lane);
           return moved;
         }
-        ready = std::max(ready, end(op.waitsFor));
+        // A lane that got there first sleeps until the record wakes it.
+        if (double recorded = end(op.waitsFor); recorded > ready)
+          ready = recorded + (op.waitsFor.lane != lane ? wakeSeconds : 0);
       }
       at = {ready, ready};
       break;

@@ -6,7 +6,9 @@
 // or a transfer ends only when its peers, on other ranks, have got there.
 // solve() then gives every operation its start and end as a GPU's streams
 // would run them: in order on a lane; a wait not before the latest record
-// of its event issued before it (CUDA's rule); a collective when the last
+// of its event issued before it (CUDA's rule), and if that record ends
+// after the lane got there, the lane's wake-up time after it (a CPU
+// stream's thread asleep in its wait; 0 for a GPU); a collective when the last
 // of its members arrives; an exchange group (a step's sends and receives,
 // as Megatron's batched isend/irecv) when each transfer's two sides have
 // both started, plus the transfer. A lane that can never go on is a
@@ -80,6 +82,9 @@ public:
   /// A new lane (a rank's stream); `rank` is the world rank it belongs to.
   uint32_t addLane(int rank, std::string name);
   uint32_t lanes() const { return uint32_t(lanesState.size()); }
+  /// How long a lane that waits for a record on another lane takes to go
+  /// on after it (the spec's stream_wake_s).
+  void setWakeSeconds(double seconds) { wakeSeconds = seconds; }
   int rankOf(uint32_t lane) const { return lanesState[lane].rank; }
   const std::string &laneName(uint32_t lane) const {
     return lanesState[lane].name;
@@ -169,6 +174,7 @@ private:
   double attributeSpan(OpRef at, double lo, double hi,
                        std::array<double, kUses> &uses) const;
 
+  double wakeSeconds = 0;
   std::vector<Lane> lanesState;
   std::vector<std::string> labelText;
   std::unordered_map<std::string, uint32_t> labelIndex;

@@ -80,6 +80,27 @@ TEST(ClusterSpec, TheBaseOfTheRefusalsReads) {
   EXPECT_EQ(spec.gpu.gemmKOverhead, 200);
 }
 
+TEST(ClusterSpec, ACpusMeasuredFieldsRead) {
+  ClusterSpec spec;
+  EXPECT_EQ(parseClusterSpec(withReplaced("\"hbm_efficiency\": 0.9",
+                                          "\"hbm_efficiency\": 0.9, "
+                                          "\"kernel_rates\": {\"gelu_bwd\": "
+                                          "1.5e8, \"add\": 3e9}, "
+                                          "\"stream_wake_s\": 4e-5, "
+                                          "\"synchronous_compute\": true"),
+                             spec),
+            "");
+  EXPECT_EQ(spec.gpu.kernelRates.size(), 2u);
+  EXPECT_EQ(spec.gpu.kernelRates.at("gelu_bwd"), 1.5e8);
+  EXPECT_EQ(spec.gpu.streamWakeSeconds, 4e-5);
+  EXPECT_TRUE(spec.gpu.synchronousCompute);
+  // A GPU's spec gives none of them.
+  EXPECT_EQ(parseClusterSpec(kGood, spec), "");
+  EXPECT_TRUE(spec.gpu.kernelRates.empty());
+  EXPECT_EQ(spec.gpu.streamWakeSeconds, 0);
+  EXPECT_FALSE(spec.gpu.synchronousCompute);
+}
+
 TEST(ClusterSpec, EveryMalformedSpecIsRefusedNamingItsField) {
   struct Case {
     std::string text, message;
@@ -144,6 +165,21 @@ TEST(ClusterSpec, EveryMalformedSpecIsRefusedNamingItsField) {
                     "\"latency_s\": 1e-5, \"bus_bytes_per_s_by_size\": "
                     "[[1e6, -5e9]]}]"),
        "levels[1].bus_bytes_per_s_by_size[0][1] must be positive"},
+      {withReplaced("\"hbm_efficiency\": 0.9",
+                    "\"hbm_efficiency\": 0.9, \"kernel_rates\": {\"gelu\": 1e8}"),
+       "gpu.kernel_rates.gelu is not a kernel of the catalog"},
+      {withReplaced("\"hbm_efficiency\": 0.9",
+                    "\"hbm_efficiency\": 0.9, \"kernel_rates\": {\"add\": 0}"),
+       "gpu.kernel_rates.add must be positive"},
+      {withReplaced("\"hbm_efficiency\": 0.9",
+                    "\"hbm_efficiency\": 0.9, \"kernel_rates\": [1e8]"),
+       "gpu.kernel_rates must be an object"},
+      {withReplaced("\"hbm_efficiency\": 0.9",
+                    "\"hbm_efficiency\": 0.9, \"stream_wake_s\": 2"),
+       "gpu.stream_wake_s must be positive and at most 1, got 2"},
+      {withReplaced("\"hbm_efficiency\": 0.9",
+                    "\"hbm_efficiency\": 0.9, \"synchronous_compute\": 1"),
+       "gpu.synchronous_compute must be true or false"},
       {std::string(kGood) + " {}", "the spec has text after its object"},
   };
   for (const Case &c : cases) {

@@ -92,6 +92,33 @@ TEST(CostModel, AGemmThatMovesMoreThanItComputesIsMemoryBound) {
   EXPECT_DOUBLE_EQ(costs.kernel(1e12, 0, DType::BF16), 1e12 / 50e12 + 1e-6);
 }
 
+TEST(CostModel, AMeasuredKernelRateAndAGemmsEpilogueOnACpu) {
+  ClusterSpec gpuSpec = roundSpec(false), cpuSpec = roundSpec(false);
+  cpuSpec.gpu.kernelRates = {{"gelu_bwd", 1e8}, {"gelu_fwd", 2e8}};
+  CostModel gpu(gpuSpec), cpu(cpuSpec);
+  // A million elements of gelu_bwd at 1e8 a second: 10 ms, not the 8 us
+  // its bytes would take; a kernel without a rate keeps its roofline.
+  InstructionCost gelu;
+  gelu.bytes = 12e6;
+  gelu.members = {{KernelId::GeluBwd, 1e6, 0}};
+  EXPECT_DOUBLE_EQ(cpu.kernel(gelu, DType::F32), 1e-2 + 1e-6);
+  EXPECT_DOUBLE_EQ(gpu.kernel(gelu, DType::F32), 12e6 / 0.5e12 + 1e-6);
+  InstructionCost add = gelu;
+  add.members = {{KernelId::Add, 1e6, 0}};
+  EXPECT_DOUBLE_EQ(cpu.kernel(add, DType::F32), 12e6 / 0.5e12 + 1e-6);
+  // A rate slower than the bytes: the bytes.
+  gelu.bytes = 1e10;
+  EXPECT_DOUBLE_EQ(cpu.kernel(gelu, DType::F32), 2e-2 + 1e-6);
+  // The gelu epilogue of a 1000 x 1000 gemm: a pass of gelu_fwd over its
+  // million outputs, 5 ms, where the spec rates it; free on a GPU.
+  GemmOp op = gemmOf(1000, 1000, 1000);
+  op.epilogue = Epilogue::GeluBias;
+  EXPECT_DOUBLE_EQ(cpu.gemm(op, DType::BF16, 0) - gpu.gemm(op, DType::BF16, 0),
+                   5e-3);
+  op.epilogue = Epilogue::Bias; // add: not rated here
+  EXPECT_DOUBLE_EQ(cpu.gemm(op, DType::BF16, 0), gpu.gemm(op, DType::BF16, 0));
+}
+
 TEST(CostModel, RingCollectivesOverTheSlowestLevelTheirMembersSpan) {
   ClusterSpec spec = roundSpec(false);
   CostModel costs(spec);

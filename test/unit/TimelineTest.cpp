@@ -63,6 +63,27 @@ TEST(Timeline, AWaitHoldsItsLaneUntilTheLatestRecordBeforeIt) {
   EXPECT_DOUBLE_EQ(sum(uses), 9);
 }
 
+TEST(Timeline, ALaneAsleepInAWaitWakesLater) {
+  Timeline t;
+  t.setWakeSeconds(0.5);
+  uint32_t compute = t.addLane(0, "compute"), comm = t.addLane(0, "comm");
+  t.add(comm, work(2, Work::DataComm));
+  OpRef record = t.add(comm, work(0, Work::Record));
+  t.add(compute, work(1));
+  // Got there at 1, the record at 2: asleep, it goes on at 2.5.
+  OpRef asleep = t.add(compute, waitFor(record));
+  t.add(compute, work(3));
+  // The record long passed: no sleep, no wake-up.
+  OpRef passed = t.add(compute, waitFor(record));
+  // A record on its own lane never puts it to sleep.
+  OpRef own = t.add(compute, work(0, Work::Record));
+  OpRef ownWait = t.add(compute, waitFor(own));
+  ASSERT_EQ(t.solve(), "");
+  EXPECT_EQ(t.start(asleep), 2.5);
+  EXPECT_EQ(t.start(passed), 5.5);
+  EXPECT_EQ(t.start(ownWait), 5.5);
+}
+
 TEST(Timeline, ACollectiveStartsWhenItsLastMemberArrives) {
   Timeline t;
   uint32_t a = t.addLane(0, "rank 0"), b = t.addLane(1, "rank 1");

@@ -1,0 +1,757 @@
+//===- strata-fit-cpu.cpp - a cluster spec of this machine's CPU ----------===//
+//
+//   strata-fit-cpu PLAN... [-o SPEC] [--threads N] [--passes P] [--name TEXT]
+//
+// Measures what `strata-run --backend sim` needs to predict strata-run's
+// CPU ranks on this machine, and writes it as a cluster spec
+// (runtime/cluster/ClusterSpec.h) in which a "GPU" is one CPU rank with N
+// kernel threads (strata-run --threads N) and a "node" is this process:
+// - the gemm rate: OpenBLAS sgemm through the CPU backend's own gemm on a
+//   grid of shapes, fitted by least squares (relative error) to the
+//   spec's model, a peak rate and a fixed cost per tile the equal of
+//   gemm_k_overhead more of k (a tile is one element: no quantization);
+// - memory bandwidth: the copy kernel over 1 MiB, read and written;
+// - the launch overhead: a one-element kernel through the backend;
+// - kernel_rates: every kernel the PLANs launch (each stage's first
+//   rank's: a small model's), each distinct launch run alone at the
+//   plan's shapes (up to 256 MiB of operands); a
+//   kernel's rate is its work (exec/KernelCost.h) over its time, summed
+//   over its launches as often as the plans make them. The kernels a
+//   gemm's epilogue is priced as (add, gelu_fwd, sum_to) are measured too
+//   when the plans launch none;
+// - stream_wake_s: how long the CPU backend's stream that waits for
+//   another's event takes to go on once it is recorded (and the compute
+//   stream runs on the thread that issues: synchronous_compute);
+// - the thread-to-thread link: two ranks as threads that compute and then
+//   all-reduce over the ring of the local transport, as CPU ranks do, from
+//   1 KiB to 4 MiB: what a round takes beyond the computing, as bus
+//   bandwidth by size; the fastest is the link's rate, and half the
+//   smallest's time the latency of one of its two steps.
+// A measurement cycles through copies of its operands that together
+// exceed a core's own caches, as a step's kernels find theirs, and takes
+// the median of repeated calls. The whole is measured --passes times
+// (3), each pass's kernels on the next core this process may use, each
+// figure the fastest pass's: a shared machine slows now and then, a core
+// at a time, and the spec is of the machine when it does not.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/base/WholeFile.h"
+#include "runtime/comm/RingCollectives.h"
+#include "runtime/comm/Transport.h"
+#include "runtime/cpu/CpuBackend.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/exec/KernelCost.h"
+#include "runtime/plan/Hyper.h"
+#include "runtime/plan/KernelCatalog.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <malloc.h>
+#include <sched.h>
+
+using namespace strata::runtime;
+
+namespace {
+
+const char *kUsage =
+    "usage: strata-fit-cpu PLAN... [-o SPEC] [--threads N] [--passes P]\n"
+    "                      [--name TEXT]\n"
+    "  measures this machine's CPU (gemm rate, memory bandwidth, launch\n"
+    "  overhead, the rate of each kernel the PLANs launch, a stream's\n"
+    "  wake-up, an all-reduce between two threads) and writes a cluster\n"
+    "  spec for strata-run --backend sim (stdout without -o); --threads is\n"
+    "  strata-run's (1); each figure is the fastest of --passes (3)\n";
+
+int fail(const std::string &message) {
+  std::cerr << "strata-fit-cpu: error: " << message << "\n";
+  return 1;
+}
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Spins for `seconds` (a rank's compute).
+void spin(double seconds) {
+  double until = now() + seconds;
+  while (now() < until) {
+  }
+}
+
+double median(std::vector<double> times) {
+  size_t middle = times.size() / 2;
+  std::nth_element(times.begin(), times.begin() + long(middle), times.end());
+  return times[middle];
+}
+
+/// The median seconds of one call of `work`, over calls that together take
+/// about `budget` seconds (at least 5, at most 2000), after one to warm.
+double medianSeconds(const std::function<void()> &work, double budget = 0.02) {
+  work();
+  double start = now();
+  work();
+  double once = std::max(now() - start, 1e-7);
+  int calls = int(std::clamp(budget / once, 5.0, 2000.0));
+  std::vector<double> times;
+  for (int i = 0; i < calls; ++i) {
+    double t = now();
+    work();
+    times.push_back(now() - t);
+  }
+  return median(times);
+}
+
+/// Bytes the copies of a measurement's operands take together at least,
+/// so that each call finds its operands out of the core's own caches, as
+/// a training step's kernels do (a small model's step works on a few MiB).
+constexpr double kRotatedBytes = 8 << 20;
+
+/// How many copies of operands of `bytes` a measurement cycles through.
+size_t copiesFor(double bytes) {
+  return size_t(std::clamp(std::ceil(kRotatedBytes / std::max(bytes, 1.0)),
+                           1.0, 64.0));
+}
+
+/// Where the copies of every measurement's operands lie, one after
+/// another: allocated once (the first touch of fresh memory costs more
+/// than the measurements themselves on a virtual machine) and filled anew
+/// for each measurement.
+class Pool {
+public:
+  /// `count` floats for the next operand, or nullptr after a reset.
+  float *take(size_t count) {
+    if (used + count > floats.size()) {
+      floats.resize(std::max(floats.size() * 2, used + count));
+      used = 0; // what was handed out moved: callers start again
+      return nullptr;
+    }
+    float *at = floats.data() + used;
+    used += count;
+    return at;
+  }
+  void reset() { used = 0; }
+
+private:
+  std::vector<float> floats = std::vector<float>(size_t(3) << 20);
+  size_t used = 0;
+};
+
+/// Fills `values` uniformly in [-1, 1): values a kernel's arithmetic
+/// treats as any other (many MiB of them, so a cheap generator).
+void fillRandom(float *values, size_t n, uint32_t &state) {
+  for (size_t i = 0; i < n; ++i) {
+    state ^= state << 13;
+    state ^= state >> 17;
+    state ^= state << 5;
+    values[i] = float(state >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  }
+}
+
+/// The fastest of the passes: each figure keeps its least time.
+void keepFastest(double &kept, double seconds) {
+  kept = kept > 0 ? std::min(kept, seconds) : seconds;
+}
+
+//===----------------------------------------------------------------------===//
+// Gemm
+//===----------------------------------------------------------------------===//
+
+struct GemmShape {
+  int64_t m, n, k;
+  double seconds = 0;
+  double flops() const { return 2.0 * double(m) * double(n) * double(k); }
+};
+
+std::vector<GemmShape> gemmGrid() {
+  std::vector<GemmShape> grid;
+  for (int64_t m : {64, 128, 256, 512})
+    for (int64_t n : {64, 128, 256, 512})
+      for (int64_t k : {16, 64, 256, 512})
+        grid.push_back({m, n, k});
+  return grid;
+}
+
+void timeGemm(GemmShape &shape, Pool &pool, uint32_t &state) {
+  GemmOp op;
+  op.m = shape.m;
+  op.n = shape.n;
+  op.k = shape.k;
+  op.lda = shape.k;
+  op.ldb = shape.n;
+  op.ldd = shape.n;
+  size_t a = size_t(shape.m * shape.k), b = size_t(shape.k * shape.n),
+         d = size_t(shape.m * shape.n);
+  size_t copies = copiesFor(4.0 * double(a + b + d));
+  std::vector<std::array<float *, 3>> sets(copies);
+  pool.reset();
+  for (size_t c = 0; c < copies; ++c)
+    for (size_t i = 0; i < 3; ++i) {
+      size_t n = i == 0 ? a : i == 1 ? b : d;
+      float *at = pool.take(n);
+      if (!at) // the pool grew: lay them out again
+        return timeGemm(shape, pool, state);
+      fillRandom(at, n, state);
+      sets[c][i] = at;
+    }
+  size_t next = 0;
+  keepFastest(shape.seconds, medianSeconds(
+                                 [&] {
+                                   auto [x, y, z] = sets[next];
+                                   cpu::gemm(op, x, y, z, nullptr, nullptr);
+                                   next = (next + 1) % copies;
+                                 },
+                                 0.005));
+}
+
+struct GemmFit {
+  double peak = 0, kOverhead = 0;
+  double worstError = 0; // the fit's largest relative error
+};
+
+/// t = F/P + (F/k)·(k0/P): linear in a = 1/P and b = k0/P, fitted to
+/// minimize the squared relative error.
+GemmFit fitGemm(const std::vector<GemmShape> &grid) {
+  // Normal equations of (F/t)·a + (F/(k t))·b ≈ 1.
+  double saa = 0, sab = 0, sbb = 0, sa = 0, sb = 0;
+  for (const GemmShape &g : grid) {
+    double x = g.flops() / g.seconds, y = x / double(g.k);
+    saa += x * x;
+    sab += x * y;
+    sbb += y * y;
+    sa += x;
+    sb += y;
+  }
+  double det = saa * sbb - sab * sab;
+  double a = (sa * sbb - sb * sab) / det, b = (saa * sb - sab * sa) / det;
+  if (b < 0) { // no fixed cost measurable: the peak alone
+    b = 0;
+    a = sa / saa;
+  }
+  GemmFit fit;
+  fit.peak = 1 / a;
+  fit.kOverhead = b / a;
+  for (const GemmShape &g : grid)
+    fit.worstError = std::max(
+        fit.worstError,
+        std::abs((a * g.flops() + b * g.flops() / double(g.k)) / g.seconds -
+                 1));
+  return fit;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+/// A launch run alone: its operands on buffers of their own, several
+/// copies of them used in turn.
+class LoneLaunch {
+public:
+  LoneLaunch(const LaunchOp &op, const std::vector<const Buffer *> &operands,
+             Pool &pool, uint32_t &state)
+      : op(op), buffers(operands) {
+    while (!layOut(pool, state)) {
+    }
+  }
+  void run() {
+    cpu::KernelArgs args{op, sets[next], buffers};
+    next = (next + 1) % sets.size();
+    cpu::kernelFunction(op.kernel)(args);
+  }
+
+private:
+  /// The copies of the operands in `pool`; false if it grew meanwhile.
+  bool layOut(Pool &pool, uint32_t &state) {
+    pool.reset();
+    const std::vector<const Buffer *> &operands = buffers;
+    const KernelSpec &spec = kernelSpec(op.kernel);
+    double bytes = 0;
+    for (const Buffer *operand : operands)
+      if (operand)
+        bytes += double(operand->elements) * 4;
+    sets.assign(copiesFor(bytes), {});
+    for (std::vector<void *> &pointers : sets)
+      for (size_t i = 0; i < operands.size(); ++i) {
+        if (!operands[i]) {
+          pointers.push_back(nullptr);
+          continue;
+        }
+        size_t n = size_t(operands[i]->elements);
+        bool hyper = std::strcmp(spec.operands[i].name, "hyper") == 0;
+        float *values = pool.take(hyper ? std::max<size_t>(n, kHyperSlots) : n);
+        if (!values)
+          return false;
+        if (operands[i]->dtype == DType::I32) {
+          std::memset(values, 0, n * 4); // ids 0: inside every table
+        } else if (hyper) {
+          Hyper settings;
+          settings.lr = 1e-4;
+          hyperValues(settings, values);
+        } else {
+          // Not negative: an optimizer's second moment never is (the
+          // square root of a negative takes the library's slow path).
+          fillRandom(values, n, state);
+          for (size_t e = 0; e < n; ++e)
+            values[e] = 0.1f * std::abs(values[e]);
+        }
+        pointers.push_back(values);
+      }
+    return true;
+  }
+
+  const LaunchOp &op;
+  std::vector<const Buffer *> buffers;
+  std::vector<std::vector<void *>> sets;
+  size_t next = 0;
+};
+
+/// A distinct launch of the plans (or an epilogue's kernel).
+struct Launch {
+  const LaunchOp *op = nullptr;
+  std::vector<const Buffer *> operands;
+  int occurrences = 0;
+  double seconds = 0;
+};
+
+/// The key of a distinct launch: its kernel, operands' shapes and
+/// attributes.
+std::string launchKey(const RankPlan &rank, const Program &program,
+                      size_t index) {
+  const LaunchOp &launch = *program.instructions[index].launch();
+  InstructionCost cost = instructionCost(rank, program, index, 1);
+  std::string key = cost.name + " " + cost.shape;
+  for (const AttrValue &attr : launch.attrs) {
+    key += " " + std::to_string(attr.i) + "/" + std::to_string(attr.f);
+    for (int64_t v : attr.list)
+      key += "," + std::to_string(v);
+  }
+  return key;
+}
+
+/// The most bytes a launch's operands may take to be measured: a plan
+/// travels, and one of a large model would have the tool allocate its
+/// tensors (its kernels' rates come from its smaller launches).
+constexpr double kMostMeasuredBytes = 256 << 20;
+
+/// Every distinct launch of `rank`'s programs into `launches`; how many
+/// were too large to measure.
+int collectLaunches(const RankPlan &rank,
+                    std::map<std::string, Launch> &launches) {
+  int tooLarge = 0;
+  for (const Program &program : rank.programs)
+    for (size_t i = 0; i < program.instructions.size(); ++i) {
+      const LaunchOp *op = program.instructions[i].launch();
+      if (!op)
+        continue;
+      double bytes = 0;
+      for (uint32_t buffer : op->operands)
+        if (buffer != kNoBuffer)
+          bytes += double(rank.buffers[buffer].elements) * 4;
+      if (bytes > kMostMeasuredBytes) {
+        ++tooLarge;
+        continue;
+      }
+      Launch &launch = launches[launchKey(rank, program, i)];
+      if (!launch.op) {
+        launch.op = op;
+        for (uint32_t buffer : op->operands)
+          launch.operands.push_back(buffer == kNoBuffer ? nullptr
+                                                        : &rank.buffers[buffer]);
+      }
+      ++launch.occurrences;
+    }
+  return tooLarge;
+}
+
+/// Launches of an epilogue's kernel over f32 buffers of `shapes`, when
+/// the plans launch it nowhere.
+struct EpilogueKernel {
+  LaunchOp op;
+  std::vector<Buffer> buffers;
+};
+
+std::unique_ptr<EpilogueKernel>
+epilogueKernel(KernelId kernel, const std::vector<std::vector<int64_t>> &shapes) {
+  auto made = std::make_unique<EpilogueKernel>();
+  made->op.kernel = kernel;
+  made->op.attrs.resize(kernelSpec(kernel).attrs.size());
+  for (const std::vector<int64_t> &shape : shapes) {
+    Buffer b;
+    b.dtype = DType::F32;
+    b.shape = shape;
+    b.elements = 1;
+    for (int64_t d : shape)
+      b.elements *= d;
+    b.bytes = b.elements * 4;
+    made->buffers.push_back(b);
+  }
+  return made;
+}
+
+/// Work per second by kernel: each launch's work over its time, as often
+/// as the plans make it.
+std::map<std::string, double>
+kernelRates(const std::map<std::string, Launch> &launches) {
+  std::map<std::string, std::pair<double, double>> sums; // work, seconds
+  for (const auto &[key, launch] : launches) {
+    KernelWork work = kernelWork(*launch.op, launch.operands.data(),
+                                 launch.operands.size());
+    auto &[totalWork, seconds] = sums[kernelName(launch.op->kernel)];
+    totalWork += work.work * launch.occurrences;
+    seconds += launch.seconds * launch.occurrences;
+  }
+  std::map<std::string, double> rates;
+  for (const auto &[kernel, sum] : sums)
+    if (sum.first > 0 && sum.second > 0)
+      rates[kernel] = sum.first / sum.second;
+  return rates;
+}
+
+//===----------------------------------------------------------------------===//
+// Memory, launches, streams and the link between threads
+//===----------------------------------------------------------------------===//
+
+double launchSeconds(int threads) {
+  cpu::CpuBackend backend(false, threads);
+  if (!backend.allocate(Arena::Persistent, 256).empty())
+    return 0;
+  Buffer one;
+  one.dtype = DType::F32;
+  one.shape = {1};
+  one.elements = 1;
+  one.bytes = 4;
+  LaunchOp fill;
+  fill.kernel = KernelId::Fill;
+  fill.attrs.resize(kernelSpec(KernelId::Fill).attrs.size());
+  std::vector<Operand> operands = {{backend.arena(Arena::Persistent), &one}};
+  return medianSeconds([&] { backend.launch(Stream::Compute, fill, operands); });
+}
+
+/// The compute stream records after 200 us of work; the transfer stream,
+/// asleep in its wait for it, records in turn; the compute stream, asleep
+/// in its wait for that, goes on: two wake-ups.
+double streamWake(int threads) {
+  cpu::CpuBackend backend(false, threads);
+  backend.createEvents(2);
+  std::vector<double> times;
+  for (int i = 0; i < 201; ++i) {
+    backend.wait(Stream::Transfer, 0);
+    spin(200e-6);
+    double start = now();
+    backend.record(Stream::Compute, 0);
+    backend.record(Stream::Transfer, 1);
+    backend.wait(Stream::Compute, 1);
+    times.push_back(now() - start);
+  }
+  return median(times) / 2;
+}
+
+std::vector<double> linkSizes() {
+  std::vector<double> sizes;
+  for (double bytes = 1024; bytes <= 4 * 1048576; bytes *= 4)
+    sizes.push_back(bytes);
+  return sizes;
+}
+
+/// Two ranks as threads, each computing (spinning) 150 us and then
+/// all-reducing, round after round; per size, the median of what a round
+/// takes beyond the computing.
+std::vector<double> allReduceSeconds(const std::vector<double> &sizes) {
+  auto hub = makeLocalHub(2);
+  const int rounds = 41;
+  const double compute = 150e-6;
+  std::vector<double> seconds(sizes.size());
+  auto rank = [&](int r) {
+    auto transport = makeLocalTransport(hub, r);
+    RingCollectives ring(*transport, runNow, std::chrono::seconds(60));
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      std::vector<float> values(static_cast<size_t>(sizes[s] / 4), 1.0f);
+      std::vector<double> times;
+      double start = now();
+      for (int i = 0; i < rounds; ++i) {
+        spin(compute);
+        ring.hostAllReduce({0, 1}, values.data(), values.size(), "fit");
+        double end = now();
+        times.push_back(std::max(end - start - compute, 1e-7));
+        start = end;
+      }
+      if (r == 0)
+        seconds[s] = median(times);
+    }
+  };
+  std::thread other(rank, 1);
+  rank(0);
+  other.join();
+  return seconds;
+}
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", value);
+  return text;
+}
+
+/// What a pass measures, each the fastest pass's.
+struct Measured {
+  std::vector<GemmShape> gemms = gemmGrid();
+  std::map<std::string, Launch> launches;
+  double copySeconds = 0, launchSeconds = 0, wakeSeconds = 0;
+  std::vector<double> linkSizes = ::linkSizes(), linkSeconds;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::vector<std::string> plans;
+  std::string output, name = "this machine's CPU";
+  int threads = 1, passes = 3;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    auto count = [&](const char *flag, int most, int &out) -> std::string {
+      std::string text;
+      if (!value(text))
+        return std::string(flag) + " needs a number";
+      char *end = nullptr;
+      long n = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end || n < 1 || n > most)
+        return std::string(flag) + " takes a number from 1 to " +
+               std::to_string(most) + ", got '" + text + "'";
+      out = int(n);
+      return "";
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (arg == "-o") {
+      if (!value(output))
+        return fail("-o needs a file");
+    } else if (arg == "--name") {
+      if (!value(name))
+        return fail("--name needs a value");
+      for (char c : name)
+        if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20)
+          return fail("--name is written into JSON as it is: no quotes, "
+                      "backslashes or control characters");
+    } else if (arg == "--threads") {
+      if (std::string error = count("--threads", 256, threads); !error.empty())
+        return fail(error);
+    } else if (arg == "--passes") {
+      if (std::string error = count("--passes", 20, passes); !error.empty())
+        return fail(error);
+    } else if (!arg.empty() && arg[0] == '-') {
+      return fail("unknown flag '" + arg + "'\n" + kUsage);
+    } else {
+      plans.push_back(arg);
+    }
+  }
+  if (plans.empty())
+    return fail(std::string("no plan: its kernels are what is measured\n") +
+                kUsage);
+  // Each stage's first rank: the other ranks of a stage launch the same
+  // kernels on the same shapes.
+  std::vector<Plan> loaded(plans.size());
+  std::deque<RankPlan> ranks;
+  for (size_t p = 0; p < plans.size(); ++p) {
+    LoadOptions load;
+    load.resolve = false;
+    if (std::string error = loadPlan(plans[p], loaded[p], load);
+        !error.empty())
+      return fail(plans[p] + ": " + error);
+    if (!loaded[p].cudaArch.empty())
+      return fail(plans[p] + ": a plan for the cuda target: its kernels do "
+                             "not run on the CPU backend");
+    for (uint32_t stage = 0; stage < loaded[p].pipelineParallel; ++stage) {
+      ranks.emplace_back();
+      if (std::string error = resolveRank(
+              loaded[p], loaded[p].firstRankOf(stage), ranks.back());
+          !error.empty())
+        return fail(plans[p] + ": " + error);
+    }
+  }
+  if (!output.empty())
+    if (std::string error = checkWritable(output); !error.empty())
+      return fail(error);
+
+  // A training run's allocator has freed large blocks by its first step,
+  // and glibc then keeps blocks up to that size for reuse instead of
+  // mapping (and trimming) fresh memory for each: its thresholds follow
+  // the largest block freed. So the buffers each collective of the ring
+  // allocates are reused there, and must be here too, not faulted in anew
+  // every call (which makes a 1 MiB all-reduce 20 times slower).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  cpu::setThreads(threads);
+  uint32_t state = 1234;
+  Pool pool;
+  Measured m;
+  int tooLarge = 0;
+  for (const RankPlan &rank : ranks)
+    tooLarge += collectLaunches(rank, m.launches);
+  if (tooLarge)
+    std::cerr << "strata-fit-cpu: " << tooLarge
+              << " launches whose operands exceed 256 MiB are not measured "
+                 "(a smaller model's plan measures the same kernels)\n";
+  // The kernels a gemm's epilogue is priced as, where no plan launches them.
+  std::vector<std::unique_ptr<EpilogueKernel>> epilogues;
+  for (auto [kernel, shapes] :
+       std::vector<std::pair<KernelId, std::vector<std::vector<int64_t>>>>{
+           {KernelId::Add, {{128, 256}, {256}, {128, 256}}},
+           {KernelId::GeluFwd, {{128, 256}, {128, 256}}},
+           {KernelId::SumTo, {{128, 256}, {256}}}}) {
+    bool launched = false;
+    for (const auto &[key, launch] : m.launches)
+      launched |= launch.op->kernel == kernel;
+    if (launched)
+      continue;
+    epilogues.push_back(epilogueKernel(kernel, shapes));
+    Launch &launch = m.launches[std::string("epilogue ") + kernelName(kernel)];
+    launch.op = &epilogues.back()->op;
+    for (const Buffer &b : epilogues.back()->buffers)
+      launch.operands.push_back(&b);
+    launch.occurrences = 1;
+  }
+  auto copy = epilogueKernel(KernelId::Copy, {{262144}, {262144}});
+  std::vector<const Buffer *> copyOperands = {&copy->buffers[0],
+                                              &copy->buffers[1]};
+
+  // The cores this process may run on: pass p measures the kernels on
+  // core p mod their count, so that a core slowed for a while (a shared
+  // machine's) is not the only one measured.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cores;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &allowed))
+        cores.push_back(c);
+  for (int pass = 0; pass < passes; ++pass) {
+    if (!cores.empty()) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cores[size_t(pass) % cores.size()], &one);
+      sched_setaffinity(0, sizeof one, &one);
+    }
+    for (GemmShape &shape : m.gemms)
+      timeGemm(shape, pool, state);
+    for (auto &[key, launch] : m.launches) {
+      LoneLaunch lone(*launch.op, launch.operands, pool, state);
+      keepFastest(launch.seconds, medianSeconds([&] { lone.run(); }));
+    }
+    LoneLaunch lone(copy->op, copyOperands, pool, state);
+    keepFastest(m.copySeconds, medianSeconds([&] { lone.run(); }));
+    keepFastest(m.launchSeconds, launchSeconds(threads));
+    if (!cores.empty()) // the streams' and ranks' threads go where they may
+      sched_setaffinity(0, sizeof allowed, &allowed);
+    keepFastest(m.wakeSeconds, streamWake(threads));
+    std::vector<double> link = allReduceSeconds(m.linkSizes);
+    m.linkSeconds.resize(link.size());
+    for (size_t s = 0; s < link.size(); ++s)
+      keepFastest(m.linkSeconds[s], link[s]);
+  }
+
+  GemmFit gemm = fitGemm(m.gemms);
+  std::map<std::string, double> rates = kernelRates(m.launches);
+  double bandwidth = 2.0 * 262144 * 4 / m.copySeconds;
+  // Two ranks: an all-reduce moves 2(n-1)/n = 1 times its bytes per rank,
+  // in 2(n-1) = 2 steps.
+  double linkRate = 0;
+  for (size_t s = 0; s < m.linkSizes.size(); ++s)
+    linkRate = std::max(linkRate, m.linkSizes[s] / m.linkSeconds[s]);
+  double linkLatency = m.linkSeconds.front() / 2;
+
+  std::string threadsText =
+      std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  std::ostringstream out;
+  out << "{\n  \"name\": \"" << name << "\",\n"
+      << "  \"source\": \"measured by strata-fit-cpu, the fastest of "
+      << passes << " passes: a GPU is one CPU rank with " << threadsText
+      << " (strata-run --threads " << threads
+      << "), a node this process's ranks as threads\",\n"
+      << "  \"gpus_per_node\": "
+      << std::max(1u, std::thread::hardware_concurrency()) << ",\n"
+      << "  \"gpu\": {\n    \"name\": \"a CPU rank, " << threadsText
+      << "\",\n    \"source\": \"gemm: " << m.gemms.size()
+      << " OpenBLAS sgemm shapes (m, n 64 to 512, k 16 to 512) fitted by "
+         "least squares to a peak rate and a fixed cost per tile the "
+         "equal of more k, worst error "
+      << number(100 * gemm.worstError)
+      << "%; memory: the copy kernel over 1 MiB; launch: a one-element "
+         "kernel through the CPU backend; stream_wake_s: a stream asleep "
+         "in a wait, woken by another's record; kernel_rates: each launch "
+         "of the plans run alone at its shapes, a kernel's work per "
+         "second\",\n"
+      << "    \"peak_flops\": { \"bf16\": " << number(gemm.peak)
+      << ", \"fp32\": " << number(gemm.peak) << " },\n"
+      << "    \"hbm_bytes_per_s\": " << number(bandwidth) << ",\n"
+      << "    \"hbm_bytes\": "
+      << std::max<uint64_t>(1, cpu::availableHostBytes()) << ",\n"
+      << "    \"launch_overhead_s\": " << number(m.launchSeconds) << ",\n"
+      << "    \"stream_wake_s\": " << number(m.wakeSeconds) << ",\n"
+      << "    \"synchronous_compute\": true,\n"
+      << "    \"sm_count\": 1,\n    \"gemm_tile\": [1, 1],\n"
+      << "    \"gemm_waves\": \"balanced\",\n"
+      << "    \"gemm_efficiency\": 1,\n"
+      << "    \"gemm_k_overhead\": " << number(std::max(gemm.kOverhead, 1e-6))
+      << ",\n    \"hbm_efficiency\": 1,\n    \"kernel_rates\": {";
+  bool first = true;
+  for (const auto &[kernel, rate] : rates) {
+    out << (first ? "\n" : ",\n") << "      \"" << kernel
+        << "\": " << number(rate);
+    first = false;
+  }
+  out << "\n    }\n  },\n  \"levels\": [\n"
+      << "    {\n      \"name\": \"threads of one process\",\n"
+      << "      \"source\": \"two ranks as threads computing 150 us and then "
+         "all-reducing over the ring of the local transport, 1 KiB to 4 "
+         "MiB, the median round less the computing: bus bandwidth by "
+         "size, the fastest the rate, half the smallest a step's "
+         "latency\",\n"
+      << "      \"spans\": \"node\",\n"
+      << "      \"bytes_per_s\": " << number(linkRate) << ",\n"
+      << "      \"latency_s\": " << number(linkLatency) << ",\n"
+      << "      \"bus_bytes_per_s_by_size\": [";
+  for (size_t s = 0; s < m.linkSizes.size(); ++s)
+    out << (s ? ", " : "") << "[" << number(m.linkSizes[s]) << ", "
+        << number(m.linkSizes[s] / m.linkSeconds[s]) << "]";
+  out << "]\n    },\n"
+      << "    {\n      \"name\": \"another process\",\n"
+      << "      \"source\": \"not measured: the threads' link\",\n"
+      << "      \"spans\": \"cluster\",\n"
+      << "      \"bytes_per_s\": " << number(linkRate) << ",\n"
+      << "      \"latency_s\": " << number(linkLatency) << "\n    }\n  ]\n}\n";
+  if (output.empty()) {
+    std::cout << out.str();
+    return 0;
+  }
+  if (std::string error = writeFileWhole(output, out.str()); !error.empty())
+    return fail(error);
+  std::cerr << "strata-fit-cpu: wrote " << output << ": gemm "
+            << number(gemm.peak / 1e9) << " GFLOP/s (k overhead "
+            << number(gemm.kOverhead) << "), " << rates.size()
+            << " kernel rates, memory " << number(bandwidth / 1e9)
+            << " GB/s, launch " << number(m.launchSeconds * 1e6)
+            << " us, stream wake " << number(m.wakeSeconds * 1e6)
+            << " us, threads " << number(linkRate / 1e9) << " GB/s and "
+            << number(linkLatency * 1e6) << " us a step\n";
+  return 0;
+}
