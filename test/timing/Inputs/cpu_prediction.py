@@ -14,7 +14,7 @@ kernel thread per rank (strata-run --threads 1), the first 4 left out
 
 This machine's speed changes from second to second (a shared virtual
 machine: the same run takes 22 ms or 30 ms a minute apart), so both sides
-are taken at its fastest within the same half minute: --rounds (4) rounds
+are taken at its fastest within the same minute: --rounds (6) rounds
 each fit a spec (strata-fit-cpu, two passes: one on each of two cores)
 and then predict and measure
 the four layouts; a layout's prediction is its least over the rounds, and
@@ -71,7 +71,7 @@ def main():
     p.add_argument("--bin", required=True)
     p.add_argument("--model", required=True)
     p.add_argument("--work", required=True)
-    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=6)
     args = p.parse_args()
     os.makedirs(args.work, exist_ok=True)
     compile_ = os.path.join(args.bin, "strata-compile")
