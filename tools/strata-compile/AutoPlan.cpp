@@ -133,6 +133,12 @@ std::string format(const char *pattern, double value) {
   return text;
 }
 
+/// TFLOP/s as Megatron prints them, one decimal; three significant digits
+/// below 10 (a CPU's, strata-fit-cpu's spec, is a few hundredths).
+std::string tflopsText(double tflops) {
+  return format(tflops < 10 ? "%.3g" : "%.1f", tflops);
+}
+
 /// The layouts of `gpus` for the model: every factorization with tensor
 /// sizes that are powers of two within a node.
 std::vector<Layout> enumerate(int64_t gpus, int64_t layers, int64_t node,
@@ -442,7 +448,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
             << simulatedCount << " simulated"
             << (best.empty() ? std::string()
                              : ", the best so far " +
-                                   format("%.1f", best.front()->tflops) +
+                                   tflopsText(best.front()->tflops) +
                                    " TFLOP/s per GPU")
             << "\n";
       }
@@ -518,7 +524,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
            "are not simulated)\n";
   auto line = [&](const Candidate &c) {
     std::string text = c.layout.name() + ": " +
-                       format("%.1f", c.tflops) + " TFLOP/s per GPU, " +
+                       tflopsText(c.tflops) + " TFLOP/s per GPU, " +
                        format("%.3g", c.seconds) + " s an iteration, " +
                        gib(c.peakBytes) + " on its largest stage;";
     for (int u = 0; u < predict::kUses; ++u)
