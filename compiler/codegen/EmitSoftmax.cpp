@@ -1,6 +1,7 @@
 //===- EmitSoftmax.cpp - attention's probabilities, computed apart --------===//
 //
-// The math of runtime/cpu/Softmax.cpp (row sums in double), one warp per
+// The math of runtime/cpu/Softmax.cpp (row sums in double, exponentials
+// in float: FP64 is a small part of a GPU), one warp per
 // row of scores: what --attention-backend unfused runs between its
 // batched gemms, as Megatron's fused scale-mask-softmax did.
 //
@@ -49,11 +50,11 @@ std::string emitSoftmaxFwd(const LaunchDesc &launch, KernelCode &code) {
   max = warpMax(max);
   double sum = 0.0;
   for (i64 j = lane; j < valid; j += 32)
-    sum += exp((double)load(x, base + j) - max);
+    sum += expf(load(x, base + j) - max);
   sum = warpSum(sum);
   for (i64 j = lane; j < $KEYS; j += 32)
     store(y, base + j,
-          j < valid ? (float)(exp((double)load(x, base + j) - max) / sum)
+          j < valid ? (float)(expf(load(x, base + j) - max) / sum)
                     : 0.0f);
 )",
                   {{"CAUSAL", causal ? "true" : "false"},
