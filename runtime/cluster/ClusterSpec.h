@@ -42,8 +42,9 @@
 // its own after the product, costs its kernel's (add, gelu_fwd, sum_to).
 // Optional on the gpu too: "stream_wake_s", how long a stream that waits
 // for an event recorded on another stream takes to go on once it is
-// recorded (on a CPU, the stream's thread woken from its sleep; given
-// for none of the GPUs, whose streams the hardware wakes); and
+// recorded, or, idle, once the host issues it work (on a CPU, the
+// stream's thread woken from its sleep; given for none of the GPUs,
+// whose streams the hardware wakes); and
 // "synchronous_compute": true, where the compute stream runs on the thread
 // that issues (a CPU rank): another stream gets an instruction only once
 // the compute issued before it has run (false, a GPU's, when not given).

@@ -6,8 +6,8 @@
 //   backward  dx = y ⊙ (dy − Σ_j y_j·dy_j)
 // The scores come scaled from the gemm before (--attention-backend
 // unfused). Row sums in double; the exponentials in float, as the fused
-// attention kernel's (a double one costs several times as much, on a GPU
-// far more).
+// attention kernel's (a double one costs a GPU far more: FP64 is a small
+// part of it).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"

@@ -67,6 +67,14 @@ double launchFlops(const LaunchOp &l, const Buffer *const *operands,
 
 } // namespace
 
+std::vector<const Buffer *> launchOperands(const RankPlan &rank,
+                                           const LaunchOp &l) {
+  std::vector<const Buffer *> operands;
+  for (uint32_t buffer : l.operands)
+    operands.push_back(buffer == kNoBuffer ? nullptr : &rank.buffers[buffer]);
+  return operands;
+}
+
 KernelWork kernelWork(const LaunchOp &l, const Buffer *const *operands,
                       size_t count) {
   KernelWork work{l.kernel};
@@ -77,6 +85,23 @@ KernelWork kernelWork(const LaunchOp &l, const Buffer *const *operands,
   if (work.flops > 0)
     work.work = work.flops;
   return work;
+}
+
+bool epilogueWork(const GemmOp &op, KernelWork &out) {
+  double batch = double(op.batch);
+  switch (op.epilogue) {
+  case Epilogue::Bias:
+    out = {KernelId::Add, double(op.m) * double(op.n) * batch, 0};
+    return true;
+  case Epilogue::GeluBias:
+    out = {KernelId::GeluFwd, double(op.m) * double(op.n) * batch, 0};
+    return true;
+  case Epilogue::BiasGrad:
+    out = {KernelId::SumTo, double(op.k) * double(op.n) * batch, 0};
+    return true;
+  default:
+    return false;
+  }
 }
 
 InstructionCost instructionCost(const RankPlan &rank, const Program &program,
@@ -102,9 +127,7 @@ InstructionCost instructionCost(const RankPlan &rank, const Program &program,
     for (uint32_t buffer : l->operands)
       if (buffer != kNoBuffer)
         touched.insert(buffer);
-    std::vector<const Buffer *> operands;
-    for (uint32_t buffer : l->operands)
-      operands.push_back(buffer == kNoBuffer ? nullptr : &rank.buffers[buffer]);
+    std::vector<const Buffer *> operands = launchOperands(rank, *l);
     cost.members.push_back(kernelWork(*l, operands.data(), operands.size()));
     cost.flops += cost.members.back().flops;
   }

@@ -5,6 +5,11 @@
 // read or written once) and its floating-point operations (gemms and
 // attention; the rest is memory-bound and counts none). A performance
 // model of a GPU is fitted to these against the measured device times.
+// Each launch's work, what a spec's measured kernel rates price
+// (cluster/ClusterSpec.h), is its FLOPs where it counts them, else the
+// elements of its largest operand: the tensor it sweeps (an embedding's
+// is its table, not its tokens, so a rate measured on one vocabulary
+// carries to another only roughly).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_EXEC_KERNELCOST_H
@@ -29,10 +34,19 @@ struct InstructionCost {
   std::vector<KernelWork> members; // a launch's kernels (several if fused)
 };
 
+/// Launch `l`'s operand buffers in its kernel's order (null where absent).
+std::vector<const Buffer *> launchOperands(const RankPlan &rank,
+                                           const LaunchOp &l);
+
 /// The work of launch `l` whose operands (in its kernel's order; null
 /// where absent) are `operands`.
 KernelWork kernelWork(const LaunchOp &l, const Buffer *const *operands,
                       size_t count);
+
+/// The kernel a gemm's epilogue is as a pass of its own (a CPU's), and
+/// the elements it sweeps: add or gelu_fwd over D [m, n], sum_to over
+/// op(B) [k, n], whose rows a bias gradient sums. False for none.
+bool epilogueWork(const GemmOp &op, KernelWork &out);
 
 /// The cost of instruction `index` of `program`, with the `span` - 1
 /// launches after it that it runs fused (1: alone).

@@ -37,26 +37,11 @@ double CostModel::gemm(const GemmOp &op, DType dtype, double bytes) const {
 }
 
 double CostModel::epilogue(const GemmOp &op) const {
-  // The kernel a pass of the epilogue is, and the elements it sweeps: D
-  // [m, n], or op(B) [k, n] whose rows a bias gradient sums.
-  const char *kernel = nullptr;
-  double elements = double(op.m) * double(op.n) * double(op.batch);
-  switch (op.epilogue) {
-  case Epilogue::None:
+  KernelWork pass;
+  if (!epilogueWork(op, pass))
     return 0;
-  case Epilogue::Bias:
-    kernel = "add";
-    break;
-  case Epilogue::GeluBias:
-    kernel = "gelu_fwd";
-    break;
-  case Epilogue::BiasGrad:
-    kernel = "sum_to";
-    elements = double(op.k) * double(op.n) * double(op.batch);
-    break;
-  }
-  auto rate = spec.gpu.kernelRates.find(kernel);
-  return rate == spec.gpu.kernelRates.end() ? 0 : elements / rate->second;
+  auto rate = spec.gpu.kernelRates.find(kernelName(pass.kernel));
+  return rate == spec.gpu.kernelRates.end() ? 0 : pass.work / rate->second;
 }
 
 double CostModel::memory(double bytes) const {
@@ -64,8 +49,11 @@ double CostModel::memory(double bytes) const {
 }
 
 double CostModel::kernel(double flops, double bytes, DType dtype) const {
-  double compute =
-      flops > 0 ? flops / (peak(dtype) * spec.gpu.gemmEfficiency) : 0;
+  return kernelSeconds(
+      flops > 0 ? flops / (peak(dtype) * spec.gpu.gemmEfficiency) : 0, bytes);
+}
+
+double CostModel::kernelSeconds(double compute, double bytes) const {
   return std::max(compute, memory(bytes)) + spec.gpu.launchOverheadSeconds;
 }
 
@@ -81,11 +69,10 @@ double CostModel::kernel(const InstructionCost &cost, DType dtype) const {
   }
   if (measured == 0)
     return kernel(cost.flops, cost.bytes, dtype);
-  double compute =
-      measured + (flops > 0 ? flops / (peak(dtype) * spec.gpu.gemmEfficiency)
-                            : 0);
-  return std::max(compute, memory(cost.bytes)) +
-         spec.gpu.launchOverheadSeconds;
+  return kernelSeconds(
+      measured +
+          (flops > 0 ? flops / (peak(dtype) * spec.gpu.gemmEfficiency) : 0),
+      cost.bytes);
 }
 
 const LinkLevel &CostModel::levelOf(const std::vector<int> &members) const {

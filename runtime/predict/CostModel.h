@@ -77,6 +77,8 @@ public:
 private:
   /// A gemm's epilogue as a pass of its own (0 unless the spec rates it).
   double epilogue(const GemmOp &op) const;
+  /// A kernel that computes for `compute` seconds and moves `bytes`.
+  double kernelSeconds(double compute, double bytes) const;
   const LinkLevel &levelOf(const std::vector<int> &members) const;
   const ClusterSpec &spec;
   bool free;

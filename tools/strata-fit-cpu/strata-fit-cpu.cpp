@@ -36,6 +36,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/base/WholeFile.h"
+#include "runtime/cluster/ClusterSpec.h"
 #include "runtime/comm/RingCollectives.h"
 #include "runtime/comm/Transport.h"
 #include "runtime/cpu/CpuBackend.h"
@@ -132,7 +133,8 @@ size_t copiesFor(double bytes) {
 /// for each measurement.
 class Pool {
 public:
-  /// `count` floats for the next operand, or nullptr after a reset.
+  /// `count` floats for the next operand, or nullptr if the pool had to
+  /// grow (what it handed out before is gone: lay them out again).
   float *take(size_t count) {
     if (used + count > floats.size()) {
       floats.resize(std::max(floats.size() * 2, used + count));
@@ -236,8 +238,9 @@ GemmFit fitGemm(const std::vector<GemmShape> &grid) {
     sb += y;
   }
   double det = saa * sbb - sab * sab;
-  double a = (sa * sbb - sb * sab) / det, b = (saa * sb - sab * sa) / det;
-  if (b < 0) { // no fixed cost measurable: the peak alone
+  double a = det > 0 ? (sa * sbb - sb * sab) / det : 0,
+         b = det > 0 ? (saa * sb - sab * sa) / det : 0;
+  if (!(a > 0) || b < 0) { // no fixed cost measurable: the peak alone
     b = 0;
     a = sa / saa;
   }
@@ -255,6 +258,15 @@ GemmFit fitGemm(const std::vector<GemmShape> &grid) {
 //===----------------------------------------------------------------------===//
 // Kernels
 //===----------------------------------------------------------------------===//
+
+/// The bytes of `operands` as the measurements hold them (f32 or i32).
+double operandBytes(const std::vector<const Buffer *> &operands) {
+  double bytes = 0;
+  for (const Buffer *operand : operands)
+    if (operand)
+      bytes += double(operand->elements) * 4;
+  return bytes;
+}
 
 /// A launch run alone: its operands on buffers of their own, several
 /// copies of them used in turn.
@@ -278,11 +290,7 @@ private:
     pool.reset();
     const std::vector<const Buffer *> &operands = buffers;
     const KernelSpec &spec = kernelSpec(op.kernel);
-    double bytes = 0;
-    for (const Buffer *operand : operands)
-      if (operand)
-        bytes += double(operand->elements) * 4;
-    sets.assign(copiesFor(bytes), {});
+    sets.assign(copiesFor(operandBytes(operands)), {});
     for (std::vector<void *> &pointers : sets)
       for (size_t i = 0; i < operands.size(); ++i) {
         if (!operands[i]) {
@@ -326,13 +334,15 @@ struct Launch {
   double seconds = 0;
 };
 
-/// The key of a distinct launch: its kernel, operands' shapes and
-/// attributes.
-std::string launchKey(const RankPlan &rank, const Program &program,
-                      size_t index) {
-  const LaunchOp &launch = *program.instructions[index].launch();
-  InstructionCost cost = instructionCost(rank, program, index, 1);
-  std::string key = cost.name + " " + cost.shape;
+/// The key of a distinct launch: its kernel, every operand's shape and
+/// dtype, and its attributes.
+std::string launchKey(const LaunchOp &launch,
+                      const std::vector<const Buffer *> &operands) {
+  std::string key = kernelName(launch.kernel);
+  for (const Buffer *operand : operands)
+    key += operand ? " " + shapeText(operand->shape) + " " +
+                         dtypeName(operand->dtype)
+                   : std::string(" -");
   for (const AttrValue &attr : launch.attrs) {
     key += " " + std::to_string(attr.i) + "/" + std::to_string(attr.f);
     for (int64_t v : attr.list)
@@ -356,36 +366,32 @@ int collectLaunches(const RankPlan &rank,
       const LaunchOp *op = program.instructions[i].launch();
       if (!op)
         continue;
-      double bytes = 0;
-      for (uint32_t buffer : op->operands)
-        if (buffer != kNoBuffer)
-          bytes += double(rank.buffers[buffer].elements) * 4;
-      if (bytes > kMostMeasuredBytes) {
+      std::vector<const Buffer *> operands = launchOperands(rank, *op);
+      if (operandBytes(operands) > kMostMeasuredBytes) {
         ++tooLarge;
         continue;
       }
-      Launch &launch = launches[launchKey(rank, program, i)];
+      Launch &launch = launches[launchKey(*op, operands)];
       if (!launch.op) {
         launch.op = op;
-        for (uint32_t buffer : op->operands)
-          launch.operands.push_back(buffer == kNoBuffer ? nullptr
-                                                        : &rank.buffers[buffer]);
+        launch.operands = std::move(operands);
       }
       ++launch.occurrences;
     }
   return tooLarge;
 }
 
-/// Launches of an epilogue's kernel over f32 buffers of `shapes`, when
-/// the plans launch it nowhere.
-struct EpilogueKernel {
+/// A launch of `kernel` over f32 buffers of `shapes`, its attributes 0:
+/// the kernels a gemm's epilogue is priced as, where no plan launches
+/// them, and the copy and fill the memory and launch figures time.
+struct LoneKernel {
   LaunchOp op;
   std::vector<Buffer> buffers;
 };
 
-std::unique_ptr<EpilogueKernel>
-epilogueKernel(KernelId kernel, const std::vector<std::vector<int64_t>> &shapes) {
-  auto made = std::make_unique<EpilogueKernel>();
+std::unique_ptr<LoneKernel>
+loneKernel(KernelId kernel, const std::vector<std::vector<int64_t>> &shapes) {
+  auto made = std::make_unique<LoneKernel>();
   made->op.kernel = kernel;
   made->op.attrs.resize(kernelSpec(kernel).attrs.size());
   for (const std::vector<int64_t> &shape : shapes) {
@@ -424,36 +430,32 @@ kernelRates(const std::map<std::string, Launch> &launches) {
 // Memory, launches, streams and the link between threads
 //===----------------------------------------------------------------------===//
 
+/// A one-element fill through the CPU backend, as the executor launches;
+/// -1 if the backend cannot allocate its arena.
 double launchSeconds(int threads) {
   cpu::CpuBackend backend(false, threads);
   if (!backend.allocate(Arena::Persistent, 256).empty())
-    return 0;
-  Buffer one;
-  one.dtype = DType::F32;
-  one.shape = {1};
-  one.elements = 1;
-  one.bytes = 4;
-  LaunchOp fill;
-  fill.kernel = KernelId::Fill;
-  fill.attrs.resize(kernelSpec(KernelId::Fill).attrs.size());
-  std::vector<Operand> operands = {{backend.arena(Arena::Persistent), &one}};
-  return medianSeconds([&] { backend.launch(Stream::Compute, fill, operands); });
+    return -1;
+  auto fill = loneKernel(KernelId::Fill, {{1}});
+  std::vector<Operand> operands = {
+      {backend.arena(Arena::Persistent), &fill->buffers[0]}};
+  return medianSeconds(
+      [&] { backend.launch(Stream::Compute, fill->op, operands); });
 }
 
-/// The compute stream records after 200 us of work; the transfer stream,
-/// asleep in its wait for it, records in turn; the compute stream, asleep
-/// in its wait for that, goes on: two wake-ups.
+/// The compute stream works 200 us while the transfer stream's thread
+/// sleeps, waiting for work; then a record is issued to the transfer
+/// stream (its thread woken) and the compute stream waits for it (the
+/// issuing thread asleep until the record wakes it): two wake-ups.
 double streamWake(int threads) {
   cpu::CpuBackend backend(false, threads);
-  backend.createEvents(2);
+  backend.createEvents(1);
   std::vector<double> times;
   for (int i = 0; i < 201; ++i) {
-    backend.wait(Stream::Transfer, 0);
     spin(200e-6);
     double start = now();
-    backend.record(Stream::Compute, 0);
-    backend.record(Stream::Transfer, 1);
-    backend.wait(Stream::Compute, 1);
+    backend.record(Stream::Transfer, 0);
+    backend.wait(Stream::Compute, 0);
     times.push_back(now() - start);
   }
   return median(times) / 2;
@@ -612,25 +614,36 @@ int main(int argc, char **argv) {
               << " launches whose operands exceed 256 MiB are not measured "
                  "(a smaller model's plan measures the same kernels)\n";
   // The kernels a gemm's epilogue is priced as, where no plan launches them.
-  std::vector<std::unique_ptr<EpilogueKernel>> epilogues;
-  for (auto [kernel, shapes] :
-       std::vector<std::pair<KernelId, std::vector<std::vector<int64_t>>>>{
-           {KernelId::Add, {{128, 256}, {256}, {128, 256}}},
-           {KernelId::GeluFwd, {{128, 256}, {128, 256}}},
-           {KernelId::SumTo, {{128, 256}, {256}}}}) {
+  std::vector<std::unique_ptr<LoneKernel>> epilogues;
+  for (Epilogue epilogue :
+       {Epilogue::Bias, Epilogue::GeluBias, Epilogue::BiasGrad}) {
+    GemmOp gemm;
+    gemm.m = gemm.k = 128;
+    gemm.n = 256;
+    gemm.epilogue = epilogue;
+    KernelWork pass;
+    if (!epilogueWork(gemm, pass))
+      continue;
+    KernelId kernel = pass.kernel;
+    // Its operands: the [128, 256] it sweeps, and the row an add
+    // broadcasts or a sum_to writes.
+    using Shapes = std::vector<std::vector<int64_t>>;
+    Shapes shapes = kernel == KernelId::Add     ? Shapes{{128, 256}, {256}, {128, 256}}
+                    : kernel == KernelId::SumTo ? Shapes{{128, 256}, {256}}
+                                                : Shapes{{128, 256}, {128, 256}};
     bool launched = false;
     for (const auto &[key, launch] : m.launches)
       launched |= launch.op->kernel == kernel;
     if (launched)
       continue;
-    epilogues.push_back(epilogueKernel(kernel, shapes));
+    epilogues.push_back(loneKernel(kernel, shapes));
     Launch &launch = m.launches[std::string("epilogue ") + kernelName(kernel)];
     launch.op = &epilogues.back()->op;
     for (const Buffer &b : epilogues.back()->buffers)
       launch.operands.push_back(&b);
     launch.occurrences = 1;
   }
-  auto copy = epilogueKernel(KernelId::Copy, {{262144}, {262144}});
+  auto copy = loneKernel(KernelId::Copy, {{262144}, {262144}});
   std::vector<const Buffer *> copyOperands = {&copy->buffers[0],
                                               &copy->buffers[1]};
 
@@ -645,7 +658,9 @@ int main(int argc, char **argv) {
       if (CPU_ISSET(c, &allowed))
         cores.push_back(c);
   for (int pass = 0; pass < passes; ++pass) {
-    if (!cores.empty()) {
+    if (threads == 1 && !cores.empty()) {
+      // (With more kernel threads, OpenMP's team would keep the first
+      // pass's core: those passes go where the system puts them.)
       cpu_set_t one;
       CPU_ZERO(&one);
       CPU_SET(cores[size_t(pass) % cores.size()], &one);
@@ -659,8 +674,11 @@ int main(int argc, char **argv) {
     }
     LoneLaunch lone(copy->op, copyOperands, pool, state);
     keepFastest(m.copySeconds, medianSeconds([&] { lone.run(); }));
-    keepFastest(m.launchSeconds, launchSeconds(threads));
-    if (!cores.empty()) // the streams' and ranks' threads go where they may
+    double launch = launchSeconds(threads);
+    if (launch < 0)
+      return fail("the CPU backend cannot allocate 256 bytes");
+    keepFastest(m.launchSeconds, launch);
+    if (threads == 1 && !cores.empty()) // the streams' threads go anywhere
       sched_setaffinity(0, sizeof allowed, &allowed);
     keepFastest(m.wakeSeconds, streamWake(threads));
     std::vector<double> link = allReduceSeconds(m.linkSizes);
@@ -688,7 +706,7 @@ int main(int argc, char **argv) {
       << " (strata-run --threads " << threads
       << "), a node this process's ranks as threads\",\n"
       << "  \"gpus_per_node\": "
-      << std::max(1u, std::thread::hardware_concurrency()) << ",\n"
+      << std::clamp(std::thread::hardware_concurrency(), 1u, 1024u) << ",\n"
       << "  \"gpu\": {\n    \"name\": \"a CPU rank, " << threadsText
       << "\",\n    \"source\": \"gemm: " << m.gemms.size()
       << " OpenBLAS sgemm shapes (m, n 64 to 512, k 16 to 512) fitted by "
@@ -731,7 +749,7 @@ int main(int argc, char **argv) {
       << "      \"latency_s\": " << number(linkLatency) << ",\n"
       << "      \"bus_bytes_per_s_by_size\": [";
   for (size_t s = 0; s < m.linkSizes.size(); ++s)
-    out << (s ? ", " : "") << "[" << number(m.linkSizes[s]) << ", "
+    out << (s ? ", " : "") << "[" << std::to_string(int64_t(m.linkSizes[s])) << ", "
         << number(m.linkSizes[s] / m.linkSeconds[s]) << "]";
   out << "]\n    },\n"
       << "    {\n      \"name\": \"another process\",\n"
@@ -739,6 +757,11 @@ int main(int argc, char **argv) {
       << "      \"spans\": \"cluster\",\n"
       << "      \"bytes_per_s\": " << number(linkRate) << ",\n"
       << "      \"latency_s\": " << number(linkLatency) << "\n    }\n  ]\n}\n";
+  // What is written must read back: a machine too slow or too odd for the
+  // spec's bounds is said here, not when the spec is used.
+  ClusterSpec check;
+  if (std::string error = parseClusterSpec(out.str(), check); !error.empty())
+    return fail("the measurements make a spec strata cannot read: " + error);
   if (output.empty()) {
     std::cout << out.str();
     return 0;
