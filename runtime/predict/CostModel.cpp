@@ -48,31 +48,18 @@ double CostModel::memory(double bytes) const {
   return bytes / (spec.gpu.hbmBytesPerSecond * spec.gpu.hbmEfficiency);
 }
 
-double CostModel::kernel(double flops, double bytes, DType dtype) const {
-  return kernelSeconds(
-      flops > 0 ? flops / (peak(dtype) * spec.gpu.gemmEfficiency) : 0, bytes);
-}
-
-double CostModel::kernelSeconds(double compute, double bytes) const {
-  return std::max(compute, memory(bytes)) + spec.gpu.launchOverheadSeconds;
-}
-
 double CostModel::kernel(const InstructionCost &cost, DType dtype) const {
+  // Rated members at their rates, the others' FLOPs at the gemm's rate.
   const auto &rates = spec.gpu.kernelRates;
-  double measured = 0, flops = 0;
+  double compute = 0;
   for (const KernelWork &member : cost.members) {
-    auto rate = rates.find(kernelName(member.kernel));
-    if (rate != rates.end())
-      measured += member.work / rate->second;
-    else
-      flops += member.flops;
+    if (auto rate = rates.find(kernelName(member.kernel)); rate != rates.end())
+      compute += member.work / rate->second;
+    else if (member.flops > 0)
+      compute += member.flops / (peak(dtype) * spec.gpu.gemmEfficiency);
   }
-  if (measured == 0)
-    return kernel(cost.flops, cost.bytes, dtype);
-  return kernelSeconds(
-      measured +
-          (flops > 0 ? flops / (peak(dtype) * spec.gpu.gemmEfficiency) : 0),
-      cost.bytes);
+  return std::max(compute, memory(cost.bytes)) +
+         spec.gpu.launchOverheadSeconds;
 }
 
 const LinkLevel &CostModel::levelOf(const std::vector<int> &members) const {

@@ -44,10 +44,9 @@ public:
 
   /// A gemm whose A has `dtype`; its bytes read and written once.
   double gemm(const GemmOp &op, DType dtype, double bytes) const;
-  /// A generated kernel that does `flops` in `dtype` and moves `bytes`.
-  double kernel(double flops, double bytes, DType dtype) const;
-  /// A launch (a fused group's members together), its members at the
-  /// spec's measured rates where it has them.
+  /// A launch in `dtype` (a fused group's members together): its bytes,
+  /// or its members' work if slower, each at the spec's measured rate
+  /// where it has one, else its FLOPs at the gemm's.
   double kernel(const InstructionCost &cost, DType dtype) const;
   /// A collective of `kind` over `members` (world ranks) on a tensor of
   /// `bytes` (the whole: an all-reduce's buffer, a gather's output, a
@@ -77,8 +76,6 @@ public:
 private:
   /// A gemm's epilogue as a pass of its own (0 unless the spec rates it).
   double epilogue(const GemmOp &op) const;
-  /// A kernel that computes for `compute` seconds and moves `bytes`.
-  double kernelSeconds(double compute, double bytes) const;
   const LinkLevel &levelOf(const std::vector<int> &members) const;
   const ClusterSpec &spec;
   bool free;

@@ -131,9 +131,10 @@ bool Timeline::tryAdvance(uint32_t lane, std::vector<uint32_t> &wake) {
           waiters[op.waitsFor.lane].push_back(lane);
           return moved;
         }
-        // A lane that got there first sleeps until the record wakes it.
+        // A lane that got there first sleeps until the record wakes it
+        // (only another lane's record can end after this lane got here).
         if (double recorded = end(op.waitsFor); recorded > ready)
-          ready = recorded + (op.waitsFor.lane != lane ? wakeSeconds : 0);
+          ready = recorded + wakeSeconds;
       }
       at = {ready, ready};
       break;

@@ -88,8 +88,12 @@ TEST(CostModel, AGemmThatMovesMoreThanItComputesIsMemoryBound) {
   double bytes = 1e12; // two seconds at half of 1 TB/s
   EXPECT_DOUBLE_EQ(costs.gemm(gemmOf(1000, 1000, 1000), DType::BF16, bytes),
                    2 + 1e-6);
-  EXPECT_DOUBLE_EQ(costs.kernel(0, 1e9, DType::BF16), 2e-3 + 1e-6);
-  EXPECT_DOUBLE_EQ(costs.kernel(1e12, 0, DType::BF16), 1e12 / 50e12 + 1e-6);
+  InstructionCost copy, attention;
+  copy.bytes = 1e9;
+  copy.members = {{KernelId::Copy, 1e6, 0}};
+  attention.members = {{KernelId::AttentionFwd, 1e12, 1e12}};
+  EXPECT_DOUBLE_EQ(costs.kernel(copy, DType::BF16), 2e-3 + 1e-6);
+  EXPECT_DOUBLE_EQ(costs.kernel(attention, DType::BF16), 1e12 / 50e12 + 1e-6);
 }
 
 TEST(CostModel, AMeasuredKernelRateAndAGemmsEpilogueOnACpu) {

@@ -123,32 +123,31 @@ constexpr double kRotatedBytes = 8 << 20;
 
 /// How many copies of operands of `bytes` a measurement cycles through.
 size_t copiesFor(double bytes) {
-  return size_t(std::clamp(std::ceil(kRotatedBytes / std::max(bytes, 1.0)),
-                           1.0, 64.0));
+  return size_t(
+      std::clamp(std::ceil(kRotatedBytes / std::max(bytes, 1.0)), 1.0, 64.0));
 }
 
-/// Where the copies of every measurement's operands lie, one after
-/// another: allocated once (the first touch of fresh memory costs more
-/// than the measurements themselves on a virtual machine) and filled anew
-/// for each measurement.
+/// Where the copies of a measurement's operands lie, one after another:
+/// allocated once for all the measurements (the first touch of fresh
+/// memory costs more than the measurements themselves on a virtual
+/// machine) and filled anew for each.
 class Pool {
 public:
-  /// `count` floats for the next operand, or nullptr if the pool had to
-  /// grow (what it handed out before is gone: lay them out again).
+  /// Starts a measurement that takes `total` floats in all.
+  void start(size_t total) {
+    if (total > floats.size())
+      floats.resize(total);
+    used = 0;
+  }
+  /// The next `count` of them.
   float *take(size_t count) {
-    if (used + count > floats.size()) {
-      floats.resize(std::max(floats.size() * 2, used + count));
-      used = 0; // what was handed out moved: callers start again
-      return nullptr;
-    }
     float *at = floats.data() + used;
     used += count;
     return at;
   }
-  void reset() { used = 0; }
 
 private:
-  std::vector<float> floats = std::vector<float>(size_t(3) << 20);
+  std::vector<float> floats;
   size_t used = 0;
 };
 
@@ -199,15 +198,12 @@ void timeGemm(GemmShape &shape, Pool &pool, uint32_t &state) {
          d = size_t(shape.m * shape.n);
   size_t copies = copiesFor(4.0 * double(a + b + d));
   std::vector<std::array<float *, 3>> sets(copies);
-  pool.reset();
-  for (size_t c = 0; c < copies; ++c)
+  pool.start(copies * (a + b + d));
+  for (std::array<float *, 3> &set : sets)
     for (size_t i = 0; i < 3; ++i) {
       size_t n = i == 0 ? a : i == 1 ? b : d;
-      float *at = pool.take(n);
-      if (!at) // the pool grew: lay them out again
-        return timeGemm(shape, pool, state);
-      fillRandom(at, n, state);
-      sets[c][i] = at;
+      set[i] = pool.take(n);
+      fillRandom(set[i], n, state);
     }
   size_t next = 0;
   keepFastest(shape.seconds, medianSeconds(
@@ -275,8 +271,25 @@ public:
   LoneLaunch(const LaunchOp &op, const std::vector<const Buffer *> &operands,
              Pool &pool, uint32_t &state)
       : op(op), buffers(operands) {
-    while (!layOut(pool, state)) {
+    const KernelSpec &spec = kernelSpec(op.kernel);
+    // Each operand's floats: the hyper operand has at least its slots.
+    std::vector<size_t> counts;
+    size_t total = 0;
+    for (size_t i = 0; i < operands.size(); ++i) {
+      size_t n = operands[i] ? size_t(operands[i]->elements) : 0;
+      if (operands[i] && std::strcmp(spec.operands[i].name, "hyper") == 0) {
+        hyper = i;
+        n = std::max<size_t>(n, kHyperSlots);
+      }
+      counts.push_back(n);
+      total += n;
     }
+    sets.assign(copiesFor(operandBytes(operands)), {});
+    pool.start(sets.size() * total);
+    for (std::vector<void *> &pointers : sets)
+      for (size_t i = 0; i < operands.size(); ++i)
+        pointers.push_back(operands[i] ? fill(i, pool.take(counts[i]), state)
+                                       : nullptr);
   }
   void run() {
     cpu::KernelArgs args{op, sets[next], buffers};
@@ -285,43 +298,28 @@ public:
   }
 
 private:
-  /// The copies of the operands in `pool`; false if it grew meanwhile.
-  bool layOut(Pool &pool, uint32_t &state) {
-    pool.reset();
-    const std::vector<const Buffer *> &operands = buffers;
-    const KernelSpec &spec = kernelSpec(op.kernel);
-    sets.assign(copiesFor(operandBytes(operands)), {});
-    for (std::vector<void *> &pointers : sets)
-      for (size_t i = 0; i < operands.size(); ++i) {
-        if (!operands[i]) {
-          pointers.push_back(nullptr);
-          continue;
-        }
-        size_t n = size_t(operands[i]->elements);
-        bool hyper = std::strcmp(spec.operands[i].name, "hyper") == 0;
-        float *values = pool.take(hyper ? std::max<size_t>(n, kHyperSlots) : n);
-        if (!values)
-          return false;
-        if (operands[i]->dtype == DType::I32) {
-          std::memset(values, 0, n * 4); // ids 0: inside every table
-        } else if (hyper) {
-          Hyper settings;
-          settings.lr = 1e-4;
-          hyperValues(settings, values);
-        } else {
-          // Not negative: an optimizer's second moment never is (the
-          // square root of a negative takes the library's slow path).
-          fillRandom(values, n, state);
-          for (size_t e = 0; e < n; ++e)
-            values[e] = 0.1f * std::abs(values[e]);
-        }
-        pointers.push_back(values);
-      }
-    return true;
+  /// Operand `i`'s values written at `values`.
+  float *fill(size_t i, float *values, uint32_t &state) const {
+    size_t n = size_t(buffers[i]->elements);
+    if (buffers[i]->dtype == DType::I32) {
+      std::memset(values, 0, n * 4); // ids 0: inside every table
+    } else if (i == hyper) {
+      Hyper settings;
+      settings.lr = 1e-4;
+      hyperValues(settings, values);
+    } else {
+      // Not negative: an optimizer's second moment never is (the square
+      // root of a negative takes the library's slow path).
+      fillRandom(values, n, state);
+      for (size_t e = 0; e < n; ++e)
+        values[e] = 0.1f * std::abs(values[e]);
+    }
+    return values;
   }
 
   const LaunchOp &op;
   std::vector<const Buffer *> buffers;
+  size_t hyper = SIZE_MAX; // the optimizer's settings, if it reads them
   std::vector<std::vector<void *>> sets;
   size_t next = 0;
 };
@@ -413,8 +411,8 @@ std::map<std::string, double>
 kernelRates(const std::map<std::string, Launch> &launches) {
   std::map<std::string, std::pair<double, double>> sums; // work, seconds
   for (const auto &[key, launch] : launches) {
-    KernelWork work = kernelWork(*launch.op, launch.operands.data(),
-                                 launch.operands.size());
+    KernelWork work =
+        kernelWork(*launch.op, launch.operands.data(), launch.operands.size());
     auto &[totalWork, seconds] = sums[kernelName(launch.op->kernel)];
     totalWork += work.work * launch.occurrences;
     seconds += launch.seconds * launch.occurrences;
@@ -506,6 +504,9 @@ std::string number(double value) {
   return text;
 }
 
+/// The floats the copy kernel copies to time the memory: 1 MiB.
+constexpr int64_t kCopyFloats = 262144;
+
 /// What a pass measures, each the fastest pass's.
 struct Measured {
   std::vector<GemmShape> gemms = gemmGrid();
@@ -513,6 +514,94 @@ struct Measured {
   double copySeconds = 0, launchSeconds = 0, wakeSeconds = 0;
   std::vector<double> linkSizes = ::linkSizes(), linkSeconds;
 };
+
+/// What the measurements give: the gemm's fit, the kernels' rates, the
+/// memory's bandwidth and the link's rate and step latency.
+struct Fitted {
+  GemmFit gemm;
+  std::map<std::string, double> rates;
+  double bandwidth = 0, linkRate = 0, linkLatency = 0;
+};
+
+Fitted fit(const Measured &m) {
+  Fitted f;
+  f.gemm = fitGemm(m.gemms);
+  f.rates = kernelRates(m.launches);
+  f.bandwidth = 2.0 * kCopyFloats * 4 / m.copySeconds;
+  // Two ranks: an all-reduce moves 2(n-1)/n = 1 times its bytes per rank,
+  // in 2(n-1) = 2 steps.
+  for (size_t s = 0; s < m.linkSizes.size(); ++s)
+    f.linkRate = std::max(f.linkRate, m.linkSizes[s] / m.linkSeconds[s]);
+  f.linkLatency = m.linkSeconds.front() / 2;
+  return f;
+}
+
+/// The spec of what was measured, as JSON.
+std::string specText(const Measured &m, const Fitted &f,
+                     const std::string &name, int threads, int passes) {
+  std::string threadsText =
+      std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  std::ostringstream out;
+  out << "{\n  \"name\": \"" << name << "\",\n"
+      << "  \"source\": \"measured by strata-fit-cpu, the fastest of " << passes
+      << " passes: a GPU is one CPU rank with " << threadsText
+      << " (strata-run --threads " << threads
+      << "), a node this process's ranks as threads\",\n"
+      << "  \"gpus_per_node\": "
+      << std::clamp(std::thread::hardware_concurrency(), 1u, 1024u) << ",\n"
+      << "  \"gpu\": {\n    \"name\": \"a CPU rank, " << threadsText
+      << "\",\n    \"source\": \"gemm: " << m.gemms.size()
+      << " OpenBLAS sgemm shapes (m, n 64 to 512, k 16 to 512) fitted by "
+         "least squares to a peak rate and a fixed cost per tile the "
+         "equal of more k, worst error "
+      << number(100 * f.gemm.worstError)
+      << "%; memory: the copy kernel over 1 MiB; launch: a one-element "
+         "kernel through the CPU backend; stream_wake_s: a stream asleep "
+         "in a wait, woken by another's record; kernel_rates: each launch "
+         "of the plans run alone at its shapes, a kernel's work per "
+         "second\",\n"
+      << "    \"peak_flops\": { \"bf16\": " << number(f.gemm.peak)
+      << ", \"fp32\": " << number(f.gemm.peak) << " },\n"
+      << "    \"hbm_bytes_per_s\": " << number(f.bandwidth) << ",\n"
+      << "    \"hbm_bytes\": "
+      << std::max<uint64_t>(1, cpu::availableHostBytes()) << ",\n"
+      << "    \"launch_overhead_s\": " << number(m.launchSeconds) << ",\n"
+      << "    \"stream_wake_s\": " << number(m.wakeSeconds) << ",\n"
+      << "    \"synchronous_compute\": true,\n"
+      << "    \"sm_count\": 1,\n    \"gemm_tile\": [1, 1],\n"
+      << "    \"gemm_waves\": \"balanced\",\n"
+      << "    \"gemm_efficiency\": 1,\n"
+      << "    \"gemm_k_overhead\": " << number(std::max(f.gemm.kOverhead, 1e-6))
+      << ",\n    \"hbm_efficiency\": 1,\n    \"kernel_rates\": {";
+  bool first = true;
+  for (const auto &[kernel, rate] : f.rates) {
+    out << (first ? "\n" : ",\n") << "      \"" << kernel
+        << "\": " << number(rate);
+    first = false;
+  }
+  out << "\n    }\n  },\n  \"levels\": [\n"
+      << "    {\n      \"name\": \"threads of one process\",\n"
+      << "      \"source\": \"two ranks as threads computing 150 us and then "
+         "all-reducing over the ring of the local transport, 1 KiB to 4 "
+         "MiB, the median round less the computing: bus bandwidth by "
+         "size, the fastest the rate, half the smallest a step's "
+         "latency\",\n"
+      << "      \"spans\": \"node\",\n"
+      << "      \"bytes_per_s\": " << number(f.linkRate) << ",\n"
+      << "      \"latency_s\": " << number(f.linkLatency) << ",\n"
+      << "      \"bus_bytes_per_s_by_size\": [";
+  for (size_t s = 0; s < m.linkSizes.size(); ++s)
+    out << (s ? ", " : "") << "[" << std::to_string(int64_t(m.linkSizes[s]))
+        << ", " << number(m.linkSizes[s] / m.linkSeconds[s]) << "]";
+  out << "]\n    },\n"
+      << "    {\n      \"name\": \"another process\",\n"
+      << "      \"source\": \"not measured: the threads' link\",\n"
+      << "      \"spans\": \"cluster\",\n"
+      << "      \"bytes_per_s\": " << number(f.linkRate) << ",\n"
+      << "      \"latency_s\": " << number(f.linkLatency)
+      << "\n    }\n  ]\n}\n";
+  return out.str();
+}
 
 } // namespace
 
@@ -576,8 +665,7 @@ int main(int argc, char **argv) {
   for (size_t p = 0; p < plans.size(); ++p) {
     LoadOptions load;
     load.resolve = false;
-    if (std::string error = loadPlan(plans[p], loaded[p], load);
-        !error.empty())
+    if (std::string error = loadPlan(plans[p], loaded[p], load); !error.empty())
       return fail(plans[p] + ": " + error);
     if (!loaded[p].cudaArch.empty())
       return fail(plans[p] + ": a plan for the cuda target: its kernels do "
@@ -628,9 +716,10 @@ int main(int argc, char **argv) {
     // Its operands: the [128, 256] it sweeps, and the row an add
     // broadcasts or a sum_to writes.
     using Shapes = std::vector<std::vector<int64_t>>;
-    Shapes shapes = kernel == KernelId::Add     ? Shapes{{128, 256}, {256}, {128, 256}}
-                    : kernel == KernelId::SumTo ? Shapes{{128, 256}, {256}}
-                                                : Shapes{{128, 256}, {128, 256}};
+    Shapes shapes =
+        kernel == KernelId::Add     ? Shapes{{128, 256}, {256}, {128, 256}}
+        : kernel == KernelId::SumTo ? Shapes{{128, 256}, {256}}
+                                    : Shapes{{128, 256}, {128, 256}};
     bool launched = false;
     for (const auto &[key, launch] : m.launches)
       launched |= launch.op->kernel == kernel;
@@ -643,7 +732,7 @@ int main(int argc, char **argv) {
       launch.operands.push_back(&b);
     launch.occurrences = 1;
   }
-  auto copy = loneKernel(KernelId::Copy, {{262144}, {262144}});
+  auto copy = loneKernel(KernelId::Copy, {{kCopyFloats}, {kCopyFloats}});
   std::vector<const Buffer *> copyOperands = {&copy->buffers[0],
                                               &copy->buffers[1]};
 
@@ -687,94 +776,26 @@ int main(int argc, char **argv) {
       keepFastest(m.linkSeconds[s], link[s]);
   }
 
-  GemmFit gemm = fitGemm(m.gemms);
-  std::map<std::string, double> rates = kernelRates(m.launches);
-  double bandwidth = 2.0 * 262144 * 4 / m.copySeconds;
-  // Two ranks: an all-reduce moves 2(n-1)/n = 1 times its bytes per rank,
-  // in 2(n-1) = 2 steps.
-  double linkRate = 0;
-  for (size_t s = 0; s < m.linkSizes.size(); ++s)
-    linkRate = std::max(linkRate, m.linkSizes[s] / m.linkSeconds[s]);
-  double linkLatency = m.linkSeconds.front() / 2;
-
-  std::string threadsText =
-      std::to_string(threads) + (threads == 1 ? " thread" : " threads");
-  std::ostringstream out;
-  out << "{\n  \"name\": \"" << name << "\",\n"
-      << "  \"source\": \"measured by strata-fit-cpu, the fastest of "
-      << passes << " passes: a GPU is one CPU rank with " << threadsText
-      << " (strata-run --threads " << threads
-      << "), a node this process's ranks as threads\",\n"
-      << "  \"gpus_per_node\": "
-      << std::clamp(std::thread::hardware_concurrency(), 1u, 1024u) << ",\n"
-      << "  \"gpu\": {\n    \"name\": \"a CPU rank, " << threadsText
-      << "\",\n    \"source\": \"gemm: " << m.gemms.size()
-      << " OpenBLAS sgemm shapes (m, n 64 to 512, k 16 to 512) fitted by "
-         "least squares to a peak rate and a fixed cost per tile the "
-         "equal of more k, worst error "
-      << number(100 * gemm.worstError)
-      << "%; memory: the copy kernel over 1 MiB; launch: a one-element "
-         "kernel through the CPU backend; stream_wake_s: a stream asleep "
-         "in a wait, woken by another's record; kernel_rates: each launch "
-         "of the plans run alone at its shapes, a kernel's work per "
-         "second\",\n"
-      << "    \"peak_flops\": { \"bf16\": " << number(gemm.peak)
-      << ", \"fp32\": " << number(gemm.peak) << " },\n"
-      << "    \"hbm_bytes_per_s\": " << number(bandwidth) << ",\n"
-      << "    \"hbm_bytes\": "
-      << std::max<uint64_t>(1, cpu::availableHostBytes()) << ",\n"
-      << "    \"launch_overhead_s\": " << number(m.launchSeconds) << ",\n"
-      << "    \"stream_wake_s\": " << number(m.wakeSeconds) << ",\n"
-      << "    \"synchronous_compute\": true,\n"
-      << "    \"sm_count\": 1,\n    \"gemm_tile\": [1, 1],\n"
-      << "    \"gemm_waves\": \"balanced\",\n"
-      << "    \"gemm_efficiency\": 1,\n"
-      << "    \"gemm_k_overhead\": " << number(std::max(gemm.kOverhead, 1e-6))
-      << ",\n    \"hbm_efficiency\": 1,\n    \"kernel_rates\": {";
-  bool first = true;
-  for (const auto &[kernel, rate] : rates) {
-    out << (first ? "\n" : ",\n") << "      \"" << kernel
-        << "\": " << number(rate);
-    first = false;
-  }
-  out << "\n    }\n  },\n  \"levels\": [\n"
-      << "    {\n      \"name\": \"threads of one process\",\n"
-      << "      \"source\": \"two ranks as threads computing 150 us and then "
-         "all-reducing over the ring of the local transport, 1 KiB to 4 "
-         "MiB, the median round less the computing: bus bandwidth by "
-         "size, the fastest the rate, half the smallest a step's "
-         "latency\",\n"
-      << "      \"spans\": \"node\",\n"
-      << "      \"bytes_per_s\": " << number(linkRate) << ",\n"
-      << "      \"latency_s\": " << number(linkLatency) << ",\n"
-      << "      \"bus_bytes_per_s_by_size\": [";
-  for (size_t s = 0; s < m.linkSizes.size(); ++s)
-    out << (s ? ", " : "") << "[" << std::to_string(int64_t(m.linkSizes[s])) << ", "
-        << number(m.linkSizes[s] / m.linkSeconds[s]) << "]";
-  out << "]\n    },\n"
-      << "    {\n      \"name\": \"another process\",\n"
-      << "      \"source\": \"not measured: the threads' link\",\n"
-      << "      \"spans\": \"cluster\",\n"
-      << "      \"bytes_per_s\": " << number(linkRate) << ",\n"
-      << "      \"latency_s\": " << number(linkLatency) << "\n    }\n  ]\n}\n";
+  Fitted f = fit(m);
+  std::string text = specText(m, f, name, threads, passes);
   // What is written must read back: a machine too slow or too odd for the
   // spec's bounds is said here, not when the spec is used.
   ClusterSpec check;
-  if (std::string error = parseClusterSpec(out.str(), check); !error.empty())
+  if (std::string error = parseClusterSpec(text, check); !error.empty())
     return fail("the measurements make a spec strata cannot read: " + error);
   if (output.empty()) {
-    std::cout << out.str();
+    std::cout << text;
     return 0;
   }
-  if (std::string error = writeFileWhole(output, out.str()); !error.empty())
+  if (std::string error = writeFileWhole(output, text); !error.empty())
     return fail(error);
   std::cerr << "strata-fit-cpu: wrote " << output << ": gemm "
-            << number(gemm.peak / 1e9) << " GFLOP/s (k overhead "
-            << number(gemm.kOverhead) << "), " << rates.size()
-            << " kernel rates, memory " << number(bandwidth / 1e9)
+            << number(f.gemm.peak / 1e9) << " GFLOP/s (k overhead "
+            << number(f.gemm.kOverhead) << "), " << f.rates.size()
+            << " kernel rates, memory " << number(f.bandwidth / 1e9)
             << " GB/s, launch " << number(m.launchSeconds * 1e6)
             << " us, stream wake " << number(m.wakeSeconds * 1e6)
-            << " us, threads " << number(linkRate / 1e9) << " GB/s and "
-            << number(linkLatency * 1e6) << " us a step\n";
+            << " us, threads " << number(f.linkRate / 1e9) << " GB/s and "
+            << number(f.linkLatency * 1e6) << " us a step\n";
   return 0;
 }
