@@ -1,6 +1,7 @@
 //===- strata-fit-cpu.cpp - a cluster spec of this machine's CPU ----------===//
 //
-//   strata-fit-cpu PLAN... [-o SPEC] [--threads N] [--passes P] [--name TEXT]
+//   strata-fit-cpu PLAN... [[--ranks N] -o SPEC]... [--threads N]
+//                  [--passes P] [--name TEXT]
 //
 // Measures what `strata-run --backend sim` needs to predict strata-run's
 // CPU ranks on this machine, and writes it as a cluster spec
@@ -31,8 +32,10 @@
 // exceed a core's own caches, as a step's kernels find theirs, and takes
 // the median of repeated calls. The whole is measured --passes times
 // (3), each pass's kernels on the next core this process may use, each
-// figure the fastest pass's: a shared machine slows now and then, a core
-// at a time, and the spec is of the machine when it does not.
+// figure on each core the fastest of its passes: a shared machine slows
+// now and then, a core at a time. Each -o SPEC is the spec for the
+// --ranks N before it (1): ranks as threads go as fast as the slowest
+// core they run on, so a figure is the slowest of the N fastest cores'.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/base/WholeFile.h"
@@ -67,13 +70,15 @@ using namespace strata::runtime;
 namespace {
 
 const char *kUsage =
-    "usage: strata-fit-cpu PLAN... [-o SPEC] [--threads N] [--passes P]\n"
-    "                      [--name TEXT]\n"
+    "usage: strata-fit-cpu PLAN... [[--ranks N] -o SPEC]... [--threads N]\n"
+    "                      [--passes P] [--name TEXT]\n"
     "  measures this machine's CPU (gemm rate, memory bandwidth, launch\n"
     "  overhead, the rate of each kernel the PLANs launch, a stream's\n"
     "  wake-up, an all-reduce between two threads) and writes a cluster\n"
     "  spec for strata-run --backend sim (stdout without -o); --threads is\n"
-    "  strata-run's (1); each figure is the fastest of --passes (3)\n";
+    "  strata-run's (1); each figure is the fastest of --passes (3), a\n"
+    "  pass's kernels on the next core; each -o is the spec for the\n"
+    "  --ranks N before it (1): the slowest of the N fastest cores\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-fit-cpu: error: " << message << "\n";
@@ -162,10 +167,31 @@ void fillRandom(float *values, size_t n, uint32_t &state) {
   }
 }
 
-/// The fastest of the passes: each figure keeps its least time.
-void keepFastest(double &kept, double seconds) {
-  kept = kept > 0 ? std::min(kept, seconds) : seconds;
-}
+/// A figure's time on each core it was measured on, the fastest of that
+/// core's passes. Cores may differ for a while (a shared machine's), and
+/// ranks as threads go as fast as the slowest core they run on: N ranks'
+/// figure is the slowest of the N fastest cores.
+class Timed {
+public:
+  void keep(size_t core, double seconds) {
+    if (byCore.size() <= core)
+      byCore.resize(core + 1, 0);
+    double &kept = byCore[core];
+    kept = kept > 0 ? std::min(kept, seconds) : seconds;
+  }
+  /// The figure for `ranks` ranks (the slowest measured if fewer cores).
+  double forRanks(int ranks) const {
+    std::vector<double> measured;
+    for (double seconds : byCore)
+      if (seconds > 0)
+        measured.push_back(seconds);
+    std::sort(measured.begin(), measured.end());
+    return measured[std::min(size_t(ranks), measured.size()) - 1];
+  }
+
+private:
+  std::vector<double> byCore;
+};
 
 //===----------------------------------------------------------------------===//
 // Gemm
@@ -173,7 +199,7 @@ void keepFastest(double &kept, double seconds) {
 
 struct GemmShape {
   int64_t m, n, k;
-  double seconds = 0;
+  Timed seconds;
   double flops() const { return 2.0 * double(m) * double(n) * double(k); }
 };
 
@@ -186,7 +212,7 @@ std::vector<GemmShape> gemmGrid() {
   return grid;
 }
 
-void timeGemm(GemmShape &shape, Pool &pool, uint32_t &state) {
+void timeGemm(GemmShape &shape, size_t core, Pool &pool, uint32_t &state) {
   GemmOp op;
   op.m = shape.m;
   op.n = shape.n;
@@ -206,13 +232,13 @@ void timeGemm(GemmShape &shape, Pool &pool, uint32_t &state) {
       fillRandom(set[i], n, state);
     }
   size_t next = 0;
-  keepFastest(shape.seconds, medianSeconds(
-                                 [&] {
-                                   auto [x, y, z] = sets[next];
-                                   cpu::gemm(op, x, y, z, nullptr, nullptr);
-                                   next = (next + 1) % copies;
-                                 },
-                                 0.005));
+  shape.seconds.keep(core, medianSeconds(
+                               [&] {
+                                 auto [x, y, z] = sets[next];
+                                 cpu::gemm(op, x, y, z, nullptr, nullptr);
+                                 next = (next + 1) % copies;
+                               },
+                               0.005));
 }
 
 struct GemmFit {
@@ -221,12 +247,12 @@ struct GemmFit {
 };
 
 /// t = F/P + (F/k)·(k0/P): linear in a = 1/P and b = k0/P, fitted to
-/// minimize the squared relative error.
-GemmFit fitGemm(const std::vector<GemmShape> &grid) {
+/// minimize the squared relative error; the times `ranks` ranks see.
+GemmFit fitGemm(const std::vector<GemmShape> &grid, int ranks) {
   // Normal equations of (F/t)·a + (F/(k t))·b ≈ 1.
   double saa = 0, sab = 0, sbb = 0, sa = 0, sb = 0;
   for (const GemmShape &g : grid) {
-    double x = g.flops() / g.seconds, y = x / double(g.k);
+    double x = g.flops() / g.seconds.forRanks(ranks), y = x / double(g.k);
     saa += x * x;
     sab += x * y;
     sbb += y * y;
@@ -245,9 +271,9 @@ GemmFit fitGemm(const std::vector<GemmShape> &grid) {
   fit.kOverhead = b / a;
   for (const GemmShape &g : grid)
     fit.worstError = std::max(
-        fit.worstError,
-        std::abs((a * g.flops() + b * g.flops() / double(g.k)) / g.seconds -
-                 1));
+        fit.worstError, std::abs((a * g.flops() + b * g.flops() / double(g.k)) /
+                                     g.seconds.forRanks(ranks) -
+                                 1));
   return fit;
 }
 
@@ -329,7 +355,7 @@ struct Launch {
   const LaunchOp *op = nullptr;
   std::vector<const Buffer *> operands;
   int occurrences = 0;
-  double seconds = 0;
+  Timed seconds;
 };
 
 /// The key of a distinct launch: its kernel, every operand's shape and
@@ -408,14 +434,14 @@ loneKernel(KernelId kernel, const std::vector<std::vector<int64_t>> &shapes) {
 /// Work per second by kernel: each launch's work over its time, as often
 /// as the plans make it.
 std::map<std::string, double>
-kernelRates(const std::map<std::string, Launch> &launches) {
+kernelRates(const std::map<std::string, Launch> &launches, int ranks) {
   std::map<std::string, std::pair<double, double>> sums; // work, seconds
   for (const auto &[key, launch] : launches) {
     KernelWork work =
         kernelWork(*launch.op, launch.operands.data(), launch.operands.size());
     auto &[totalWork, seconds] = sums[kernelName(launch.op->kernel)];
     totalWork += work.work * launch.occurrences;
-    seconds += launch.seconds * launch.occurrences;
+    seconds += launch.seconds.forRanks(ranks) * launch.occurrences;
   }
   std::map<std::string, double> rates;
   for (const auto &[kernel, sum] : sums)
@@ -511,28 +537,40 @@ constexpr int64_t kCopyFloats = 262144;
 struct Measured {
   std::vector<GemmShape> gemms = gemmGrid();
   std::map<std::string, Launch> launches;
-  double copySeconds = 0, launchSeconds = 0, wakeSeconds = 0;
-  std::vector<double> linkSizes = ::linkSizes(), linkSeconds;
+  Timed copySeconds, launchSeconds;
+  // Of threads that go where the system puts them: the fastest pass's.
+  Timed wakeSeconds;
+  std::vector<double> linkSizes = ::linkSizes();
+  std::vector<Timed> linkSeconds = std::vector<Timed>(linkSizes.size());
 };
 
-/// What the measurements give: the gemm's fit, the kernels' rates, the
-/// memory's bandwidth and the link's rate and step latency.
+/// What the measurements give `ranks` ranks: the gemm's fit, the kernels'
+/// rates, the memory's bandwidth, the launch overhead, a stream's wake-up,
+/// and the link's bus bandwidth by size, rate and step latency.
 struct Fitted {
+  int ranks = 1;
   GemmFit gemm;
   std::map<std::string, double> rates;
-  double bandwidth = 0, linkRate = 0, linkLatency = 0;
+  double bandwidth = 0, launch = 0, wake = 0;
+  std::vector<double> busBandwidth; // by the measured link sizes
+  double linkRate = 0, linkLatency = 0;
 };
 
-Fitted fit(const Measured &m) {
+Fitted fit(const Measured &m, int ranks) {
   Fitted f;
-  f.gemm = fitGemm(m.gemms);
-  f.rates = kernelRates(m.launches);
-  f.bandwidth = 2.0 * kCopyFloats * 4 / m.copySeconds;
+  f.ranks = ranks;
+  f.gemm = fitGemm(m.gemms, ranks);
+  f.rates = kernelRates(m.launches, ranks);
+  f.bandwidth = 2.0 * kCopyFloats * 4 / m.copySeconds.forRanks(ranks);
+  f.launch = m.launchSeconds.forRanks(ranks);
+  f.wake = m.wakeSeconds.forRanks(1);
   // Two ranks: an all-reduce moves 2(n-1)/n = 1 times its bytes per rank,
   // in 2(n-1) = 2 steps.
-  for (size_t s = 0; s < m.linkSizes.size(); ++s)
-    f.linkRate = std::max(f.linkRate, m.linkSizes[s] / m.linkSeconds[s]);
-  f.linkLatency = m.linkSeconds.front() / 2;
+  for (size_t s = 0; s < m.linkSizes.size(); ++s) {
+    f.busBandwidth.push_back(m.linkSizes[s] / m.linkSeconds[s].forRanks(1));
+    f.linkRate = std::max(f.linkRate, f.busBandwidth.back());
+  }
+  f.linkLatency = m.linkSeconds.front().forRanks(1) / 2;
   return f;
 }
 
@@ -544,8 +582,10 @@ std::string specText(const Measured &m, const Fitted &f,
   std::ostringstream out;
   out << "{\n  \"name\": \"" << name << "\",\n"
       << "  \"source\": \"measured by strata-fit-cpu, the fastest of " << passes
-      << " passes: a GPU is one CPU rank with " << threadsText
-      << " (strata-run --threads " << threads
+      << " passes, for " << f.ranks
+      << " ranks (each figure the slowest of that many fastest cores): a "
+         "GPU is one CPU rank with "
+      << threadsText << " (strata-run --threads " << threads
       << "), a node this process's ranks as threads\",\n"
       << "  \"gpus_per_node\": "
       << std::clamp(std::thread::hardware_concurrency(), 1u, 1024u) << ",\n"
@@ -565,8 +605,8 @@ std::string specText(const Measured &m, const Fitted &f,
       << "    \"hbm_bytes_per_s\": " << number(f.bandwidth) << ",\n"
       << "    \"hbm_bytes\": "
       << std::max<uint64_t>(1, cpu::availableHostBytes()) << ",\n"
-      << "    \"launch_overhead_s\": " << number(m.launchSeconds) << ",\n"
-      << "    \"stream_wake_s\": " << number(m.wakeSeconds) << ",\n"
+      << "    \"launch_overhead_s\": " << number(f.launch) << ",\n"
+      << "    \"stream_wake_s\": " << number(f.wake) << ",\n"
       << "    \"synchronous_compute\": true,\n"
       << "    \"sm_count\": 1,\n    \"gemm_tile\": [1, 1],\n"
       << "    \"gemm_waves\": \"balanced\",\n"
@@ -592,7 +632,7 @@ std::string specText(const Measured &m, const Fitted &f,
       << "      \"bus_bytes_per_s_by_size\": [";
   for (size_t s = 0; s < m.linkSizes.size(); ++s)
     out << (s ? ", " : "") << "[" << std::to_string(int64_t(m.linkSizes[s]))
-        << ", " << number(m.linkSizes[s] / m.linkSeconds[s]) << "]";
+        << ", " << number(f.busBandwidth[s]) << "]";
   out << "]\n    },\n"
       << "    {\n      \"name\": \"another process\",\n"
       << "      \"source\": \"not measured: the threads' link\",\n"
@@ -607,8 +647,10 @@ std::string specText(const Measured &m, const Fitted &f,
 
 int main(int argc, char **argv) {
   std::vector<std::string> plans;
-  std::string output, name = "this machine's CPU";
-  int threads = 1, passes = 3;
+  // Each -o with the --ranks before it (1 if none); stdout without one.
+  std::vector<std::pair<int, std::string>> outputs;
+  std::string name = "this machine's CPU";
+  int threads = 1, passes = 3, ranks = 1;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &out) {
@@ -634,8 +676,15 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (arg == "-o") {
+      std::string output;
       if (!value(output))
         return fail("-o needs a file");
+      if (std::string error = checkWritable(output); !error.empty())
+        return fail(error);
+      outputs.push_back({ranks, output});
+    } else if (arg == "--ranks") {
+      if (std::string error = count("--ranks", 1024, ranks); !error.empty())
+        return fail(error);
     } else if (arg == "--name") {
       if (!value(name))
         return fail("--name needs a value");
@@ -661,7 +710,7 @@ int main(int argc, char **argv) {
   // Each stage's first rank: the other ranks of a stage launch the same
   // kernels on the same shapes.
   std::vector<Plan> loaded(plans.size());
-  std::deque<RankPlan> ranks;
+  std::deque<RankPlan> stageRanks;
   for (size_t p = 0; p < plans.size(); ++p) {
     LoadOptions load;
     load.resolve = false;
@@ -671,16 +720,15 @@ int main(int argc, char **argv) {
       return fail(plans[p] + ": a plan for the cuda target: its kernels do "
                              "not run on the CPU backend");
     for (uint32_t stage = 0; stage < loaded[p].pipelineParallel; ++stage) {
-      ranks.emplace_back();
+      stageRanks.emplace_back();
       if (std::string error = resolveRank(
-              loaded[p], loaded[p].firstRankOf(stage), ranks.back());
+              loaded[p], loaded[p].firstRankOf(stage), stageRanks.back());
           !error.empty())
         return fail(plans[p] + ": " + error);
     }
   }
-  if (!output.empty())
-    if (std::string error = checkWritable(output); !error.empty())
-      return fail(error);
+  if (outputs.empty())
+    outputs.push_back({ranks, ""});
 
   // A training run's allocator has freed large blocks by its first step,
   // and glibc then keeps blocks up to that size for reuse instead of
@@ -695,7 +743,7 @@ int main(int argc, char **argv) {
   Pool pool;
   Measured m;
   int tooLarge = 0;
-  for (const RankPlan &rank : ranks)
+  for (const RankPlan &rank : stageRanks)
     tooLarge += collectLaunches(rank, m.launches);
   if (tooLarge)
     std::cerr << "strata-fit-cpu: " << tooLarge
@@ -747,55 +795,60 @@ int main(int argc, char **argv) {
       if (CPU_ISSET(c, &allowed))
         cores.push_back(c);
   for (int pass = 0; pass < passes; ++pass) {
+    // The core this pass's kernels run on (with more kernel threads,
+    // OpenMP's team would keep the first pass's core: those passes go
+    // where the system puts them, counted as one core).
+    size_t core = 0;
     if (threads == 1 && !cores.empty()) {
-      // (With more kernel threads, OpenMP's team would keep the first
-      // pass's core: those passes go where the system puts them.)
+      core = size_t(pass) % cores.size();
       cpu_set_t one;
       CPU_ZERO(&one);
-      CPU_SET(cores[size_t(pass) % cores.size()], &one);
+      CPU_SET(cores[core], &one);
       sched_setaffinity(0, sizeof one, &one);
     }
     for (GemmShape &shape : m.gemms)
-      timeGemm(shape, pool, state);
+      timeGemm(shape, core, pool, state);
     for (auto &[key, launch] : m.launches) {
       LoneLaunch lone(*launch.op, launch.operands, pool, state);
-      keepFastest(launch.seconds, medianSeconds([&] { lone.run(); }));
+      launch.seconds.keep(core, medianSeconds([&] { lone.run(); }));
     }
     LoneLaunch lone(copy->op, copyOperands, pool, state);
-    keepFastest(m.copySeconds, medianSeconds([&] { lone.run(); }));
+    m.copySeconds.keep(core, medianSeconds([&] { lone.run(); }));
     double launch = launchSeconds(threads);
     if (launch < 0)
       return fail("the CPU backend cannot allocate 256 bytes");
-    keepFastest(m.launchSeconds, launch);
+    m.launchSeconds.keep(core, launch);
     if (threads == 1 && !cores.empty()) // the streams' threads go anywhere
       sched_setaffinity(0, sizeof allowed, &allowed);
-    keepFastest(m.wakeSeconds, streamWake(threads));
+    m.wakeSeconds.keep(0, streamWake(threads));
     std::vector<double> link = allReduceSeconds(m.linkSizes);
-    m.linkSeconds.resize(link.size());
     for (size_t s = 0; s < link.size(); ++s)
-      keepFastest(m.linkSeconds[s], link[s]);
+      m.linkSeconds[s].keep(0, link[s]);
   }
 
-  Fitted f = fit(m);
-  std::string text = specText(m, f, name, threads, passes);
-  // What is written must read back: a machine too slow or too odd for the
-  // spec's bounds is said here, not when the spec is used.
-  ClusterSpec check;
-  if (std::string error = parseClusterSpec(text, check); !error.empty())
-    return fail("the measurements make a spec strata cannot read: " + error);
-  if (output.empty()) {
-    std::cout << text;
-    return 0;
+  for (auto [outputRanks, output] : outputs) {
+    Fitted f = fit(m, outputRanks);
+    std::string text = specText(m, f, name, threads, passes);
+    // What is written must read back: a machine too slow or too odd for
+    // the spec's bounds is said here, not when the spec is used.
+    ClusterSpec check;
+    if (std::string error = parseClusterSpec(text, check); !error.empty())
+      return fail("the measurements make a spec strata cannot read: " + error);
+    if (output.empty()) {
+      std::cout << text;
+      continue;
+    }
+    if (std::string error = writeFileWhole(output, text); !error.empty())
+      return fail(error);
+    std::cerr << "strata-fit-cpu: wrote " << output << " for " << outputRanks
+              << (outputRanks == 1 ? " rank" : " ranks") << ": gemm "
+              << number(f.gemm.peak / 1e9) << " GFLOP/s (k overhead "
+              << number(f.gemm.kOverhead) << "), " << f.rates.size()
+              << " kernel rates, memory " << number(f.bandwidth / 1e9)
+              << " GB/s, launch " << number(f.launch * 1e6)
+              << " us, stream wake " << number(f.wake * 1e6) << " us, threads "
+              << number(f.linkRate / 1e9) << " GB/s and "
+              << number(f.linkLatency * 1e6) << " us a step\n";
   }
-  if (std::string error = writeFileWhole(output, text); !error.empty())
-    return fail(error);
-  std::cerr << "strata-fit-cpu: wrote " << output << ": gemm "
-            << number(f.gemm.peak / 1e9) << " GFLOP/s (k overhead "
-            << number(f.gemm.kOverhead) << "), " << f.rates.size()
-            << " kernel rates, memory " << number(f.bandwidth / 1e9)
-            << " GB/s, launch " << number(m.launchSeconds * 1e6)
-            << " us, stream wake " << number(m.wakeSeconds * 1e6)
-            << " us, threads " << number(f.linkRate / 1e9) << " GB/s and "
-            << number(f.linkLatency * 1e6) << " us a step\n";
   return 0;
 }

@@ -15,8 +15,10 @@ kernel thread per rank (strata-run --threads 1), the first 4 left out
 This machine's speed changes from second to second (a shared virtual
 machine: the same run takes 22 ms or 30 ms a minute apart), so both sides
 are taken at its fastest within the same minute: --rounds (6) rounds
-each fit a spec (strata-fit-cpu, two passes: one on each of two cores)
-and then predict and measure
+each fit specs (strata-fit-cpu, two passes: one on each of two cores;
+one spec for one rank, its fastest core's, one for two ranks, the slower
+core's, since two ranks go as fast as their slower core) and then
+predict and measure
 the four layouts; a layout's prediction is its least over the rounds, and
 its measured step the least over the rounds too. A control: the last
 round's spec without its kernel rates (kernels priced by their bytes, as
@@ -93,11 +95,13 @@ def main():
     predicted = {name: [] for name, _ in plans}
     measured = {name: [] for name, _ in plans}
     for round_ in range(1, args.rounds + 1):
-        spec = os.path.join(args.work, f"cpu-{round_}.json")
-        fitted = run([os.path.join(args.bin, "strata-fit-cpu"), "--passes", "2"]
-                     + references + ["-o", spec])
-        print(f"round {round_}: {fitted.strip()}")
+        specs = {ranks: os.path.join(args.work, f"cpu-{round_}-{ranks}.json")
+                 for ranks in (1, 2)}
+        fitted = run([os.path.join(args.bin, "strata-fit-cpu"), "--passes", "2"] + references
+                     + ["--ranks", "1", "-o", specs[1], "--ranks", "2", "-o", specs[2]])
+        print(f"round {round_}:\n{fitted.strip()}")
         for name, plan in plans:
+            spec = specs[1 if name == "one device" else 2]
             predicted[name].append(predicted_ms(args.bin, plan, spec))
             step, median = measured_ms(args.bin, plan)
             measured[name].append(step)
@@ -116,7 +120,7 @@ def main():
     # The bound tells a model that is wrong from one that is right: the
     # last round's spec without its kernel rates (kernels priced by their
     # bytes, as for a GPU) predicts one device far from what it measured.
-    with open(spec) as f:
+    with open(specs[1]) as f:
         bare = json.load(f)
     del bare["gpu"]["kernel_rates"]
     bare_spec = os.path.join(args.work, "cpu-without-kernel-rates.json")
