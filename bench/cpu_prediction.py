@@ -1,9 +1,16 @@
 """The simulator against a machine we have: a spec of this machine's CPU,
 fitted by strata-fit-cpu on a reference model, predicts strata-run's
 measured CPU step of another model (gpt-tiny) for one device, t2, d2 with
-the distributed optimizer and p2 interleaved, each within 20%.
+the distributed optimizer and p2 interleaved; each prediction is printed
+beside its measurement with their ratio, and whether it is within 20%.
 
-  cpu_prediction.py --bin DIR --model MODEL --work DIR [--rounds N]
+  make bench     (or: /usr/bin/python3 bench/cpu_prediction.py
+                  [--bin build/bin] [--model examples/gpt-tiny.model]
+                  [--work DIR] [--rounds N])
+
+A benchmark, not a test: it times this machine, and a machine shared
+with other work (a build beside it) moves the measured side, so
+`make test` does not run it. It exits non-zero only when a tool fails.
 
 The reference model is gpt-tiny's shape at other sizes (hidden 96, 6
 heads, sequence 32, 2 layers, vocabulary 384, micro-batch 4): the spec's
@@ -20,9 +27,10 @@ one spec for one rank, its fastest core's, one for two ranks, the slower
 core's, since two ranks go as fast as their slower core) and then
 predict and measure
 the four layouts; a layout's prediction is its least over the rounds, and
-its measured step the least over the rounds too. A control: the last
+its measured step the least over the rounds too. The control: the last
 round's spec without its kernel rates (kernels priced by their bytes, as
-for a GPU) must predict one device beyond 20%.
+for a GPU) predicts one device too; it should land beyond 20%, which
+shows the bound tells a wrong model from a right one.
 """
 import argparse
 import json
@@ -30,6 +38,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TIME = re.compile(r"elapsed time per iteration \(ms\): ([\d.]+)")
 BOUND = 0.20
@@ -73,11 +84,13 @@ def predicted_ms(bin_dir, plan, spec):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--bin", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--work", required=True)
+    p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    p.add_argument("--model", default=os.path.join(ROOT, "examples", "gpt-tiny.model"))
+    p.add_argument("--work", help="where plans and specs go (a temporary folder)")
     p.add_argument("--rounds", type=int, default=6)
     args = p.parse_args()
+    if not args.work:
+        args.work = tempfile.mkdtemp(prefix="strata-cpu-prediction-")
     os.makedirs(args.work, exist_ok=True)
     compile_ = os.path.join(args.bin, "strata-compile")
     references = []
@@ -114,7 +127,8 @@ def main():
         ok = abs(error) <= BOUND
         within &= ok
         print(f"{name:15} predicted {fastest:6.1f} ms, measured {step:6.1f} ms: "
-              f"{100 * error:+.1f}% {'within' if ok else 'NOT within'} 20%")
+              f"ratio {fastest / step:.3f}, {100 * error:+.1f}% "
+              f"{'within' if ok else 'NOT within'} 20%")
     print("every layout within 20%" if within else "some layout beyond 20%")
 
     # The bound tells a model that is wrong from one that is right: the
@@ -130,8 +144,10 @@ def main():
     bare_ms, step = predicted_ms(args.bin, plan, bare_spec), min(measured[name])
     error = bare_ms / step - 1
     print(f"without kernel_rates: {name} predicted {bare_ms:.1f} ms, measured {step:.1f} ms: "
-          f"{100 * error:+.1f}% {'within' if abs(error) <= BOUND else 'beyond'} 20%")
-    return 0 if within else 1
+          f"ratio {bare_ms / step:.3f}, {100 * error:+.1f}% "
+          f"{'within' if abs(error) <= BOUND else 'beyond'} 20%")
+    print(f"plans and specs in {args.work}")
+    return 0
 
 
 if __name__ == "__main__":
