@@ -56,8 +56,11 @@ struct LaunchDesc {
 };
 
 /// What an emitter writes: the kernel's body, the file-scope declarations
-/// it needs (constant tables, scratch), and its launch shape.
+/// it needs (constant tables, scratch, a template's shape constants), the
+/// CUDA files of compiler/codegen/cuda/ it calls into (CudaSources.h), and
+/// its launch shape.
 struct KernelCode {
+  std::vector<std::string> sources;
   std::string globals;
   std::string body;
   std::array<uint32_t, 3> grid = {1, 1, 1}, block = {1, 1, 1};

@@ -16,7 +16,8 @@ using namespace runtime::kernels;
 
 namespace {
 
-constexpr const char *kDropoutHash = R"(__device__ __forceinline__ unsigned dropoutMix(unsigned x) {
+constexpr const char *kDropoutHash =
+    R"(__device__ __forceinline__ unsigned dropoutMix(unsigned x) {
   x ^= x >> 16;
   x *= 0x7feb352du;
   x ^= x >> 15;

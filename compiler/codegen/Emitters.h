@@ -53,16 +53,18 @@ struct View {
 /// The body of a loop over `n` items, `i` the item: a grid-stride loop.
 std::string forEach(int64_t n, std::string_view body);
 
-/// What every unit starts with: bf16 loads and stores, reductions.
-const char *unitPrelude();
+/// What every unit starts with: a line that says where it comes from and
+/// cuda/common.cuh (bf16 loads and stores, reductions).
+std::string unitPrelude();
 
 /// The kernels isPointwise names, listed once.
 #define STRATA_POINTWISE_KERNELS(X)                                            \
   X(Copy)                                                                      \
   X(Add)                                                                       \
   X(Sub)                                                                       \
-  X(Mul) X(Scale) X(Accumulate) X(GeluFwd) X(GeluBwd) X(GeluTanhFwd)           \
-      X(GeluTanhBwd) X(SiluFwd) X(SiluBwd)
+  X(Mul)                                                                       \
+  X(Scale) X(Accumulate) X(GeluFwd) X(GeluBwd) X(GeluTanhFwd) X(GeluTanhBwd)   \
+      X(SiluFwd) X(SiluBwd)
 
 /// Appends to a kernel's parameter list the pointer to launch operand
 /// `index` (const for an input), called `name`.

@@ -80,9 +80,11 @@ std::string compileToPtx(const std::string &source, const std::string &name,
                              nullptr))
     return std::string("NVRTC cannot take ") + file + ": " + api->errorText(r);
   std::string target = "--gpu-architecture=compute_" + arch.substr(3);
-  // No contraction into fused multiply-adds: the kernels round each
-  // product and sum as the CPU backend does (built without FMA).
-  const char *options[] = {target.c_str(), "--std=c++17", "--fmad=false"};
+  // Products and sums contract into fused multiply-adds (one rounding
+  // where the CPU backend, built without FMA, rounds twice): what every
+  // GPU kernel library does, and half the instructions of an online
+  // softmax or a norm (docs/design.md, "FMA in generated code").
+  const char *options[] = {target.c_str(), "--std=c++17", "--fmad=true"};
   Result compiled = api->compile(program, 3, options);
   if (compiled) {
     size_t size = 0;

@@ -6,8 +6,8 @@
 // key), the dropout's site (which dropout of the model) and the element's
 // index within its sample in the unsplit tensor. A layout that splits the
 // tensor, or the batch, or the layers, draws the same mask as one device.
-// The dropout kernel's CPU twin computes it with these functions; the CUDA
-// prelude (compiler/codegen/Prelude.cuh) has the same arithmetic, and the
+// The dropout kernel's CPU twin computes it with these functions; its CUDA
+// unit (compiler/codegen/EmitDropout.cpp) has the same arithmetic, and the
 // float64 test checks every device against its own copy.
 //
 //===----------------------------------------------------------------------===//

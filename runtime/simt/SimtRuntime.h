@@ -10,7 +10,11 @@
 // every block (filled with NaN bytes first, as a GPU leaves it undefined).
 // What a GPU would make undefined and this can see is an error, not a
 // guess: a barrier some threads never reach, a shuffle that reads a lane
-// that did not take part, a block larger than a GPU's.
+// that did not take part, a block larger than a GPU's, a cp.async
+// destination read before the copy's wait (it holds NaN bytes until then)
+// or a copy never waited for, an ldmatrix at an address that is not 16-byte
+// aligned, a wait for a flag that no block before it set (blocks run in
+// index order here; on a GPU the wait would never end).
 //
 // This is a model of the CUDA execution model for tests (strata-run
 // --backend simt, the kernel tests), not a GPU: it shows
@@ -86,9 +90,21 @@ struct Thread {
   unsigned lane, warp;
   State state;
   unsigned shuffles; // taken part in, in this block
+  unsigned copies;   // cp.async in flight
+  unsigned groups;   // cp.async groups committed
 };
 
 constexpr unsigned kMaxThreads = 1024, kWarp = 32;
+// A thread's cp.async in flight at once (a GPU has no such bound; a kernel
+// that needs more fails here with a message that says so).
+constexpr unsigned kMaxCopies = 128;
+
+/// A cp.async in flight: what lands at its group's wait.
+struct AsyncCopy {
+  unsigned char *to;
+  const unsigned char *from;
+  unsigned bytes, group;
+};
 constexpr size_t kStackBytes = 128 * 1024;
 
 struct Machine {
@@ -107,6 +123,7 @@ struct Machine {
   // until every lane has read it.
   uint64_t exchange[2][kMaxThreads][3];
   unsigned posted[2][kMaxThreads];
+  AsyncCopy copies[kMaxThreads][kMaxCopies];
   void **args = nullptr;
   char error[512];
   bool failed = false;
@@ -209,6 +226,82 @@ inline void mmaBf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
   }
 }
 
+/// PTX's ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lane l gives
+/// the address of row l % 8 of matrix l / 8, 16 bytes; without `trans`
+/// r[i] is matrix i's row l / 4, elements 2 (l % 4) and +1; with it, the
+/// elements at rows 2 (l % 4) and +1 of column l / 4. Every lane of the
+/// warp takes part; each row address is 16-byte aligned. Shared memory is
+/// read once every lane has given its address (no lane writes meanwhile).
+inline void ldmatrix(unsigned r[4], const void *row, bool trans) {
+  Machine &m = machine();
+  Thread *t = m.current;
+  unsigned base = t->warp * kWarp, lane = t->lane;
+  unsigned number = ++t->shuffles, slot = number & 1;
+  m.exchange[slot][base + lane][0] = uint64_t(uintptr_t(row));
+  m.posted[slot][base + lane] = number;
+  park(State::AtWarpBarrier);
+  for (unsigned l = 0; l < kWarp; ++l) {
+    if (m.posted[slot][base + l] != number)
+      fail("an ldmatrix some lanes of the warp did not take part in");
+    if (m.exchange[slot][base + l][0] % 16 != 0)
+      fail("an ldmatrix row address that is not 16-byte aligned");
+  }
+  auto rowOf = [&](unsigned l) {
+    return (const unsigned char *)uintptr_t(m.exchange[slot][base + l][0]);
+  };
+  for (unsigned i = 0; i < 4; ++i) {
+    if (!trans) {
+      memcpy(&r[i], rowOf(8 * i + lane / 4) + 4 * (lane % 4), 4);
+      continue;
+    }
+    uint16_t lo, hi;
+    memcpy(&lo, rowOf(8 * i + 2 * (lane % 4)) + 2 * (lane / 4), 2);
+    memcpy(&hi, rowOf(8 * i + 2 * (lane % 4) + 1) + 2 * (lane / 4), 2);
+    r[i] = unsigned(lo) | unsigned(hi) << 16;
+  }
+}
+
+/// A copy lands: its bytes, then zeros to 16.
+inline void land(const AsyncCopy &copy) {
+  memcpy(copy.to, copy.from, copy.bytes);
+  memset(copy.to + copy.bytes, 0, 16 - copy.bytes);
+}
+
+/// PTX's cp.async.cg.shared.global of 16 bytes, the first `bytes` read:
+/// the destination holds NaN bytes until the copy's group is waited for,
+/// so a read before the wait (or without a barrier after another thread's
+/// wait) shows.
+inline void cpAsync16(void *shared, const void *global, unsigned bytes) {
+  Machine &m = machine();
+  Thread *t = m.current;
+  if (uintptr_t(shared) % 16 || uintptr_t(global) % 16)
+    fail("a cp.async address that is not 16-byte aligned");
+  if (bytes > 16)
+    fail("a cp.async of 16 bytes that reads more than 16");
+  if (t->copies == kMaxCopies)
+    fail("more cp.async in flight in one thread than the simt model holds");
+  unsigned index = unsigned(t - m.threads);
+  m.copies[index][t->copies++] = {
+      (unsigned char *)shared, (const unsigned char *)global, bytes, t->groups};
+  memset(shared, 0xFF, 16);
+}
+
+/// PTX's cp.async.wait_group: every copy of a group older than the
+/// `pending` most recent committed ones lands.
+inline void cpAsyncWaitGroup(unsigned pending) {
+  Machine &m = machine();
+  Thread *t = m.current;
+  AsyncCopy *mine = m.copies[t - m.threads];
+  unsigned kept = 0;
+  for (unsigned i = 0; i < t->copies; ++i) {
+    if (mine[i].group + pending < t->groups)
+      land(mine[i]);
+    else
+      mine[kept++] = mine[i];
+  }
+  t->copies = kept;
+}
+
 } // namespace simt
 
 // The built-in variables and functions the generated kernels use.
@@ -233,6 +326,34 @@ template <typename T> T __ldcg(const T *p) { return *p; }
 inline void mmaBf16(float d[4], const unsigned a[4], const unsigned b[2]) {
   ::simt::mmaBf16(d, a, b);
 }
+// compiler/codegen/cuda/ptx.cuh's wrappers, on the model.
+inline void ldmatrixX4(unsigned r[4], const void *row) {
+  ::simt::ldmatrix(r, row, false);
+}
+inline void ldmatrixX4Trans(unsigned r[4], const void *row) {
+  ::simt::ldmatrix(r, row, true);
+}
+inline void cpAsync16(void *shared, const void *global, unsigned bytes) {
+  ::simt::cpAsync16(shared, global, bytes);
+}
+inline void cpAsyncCommit() { ++::simt::machine().current->groups; }
+template <int PENDING> void cpAsyncWait() {
+  ::simt::cpAsyncWaitGroup(unsigned(PENDING));
+}
+inline float exp2Fast(float x) { return exp2f(x); }
+// Blocks run one after another in index order here: a flag a block waits
+// for is set already, or no block before it set it and a GPU would wait
+// for good.
+inline void waitAtLeast(const int *flag, int value) {
+  if (*(const volatile int *)flag < value)
+    ::simt::fail("waits for a flag that no block before it set (on a GPU "
+                 "this wait would never end)");
+}
+inline void releaseFlag(int *flag, int value) { *(volatile int *)flag = value; }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  ::simt::park(::simt::State::AtWarpBarrier);
+}
+inline void __nanosleep(unsigned) {}
 template <typename T> T atomicAdd(T *p, T v) {
   T old = *p;
   *p = old + v;
@@ -271,6 +392,9 @@ namespace simt {
 inline void threadMain() {
   Machine &m = machine();
   strataSimtEntry(m.args);
+  if (m.current->copies)
+    fail("a cp.async never waited for (cp.async.wait_group) before the "
+         "thread ended");
   park(State::Done);
 }
 
@@ -383,6 +507,7 @@ extern "C" int strataSimtLaunch(const unsigned grid[3], const unsigned block[3],
           t.warp = i / kWarp;
           t.state = State::Runnable;
           t.shuffles = 0;
+          t.copies = t.groups = 0;
           t.stack = freshStack(m.stacks + size_t(i) * kStackBytes, kStackBytes);
         }
         if (!runBlock()) {

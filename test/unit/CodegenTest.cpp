@@ -232,26 +232,36 @@ TEST(Codegen, LaunchShapesCoverTheWork) {
   LaunchDesc attentionBwd = sample(KernelId::AttentionBwd, DType::F32);
   ASSERT_EQ(emitKernel(attentionBwd, code), "");
   EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{3 + 3, 4, 2}));
-  // bf16 attention, on tensor cores: 64 query rows a block (16 a warp),
-  // tiles of 32 rows of 16 / 2 + 4 words, two blocks an SM in the launch
-  // bounds; the backward's tiles are followed by 32 D and 32 lse values
-  // and the block's 64 value rows.
+  // bf16 attention, on tensor cores: the forward is cuda/attention_fwd.cuh's
+  // template, 128 query rows a block (16 a warp), 64 keys a tile, three
+  // tiles in flight at this head dimension (16, each shared row padded to
+  // 24 bf16), one block an SM in the launch bounds.
   attention = sample(KernelId::AttentionFwd, DType::BF16);
   ASSERT_EQ(emitKernel(attention, code), "");
   EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{1, 4, 2}));
-  EXPECT_EQ(code.block, (std::array<uint32_t, 3>{128, 1, 1}));
-  EXPECT_EQ(code.sharedBytes, 2u * 32 * (16 / 2 + 4) * 4);
-  EXPECT_EQ(code.blocksPerSm, 2u);
-  EXPECT_NE(code.globals.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16"),
+  EXPECT_EQ(code.block, (std::array<uint32_t, 3>{256, 1, 1}));
+  EXPECT_EQ(code.sharedBytes, (128u + 2 * 3 * 64) * 24 * 2);
+  EXPECT_EQ(code.blocksPerSm, 1u);
+  EXPECT_EQ(code.sources, std::vector<std::string>{"attention_fwd.cuh"});
+  EXPECT_NE(
+      code.body.find("attentionFwdMma<Shape, AttentionFwdTiles<8, 64, 3>>"),
+      std::string::npos)
+      << code.body;
+  std::string unit = kernelUnit(attention, code, "k");
+  EXPECT_NE(unit.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16"),
             std::string::npos);
-  EXPECT_NE(code.body.find("timesTile(acc, p, vTile"), std::string::npos);
-  EXPECT_NE(kernelUnit(attention, code, "k").find("__launch_bounds__(128, 2)"),
-            std::string::npos);
+  EXPECT_NE(unit.find("__launch_bounds__(256, 1)"), std::string::npos);
   attentionBwd = sample(KernelId::AttentionBwd, DType::BF16);
+  // The backward (cuda/attention_bwd.cuh): a block per 128 keys of a kv
+  // head, (key blocks, kv heads, batch); shared, its keys and values, two
+  // stages of 64 queries and output gradients, and dSᵀ (128 rows of 64 + 8);
+  // the scratch its blocks share sized by the shape.
   ASSERT_EQ(emitKernel(attentionBwd, code), "");
-  EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{1 + 1, 4, 2}));
-  EXPECT_EQ(code.sharedBytes,
-            2u * 32 * (16 / 2 + 4) * 4 + 2 * 32 * 4 + 64 * (16 / 2 + 4) * 4);
+  EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{1, 2, 2}));
+  EXPECT_EQ(code.sharedBytes, (2u * 128 + 2 * 2 * 64) * 24 * 2 + 128 * 72 * 2);
+  EXPECT_NE(code.globals.find("__device__ int attentionTurn[8LL]"),
+            std::string::npos)
+      << code.globals;
   // A head dimension that is not a multiple of 8, or past 128, stays SIMT;
   // 128 runs on tensor cores.
   for (int64_t dim : {12, 136, 256, 128}) {
@@ -259,7 +269,9 @@ TEST(Codegen, LaunchShapesCoverTheWork) {
     for (unsigned i : {0u, 1u, 2u, 3u})
       attention.operands[i].shape.back() = dim;
     ASSERT_EQ(emitKernel(attention, code), "");
-    EXPECT_EQ(code.globals.find("mmaBf16") != std::string::npos, dim == 128)
+    EXPECT_EQ(kernelUnit(attention, code, "k").find("mmaBf16(") !=
+                  std::string::npos,
+              dim == 128)
         << "head dimension " << dim;
   }
   // Row kernels of the loss: a block per row.

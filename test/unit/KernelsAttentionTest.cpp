@@ -84,8 +84,8 @@ TEST_P(Kernels, AttentionGroupedQueryCausalAndNot) {
 Vec refSoftmax(const Vec &x, int64_t seq, int64_t keys, bool causal) {
   Vec y(x.size(), 0.0);
   for (size_t r = 0; r < x.size() / keys; ++r) {
-    int64_t valid = causal ? std::min<int64_t>(keys, int64_t(r) % seq + 1)
-                           : keys;
+    int64_t valid =
+        causal ? std::min<int64_t>(keys, int64_t(r) % seq + 1) : keys;
     double max = -INFINITY, sum = 0;
     for (int64_t j = 0; j < valid; ++j)
       max = std::max(max, x[r * keys + j]);
@@ -291,6 +291,33 @@ TEST_P(Kernels, Bf16AttentionOnTensorCoresAcrossTilesAndShapes) {
                         Case{{1, 70, 2, 1, 24, false}, bf16},
                         Case{{2, 33, 3, 2, 8, true, 2, 1}, bf16},
                         Case{{1, 40, 1, 1, 64, true}, DType::F32}}) {
+    SCOPED_TRACE("s " + std::to_string(c.a.s) + " d " + std::to_string(c.a.d) +
+                 (c.a.causal ? " causal" : ""));
+    expectBf16Attention(on(), c.a, c.gradients);
+  }
+}
+
+TEST_P(Kernels, Bf16AttentionAcrossQueryBlocksAndKeyStages) {
+  // The forward's blocks of 128 query rows (8 warps of 16) walk key tiles
+  // of 64 through shared stages (three up to head dimension 64, two past
+  // it): sequences that span several blocks and more tiles than stages,
+  // with ragged ends; head dimensions 64, 128 and one padded to 48; causal
+  // (only diagonal tiles masked) and not; grouped queries from an offset.
+  // The backward's blocks of 128 keys add their parts of a query tile's dQ
+  // in a fixed order (several blocks at s 150 and more), and the tile's
+  // first adder computes D for the others. The CPU's kernel has no tiles, and its exact gradients (central
+  // differences) at these sizes take minutes: the generated kernels only.
+  if (on() == "cpu")
+    GTEST_SKIP() << "the tiles are the generated kernels'";
+  const DType bf16 = DType::BF16;
+  struct Case {
+    AttnDims a;
+    DType gradients;
+  };
+  for (const Case &c : {Case{{1, 300, 2, 2, 64, true}, bf16},
+                        Case{{1, 200, 1, 1, 128, false}, DType::F32},
+                        Case{{1, 150, 4, 3, 32, true, 2, 1}, bf16},
+                        Case{{1, 130, 1, 1, 40, true}, bf16}}) {
     SCOPED_TRACE("s " + std::to_string(c.a.s) + " d " + std::to_string(c.a.d) +
                  (c.a.causal ? " causal" : ""));
     expectBf16Attention(on(), c.a, c.gradients);

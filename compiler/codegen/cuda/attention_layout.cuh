@@ -1,0 +1,51 @@
+//===- attention_layout.cuh - attention's tiles, for kernel and compiler --===//
+//
+// The tensor-core attention kernels' tiles and shared memory, written once:
+// the kernels (attention_fwd.cuh, attention_bwd.cuh) lay out their shared
+// memory with these at compile time, and the emitter
+// (compiler/codegen/EmitAttentionMma.cpp), which includes this file as
+// C++, sizes the launch with the same functions. Plain constexpr C++.
+//
+// A shared tile holds rows of the head dimension, padded with zeros to a
+// multiple of 16 (the k of the products over it), then 8 more bf16 that
+// nothing reads: a row's 16-byte chunks then fall in distinct bank groups
+// for any 8 consecutive rows, so ldmatrix and cp.async run without bank
+// conflicts (the padding does what a swizzle does, for any head
+// dimension).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#if defined(__CUDACC__) || defined(STRATA_SIMT)
+#define STRATA_LAYOUT __host__ __device__ constexpr
+#else
+#define STRATA_LAYOUT constexpr
+#endif
+
+// The head dimension padded to the products' k.
+STRATA_LAYOUT int attentionPaddedDim(int dim) { return (dim + 15) / 16 * 16; }
+// bf16 elements a shared row of the head dimension takes.
+STRATA_LAYOUT int attentionPitch(int dim) {
+  return attentionPaddedDim(dim) + 8;
+}
+
+// The forward: a block of `warps` warps takes 16 query rows a warp and
+// walks the keys `tileKeys` at a time, `stages` key and value tiles in
+// shared memory at once. Shared: the block's query rows, then the key
+// tiles, then the value tiles.
+STRATA_LAYOUT int attentionFwdSharedBytes(int dim, int warps, int tileKeys,
+                                          int stages) {
+  return (16 * warps + 2 * stages * tileKeys) * attentionPitch(dim) * 2;
+}
+
+// The backward: a block of `warps` warps holds 16 keys a warp (their
+// gradients in registers) and walks the queries that see them
+// `tileQueries` at a time, `stages` query and output-gradient tiles in
+// shared memory at once. Shared: the block's keys, its values, the query
+// tiles, the output-gradient tiles, then dSᵀ for dQ's product (the keys'
+// rows of tileQueries + 8 bf16).
+STRATA_LAYOUT int attentionBwdSharedBytes(int dim, int warps, int tileQueries,
+                                          int stages) {
+  return (2 * 16 * warps + 2 * stages * tileQueries) * attentionPitch(dim) * 2 +
+         16 * warps * (tileQueries + 8) * 2;
+}
