@@ -14,7 +14,7 @@ PACKAGES := cmake ninja-build ccache g++ \
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools \
   libflatbuffers-dev flatbuffers-compiler libopenblas-dev \
   libopenmpi-dev openmpi-bin googletest libgtest-dev \
-  python3-torch fortunes-min patchelf xz-utils libblas3
+  python3-torch fortunes-min patchelf xz-utils libblas3 clang-format
 
 # Not a Debian package: the CUDA Toolkit the machines carry: its headers
 # build the cuda backend, its NVRTC and ptxas make and check the cuda
@@ -153,7 +153,7 @@ gpu-bundle: build
 	/usr/bin/python3 tools/gpu-bundle/make_bundle.py --build $(BUILD_DIR) --source . --out $(DIST)/strata-gpu
 
 format:
-	git ls-files '*.cpp' '*.h' | xargs clang-format -i
+	git ls-files '*.cpp' '*.h' '*.cuh' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD_DIR) $(RUNTIME_BUILD_DIR) $(ASAN_BUILD_DIR) $(DIST)

@@ -8,11 +8,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/CudaKernel.h"
+#include "compiler/codegen/CudaSources.h"
 #include "compiler/codegen/Nvrtc.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 using namespace strata;
 using namespace strata::codegen;
@@ -177,6 +180,33 @@ TEST(Codegen, EveryKernelCompilesForBothArchitecturesInBothDtypes) {
             << name;
       }
     }
+}
+
+TEST(Codegen, EveryCudaFileCompilesByItself) {
+  // Each file of compiler/codegen/cuda/ with what it includes, and nothing
+  // else: a file that leans on another it does not include fails here.
+  std::vector<std::string> names = cudaSourceNames();
+  for (const char *expected :
+       {"common.cuh", "ptx.cuh", "attention_fwd.cuh", "attention_bwd.cuh"})
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end())
+        << expected;
+  for (const std::string &name : names) {
+    std::set<std::string> included;
+    std::string unit = expandCudaSources({name}, included);
+    EXPECT_EQ(unit.find("#include"), std::string::npos) << name;
+    EXPECT_EQ(unit.find("#pragma once"), std::string::npos) << name;
+    for (const char *arch : {"sm_80", "sm_90a"}) {
+      std::string ptx;
+      EXPECT_EQ(compileToPtx(unit, "file", arch, ptx), "")
+          << name << " for " << arch;
+    }
+  }
+  // An include of a file that is not built in is NVRTC's error, by name.
+  std::set<std::string> included;
+  EXPECT_NE(expandCudaSources({"no-such.cuh"}, included)
+                .find("#error \"no-such.cuh is not among the built-in CUDA "
+                      "files\""),
+            std::string::npos);
 }
 
 TEST(Codegen, ParametersFollowTheLaunchContract) {
