@@ -49,6 +49,9 @@ void expand(const std::string &file, std::set<std::string> &included,
     out += "#error \"" + file + " is not among the built-in CUDA files\"\n";
     return;
   }
+  // Where the file begins: a plan writes each file's text once
+  // (compiler/plan/PlanWriter.cpp splits a unit before such lines).
+  out += "// ---- compiler/codegen/cuda/" + file + " ----\n";
   std::string_view rest(text);
   while (!rest.empty()) {
     size_t end = rest.find('\n');

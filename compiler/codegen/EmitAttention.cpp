@@ -86,9 +86,12 @@ bool attentionOnTensorCores(const LaunchDesc &launch) {
     if (v.op(i).dtype != runtime::DType::BF16)
       return false;
   // Up to 128: past it the accumulators outgrow the registers (a tiling
-  // for 256 is for the speed issue).
-  int64_t dim = v.shape(AttentionFwd::op::q)[3];
-  return dim % 8 == 0 && dim <= 128;
+  // for 256 is for later). The tiles index a sample's rows in 32 bits, and
+  // need a row to tile.
+  AttentionShape s(v);
+  return s.dim % 8 == 0 && s.dim <= 128 && s.seq > 0 && s.keys > 0 &&
+         s.seq * s.heads * s.dim < (int64_t(1) << 31) &&
+         s.keys * s.kvHeads * s.dim < (int64_t(1) << 31);
 }
 
 namespace {

@@ -1,14 +1,17 @@
 //===- EmitElementwise.cpp - pointwise, layout and embedding kernels ------===//
 //
-// One thread per element in a grid-stride loop, computing in f32 (loads
-// widen bf16, stores round): the same math as runtime/cpu/Elementwise.cpp,
-// Embedding.cpp and Rope.cpp (sums in double where it sums in double).
-// Sums over rows (sum_to, the embedding's
-// gradient) run one thread per column over the rows in order: each column
-// is added up in one fixed order, whatever the grid.
+// The math of runtime/cpu/Elementwise.cpp, Embedding.cpp and Rope.cpp, in
+// f32 (loads widen bf16, stores round). The pointwise kernels are chains of
+// one (EmitFused.cpp) that cuda/pointwise.cuh runs 8 elements a thread;
+// sum_to is cuda/sum_to.cuh's and the embedding cuda/embedding.cuh's
+// (stubs written here); fill, keep_on_first, transpose, slice and rope are
+// written here whole, a thread an element in a grid-stride loop (rope's
+// angle in double, as the CPU computes it).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Emitters.h"
+
+#include <algorithm>
 
 namespace strata::codegen {
 
@@ -24,20 +27,28 @@ std::string pointwise(KernelCode &code, int64_t n, std::string_view body) {
   return "";
 }
 
-/// A kernel of pointwiseValue's: its one output from its inputs.
+/// A kernel of pointwiseValue's: its one output from its inputs, as a
+/// chain of one (EmitFused.cpp) that cuda/pointwise.cuh runs over the
+/// elements.
 std::string emitPointwise(const LaunchDesc &launch, KernelCode &code) {
   const runtime::KernelSpec &spec = runtime::kernelSpec(launch.kernel);
-  unsigned inputs = spec.inputs();
-  std::vector<std::string> in;
-  for (unsigned k = 0; k < inputs; ++k)
-    in.push_back("load(" + std::string(spec.operands[k].name) + ", " +
-                 pointwiseIndex(launch, k) + ")");
-  std::string out = spec.operands[inputs].name;
-  if (launch.kernel == runtime::KernelId::Accumulate)
-    in.push_back("load(" + out + ", i)");
-  return pointwise(code, launch.operands[inputs].elements(),
-                   "    store(" + out + ", i, " + pointwiseValue(launch, in) +
-                       ");");
+  FusedMember member{launch, {}};
+  for (unsigned k = 0; k < spec.operands.size(); ++k)
+    member.buffers.push_back(int(k));
+  ChainCode chain;
+  if (std::string error = emitChain(
+          {member}, 1,
+          [&](size_t, size_t k) { return std::string(spec.operands[k].name); },
+          -1, chain);
+      !error.empty())
+    return error;
+  code.sources = {"pointwise.cuh"};
+  code.globals = chain.type;
+  code.block = {kThreads, 1, 1};
+  code.grid = {blocksFor((chain.elements + 7) / 8, kThreads), 1, 1};
+  code.body = "  pointwise(" + chain.construct + ", " + num(chain.elements) +
+              ", " + chain.vectors + ");\n";
+  return "";
 }
 
 } // namespace
@@ -122,29 +133,32 @@ std::string emitSumTo(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   int64_t width = v.count(SumTo::op::y);
   int64_t rows = v.count(SumTo::op::x) / width;
-  // A block is 32 columns by 8 row groups; the groups' sums are added in
-  // order.
-  code.block = {32, 8, 1};
-  code.grid = {blocksFor(width, 32, 1u << 30), 1, 1};
-  code.body = fill(
-      R"(  __shared__ double part[8][33];
-  i64 j = blockIdx.x * 32LL + threadIdx.x;
-  double sum = 0.0;
-  if (j < $WIDTH)
-    for (i64 r = threadIdx.y; r < $ROWS; r += 8)
-      sum += load(x, r * $WIDTH + j);
-  part[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < $WIDTH) {
-    double total = 0.0;
-    for (int g = 0; g < 8; ++g)
-      total += part[g][threadIdx.x];
-    store(y, j, $ACCUMULATE (float)total);
-  }
-)",
-      {{"WIDTH", num(width)},
-       {"ROWS", num(rows)},
-       {"ACCUMULATE", v.flag(SumTo::attr::accumulate) ? "load(y, j) +" : ""}});
+  // cuda/sum_to.cuh: column tiles of up to 2048 (a 16-byte chunk a thread),
+  // and row ranges enough that the grid has 2 blocks an SM of an H100
+  // where the rows allow.
+  const int64_t threads = 256, tile = std::min<int64_t>(width, 8 * threads);
+  const int64_t tiles = (width + tile - 1) / tile;
+  const int64_t ranges = std::max<int64_t>(1, (2 * 132 + tiles - 1) / tiles);
+  const int64_t rowsPerBlock = std::max<int64_t>(1, rows / ranges);
+  const int64_t blocks = (rows + rowsPerBlock - 1) / rowsPerBlock;
+  const int64_t groups = (blocks + 15) / 16;
+  code.sources = {"sum_to.cuh"};
+  code.globals = "\n// The grid's partial sums (reduce.cuh).\n"
+                 "__device__ alignas(16) float sumPartials[" +
+                 num(tiles * blocks * tile) +
+                 "];\n__device__ float sumGroupRows[" +
+                 num(tiles * groups * tile) +
+                 "];\n__device__ unsigned sumGroupDone[" + num(tiles * groups) +
+                 "];\n__device__ unsigned sumGroupsDone[" + num(tiles) + "];\n";
+  code.block = {uint32_t(threads), 1, 1};
+  code.grid = {uint32_t(blocks), uint32_t(tiles), 1};
+  code.body = "  sumTo<" + std::to_string(width) + ", " + std::to_string(tile) +
+              ", " + std::to_string(threads) + ", " +
+              std::to_string(rowsPerBlock) + ", " +
+              (v.flag(SumTo::attr::accumulate) ? "true" : "false") +
+              ">(\n      x, y, " + num(rows) +
+              ", aligned16(x),\n      {sumPartials, sumGroupRows, "
+              "sumGroupDone, sumGroupsDone});\n";
   return "";
 }
 
@@ -217,18 +231,14 @@ std::string emitEmbeddingFwd(const LaunchDesc &launch, KernelCode &code) {
   int64_t rows = v.shape(EmbeddingFwd::op::table)[0];
   int64_t hidden = v.lastDim(EmbeddingFwd::op::table);
   int64_t tokens = v.count(EmbeddingFwd::op::ids);
-  // A block per token; ids outside the rank's rows give zeros.
+  // cuda/embedding.cuh: a block a token (ids outside the rank's rows give
+  // zeros), 16-byte chunks a thread.
+  code.sources = {"embedding.cuh"};
   code.block = {128, 1, 1};
   code.grid = {blocksFor(tokens, 1), 1, 1};
-  code.body = fill(
-      R"(  for (i64 t = blockIdx.x; t < $TOKENS; t += gridDim.x) {
-    i64 row = (i64)ids[t] - vocab_offset;
-    bool mine = row >= 0 && row < $ROWS;
-    for (i64 c = threadIdx.x; c < $HIDDEN; c += blockDim.x)
-      store(y, t * $HIDDEN + c, mine ? load(table, row * $HIDDEN + c) : 0.0f);
-  }
-)",
-      {{"TOKENS", num(tokens)}, {"ROWS", num(rows)}, {"HIDDEN", num(hidden)}});
+  code.body = "  embeddingFwd<" + std::to_string(hidden) +
+              ", 128>(table, ids, y, " + num(tokens) + ", " + num(rows) +
+              ", vocab_offset,\n      aligned16(table) && aligned16(y));\n";
   return "";
 }
 
@@ -237,25 +247,19 @@ std::string emitEmbeddingBwd(const LaunchDesc &launch, KernelCode &code) {
   int64_t rows = v.shape(EmbeddingBwd::op::dtable)[0];
   int64_t hidden = v.lastDim(EmbeddingBwd::op::dtable);
   int64_t tokens = v.count(EmbeddingBwd::op::ids);
-  // A thread per column adds the tokens in order: tokens with the same id
-  // never race, and the sum is the same on every run.
-  std::string zero = v.flag(EmbeddingBwd::attr::accumulate) ? "" : R"(
-  for (i64 r = 0; r < $ROWS; ++r)
-    dtable[r * $HIDDEN + j] = 0.0f;)";
-  code.block = {128, 1, 1};
-  code.grid = {blocksFor(hidden, 128, 1u << 30), 1, 1};
-  code.body = fill(R"(  i64 j = blockIdx.x * 128LL + threadIdx.x;
-  if (j >= $HIDDEN)
-    return;)" + zero + R"(
-  for (i64 t = 0; t < $TOKENS; ++t) {
-    i64 row = (i64)ids[t] - vocab_offset;
-    if (row >= 0 && row < $ROWS)
-      dtable[row * $HIDDEN + j] += load(dy, t * $HIDDEN + j);
-  }
-)",
-                   {{"TOKENS", num(tokens)},
-                    {"ROWS", num(rows)},
-                    {"HIDDEN", num(hidden)}});
+  // cuda/embedding.cuh: a block per 32 rows of the table, a warp a row, the
+  // tokens of the block's rows listed in token order (up to 4096 of them).
+  const int64_t rowsPerBlock = 32;
+  code.sources = {"embedding.cuh"};
+  code.block = {256, 1, 1};
+  code.grid = {uint32_t((rows + rowsPerBlock - 1) / rowsPerBlock), 1, 1};
+  code.blocksPerSm = 2; // 128 registers a thread: a lane's 8 chunks of 8
+  code.body = "  embeddingBwd<" + std::to_string(hidden) + ", 256, " +
+              std::to_string(rowsPerBlock) +
+              ", 4096>(\n      dy, ids, dtable, " + num(tokens) + ", " +
+              num(rows) + ", vocab_offset, " +
+              (v.flag(EmbeddingBwd::attr::accumulate) ? "true" : "false") +
+              ",\n      aligned16(dy) && aligned16(dtable));\n";
   return "";
 }
 

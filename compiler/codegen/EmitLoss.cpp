@@ -1,12 +1,11 @@
 //===- EmitLoss.cpp - softmax cross-entropy, whole and vocabulary-parallel
 //-===//
 //
-// The math of runtime/cpu/Loss.cpp (exponentials and sums in double, as
-// there), a block per row of logits; the gradient kernels recompute the
-// softmax from the row statistics and never store it, and the fused ones
-// (cross_entropy_with_grad*) compute loss and gradient in one launch, the
-// statistics once. The mean over tokens adds the rows' losses in row order
-// in one thread, so the loss is the same on every run.
+// The loss kernels are cuda/loss.cuh's templates: a block per row, the row's
+// statistics in one online pass in f32, the gradient in a second, the mean
+// over rows added over the grid in a fixed order in two stages. This writes
+// a launch's stub and the scratch those sums take. logits_target, a thread
+// a row, is written here whole.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Emitters.h"
@@ -19,225 +18,148 @@ namespace {
 
 constexpr uint32_t kRowThreads = 256;
 
-/// A kernel with a block per row of `rows` (a grid-stride loop over them).
-void perRow(KernelCode &code, int64_t rows, std::string_view body) {
+/// The scratch of a mean over `blocks` blocks (loss.cuh's GridTotal) and
+/// the expression that hands it to the template.
+std::string totalScratch(int64_t blocks, std::string &globals) {
+  int64_t groups = (blocks + kRowThreads - 1) / kRowThreads;
+  globals += "\n// The grid's sum of its blocks' losses (loss.cuh).\n"
+             "__device__ float lossBlockValues[" +
+             num(blocks) + "];\n__device__ float lossGroupValues[" +
+             num(groups) + "];\n__device__ unsigned lossGroupDone[" +
+             num(groups) + "];\n__device__ unsigned lossGroupsDone[1];\n";
+  return "{lossBlockValues, lossGroupValues, lossGroupDone, lossGroupsDone}";
+}
+
+/// A block a row: what the row kernels launch with.
+void perRow(KernelCode &code, int64_t rows) {
+  code.sources = {"loss.cuh"};
   code.block = {kRowThreads, 1, 1};
-  code.grid = {blocksFor(rows, 1, 1u << 20), 1, 1};
-  code.body = fill(R"(  for (i64 r = blockIdx.x; r < $ROWS; r += gridDim.x) {
-    i64 base = r * $COLUMNS;
-$BODY  }
-)",
-                   {{"ROWS", num(rows)}, {"BODY", std::string(body)}});
+  code.grid = {uint32_t(rows), 1, 1};
 }
 
-/// The row's max and sum of exp(z − max) over its first `valid` columns,
-/// in every thread.
-constexpr const char *kRowSoftmax =
-    R"(    float rowMax = -__uint_as_float(0x7f800000u);
-    for (i64 c = threadIdx.x; c < valid; c += blockDim.x)
-      rowMax = fmaxf(rowMax, load(logits, base + c));
-    rowMax = blockMax<$THREADS>(rowMax);
-    double rowSum = 0.0;
-    for (i64 c = threadIdx.x; c < valid; c += blockDim.x)
-      rowSum += exp((double)load(logits, base + c) - rowMax);
-    rowSum = blockSum<$THREADS>(rowSum);
-)";
-
-/// The row's gradient, (softmax − onehot) · dloss / ROWS, from its
-/// log-sum-exp `lse`.
-constexpr const char *kGradFromLse =
-    R"(    double scale = (double)dloss[0] / $ROWS;
-    for (i64 c = threadIdx.x; c < $COLUMNS; c += blockDim.x) {
-      double p = c < valid ? exp(load(logits, base + c) - lse) : 0.0;
-      store(dlogits, base + c, (float)((p - (c == labels[r] ? 1.0 : 0.0)) * scale));
-    }
-)";
-
-/// The row's gradient from the all-reduced statistics max[r] and sum[r],
-/// over this rank's columns.
-constexpr const char *kGradFromStats =
-    R"(    i64 own = (i64)labels[r] - vocab_offset;
-    double scale = (double)dloss[0] / $ROWS;
-    for (i64 c = threadIdx.x; c < $COLUMNS; c += blockDim.x) {
-      double p = c < valid ? exp((double)load(logits, base + c) - max[r]) / sum[r] : 0.0;
-      store(dlogits, base + c, (float)((p - (c == own ? 1.0 : 0.0)) * scale));
-    }
-)";
-
-/// After the rows: the mean of rowLoss (a __device__ array the rows
-/// filled) into loss[0], added in row order by the grid's last block.
-constexpr const char *kMeanOfRows = R"(  if (!lastBlock() || threadIdx.x != 0)
-    return;
-  double total = 0.0;
-  for (i64 r = 0; r < $ROWS; ++r)
-    total += __ldcg(&rowLoss[r]);
-  loss[0] = (float)(total / $ROWS);
-)";
-
-/// The scratch kMeanOfRows reads.
-std::string rowLossScratch(int64_t rows) {
-  return "__device__ double rowLoss[" + num(rows) + "];\n";
-}
-
-/// `valid`: the columns that are vocabulary, not padding, of logits whose
-/// first column is vocabulary entry `offset` (0, or a shard's vocab_offset).
-std::string validColumns(const char *offset) {
-  return fill(
-      "  i64 valid = vocab_size - $OFFSET;\n"
-      "  valid = valid < 0 ? 0 : valid > $COLUMNS ? $COLUMNS : valid;\n",
-      {{"OFFSET", offset}});
-}
-
-std::string withShape(std::string text, int64_t columns) {
-  return fill(text, {{"COLUMNS", num(columns)},
-                     {"THREADS", std::to_string(kRowThreads)}});
+/// cross_entropy_fwd, _bwd and _with_grad.
+std::string crossEntropyRows(const LaunchDesc &launch, KernelCode &code,
+                             int64_t columns, int64_t rows, bool loss,
+                             bool grad) {
+  perRow(code, rows);
+  std::string total = loss ? totalScratch(rows, code.globals) : "{}";
+  std::string dtype =
+      grad ? ctype(launch.operands[CrossEntropyBwd::op::logits].dtype) : "";
+  code.body = "  crossEntropy<" + std::to_string(columns) + ", " +
+              std::to_string(kRowThreads) + ", " + (loss ? "true" : "false") +
+              ", " + (grad ? "true" : "false") + ">(\n      logits, labels, " +
+              (grad ? "dloss" : "(const float *)nullptr") + ", " +
+              (loss ? "loss" : "(float *)nullptr") + ", " +
+              (grad ? "dlogits" : "(float *)nullptr") + ", " + num(rows) +
+              ", vocab_size,\n      aligned16(logits)" +
+              (grad ? " && aligned16(dlogits)" : "") + ", " + total + ");\n";
+  return "";
 }
 
 } // namespace
 
-/// The whole-vocabulary loss kernels, a row a block: the row's softmax
-/// statistics, then its loss (into rowLoss, their mean after) and/or the
-/// logits' gradient, in one pass over the row for each.
-static void crossEntropyRows(KernelCode &code, int64_t columns, int64_t rows,
-                             bool loss, bool grad) {
-  std::string row =
-      std::string(kRowSoftmax) + "    double lse = rowMax + log(rowSum);\n";
-  if (loss) {
-    code.globals = rowLossScratch(rows);
-    row += R"(    if (threadIdx.x == 0) {
-      i64 label = labels[r];
-      float target = label >= 0 && label < $COLUMNS ? load(logits, base + label) : 0.0f;
-      rowLoss[r] = lse - target;
-    }
-)";
-  }
-  if (grad)
-    row += kGradFromLse;
-  perRow(code, rows, row);
-  code.body = validColumns("0") + code.body + (loss ? kMeanOfRows : "");
-  code.body = withShape(fill(code.body, {{"ROWS", num(rows)}}), columns);
-}
-
 std::string emitCrossEntropyFwd(const LaunchDesc &launch, KernelCode &code) {
-  using namespace CrossEntropyFwd;
   View v{launch};
-  crossEntropyRows(code, v.lastDim(op::logits), v.count(op::labels), true,
-                   false);
-  return "";
+  return crossEntropyRows(launch, code, v.lastDim(CrossEntropyFwd::op::logits),
+                          v.count(CrossEntropyFwd::op::labels), true, false);
 }
 
 std::string emitCrossEntropyBwd(const LaunchDesc &launch, KernelCode &code) {
-  using namespace CrossEntropyBwd;
   View v{launch};
-  crossEntropyRows(code, v.lastDim(op::logits), v.count(op::labels), false,
-                   true);
-  return "";
+  return crossEntropyRows(launch, code, v.lastDim(CrossEntropyBwd::op::logits),
+                          v.count(CrossEntropyBwd::op::labels), false, true);
 }
 
 std::string emitCrossEntropyWithGrad(const LaunchDesc &launch,
                                      KernelCode &code) {
-  using namespace CrossEntropyWithGrad;
   View v{launch};
-  crossEntropyRows(code, v.lastDim(op::logits), v.count(op::labels), true,
-                   true);
-  return "";
+  return crossEntropyRows(
+      launch, code, v.lastDim(CrossEntropyWithGrad::op::logits),
+      v.count(CrossEntropyWithGrad::op::labels), true, true);
 }
 
-std::string emitLogitsMax(const LaunchDesc &launch, KernelCode &code) {
+namespace {
+
+/// logits_max and logits_sum_exp: a row's statistic over this rank's
+/// columns.
+std::string rowStat(const LaunchDesc &launch, KernelCode &code, bool sum) {
   View v{launch};
   int64_t columns = v.lastDim(LogitsMax::op::logits);
   int64_t rows = v.count(LogitsMax::op::logits) / columns;
-  perRow(code, rows, R"(    float m = -__uint_as_float(0x7f800000u);
-    for (i64 c = threadIdx.x; c < valid; c += blockDim.x)
-      m = fmaxf(m, load(logits, base + c));
-    m = blockMax<$THREADS>(m);
-    if (threadIdx.x == 0)
-      max[r] = m;
-)");
-  code.body = withShape(validColumns("vocab_offset") + code.body, columns);
+  perRow(code, rows);
+  code.body = "  logitsRowStat<" + std::to_string(columns) + ", " +
+              std::to_string(kRowThreads) + ", " + (sum ? "true" : "false") +
+              ">(\n      logits, " + (sum ? "max, sum" : "nullptr, max") +
+              ", vocab_size, vocab_offset, aligned16(logits));\n";
   return "";
+}
+
+/// cross_entropy_grad_from_stats and _with_grad_from_stats.
+std::string gradFromStats(const LaunchDesc &launch, KernelCode &code,
+                          bool loss) {
+  View v{launch};
+  int64_t columns = v.lastDim(CrossEntropyGradFromStats::op::logits);
+  int64_t rows = v.count(CrossEntropyGradFromStats::op::logits) / columns;
+  perRow(code, rows);
+  std::string total = loss ? totalScratch(rows, code.globals) : "{}";
+  code.body = "  crossEntropyFromStats<" + std::to_string(columns) + ", " +
+              std::to_string(kRowThreads) + ", " + (loss ? "true" : "false") +
+              ">(\n      logits, labels, max, sum, " +
+              (loss ? "target" : "(const float *)nullptr") + ", dloss, " +
+              (loss ? "loss" : "(float *)nullptr") + ", dlogits, " + num(rows) +
+              ", vocab_size, vocab_offset,\n      aligned16(logits) && "
+              "aligned16(dlogits), " +
+              total + ");\n";
+  return "";
+}
+
+} // namespace
+
+std::string emitLogitsMax(const LaunchDesc &launch, KernelCode &code) {
+  return rowStat(launch, code, false);
 }
 
 std::string emitLogitsTarget(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   int64_t columns = v.lastDim(LogitsTarget::op::logits);
   int64_t rows = v.count(LogitsTarget::op::logits) / columns;
+  code.sources = {"loss.cuh"};
   code.block = {kThreads, 1, 1};
   code.grid = {blocksFor(rows, kThreads), 1, 1};
-  code.body =
-      withShape(validColumns("vocab_offset") +
-                    forEach(rows, R"(    i64 c = (i64)labels[i] - vocab_offset;
-    target[i] = c >= 0 && c < valid ? load(logits, i * $COLUMNS + c) : 0.0f;)"),
-                columns);
+  code.body = fill("  const int valid = validColumns<$COLUMNS>(vocab_size, "
+                   "vocab_offset);\n",
+                   {{"COLUMNS", std::to_string(columns)}}) +
+              forEach(rows, fill(R"(    i64 c = (i64)labels[i] - vocab_offset;
+    target[i] = c >= 0 && c < valid ? load(logits, i * $COLUMNS + c) : 0.0f;)",
+                                 {{"COLUMNS", num(columns)}}));
   return "";
 }
 
 std::string emitLogitsSumExp(const LaunchDesc &launch, KernelCode &code) {
-  View v{launch};
-  int64_t columns = v.lastDim(LogitsSumExp::op::logits);
-  int64_t rows = v.count(LogitsSumExp::op::logits) / columns;
-  perRow(code, rows, R"(    double s = 0.0;
-    for (i64 c = threadIdx.x; c < valid; c += blockDim.x)
-      s += exp((double)load(logits, base + c) - max[r]);
-    s = blockSum<$THREADS>(s);
-    if (threadIdx.x == 0)
-      sum[r] = (float)s;
-)");
-  code.body = withShape(validColumns("vocab_offset") + code.body, columns);
-  return "";
+  return rowStat(launch, code, true);
 }
 
 std::string emitCrossEntropyFromStats(const LaunchDesc &launch,
                                       KernelCode &code) {
   int64_t rows = View{launch}.count(CrossEntropyFromStats::op::max);
-  // One block: each thread's rows, then the block's sum, in fixed order.
+  int64_t blocks = (rows + kRowThreads - 1) / kRowThreads;
+  code.sources = {"loss.cuh"};
   code.block = {kRowThreads, 1, 1};
-  code.body =
-      fill(R"(  double total = 0.0;
-  for (i64 r = threadIdx.x; r < $ROWS; r += blockDim.x)
-    total += log((double)sum[r]) + max[r] - target[r];
-  total = blockSum<$THREADS>(total);
-  if (threadIdx.x == 0)
-    loss[0] = (float)(total / $ROWS);
-)",
-           {{"ROWS", num(rows)}, {"THREADS", std::to_string(kRowThreads)}});
+  code.grid = {uint32_t(blocks), 1, 1};
+  code.body = "  lossFromStats<" + std::to_string(kRowThreads) +
+              ">(max, sum, target, loss, " + num(rows) + ", " +
+              totalScratch(blocks, code.globals) + ");\n";
   return "";
-}
-
-/// A vocabulary-parallel shard's gradient from the rows' statistics, a row
-/// a block, with the row's loss (into rowLoss, their mean after) if asked.
-static void gradFromStatsRows(KernelCode &code, int64_t columns, int64_t rows,
-                              bool loss) {
-  std::string row;
-  if (loss) {
-    code.globals = rowLossScratch(rows);
-    row = R"(    if (threadIdx.x == 0)
-      rowLoss[r] = log((double)sum[r]) + max[r] - target[r];
-)";
-  }
-  perRow(code, rows, row + kGradFromStats);
-  code.body = withShape(
-      validColumns("vocab_offset") +
-          fill(code.body + (loss ? kMeanOfRows : ""), {{"ROWS", num(rows)}}),
-      columns);
 }
 
 std::string emitCrossEntropyGradFromStats(const LaunchDesc &launch,
                                           KernelCode &code) {
-  using namespace CrossEntropyGradFromStats;
-  View v{launch};
-  int64_t columns = v.lastDim(op::logits);
-  gradFromStatsRows(code, columns, v.count(op::logits) / columns, false);
-  return "";
+  return gradFromStats(launch, code, false);
 }
 
 std::string emitCrossEntropyWithGradFromStats(const LaunchDesc &launch,
                                               KernelCode &code) {
-  using namespace CrossEntropyWithGradFromStats;
-  View v{launch};
-  int64_t columns = v.lastDim(op::logits);
-  gradFromStatsRows(code, columns, v.count(op::logits) / columns, true);
-  return "";
+  return gradFromStats(launch, code, true);
 }
 
 } // namespace strata::codegen

@@ -1,11 +1,9 @@
 //===- EmitNorms.cpp - LayerNorm and RMSNorm, forward and backward --------===//
 //
-// The math of runtime/cpu/Norms.cpp (statistics and sums in double), one
-// warp per row. The backward's
-// weight (and bias) gradients sum each column over all rows: each block
-// sums its tile of rows in order into a scratch row of its own, and the
-// block that finishes last adds the scratch rows in block order, so the
-// result is the same on every run without atomics on the gradients.
+// The norms are cuda/norms.cuh's templates (a warp a row, 16-byte chunks,
+// f32; the backward's weight and bias gradients summed over the grid in a
+// fixed order in two stages). This writes a launch's stub: the call with
+// the row width and the tiles, and the backward's scratch.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Emitters.h"
@@ -16,158 +14,110 @@ using namespace runtime::kernels;
 
 namespace {
 
-constexpr int64_t kWarps = 4;     // rows in flight per block
-constexpr int64_t kTileRows = 32; // rows per block in the backward
+constexpr int64_t kFwdWarps = 4; // rows a block in the forward
+constexpr int64_t kBwdWarps = 8;
+// Blocks a launch of the backward at least fills, 2 an SM of an H100 or
+// H200, where the rows allow (a block takes at least one row).
+constexpr int64_t kBwdBlocks = 2 * 132;
+constexpr int64_t kSumGroup = 16; // reduce.cuh's GROUP
 
-/// The row statistics every norm kernel starts with: `mean` (zero for
-/// RMSNorm) and `rstd` of row `row` at `base`, in each lane of its warp.
-constexpr const char *kRowStats = R"(    double mean = 0.0;
-    if ($CENTER) {
-      double s = 0.0;
-      for (i64 c = lane; c < $COLS; c += 32)
-        s += load(x, base + c);
-      mean = warpSum(s) / (double)$COLS;
-    }
-    double var = 0.0;
-    for (i64 c = lane; c < $COLS; c += 32) {
-      double d = load(x, base + c) - mean;
-      var += d * d;
-    }
-    double rstd = 1.0 / sqrt(warpSum(var) / (double)$COLS + $EPS);
-)";
+/// `aligned16(a) && aligned16(b) ...` for the pointers of `names`.
+std::string allAligned(const std::vector<std::string> &names) {
+  std::string out;
+  for (const std::string &name : names)
+    out += (out.empty() ? "" : " && ") + std::string("aligned16(") + name + ")";
+  return out;
+}
 
 } // namespace
 
-// `prologue`: what runs on each element `i` of a row before its norm (a
-// fused group's pointwise members); each lane then reads back the elements
-// it wrote itself.
-std::string emitNormFwdAfter(const LaunchDesc &launch,
-                             const std::string &prologue, KernelCode &code) {
+std::string emitNormFwdWith(const LaunchDesc &launch,
+                            const std::vector<std::string> &operands,
+                            const std::string &globals,
+                            const std::string &input,
+                            const std::string &inputVectors, KernelCode &code) {
   bool layerNorm = launch.kernel == runtime::KernelId::LayerNormFwd;
   View v{launch};
   int64_t cols = v.lastDim(LayerNormFwd::op::x);
   int64_t rows = v.count(LayerNormFwd::op::x) / cols;
-  code.block = {uint32_t(32 * kWarps), 1, 1};
-  code.grid = {blocksFor(rows, kWarps, 1u << 30), 1, 1};
-  std::string stats =
-      fill(kRowStats, {{"CENTER", layerNorm ? "true" : "false"},
-                       {"COLS", num(cols)},
-                       {"EPS", f64(v.attr(LayerNormFwd::attr::epsilon).f)}});
-  code.body =
-      fill(R"(  int lane = threadIdx.x & 31;
-  i64 row = blockIdx.x * $WARPS + (threadIdx.x >> 5);
-  if (row >= $ROWS)
-    return;
-  i64 base = row * $COLS;
-$PROLOGUE$STATS    for (i64 c = lane; c < $COLS; c += 32) {
-      double xhat = (load(x, base + c) - mean) * rstd;
-      store(y, base + c, (float)(xhat * load(weight, c)$BIAS));
-    }
-)",
-           {{"WARPS", num(kWarps)},
-            {"ROWS", num(rows)},
-            {"COLS", num(cols)},
-            {"STATS", stats},
-            {"PROLOGUE", prologue.empty()
-                             ? ""
-                             : "    for (i64 c = lane; c < " + num(cols) +
-                                   "; c += 32) {\n      i64 i = base + c;\n" +
-                                   prologue + "    }\n"},
-            {"BIAS", layerNorm ? " + load(bias, c)" : ""}});
+  // x, weight, (bias,) y.
+  const std::string &x = operands[0], &weight = operands[1];
+  std::string bias = layerNorm ? operands[2] : "(const float *)nullptr";
+  const std::string &y = operands[layerNorm ? 3 : 2];
+  std::vector<std::string> pointers = {x, weight, y};
+  if (layerNorm)
+    pointers.push_back(bias);
+  code.sources = {"norms.cuh"};
+  code.globals = globals;
+  code.block = {uint32_t(32 * kFwdWarps), 1, 1};
+  code.grid = {blocksFor(rows, kFwdWarps, 1u << 30), 1, 1};
+  // 128 registers a thread: a row of 2048 is 64 of them.
+  code.blocksPerSm = 4;
+  code.body = "  normFwd<" + std::to_string(cols) + ", " +
+              (layerNorm ? "true" : "false") + ", " +
+              std::to_string(kFwdWarps) + ">(\n      " + input + ", " + x +
+              ", " + weight + ", " + bias + ", " + y + ", " + num(rows) + ", " +
+              f32(v.attr(LayerNormFwd::attr::epsilon).f) + ",\n      " +
+              inputVectors + " && " + allAligned(pointers) + ");\n";
   return "";
 }
 
 namespace {
+
+std::string normFwd(const LaunchDesc &launch, KernelCode &code) {
+  bool layerNorm = launch.kernel == runtime::KernelId::LayerNormFwd;
+  std::vector<std::string> operands = {"x", "weight"};
+  if (layerNorm)
+    operands.push_back("bias");
+  operands.push_back("y");
+  std::string input =
+      std::string("NormInput<") + ctype(launch.operands[0].dtype) + ">{x}";
+  return emitNormFwdWith(launch, operands, "", input, "true", code);
+}
 
 std::string normBwd(const LaunchDesc &launch, KernelCode &code,
                     bool layerNorm) {
   View v{launch};
   int64_t cols = v.lastDim(LayerNormBwd::op::x);
   int64_t rows = v.count(LayerNormBwd::op::x) / cols;
-  uint32_t blocks = blocksFor(rows, kTileRows, 1u << 30);
-  int64_t sums = layerNorm ? 2 : 1; // dweight, and dbias
-  code.block = {uint32_t(32 * kWarps), 1, 1};
-  code.grid = {blocks, 1, 1};
-  code.globals = fill("__device__ double scratch[$SIZE];\n",
-                      {{"SIZE", num(int64_t(blocks) * cols * sums)}});
-  std::string stats =
-      fill(kRowStats, {{"CENTER", layerNorm ? "true" : "false"},
-                       {"COLS", num(cols)},
-                       {"EPS", f64(v.attr(LayerNormBwd::attr::epsilon).f)}});
-  code.body =
-      fill(R"(  __shared__ double rowMean[$TILE], rowRstd[$TILE];
-  int lane = threadIdx.x & 31;
-  i64 first = blockIdx.x * $TILE;
-  // dx, a warp per row.
-  for (i64 t = threadIdx.x >> 5; t < $TILE; t += $WARPS) {
-    i64 row = first + t;
-    if (row >= $ROWS)
-      break;
-    i64 base = row * $COLS;
-$STATS    double sumG = 0.0, sumGX = 0.0;
-    for (i64 c = lane; c < $COLS; c += 32) {
-      double xhat = (load(x, base + c) - mean) * rstd;
-      double g = (double)load(dy, base + c) * load(weight, c);
-      sumG += g;
-      sumGX += g * xhat;
-    }
-    double meanG = $CENTER ? warpSum(sumG) / (double)$COLS : 0.0;
-    double meanGX = warpSum(sumGX) / (double)$COLS;
-    for (i64 c = lane; c < $COLS; c += 32) {
-      double xhat = (load(x, base + c) - mean) * rstd;
-      double g = (double)load(dy, base + c) * load(weight, c);
-      store(dx, base + c, (float)(rstd * (g - meanG - xhat * meanGX)));
-    }
-    if (lane == 0) {
-      rowMean[t] = mean;
-      rowRstd[t] = rstd;
-    }
-  }
-  __syncthreads();
-  // This tile's column sums, rows in order.
-  i64 last = $ROWS - first < $TILE ? $ROWS - first : $TILE;
-  for (i64 c = threadIdx.x; c < $COLS; c += blockDim.x) {
-    double w = 0.0, b = 0.0;
-    for (i64 t = 0; t < last; ++t) {
-      i64 at = (first + t) * $COLS + c;
-      double g = load(dy, at);
-      w += g * ((load(x, at) - rowMean[t]) * rowRstd[t]);
-      b += g;
-    }
-    scratch[blockIdx.x * $COLS + c] = w;
-    if ($CENTER)
-      scratch[($BLOCKS + blockIdx.x) * $COLS + c] = b;
-  }
-  if (!lastBlock())
-    return;
-  for (i64 c = threadIdx.x; c < $COLS; c += blockDim.x) {
-    double w = 0.0, b = 0.0;
-    for (i64 k = 0; k < $BLOCKS; ++k) {
-      w += __ldcg(&scratch[k * $COLS + c]);
-      if ($CENTER)
-        b += __ldcg(&scratch[($BLOCKS + k) * $COLS + c]);
-    }
-    store(dweight, c, (float)w);$DBIAS
-  }
-)",
-           {{"TILE", num(kTileRows)},
-            {"WARPS", num(kWarps)},
-            {"ROWS", num(rows)},
-            {"COLS", num(cols)},
-            {"BLOCKS", num(blocks)},
-            {"STATS", stats},
-            {"CENTER", layerNorm ? "true" : "false"},
-            {"DBIAS", layerNorm ? "\n    store(dbias, c, (float)b);" : ""}});
+  // Rows a block: as many as leave the grid kBwdBlocks blocks, at least
+  // one, at most 64 (the block's statistics in shared memory).
+  int64_t rowsPerBlock = std::clamp<int64_t>(rows / kBwdBlocks, 1, 64);
+  int64_t blocks = (rows + rowsPerBlock - 1) / rowsPerBlock;
+  int64_t groups = (blocks + kSumGroup - 1) / kSumGroup;
+  int64_t width = layerNorm ? 2 * cols : cols;
+  code.sources = {"norms.cuh"};
+  code.globals =
+      "\n// The grid's partial sums of the weight" +
+      std::string(layerNorm ? " and bias" : "") +
+      " gradient (reduce.cuh).\n__device__ alignas(16) float normPartials[" +
+      num(blocks * width) + "];\n__device__ float normGroupRows[" +
+      num(groups * width) + "];\n__device__ unsigned normGroupDone[" +
+      num(groups) + "];\n__device__ unsigned normGroupsDone[1];\n";
+  code.block = {uint32_t(32 * kBwdWarps), 1, 1};
+  code.grid = {uint32_t(blocks), 1, 1};
+  code.blocksPerSm = 2; // 128 registers a thread: x and dy held, 64
+
+  std::vector<std::string> pointers = {"x", "weight", "dy", "dx"};
+  code.body = "  normBwd<" + std::to_string(cols) + ", " +
+              (layerNorm ? "true" : "false") + ", " +
+              std::to_string(kBwdWarps) + ", " + std::to_string(rowsPerBlock) +
+              ">(\n      x, weight, dy, dx, dweight, " +
+              (layerNorm ? "dbias" : "(float *)nullptr") + ", " + num(rows) +
+              ", " + f32(v.attr(LayerNormBwd::attr::epsilon).f) + ",\n      " +
+              allAligned(pointers) +
+              ",\n      {normPartials, normGroupRows, normGroupDone, "
+              "normGroupsDone});\n";
   return "";
 }
 
 } // namespace
 
 std::string emitLayerNormFwd(const LaunchDesc &launch, KernelCode &code) {
-  return emitNormFwdAfter(launch, "", code);
+  return normFwd(launch, code);
 }
 std::string emitRmsNormFwd(const LaunchDesc &launch, KernelCode &code) {
-  return emitNormFwdAfter(launch, "", code);
+  return normFwd(launch, code);
 }
 std::string emitLayerNormBwd(const LaunchDesc &launch, KernelCode &code) {
   return normBwd(launch, code, true);

@@ -1,12 +1,12 @@
 //===- EmitOptimizer.cpp - gradient norm, clipping, multi-tensor AdamW ----===//
 //
 // The math of runtime/cpu/Optimizer.cpp, each kernel one launch over the
-// flat regions. The ranges a kernel covers are constants of the source;
-// which part of each window the rank owns is its run-time `part`
-// (runtime/plan/Ownership.h). The elements a rank owns are numbered
-// 0..owned-1 window by window (a window's owned length is the same for
-// every part); a thread finds an element's window and segment by binary
-// search in the constant tables.
+// flat regions: sum_squares and adamw are cuda/optimizer.cuh's templates
+// (8 owned elements a thread, as 16-byte vectors where they lie together);
+// this writes their tables, the ranges a kernel covers as constants of the
+// source, and the stub. Which part of each window the rank owns is its
+// run-time `part` (runtime/plan/Ownership.h). clip_coefficient is written
+// here whole.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Emitters.h"
@@ -28,100 +28,63 @@ std::string table(const char *name, const std::vector<int64_t> &values) {
   return out + (values.empty() ? "0};\n" : "};\n");
 }
 
-/// The search both kernels' tables need, once.
-constexpr const char *kLastAtMost = R"(
-// The last of `count` tuples of `width` in `table` whose first field is at
-// most x, or -1: the window of an owned element, the segment of an index.
-__device__ i64 lastAtMost(const i64 *table, i64 count, i64 width, i64 x) {
-  i64 lo = -1, hi = count - 1;
-  while (lo < hi) {
-    i64 mid = (lo + hi + 1) / 2;
-    if (table[mid * width] <= x) lo = mid; else hi = mid - 1;
-  }
-  return lo;
-}
-)";
-
-/// The windows' tables, and `windowOf(u)`, the window of owned element u
-/// (windows are numbered by where their owned elements start).
+/// The windows' tables: kWindows (begin, length, state) and kWindowStarts,
+/// where each window's owned elements start in the rank's numbering, then
+/// the total; `owned` gets the total.
 std::string windowTables(const std::vector<int64_t> &windows, int64_t &owned) {
   std::vector<int64_t> starts = {0};
   for (size_t w = 0; w + runtime::kWindowWidth <= windows.size();
        w += runtime::kWindowWidth)
     starts.push_back(starts.back() + windows[w + 1]);
   owned = starts.back();
-  return kLastAtMost + table("kWindows", windows) +
-         table("kWindowStarts", starts) +
-         fill("__device__ i64 windowOf(i64 u) {\n"
-              "  return lastAtMost(kWindowStarts, $COUNT, 1, u);\n}\n",
-              {{"COUNT", num(int64_t(starts.size() - 1))}});
+  return table("kWindows", windows) + table("kWindowStarts", starts);
 }
 
-/// A function `name(flat)` giving the segment of `list` (tuples of
-/// `width`: begin, length, ...) that holds flat index `flat`, or -1.
-std::string segmentFinder(const char *name, const char *tableName,
-                          const std::vector<int64_t> &list, int64_t width) {
-  return table(tableName, list) +
-         fill(R"(__device__ i64 $NAME(i64 flat) {
-  i64 s = lastAtMost($TABLE, $COUNT, $WIDTH, flat);
-  return s >= 0 && flat < $TABLE[s * $WIDTH] + $TABLE[s * $WIDTH + 1] ? s : -1;
+/// OwnedTables (cuda/optimizer.cuh) over the unit's tables.
+std::string ownedTables(const std::vector<int64_t> &windows,
+                        const std::vector<int64_t> &segments, int width,
+                        const std::vector<int64_t> *firstSegments) {
+  return "OwnedTables{kWindows, kWindowStarts, " +
+         std::to_string(windows.size() / runtime::kWindowWidth) +
+         ", kSegments, " + std::to_string(segments.size() / width) + ", " +
+         std::to_string(width) + ", " +
+         (firstSegments
+              ? "kFirstSegments, " + std::to_string(firstSegments->size() / 2)
+              : std::string("kSegments, 0")) +
+         "}";
 }
-)",
-              {{"NAME", name},
-               {"TABLE", tableName},
-               {"COUNT", num(int64_t(list.size()) / width)},
-               {"WIDTH", num(width)}});
-}
-
-/// The loop over the rank's owned elements, with `flat`, `state` and the
-/// element's segment `s` (of kSegments) in scope.
-constexpr const char *kOwnedLoop =
-    R"(  for (i64 u = blockIdx.x * (i64)blockDim.x + threadIdx.x; u < $OWNED;
-       u += (i64)gridDim.x * blockDim.x) {
-    i64 w = windowOf(u), offset = u - kWindowStarts[w];
-    i64 flat = kWindows[3 * w] + part * kWindows[3 * w + 1] + offset;
-    i64 state = kWindows[3 * w + 2] + offset;
-$BODY
-  }
-)";
 
 } // namespace
 
 std::string emitSumSquares(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
+  const std::vector<int64_t> &windows = v.attr(SumSquares::attr::windows).list,
+                             &segments =
+                                 v.attr(SumSquares::attr::segments).list,
+                             &first =
+                                 v.attr(SumSquares::attr::first_segments).list;
   int64_t owned = 0;
-  code.globals =
-      windowTables(v.attr(SumSquares::attr::windows).list, owned) +
-      segmentFinder("segmentOf", "kSegments",
-                    v.attr(SumSquares::attr::segments).list, 2) +
-      segmentFinder("firstSegmentOf", "kFirstSegments",
-                    v.attr(SumSquares::attr::first_segments).list, 2);
-  uint32_t blocks = blocksFor(owned, kThreads, 1024);
-  code.globals +=
-      "__device__ double partial[" + std::to_string(blocks) + "];\n";
+  code.globals = "\n// The rank's owned elements (cuda/optimizer.cuh).\n" +
+                 windowTables(windows, owned) + table("kSegments", segments) +
+                 table("kFirstSegments", first);
+  uint32_t blocks = blocksFor((owned + 7) / 8, kThreads, 2048);
+  code.globals += "\n// The grid's sum (reduce.cuh).\n__device__ double "
+                  "normBlockValues[" +
+                  std::to_string(blocks) +
+                  "];\n__device__ double normGroupValues[" +
+                  std::to_string((blocks + kThreads - 1) / kThreads) +
+                  "];\n__device__ unsigned normGroupDone[" +
+                  std::to_string((blocks + kThreads - 1) / kThreads) +
+                  "];\n__device__ unsigned normGroupsDone[1];\n";
+  code.sources = {"optimizer.cuh"};
   code.block = {kThreads, 1, 1};
   code.grid = {blocks, 1, 1};
-  // Each thread's sum, the block's in fixed order, then the last block
-  // adds the blocks' in order.
-  code.body =
-      "  double total = 0.0;\n" +
-      fill(kOwnedLoop, {{"OWNED", num(owned)}, {"BODY", R"(    (void)state;
-    if (segmentOf(flat) >= 0 || (first_part == 0 && firstSegmentOf(flat) >= 0)) {
-      double g = grads[flat];
-      total += g * g;
-    })"}}) +
-      fill(R"(  total = blockSum<$THREADS>(total);
-  if (threadIdx.x == 0)
-    partial[blockIdx.x] = total;
-  if (!lastBlock() || threadIdx.x != 0)
-    return;
-  double all = 0.0;
-  for (int k = 0; k < $BLOCKS; ++k)
-    all += __ldcg(&partial[k]);
-  sum[0] = (float)all;
-)",
-           {{"THREADS", std::to_string(kThreads)},
-            {"BLOCKS", std::to_string(blocks)}});
+  code.body = "  sumSquares<" + std::to_string(kThreads) +
+              ">(\n      grads, sum, part, first_part,\n      " +
+              ownedTables(windows, segments, 2, &first) + ",\n      " +
+              num(owned) +
+              ", {normBlockValues, normGroupValues, normGroupDone, "
+              "normGroupsDone});\n";
   return "";
 }
 
@@ -144,52 +107,33 @@ std::string emitClipCoefficient(const LaunchDesc &, KernelCode &code) {
 std::string emitAdamW(const LaunchDesc &launch, KernelCode &code) {
   using namespace AdamW;
   View v{launch};
+  const std::vector<int64_t> &windows = v.attr(attr::windows).list,
+                             &segments = v.attr(attr::segments).list;
   int64_t owned = 0;
   bool master = v.op(op::master).present;
-  code.globals =
-      windowTables(v.attr(attr::windows).list, owned) +
-      segmentFinder("segmentOf", "kSegments", v.attr(attr::segments).list, 3);
+  code.globals = "\n// The rank's owned elements (cuda/optimizer.cuh).\n" +
+                 windowTables(windows, owned) + table("kSegments", segments);
+  code.sources = {"optimizer.cuh"};
   code.block = {kThreads, 1, 1};
-  code.grid = {blocksFor(owned, kThreads, 8192), 1, 1};
-  // In the order and precision the CPU backend (and torch) computes.
-  std::string body = R"(    i64 s = segmentOf(flat);
-    if (s < 0)
-      continue;
-    float decay = kSegments[3 * s + 2] ? decayFactor : 1.0f;
-    float g = load(grads, flat);
-    if (clipped)
-      g *= c;
-    float param = $READ * decay;
-    float m = exp_avg[state] * beta1 + g * oneMinusBeta1;
-    float sq = exp_avg_sq[state] * beta2 + g * g * oneMinusBeta2;
-    exp_avg[state] = m;
-    exp_avg_sq[state] = sq;
-    float denom = sqrtf(sq) / correction2 + eps;
-    param -= stepSize * (m / denom);
-$WRITE)";
-  body = fill(body, {{"READ", master ? "master[state]" : "load(params, flat)"},
-                     {"WRITE", master ? "    master[state] = param;\n    store("
-                                        "params, flat, param);"
-                                      : "    store(params, flat, param);"}});
-  auto slot = [](runtime::HyperSlot s) { return std::to_string(int(s)); };
-  code.body = fill(R"(  float c = coefficient[0];
-  if (!(c > 0.0f))
-    return; // a gradient norm that is not finite: the step is skipped
-  bool clipped = c < 1.0f;
-  float decayFactor = hyper[$DECAY], beta1 = hyper[$BETA1],
-        oneMinusBeta1 = hyper[$OMB1], beta2 = hyper[$BETA2],
-        oneMinusBeta2 = hyper[$OMB2], stepSize = hyper[$STEP],
-        correction2 = hyper[$CORR2], eps = hyper[$EPS];
-)",
-                   {{"DECAY", slot(runtime::kHyperDecay)},
-                    {"BETA1", slot(runtime::kHyperBeta1)},
-                    {"OMB1", slot(runtime::kHyperOneMinusBeta1)},
-                    {"BETA2", slot(runtime::kHyperBeta2)},
-                    {"OMB2", slot(runtime::kHyperOneMinusBeta2)},
-                    {"STEP", slot(runtime::kHyperStepSize)},
-                    {"CORR2", slot(runtime::kHyperCorrection2)},
-                    {"EPS", slot(runtime::kHyperEps)}}) +
-              fill(kOwnedLoop, {{"OWNED", num(owned)}, {"BODY", body}});
+  code.grid = {blocksFor((owned + 7) / 8, kThreads, 8192), 1, 1};
+  auto slot = [](runtime::HyperSlot s) {
+    return "hyper[" + std::to_string(int(s)) + "]";
+  };
+  code.body =
+      "  const float c = coefficient[0];\n"
+      "  const AdamWStep step{" +
+      slot(runtime::kHyperDecay) + ", " + slot(runtime::kHyperBeta1) + ", " +
+      slot(runtime::kHyperOneMinusBeta1) + ",\n      " +
+      slot(runtime::kHyperBeta2) + ", " + slot(runtime::kHyperOneMinusBeta2) +
+      ", " + slot(runtime::kHyperStepSize) + ",\n      " +
+      slot(runtime::kHyperCorrection2) + ", " + slot(runtime::kHyperEps) +
+      ", c, c < 1.0f};\n"
+      "  adamw<" +
+      std::to_string(kThreads) + ", " + (master ? "true" : "false") +
+      ">(grads, params, exp_avg, exp_avg_sq, " +
+      (master ? "master" : "(float *)nullptr") + ", part,\n      " +
+      ownedTables(windows, segments, 3, nullptr) + ",\n      " + num(owned) +
+      ", step);\n";
   return "";
 }
 

@@ -10,6 +10,7 @@
 
 #include "compiler/codegen/CudaKernel.h"
 
+#include <functional>
 #include <initializer_list>
 #include <string_view>
 #include <utility>
@@ -63,8 +64,9 @@ std::string unitPrelude();
   X(Add)                                                                       \
   X(Sub)                                                                       \
   X(Mul)                                                                       \
-  X(Scale) X(Accumulate) X(GeluFwd) X(GeluBwd) X(GeluTanhFwd) X(GeluTanhBwd)   \
-      X(SiluFwd) X(SiluBwd)
+  X(Scale)                                                                     \
+  X(Accumulate) X(GeluFwd) X(GeluBwd) X(GeluTanhFwd) X(GeluTanhBwd) X(SiluFwd) \
+      X(SiluBwd)
 
 /// Appends to a kernel's parameter list the pointer to launch operand
 /// `index` (const for an input), called `name`.
@@ -87,11 +89,34 @@ std::string pointwiseValue(const LaunchDesc &launch,
 /// or `i % width` for an operand broadcast over the output's rows.
 std::string pointwiseIndex(const LaunchDesc &launch, unsigned input);
 
-/// A norm's forward (LayerNorm or RMSNorm) whose warps first run
-/// `prologue` on each element `i` of their row: the members before it in
-/// a fused group (EmitFused.cpp).
-std::string emitNormFwdAfter(const LaunchDesc &launch,
-                             const std::string &prologue, KernelCode &code);
+/// A chain of pointwise kernels as the unit's functor `Chain`, whose call
+/// runs the members on V elements from i (EmitFused.cpp).
+struct ChainCode {
+  std::string type;      // the struct, for the unit's globals
+  std::string construct; // "Chain{x, y, z}": made from the kernel's parameters
+  std::string vectors;   // whether 8 elements may move as one 16-byte vector
+  int64_t elements = 0;
+};
+/// The kernel parameter that holds member m's operand k.
+using ChainNames = std::function<std::string(size_t member, size_t operand)>;
+
+/// Members [0, count) as a chain; the call's result is the values of buffer
+/// `closingInput` (a norm's input that closes a group) or, for -1, the last
+/// member's output. "" or why the members cannot be one chain.
+std::string emitChain(const std::vector<FusedMember> &members, size_t count,
+                      const ChainNames &names, int closingInput,
+                      ChainCode &chain);
+
+/// A norm's forward (LayerNorm or RMSNorm) whose rows come from `input`, a
+/// functor expression (cuda/norms.cuh's NormInput, or a chain of the members
+/// before it in a fused group) that `globals` declares; `operands` the
+/// kernel parameters of the norm's operands, `inputVectors` whether the
+/// input's pointers allow 16-byte vectors.
+std::string emitNormFwdWith(const LaunchDesc &launch,
+                            const std::vector<std::string> &operands,
+                            const std::string &globals,
+                            const std::string &input,
+                            const std::string &inputVectors, KernelCode &code);
 
 #define KERNEL(Name, text)                                                     \
   std::string emit##Name(const LaunchDesc &launch, KernelCode &code);

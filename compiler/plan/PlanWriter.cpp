@@ -11,6 +11,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
+
 using namespace mlir;
 
 namespace strata {
@@ -411,18 +413,36 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
   Writer writer;
   auto stagesToWrite = module.getOps<exec::TemplateOp>();
   size_t count = std::distance(stagesToWrite.begin(), stagesToWrite.end());
-  // Generated code first: the launches index it.
+  // Generated code first: the launches index it. A unit's source is
+  // written as pieces, split before each "// ---- " line (where the CUDA
+  // files a unit holds begin, and its own code: codegen/CudaSources.h), so
+  // what units share is in the plan once.
   std::vector<fb::Offset<plan::Code>> codes;
+  std::vector<std::string> pieces;
+  std::map<std::string, uint32_t, std::less<>> pieceIndex;
   for (auto code : module.getOps<exec::CodeOp>()) {
     if (!code.getPtx())
       return code.emitError()
              << "has no PTX: strata-compile --target cuda compiles it";
     fb::FlatBufferBuilder &b = writer.builder;
     writer.codeIndex[code.getSymName()] = int32_t(codes.size());
+    std::vector<uint32_t> parts;
+    StringRef source = code.getSource();
+    while (!source.empty()) {
+      size_t next = source.find("\n// ---- ", 1);
+      StringRef piece = source.take_front(
+          next == StringRef::npos ? source.size() : next + 1);
+      source = source.drop_front(piece.size());
+      auto [it, fresh] =
+          pieceIndex.try_emplace(piece.str(), uint32_t(pieces.size()));
+      if (fresh)
+        pieces.push_back(piece.str());
+      parts.push_back(it->second);
+    }
     codes.push_back(plan::CreateCode(b, b.CreateString(code.getSymName().str()),
-                                     b.CreateString(code.getKernel().str()),
-                                     b.CreateString(code.getSource().str()),
-                                     b.CreateString(code.getPtx()->str())));
+                                     b.CreateString(code.getKernel().str()), 0,
+                                     b.CreateString(code.getPtx()->str()),
+                                     b.CreateVector(parts)));
   }
   // A CUDA plan: the loader's check holds each launch to its code.
   auto arch = module->getAttrOfType<StringAttr>(exec::kCudaArchAttr);
@@ -471,7 +491,8 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
       codes.empty() ? 0 : b.CreateVector(codes),
       arch ? b.CreateString(arch.str()) : 0,
       header.gelu.empty() ? 0 : b.CreateString(header.gelu),
-      header.paperFlopsPerIteration);
+      header.paperFlopsPerIteration,
+      pieces.empty() ? 0 : b.CreateVectorOfStrings(pieces));
   plan::FinishPlanBuffer(b, root);
   bytes = plan::encodePlanFile(b.GetBufferPointer(), b.GetSize());
   return success();

@@ -39,6 +39,10 @@ namespace {
 /// most shared memory a block gets on any GPU strata targets (sm_90: 227
 /// KiB).
 constexpr uint32_t kMaxGridX = 0x7fffffffu, kMaxGridYZ = 65535;
+// A generated kernel's source made of shared pieces (plan.fbs
+// Code.source_pieces): a piece may be named any number of times, so the
+// text is bounded as it is made.
+constexpr size_t kMostSourceBytes = size_t(64) << 20;
 constexpr uint32_t kMaxSharedBytes = 227 * 1024;
 
 /// A vector of longs copied out byte by byte: FlatBuffers' verifier checks
@@ -252,8 +256,25 @@ private:
           return "generated code " + std::to_string(out.code.size()) +
                  " is named '" + printable(name) +
                  "', which is not a C identifier";
-        out.code.push_back({name, text(code->kernel()), text(code->source()),
-                            text(code->ptx())});
+        std::string source = text(code->source());
+        if (code->source_pieces()) {
+          // Pieces the plan's codes share (kMostSourceBytes says why the
+          // text is bounded).
+          const auto *pieces = in.source_pieces();
+          for (uint32_t piece : *code->source_pieces()) {
+            if (!pieces || piece >= pieces->size())
+              return "generated code " + name + " names source piece " +
+                     std::to_string(piece) + " of " +
+                     std::to_string(pieces ? pieces->size() : 0);
+            const flatbuffers::String *text = pieces->Get(piece);
+            if (source.size() + text->size() > kMostSourceBytes)
+              return "generated code " + name + "'s source is over " +
+                     std::to_string(kMostSourceBytes >> 20) + " MiB";
+            source.append(text->data(), text->size());
+          }
+        }
+        out.code.push_back(
+            {name, text(code->kernel()), std::move(source), text(code->ptx())});
       }
     out.cudaArch = text(in.cuda_arch());
     return "";

@@ -261,6 +261,24 @@ inline void ldmatrix(unsigned r[4], const void *row, bool trans) {
   }
 }
 
+/// __ballot_sync: bit l of the result is lane l's predicate, over the lanes
+/// that take part (a lane that does not has its bit 0; the mask is not
+/// checked against them).
+inline unsigned ballot(bool predicate) {
+  Machine &m = machine();
+  Thread *t = m.current;
+  unsigned base = t->warp * kWarp, lane = t->lane;
+  unsigned number = ++t->shuffles, slot = number & 1;
+  m.exchange[slot][base + lane][0] = predicate ? 1 : 0;
+  m.posted[slot][base + lane] = number;
+  park(State::AtWarpBarrier);
+  unsigned bits = 0;
+  for (unsigned l = 0; l < kWarp; ++l)
+    if (m.posted[slot][base + l] == number && m.exchange[slot][base + l][0])
+      bits |= 1u << l;
+  return bits;
+}
+
 /// A copy lands: its bytes, then zeros to 16.
 inline void land(const AsyncCopy &copy) {
   memcpy(copy.to, copy.from, copy.bytes);
@@ -354,6 +372,11 @@ inline void __syncwarp(unsigned = 0xffffffffu) {
   ::simt::park(::simt::State::AtWarpBarrier);
 }
 inline void __nanosleep(unsigned) {}
+inline unsigned __ballot_sync(unsigned, int predicate) {
+  return ::simt::ballot(predicate != 0);
+}
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __ffs(int v) { return __builtin_ffs(v); }
 template <typename T> T atomicAdd(T *p, T v) {
   T old = *p;
   *p = old + v;

@@ -61,7 +61,7 @@ module {
 // value, so the GELU reads what the second scale left there.
 // CHECK-LABEL: exec.template stage 0
 // CHECK: exec.launch "scale" (@x) -> (@a) args {factor = 2.000000e+00 : f64} fuses 3
-// CODE: exec.code @fused_0 kernel "scale+scale+gelu_fwd" {{.*}}float v1 = stored(p1_1, (r0 * 3.f));{{.*}}float v2 = stored(p2_1, gelu(v1));
+// CODE: exec.code @fused_0 kernel "scale+scale+gelu_fwd" {{.*}}v1[e] = stored(p1_1, (r0[e] * 3.f));{{.*}}v2[e] = stored(p2_1, gelu(v1[e]));
 module {
   exec.template stage 0 {
     exec.buffer @x : tensor<32xf32> workspace at 0
@@ -151,13 +151,13 @@ module {
 // -----
 
 // The residual add before a norm: the residual and bias adds, then the
-// LayerNorm of what they wrote, one kernel whose warps run the adds on
-// their row before the norm.
+// LayerNorm of what they wrote, one kernel whose warps run the adds (a
+// chain) on their row's chunks and normalize what it returns.
 // CHECK-LABEL: exec.template stage 0
 // CHECK: exec.launch "add" (@x, @r) -> (@a) args {} fuses 3
 // CHECK-NEXT: exec.launch "add" (@a, @bias) -> (@h) args {}{{$}}
 // CHECK-NEXT: exec.launch "layer_norm_fwd" (@h, @w, @b) -> (@y) args {epsilon = 1.000000e-05 : f64}{{$}}
-// CODE: exec.code @fused_0 kernel "add+add+layer_norm_fwd" {{.*}}auto x = p2_0;{{.*}}i64 i = base + c;{{.*}}store(p1_2, i, v1);{{.*}}load(x, base + c)
+// CODE: exec.code @fused_0 kernel "add+add+layer_norm_fwd" {{.*}}storeN<V>(p1_2, i, v1);{{.*}}out[e] = v1[e];{{.*}}normFwd<{{[0-9]+}}, true, 4>(\0A      Chain{p0_0, p0_1, p0_2, p1_0, p1_1, p1_2}, p2_0, p2_1, p2_2, p2_3,
 module {
   exec.template stage 0 {
     exec.buffer @x : tensor<4x8xf32> workspace at 0

@@ -231,25 +231,61 @@ TEST(Codegen, ParametersFollowTheLaunchContract) {
 
 TEST(Codegen, LaunchShapesCoverTheWork) {
   KernelCode code;
-  // Pointwise: a grid-stride loop over every element.
+  // Pointwise (cuda/pointwise.cuh): a grid-stride loop, 8 elements a
+  // thread where the pointers allow 16-byte vectors; a broadcast row a
+  // multiple of 8 wide keeps them.
   LaunchDesc add = sample(KernelId::Add, DType::F32);
   add.operands[0].shape = add.operands[2].shape = {1000, 1000};
   add.operands[1].shape = {1000};
   ASSERT_EQ(emitKernel(add, code), "");
   EXPECT_EQ(code.block[0], 256u);
-  EXPECT_EQ(code.grid[0], (1000000u + 255) / 256);
-  // Norms: a warp per row, four rows a block.
+  EXPECT_EQ(code.grid[0], (1000000u / 8 + 255) / 256);
+  EXPECT_EQ(code.sources, std::vector<std::string>{"pointwise.cuh"});
+  EXPECT_NE(code.body.find("pointwise(Chain{x, y, z}, 1000000LL, "
+                           "aligned16(x) && aligned16(y) && aligned16(z));"),
+            std::string::npos)
+      << code.body;
+  add.operands[1].shape = {4}; // a vector of 8 would cross its rows
+  ASSERT_EQ(emitKernel(add, code), "");
+  EXPECT_NE(code.body.find("1000000LL, false);"), std::string::npos)
+      << code.body;
+  add.operands[0].shape = add.operands[2].shape = {999, 7};
+  add.operands[1].shape = {7};
+  ASSERT_EQ(emitKernel(add, code), "");
+  EXPECT_NE(code.body.find("6993LL, false);"), std::string::npos) << code.body;
+  // Norms (cuda/norms.cuh): a warp per row, four rows a block.
   LaunchDesc norm = sample(KernelId::LayerNormFwd, DType::F32);
   norm.operands[0].shape = norm.operands[3].shape = {2, 1023, 7};
   ASSERT_EQ(emitKernel(norm, code), "");
   EXPECT_EQ(code.block[0], 128u);
   EXPECT_EQ(code.grid[0], (2046u + 3) / 4);
-  // The backward's column sums: a block per 32 rows, a scratch row each.
+  EXPECT_NE(code.body.find("normFwd<7, true, 4>"), std::string::npos)
+      << code.body;
+  // The backward: rows a block leaving the grid 264 blocks (at least one
+  // row), its partial rows of the weight's and the bias's sums (reduce.cuh).
   LaunchDesc normBwd = sample(KernelId::LayerNormBwd, DType::F32);
   ASSERT_EQ(emitKernel(normBwd, code), "");
-  EXPECT_EQ(code.grid[0], 1u);
-  EXPECT_NE(code.globals.find("scratch[14LL]"), std::string::npos)
+  EXPECT_EQ(code.grid[0], 5u);
+  EXPECT_NE(code.globals.find("normPartials[70LL]"), std::string::npos)
       << code.globals;
+  for (unsigned i : {0u, 2u, 3u})
+    normBwd.operands[i].shape = {8192, 768};
+  for (unsigned i : {1u, 4u, 5u})
+    normBwd.operands[i].shape = {768};
+  ASSERT_EQ(emitKernel(normBwd, code), "");
+  EXPECT_EQ(code.grid[0], (8192u + 30) / 31);
+  EXPECT_NE(code.body.find("normBwd<768, true, 8, 31>"), std::string::npos)
+      << code.body;
+  // sum_to (cuda/sum_to.cuh): row ranges by column tiles of up to 2048.
+  LaunchDesc sumTo = sample(KernelId::SumTo, DType::BF16);
+  sumTo.operands[0].shape = {8192, 768};
+  sumTo.operands[1].shape = {768};
+  ASSERT_EQ(emitKernel(sumTo, code), "");
+  EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{265, 1, 1}));
+  sumTo.operands[0].shape = {8, 1024, 768};
+  sumTo.operands[1].shape = {1024, 768};
+  ASSERT_EQ(emitKernel(sumTo, code), "");
+  EXPECT_EQ(code.grid, (std::array<uint32_t, 3>{1, 384, 1}));
   // fp32 attention, the SIMT kernels: (query rows / 4, heads, batch), the
   // key tiles in dynamic shared memory; the backward adds key-row blocks,
   // over max(H, K).
@@ -308,11 +344,13 @@ TEST(Codegen, LaunchShapesCoverTheWork) {
   LaunchDesc loss = sample(KernelId::LogitsSumExp, DType::F32);
   ASSERT_EQ(emitKernel(loss, code), "");
   EXPECT_EQ(code.grid[0], 6u);
-  // The optimizer's owned elements: windows of 50, grid-stride.
+  // The optimizer's owned elements (cuda/optimizer.cuh): windows of 50, 8
+  // elements a thread, grid-stride.
   LaunchDesc adamw = sample(KernelId::AdamW, DType::BF16);
   ASSERT_EQ(emitKernel(adamw, code), "");
   EXPECT_EQ(code.grid[0], 1u);
-  EXPECT_NE(code.body.find("u < 100LL"), std::string::npos) << code.body;
+  EXPECT_NE(code.body.find("      100LL, step);"), std::string::npos)
+      << code.body;
 }
 
 TEST(Codegen, EqualLaunchesShareAUnitAndShapesTellThemApart) {
@@ -384,18 +422,27 @@ TEST(Codegen, AFusedGroupIsOneKernelKeepingValuesInRegisters) {
   KernelCode code;
   ASSERT_EQ(emitFused(group, code), "");
   EXPECT_EQ(code.grid[0], 1u);
-  EXPECT_NE(code.body.find("float v1 = stored(p1_1, gelu(v0));"),
+  // The chain (cuda/pointwise.cuh runs it), V elements a call.
+  EXPECT_NE(code.globals.find("      v1[e] = stored(p1_1, gelu(v0[e]));"),
             std::string::npos)
-      << code.body;
-  EXPECT_NE(code.body.find("(v1 * load(p2_1, i % 7LL))"), std::string::npos)
-      << code.body;
+      << code.globals;
+  EXPECT_NE(code.globals.find("loadN<V>(p2_1, i % 7LL, b2_1);"),
+            std::string::npos)
+      << code.globals;
+  EXPECT_NE(code.globals.find("(v1[e] * b2_1[e])"), std::string::npos)
+      << code.globals;
   // What comes from memory is loaded once: the add's inputs, into r0, r1.
-  EXPECT_NE(code.body.find("float v0 = stored(p0_2, (r0 + r1));"),
+  EXPECT_NE(code.globals.find("      v0[e] = stored(p0_2, (r0[e] + r1[e]));"),
+            std::string::npos)
+      << code.globals;
+  size_t load = code.globals.find("loadN<V>(p0_0, i, r0);");
+  ASSERT_NE(load, std::string::npos) << code.globals;
+  EXPECT_EQ(load, code.globals.rfind("loadN<V>(p0_0, i")) << code.globals;
+  // A broadcast row of 7 keeps the chain to one element at a time.
+  EXPECT_NE(code.body.find("pointwise(Chain{p0_0, p0_1, p0_2, p1_0, p1_1, "
+                           "p2_0, p2_1, p2_2}, 35LL, false);"),
             std::string::npos)
       << code.body;
-  size_t load = code.body.find("load(p0_0, i)");
-  ASSERT_NE(load, std::string::npos) << code.body;
-  EXPECT_EQ(load, code.body.rfind("load(p0_0, i)")) << code.body;
   std::string unit = fusedUnit(group, code, "fused_0");
   // The launch contract of a group: every member's operands in turn.
   EXPECT_NE(unit.find("// add+gelu_fwd+mul\n"), std::string::npos);
@@ -432,13 +479,16 @@ TEST(Codegen, AFusedGroupRefusesMembersItCannotChain) {
       member(KernelId::GeluFwd, DType::F32, {0, 1}),
       member(KernelId::RmsNormFwd, DType::F32, {1, 2, 3})};
   ASSERT_EQ(emitFused(closed, code), "");
-  // The norm's warps run the member on their row first, then the norm on
-  // what it stored.
-  size_t member = code.body.find("store(p0_1, i, v0);"),
-         stats = code.body.find("load(x, base + c)");
-  EXPECT_NE(code.body.find("auto x = p1_0;"), std::string::npos) << code.body;
-  ASSERT_NE(member, std::string::npos) << code.body;
-  EXPECT_LT(member, stats) << code.body;
+  // The norm's warps run the chain on their row's chunks (it stores the
+  // member's output and returns it as the norm's input), then the norm.
+  EXPECT_NE(code.globals.find("storeN<V>(p0_1, i, v0);"), std::string::npos)
+      << code.globals;
+  EXPECT_NE(code.globals.find("out[e] = v0[e];"), std::string::npos)
+      << code.globals;
+  EXPECT_NE(code.body.find("normFwd<7, false, 4>(\n      Chain{p0_0, p0_1}, "
+                           "p1_0, p1_1, (const float *)nullptr, p1_2"),
+            std::string::npos)
+      << code.body;
   std::string unit = fusedUnit(closed, code, "fused_1");
   for (const char *arch : {"sm_80", "sm_90a"}) {
     std::string ptx;

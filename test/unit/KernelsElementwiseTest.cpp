@@ -85,6 +85,29 @@ TEST_P(Kernels, SumToRowsAndAccumulate) {
   }
 }
 
+TEST_P(Kernels, SumToOverManyBlocksAndColumnTiles) {
+  // A bias gradient at training sizes: 3000 columns (two tiles of the
+  // GPU's, 2048 and 952) over 400 rows; 8 columns over 5000 rows (many row
+  // ranges, their sums added in two stages); 13 columns (not a multiple of
+  // 8: one at a time). With accumulate, onto what y holds.
+  for (auto [rows, width] :
+       {std::pair<int64_t, int64_t>{400, 3000}, {5000, 8}, {700, 13}})
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(width));
+      Harness h(on());
+      Vec x = randomVec(rows * width), start = randomVec(width);
+      uint32_t ix = h.input({rows, width}, x), out = h.add({width});
+      if (accumulate)
+        h.presetOutput(out, start);
+      h.run("sum_to", {ix}, {out}, {{"accumulate", boolArg(accumulate)}});
+      Vec expected = accumulate ? start : Vec(width, 0.0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < width; ++j)
+          expected[j] += x[r * width + j];
+      expectClose(h.read(out), expected, kTol, "sum_to");
+    }
+}
+
 TEST_P(Kernels, ActivationsAndTheirGradients) {
   for (auto [fwd, bwd, fn] :
        {std::tuple{"gelu_fwd", "gelu_bwd", &gelu},
@@ -255,8 +278,8 @@ TEST_P(Kernels, DropoutDrawsOneMaskWhateverTheSplit) {
   int64_t perSample = heads * s * k, dropped = 0;
   for (int64_t i = 0; i < int64_t(x.size()); ++i) {
     int32_t key = keys[i / perSample];
-    bool keep = key < 0 ||
-                refKeeps(uint32_t(key), site, uint32_t(i % perSample), rate);
+    bool keep =
+        key < 0 || refKeeps(uint32_t(key), site, uint32_t(i % perSample), rate);
     expected[i] = key < 0 ? x[i] : keep ? x[i] / (1 - rate) : 0.0;
     dropped += !keep;
   }

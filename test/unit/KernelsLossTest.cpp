@@ -67,6 +67,44 @@ TEST_P(Kernels, CrossEntropyWithItsGradientInOneLaunch) {
               "cross_entropy_with_grad gradient");
 }
 
+TEST_P(Kernels, CrossEntropyWithGradientOverManyBlocks) {
+  // Rows of 1000 columns (a vocabulary of 990 padded), bf16, 600 of them:
+  // the GPU's block a row takes its statistics in one pass in chunks of 8
+  // and adds the rows' losses over 600 blocks in two stages (groups of 256).
+  // Against the loss and its gradient by their formulas in float64.
+  const int64_t tokens = 600, vocab = 990, width = 1000;
+  Vec logits = roundedToBf16(randomVec(tokens * width, 3.0));
+  auto labels = randomIds(tokens, vocab);
+  const double seed = 0.75;
+  Harness h(on());
+  uint32_t out = h.add({}), grad = h.add({tokens, width}, DType::BF16);
+  h.run("cross_entropy_with_grad",
+        {h.input({tokens, width}, logits, DType::BF16), h.ids({tokens}, labels),
+         h.input({}, {seed})},
+        {out, grad}, {{"vocab_size", intArg(vocab)}});
+  double loss = 0;
+  Vec expected(tokens * width, 0.0);
+  for (int64_t r = 0; r < tokens; ++r) {
+    const double *z = &logits[r * width];
+    double max = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < vocab; ++c)
+      max = std::max(max, z[c]);
+    for (int64_t c = 0; c < vocab; ++c)
+      sum += std::exp(z[c] - max);
+    double lse = max + std::log(sum);
+    loss += lse - z[labels[r]];
+    for (int64_t c = 0; c < vocab; ++c)
+      expected[r * width + c] =
+          (std::exp(z[c] - lse) - (c == labels[r] ? 1.0 : 0.0)) * seed / tokens;
+  }
+  expectClose(h.read(out), {loss / tokens}, kTol, "loss");
+  double largest = 0;
+  for (double e : expected)
+    largest = std::max(largest, std::fabs(e));
+  expectClose(h.read(grad), roundedToBf16(expected), kTolBf16 * largest,
+              "gradient");
+}
+
 TEST_P(Kernels, VocabularyParallelLossFromRowStatistics) {
   // A vocabulary of 19 padded to 24 columns, split between three ranks of
   // 8: the last holds 3 real columns and 5 of padding. Each kernel gets

@@ -57,6 +57,82 @@ TEST_P(Kernels, NormsAndTheirGradients) {
   }
 }
 
+/// A norm's backward by its formula, in float64 (LayerNorm when `center`,
+/// else RMSNorm): dx, dweight and dbias.
+std::array<Vec, 3> refNormBwd(const Vec &x, const Vec &w, const Vec &dy,
+                              bool center, int64_t cols, double eps) {
+  Vec dx(x.size()), dw(cols, 0.0), db(cols, 0.0);
+  for (size_t r = 0; r < x.size() / cols; ++r) {
+    const double *xr = &x[r * cols], *dyr = &dy[r * cols];
+    double mean = 0, var = 0;
+    if (center) {
+      for (int64_t c = 0; c < cols; ++c)
+        mean += xr[c];
+      mean /= cols;
+    }
+    for (int64_t c = 0; c < cols; ++c)
+      var += (xr[c] - mean) * (xr[c] - mean);
+    double rstd = 1 / std::sqrt(var / cols + eps);
+    double meanG = 0, meanGX = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      double g = dyr[c] * w[c], xhat = (xr[c] - mean) * rstd;
+      meanG += g;
+      meanGX += g * xhat;
+      dw[c] += dyr[c] * xhat;
+      db[c] += dyr[c];
+    }
+    meanG = center ? meanG / cols : 0;
+    meanGX /= cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      double xhat = (xr[c] - mean) * rstd;
+      dx[r * cols + c] = rstd * (dyr[c] * w[c] - meanG - xhat * meanGX);
+    }
+  }
+  return {dx, dw, db};
+}
+
+TEST_P(Kernels, NormsAtTrainingWidthsOverManyBlocks) {
+  // Rows of 768 (gpt2-124m's), of 2056 (past the 2048 a warp holds in
+  // registers: read again between passes) and of 70 (not a multiple of 8:
+  // one element at a time); 600 rows, so the backward's weight and bias
+  // gradients are added over 300 blocks in two stages (19 groups of 16).
+  // The gradients against their formula in float64.
+  const int64_t rows = 600;
+  const double eps = 1e-5;
+  for (int64_t cols : {768, 2056, 70})
+    for (bool layerNorm : {true, false}) {
+      SCOPED_TRACE(std::to_string(cols) +
+                   (layerNorm ? " columns, layer norm" : " columns, rms norm"));
+      Vec x = randomVec(rows * cols, 2.0), w = randomVec(cols),
+          b = randomVec(cols), dy = randomVec(rows * cols);
+      Harness h(on());
+      std::vector<uint32_t> ins = {h.input({rows, cols}, x),
+                                   h.input({cols}, w)};
+      if (layerNorm)
+        ins.push_back(h.input({cols}, b));
+      uint32_t out = h.add({rows, cols});
+      h.run(layerNorm ? "layer_norm_fwd" : "rms_norm_fwd", ins, {out},
+            {{"epsilon", floatArg(eps)}});
+      expectClose(h.read(out),
+                  refNorm(x, w, layerNorm ? &b : nullptr, cols, eps), kTol,
+                  "forward");
+
+      Harness g(on());
+      uint32_t gx = g.input({rows, cols}, x), gw = g.input({cols}, w),
+               gdy = g.input({rows, cols}, dy);
+      std::vector<uint32_t> outs = {g.add({rows, cols}), g.add({cols})};
+      if (layerNorm)
+        outs.push_back(g.add({cols}));
+      g.run(layerNorm ? "layer_norm_bwd" : "rms_norm_bwd", {gx, gw, gdy}, outs,
+            {{"epsilon", floatArg(eps)}});
+      auto [dx, dw, db] = refNormBwd(x, w, dy, layerNorm, cols, eps);
+      expectClose(g.read(outs[0]), dx, kTol, "input gradient");
+      expectClose(g.read(outs[1]), dw, kTol, "weight gradient");
+      if (layerNorm)
+        expectClose(g.read(outs[2]), db, kTol, "bias gradient");
+    }
+}
+
 TEST_P(Kernels, ResidualAddsFusedIntoTheNormAfterThem) {
   // A residual add, a bias add and the norm of what they wrote, as the
   // fusion pass closes a group with a norm: on a GPU one kernel whose warp

@@ -138,4 +138,88 @@ TEST_P(Kernels, MultiTensorAdamWAgainstTheFormula) {
   }
 }
 
+TEST_P(Kernels, OptimizerOverLargeWindowsAndRaggedEdges) {
+  // The GPU's kernels take 8 owned elements a thread, as 16-byte vectors
+  // where the 8 lie in one window and one segment: two buckets of 4000 and
+  // 1202 split between two parts, segments that end and begin inside a
+  // thread's 8 (at 1001, 2999 and 5000) and a hole between them (1001 to
+  // 1100, neither counted nor updated), a window whose part starts at an
+  // odd offset; sum_squares' first-only segment counted on the first part
+  // only. Against the formulas in float64, every element checked (those
+  // outside the rank's part or the segments untouched).
+  const int64_t n = 5202;
+  const std::vector<int64_t> windows = {0, 2000, 0, 4000, 601, 2000};
+  const std::vector<int64_t> adamSegments = {0,    1001, 1, 1100, 1899, 0,
+                                             2999, 2001, 1, 5000, 202,  0};
+  Vec grad = randomVec(n);
+  for (int64_t part : {0, 1}) {
+    SCOPED_TRACE("part " + std::to_string(part));
+    auto owner = [&](int64_t i, int64_t &state) {
+      int64_t bucket = i < 4000 ? 0 : 1, begin = bucket ? 4000 : 0;
+      int64_t length = bucket ? 601 : 2000;
+      int64_t from = begin + part * length;
+      state = windows[3 * bucket + 2] + (i - from);
+      return i >= from && i < from + length;
+    };
+    // sum_squares over [0, 1001) and [1100, 5202) (a first-only [2999,
+    // 3999) inside them counted once).
+    for (int64_t firstPart : {0, 1}) {
+      Harness h(on());
+      uint32_t ig = h.input({n}, grad), sum = h.add({});
+      h.run("sum_squares", {ig}, {sum},
+            {{"segments", listArg({0, 1001, 1100, 1899, 4000, 1202})},
+             {"first_segments", listArg({2999, 1001})},
+             {"windows", listArg(windows)},
+             {"part", intArg(part)},
+             {"first_part", intArg(firstPart)}});
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t state;
+        bool in = i < 1001 || (i >= 1100 && i < 2999) || i >= 4000 ||
+                  (firstPart == 0 && i >= 2999 && i < 4000);
+        if (owner(i, state) && in)
+          want += grad[i] * grad[i];
+      }
+      expectClose(h.read(sum), {want}, 1e-6, "sum_squares");
+    }
+    Hyper hyper;
+    hyper.lr = 1e-3;
+    hyper.weightDecay = 0.1;
+    hyper.step = 2;
+    Vec param = randomVec(n), m = randomVec(2601, 0.1), v = randomVec(2601);
+    for (double &x : v)
+      x = std::fabs(x) * 0.01;
+    const double coefficient = 0.75;
+    Harness h(on());
+    uint32_t ig = h.input({n}, grad), ic = h.input({}, {coefficient}),
+             ih = h.hyper(hyper), value = h.add({n}), im = h.add({2601}),
+             iv = h.add({2601});
+    h.presetOutput(value, param);
+    h.presetOutput(im, m);
+    h.presetOutput(iv, v);
+    h.run("adamw", {ig, ic, ih}, {value, im, iv},
+          {{"segments", listArg(adamSegments)},
+           {"windows", listArg(windows)},
+           {"part", intArg(part)}});
+    Vec expected = param, expectedM = m, expectedV = v;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t state;
+      bool decayed = i < 1001 || (i >= 2999 && i < 5000);
+      bool in = i < 1001 || i >= 1100;
+      if (!owner(i, state) || !in)
+        continue;
+      double g = grad[i] * coefficient;
+      expectedM[state] = 0.9 * m[state] + 0.1 * g;
+      expectedV[state] = 0.999 * v[state] + 0.001 * g * g;
+      double mhat = expectedM[state] / (1 - std::pow(0.9, 2));
+      double vhat = expectedV[state] / (1 - std::pow(0.999, 2));
+      expected[i] = param[i] * (1 - hyper.lr * (decayed ? 0.1 : 0)) -
+                    hyper.lr * mhat / (std::sqrt(vhat) + hyper.eps);
+    }
+    expectClose(h.read(im), expectedM, 1e-6, "exp_avg");
+    expectClose(h.read(iv), expectedV, 1e-6, "exp_avg_sq");
+    expectClose(h.read(value), expected, 1e-6, "param");
+  }
+}
+
 } // namespace

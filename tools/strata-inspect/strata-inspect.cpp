@@ -4,6 +4,7 @@
 //   strata-inspect PLAN --schedule-text      the pipeline schedule, drawn
 //   strata-inspect PLAN --schedule-svg OUT   the same as an SVG picture
 //   ... --trace TRACE                        from strata-run --trace times
+//   strata-inspect PLAN --launches           a CUDA plan's distinct launches
 //
 // The schedule comes from the plan itself: each stage's steps (its first
 // rank's), timed by the schedule simulator with unit costs, or by the
@@ -12,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/base/WholeFile.h"
 #include "runtime/device/Trace.h"
+#include "runtime/exec/KernelCost.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/schedule/PipelineSim.h"
 #include "tools/strata-inspect/ScheduleDrawing.h"
@@ -30,6 +32,7 @@ namespace {
 const char *kUsage =
     "usage: strata-inspect PLAN [--schedule-text] [--schedule-svg OUT.svg]\n"
     "                           [--trace TRACE.json] [--kernels DIR]\n"
+    "                           [--launches]\n"
     "  (no flag)            the plan's layout, each template's (stage's)\n"
     "                       ranks, memory and programs\n"
     "  --schedule-text      the pipeline schedule drawn for a terminal: a row\n"
@@ -38,7 +41,10 @@ const char *kUsage =
     "  --trace FILE         time the drawing with a strata-run --trace of the\n"
     "                       plan (its last iteration) instead of unit costs\n"
     "  --kernels DIR        write a CUDA plan's generated kernels into DIR,\n"
-    "                       NAME.cu (CUDA C++) and NAME.ptx for each\n";
+    "                       NAME.cu (CUDA C++) and NAME.ptx for each\n"
+    "  --launches           a CUDA plan's distinct launches, each stage's:\n"
+    "                       kernel, grid, block, shared bytes, how many\n"
+    "                       times a step, operands\n";
 
 int fail(const std::string &message) {
   std::cerr << "strata-inspect: error: " << message << "\n";
@@ -114,6 +120,61 @@ int writeKernels(const Plan &plan, const std::string &dir) {
   return 0;
 }
 
+/// Each stage's distinct launches (its first rank's): a line each, with the
+/// generated kernel, its launch shape and its operands; equal launches
+/// (the same code, shape and operands) once, with how many times a step
+/// runs them.
+int listLaunches(const Plan &plan) {
+  if (plan.code.empty())
+    return fail("the plan has no generated kernels: strata-compile --target "
+                "cuda makes them");
+  for (uint32_t s = 0; s < plan.pipelineParallel; ++s) {
+    const RankPlan &rank =
+        *plan.templates[plan.rankTemplates[plan.firstRankOf(s)]];
+    std::map<std::string, int> counts;
+    std::vector<std::string> order;
+    for (const Program &program : rank.programs)
+      for (size_t i = 0; i < program.instructions.size(); ++i) {
+        const LaunchOp *op = program.instructions[i].launch();
+        if (!op || op->code < 0)
+          continue; // a fused group's members run in its first launch
+        if (size_t(op->code) >= plan.code.size() || op->grid.size() != 3 ||
+            op->block.size() != 3)
+          return fail("stage " + std::to_string(s) +
+                      ": a launch without its code or launch shape");
+        const CodeObject &code = plan.code[op->code];
+        std::string line =
+            code.name + " " + code.kernel + " grid " +
+            std::to_string(op->grid[0]) + "x" + std::to_string(op->grid[1]) +
+            "x" + std::to_string(op->grid[2]) + " block " +
+            std::to_string(op->block[0] * op->block[1] * op->block[2]) +
+            " shared " + std::to_string(op->sharedBytes) + " |";
+        // A fused group's operands are its members'.
+        size_t members = std::max<uint32_t>(1, op->fuse);
+        for (size_t m = 0; m < members && i + m < program.instructions.size();
+             ++m) {
+          const LaunchOp *member = program.instructions[i + m].launch();
+          if (!member)
+            break;
+          for (const Buffer *operand : launchOperands(rank, *member))
+            line += operand ? " " + shapeText(operand->shape) + " " +
+                                  dtypeName(operand->dtype)
+                            : std::string(" -");
+        }
+        if (counts[line]++ == 0)
+          order.push_back(line);
+      }
+    std::cout << "stage " << s << ": " << order.size()
+              << " distinct launches\n";
+    for (const std::string &line : order) {
+      size_t bar = line.find(" |");
+      std::cout << "  " << line.substr(0, bar) << " x" << counts[line] << " |"
+                << line.substr(bar + 2) << "\n";
+    }
+  }
+  return 0;
+}
+
 /// Each stage's order of forwards and backwards, from its first rank.
 std::string stageOrders(const Plan &plan,
                         std::vector<std::vector<sim::Work>> &orders,
@@ -185,7 +246,7 @@ traceTimes(const Plan &plan, const std::string &path,
 
 int main(int argc, char **argv) {
   std::string planPath, svgPath, tracePath, kernelsDir;
-  bool text = false;
+  bool text = false, launches = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &target) {
@@ -200,6 +261,8 @@ int main(int argc, char **argv) {
     }
     if (arg == "--schedule-text") {
       text = true;
+    } else if (arg == "--launches") {
+      launches = true;
     } else if (arg == "--schedule-svg") {
       if (!value(svgPath))
         return fail("--schedule-svg needs a file to write");
@@ -229,6 +292,8 @@ int main(int argc, char **argv) {
     return fail(planPath + ": " + error);
   if (!kernelsDir.empty())
     return writeKernels(plan, kernelsDir);
+  if (launches)
+    return listLaunches(plan);
   if (!text && svgPath.empty()) {
     if (!tracePath.empty())
       return fail("--trace times a drawing: add --schedule-text or "

@@ -14,8 +14,8 @@
 // tiles come by cp.async, kStages in flight; fragments by ldmatrix (.trans
 // where a product reads rows as its B's rows).
 //
-// What crosses blocks, in scratch the unit declares (zero when a launch
-// starts, zero again when it ends):
+// What crosses blocks, in scratch the unit declares (its flags and counts
+// zero when a launch starts, and again when it ends):
 // - D of a query tile is computed once, by the tile's first adder (below),
 //   which sets the tile's `ready` flag; the others wait for it.
 // - dQ of a query tile is the sum of every key block's part, added in a
@@ -176,9 +176,9 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
     const int slot = ((b * Shape::kHeads + head) * QT + t);
     float *rowD = scratch.rowD + ((i64)b * Shape::kHeads + head) * Shape::kSeq;
 
-    // D of the tile's queries: the first adder computes it, the others
-    // wait for it. A row's 16-byte chunks go to L lanes (a power of two),
-    // 32 / L rows a warp at a time.
+    // D of the tile's queries: the first adder computes it (and says so),
+    // the others wait for it below, behind their products. A row's 16-byte
+    // chunks go to L lanes (a power of two), 32 / L rows a warp at a time.
     if (myTurn == 0) {
       constexpr int kChunks = D / 8;
       constexpr int L = kChunks >= 32   ? 32
@@ -200,33 +200,30 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
         if (lane % L == 0 && r < BQ && i < Shape::kSeq)
           rowD[i] = sum;
       }
-    } else if (threadIdx.x == 0) {
-      waitAtLeast(scratch.ready + slot, 1);
-    }
-    __syncthreads();
-    if (myTurn == 0 && threadIdx.x == 0) {
-      __threadfence();
-      releaseFlag(scratch.ready + slot, 1);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        __threadfence();
+        releaseFlag(scratch.ready + slot, 1);
+      }
     }
 
-    // The lane's queries (columns of Sᵀ): their log-sum-exp, in base 2,
-    // and D.
-    float lseLog2[BQ / 8][2], dRow[BQ / 8][2];
+    // The lane's queries (columns of Sᵀ): their log-sum-exp, in base 2.
+    float lseLog2[BQ / 8][2];
     const float *lseHead = lse + ((i64)b * Shape::kHeads + head) * Shape::kSeq;
 #pragma unroll
     for (int c = 0; c < BQ / 8; ++c)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         int i = i0 + c * 8 + 2 * t4 + e;
-        bool in = i < Shape::kSeq;
-        lseLog2[c][e] = in ? lseHead[i] * kLog2e : 0.0f;
-        dRow[c][e] = in ? __ldcg(rowD + i) : 0.0f;
+        lseLog2[c][e] = i < Shape::kSeq ? lseHead[i] * kLog2e : 0.0f;
       }
 
     // Sᵀ = k·qᵀ and dPᵀ = v·doutᵀ for the warp's 16 keys and the tile's
-    // queries; then Pᵀ and dSᵀ in their place. A warp whose keys come after
-    // every query of the tile (causal) has nothing there.
-    const bool sees = !Shape::kCausal || warpKey <= queryEnd - 1;
+    // queries; then Pᵀ and dSᵀ in their place. A warp whose keys are all
+    // past the keys' end, or (causal) after every query of the tile, has
+    // nothing there.
+    const bool sees =
+        warpKey < Shape::kKeys && (!Shape::kCausal || warpKey <= queryEnd - 1);
     float st[BQ / 8][4], dpt[BQ / 8][4];
 #pragma unroll
     for (int c = 0; c < BQ / 8; ++c)
@@ -253,8 +250,26 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
           mmaBf16(dpt[2 * n2 + 1], va, ob + 2);
         }
       }
-      const bool masked = (Shape::kCausal && i0 < warpKey + 15) ||
-                          (Shape::kSeq % BQ != 0 && i0 + BQ > Shape::kSeq);
+    }
+    // D, from the first adder: waited for here, behind the products.
+    if (myTurn != 0) {
+      if (threadIdx.x == 0)
+        waitAtLeast(scratch.ready + slot, 1);
+      __syncthreads();
+    }
+    float dRow[BQ / 8][2];
+#pragma unroll
+    for (int c = 0; c < BQ / 8; ++c)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        int i = i0 + c * 8 + 2 * t4 + e;
+        dRow[c][e] = i < Shape::kSeq ? __ldcg(rowD + i) : 0.0f;
+      }
+    if (sees) {
+      const bool masked =
+          (Shape::kCausal && i0 < warpKey + 15) ||
+          (Shape::kSeq % BQ != 0 && i0 + BQ > Shape::kSeq) ||
+          (Shape::kKeys % BK != 0 && warpKey + 15 >= Shape::kKeys);
 #pragma unroll
       for (int c = 0; c < BQ / 8; ++c)
 #pragma unroll
@@ -263,7 +278,8 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
           if (masked) {
             int i = i0 + c * 8 + 2 * t4 + (r & 1);
             int j = warpKey + g8 + 8 * (r >> 1);
-            if (i >= Shape::kSeq || (Shape::kCausal && i < j))
+            if (i >= Shape::kSeq || j >= Shape::kKeys ||
+                (Shape::kCausal && i < j))
               p = 0.0f;
           }
           st[c][r] = p;

@@ -13,6 +13,9 @@
 typedef long long i64;
 typedef unsigned short bf16;
 
+// A compile-time int as a type (a generic lambda's argument).
+template <int N> struct IntConstant { static constexpr int value = N; };
+
 // 16 bytes, as one vector load or store moves them.
 struct alignas(16) Bytes16 {
   unsigned w[4];
@@ -36,6 +39,78 @@ __device__ __forceinline__ void store(bf16 *p, i64 i, float v) {
 __device__ __forceinline__ float stored(const float *, float v) { return v; }
 __device__ __forceinline__ float stored(const bf16 *, float v) {
   return __uint_as_float((unsigned)toBf16(v) << 16);
+}
+
+// Whether a pointer is 16-byte aligned: a vector of 8 bf16 or 4 f32 moves
+// in one load or store from there.
+__device__ __forceinline__ bool aligned16(const void *p) {
+  return ((unsigned long long)p & 15u) == 0;
+}
+
+// V consecutive elements from p + i as f32, and back (each store rounding
+// as store() does). V is 8 (16-byte loads: p + i 16-byte aligned) or 1.
+template <int V>
+__device__ __forceinline__ void loadN(const bf16 *p, i64 i, float out[V]) {
+  if constexpr (V == 8) {
+    Bytes16 w = *(const Bytes16 *)(p + i);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      out[2 * k] = __uint_as_float(w.w[k] << 16);
+      out[2 * k + 1] = __uint_as_float(w.w[k] & 0xFFFF0000u);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      out[k] = load(p, i + k);
+  }
+}
+template <int V>
+__device__ __forceinline__ void loadN(const float *p, i64 i, float out[V]) {
+  if constexpr (V % 4 == 0) {
+#pragma unroll
+    for (int k = 0; k < V / 4; ++k) {
+      Bytes16 w = *(const Bytes16 *)(p + i + 4 * k);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        out[4 * k + e] = __uint_as_float(w.w[e]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      out[k] = p[i + k];
+  }
+}
+template <int V>
+__device__ __forceinline__ void storeN(bf16 *p, i64 i, const float in[V]) {
+  if constexpr (V == 8) {
+    Bytes16 w;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      w.w[k] =
+          (unsigned)toBf16(in[2 * k]) | ((unsigned)toBf16(in[2 * k + 1]) << 16);
+    *(Bytes16 *)(p + i) = w;
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      store(p, i + k, in[k]);
+  }
+}
+template <int V>
+__device__ __forceinline__ void storeN(float *p, i64 i, const float in[V]) {
+  if constexpr (V % 4 == 0) {
+#pragma unroll
+    for (int k = 0; k < V / 4; ++k) {
+      Bytes16 w;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        w.w[e] = __float_as_uint(in[4 * k + e]);
+      *(Bytes16 *)(p + i + 4 * k) = w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      p[i + k] = in[k];
+  }
 }
 
 // The activations, GELU (exact, erf) and SiLU, and their gradients.

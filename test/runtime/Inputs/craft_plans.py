@@ -188,6 +188,14 @@ case("cuda-shared-memory-4gib", cuda,
 case("cuda-code-name-not-identifier", cuda,
      lambda p: p["code"][first_launch(p, "layer_norm_bwd")["code"]].update(
          name="k';touch pwned;'"))
+# A unit's source is pieces the plan's codes share: a piece the plan lacks,
+# and one named so many times that the text would be gigabytes.
+case("cuda-source-piece-missing", cuda,
+     lambda p: p["code"][0].update(source_pieces=[len(p["source_pieces"])]))
+case("cuda-source-piece-bomb", cuda,
+     lambda p: p["code"][0].update(
+         source_pieces=[max(range(len(p["source_pieces"])),
+                            key=lambda i: len(p["source_pieces"][i]))] * 100000))
 
 
 def fused_group(p):
