@@ -54,6 +54,10 @@ for name in ("environment", "kernels", "one-rank", "layouts", "bf16"):
 for name in ("sanitizer", "refusals", "benchmarks", "calibration"):
     assert steps[name]["status"] == "skipped" and "no GPU" in steps[name]["summary"], (name, steps[name])
 assert "skipped: no GPU" in steps["kernels"]["summary"], steps["kernels"]
+# Each launch of the quick bf16 plan timed alone by bin/strata-kernels on
+# simt: the step's machinery (a GPU's speeds need a GPU).
+assert steps["kernel-speeds"]["status"] == "pass", steps["kernel-speeds"]
+assert "on simt" in steps["kernel-speeds"]["summary"], steps["kernel-speeds"]
 print("summary.json: every step that needs no GPU passed; the rest skipped: no GPU")
 PY
 grep -q "^| one-rank | pass |" "$work/out/summary.md" || fail "summary.md lacks the one-rank row"

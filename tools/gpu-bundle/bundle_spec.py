@@ -4,7 +4,7 @@ from it; the bundle's manifest.json carries it to check; test/gpu's
 craft_cuda_plans.py crafts the same refusals."""
 
 ARCHS = ["sm_80", "sm_90a"]
-BINARIES = ["strata-run", "kernel-tests"]
+BINARIES = ["strata-run", "kernel-tests", "strata-kernels"]
 
 # English text the correctness runs train on (its bytes are the tokens).
 DATA = "data/text.txt"
@@ -147,6 +147,7 @@ FILES = [
     ("tools/gpu-bundle/check", "check"),
     ("tools/gpu-bundle/README.md", "README.md"),
     ("bench/gpu_peers.py", "bench/gpu_peers.py"),
+    ("bench/gpu_kernel_peers.py", "bench/gpu_kernel_peers.py"),
     ("test/e2e/torch_models.py", "bench/torch_models.py"),
 ]
 

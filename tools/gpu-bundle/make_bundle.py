@@ -4,7 +4,8 @@ and measure strata with no LLVM, MPI, network or package of this machine.
   make_bundle.py --build BUILD --source ROOT --out DIST/strata-gpu
 
 What goes in (docs/gpu.md says why):
-  bin/       strata-run and kernel-tests, rpath $ORIGIN/../lib, stripped
+  bin/       strata-run, kernel-tests and strata-kernels, rpath
+             $ORIGIN/../lib, stripped
   lib/       every library they need that a GPU node's base image lacks
   plans/ARCH/*.plan   compiled here for sm_80 and sm_90a (bundle_spec.py)
   ref/       the CPU's losses and parameters for each correctness plan
