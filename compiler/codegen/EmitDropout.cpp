@@ -1,10 +1,10 @@
 //===- EmitDropout.cpp - dropout, drawn the same on every layout ----------===//
 //
-// The math of runtime/cpu/Dropout.cpp, a thread per element: the mask is
-// runtime/plan/Dropout.h's function, written again here in the unit's
-// globals (the float64 test checks both against its own copy). The site
-// and the rank's share of a split dimension are read at run time, so that
-// the layers' dropouts share one kernel.
+// The dropout kernel is cuda/dropout.cuh's template (the mask
+// runtime/plan/Dropout.h's function written again there, 8 elements a
+// thread); this writes the stub: the sample's size and the split's shape
+// as constants. The site and the rank's share of a split dimension are
+// read at run time, so that the layers' dropouts share one kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Emitters.h"
@@ -13,28 +13,6 @@
 namespace strata::codegen {
 
 using namespace runtime::kernels;
-
-namespace {
-
-constexpr const char *kDropoutHash =
-    R"(__device__ __forceinline__ unsigned dropoutMix(unsigned x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
-__device__ __forceinline__ bool dropoutKeeps(unsigned key, unsigned site,
-                                             unsigned index,
-                                             unsigned threshold) {
-  unsigned h =
-      dropoutMix(dropoutMix(key ^ dropoutMix(site + 0x9e3779b9u)) ^ index);
-  return (h >> 8) >= threshold;
-}
-)";
-
-} // namespace
 
 std::string emitDropout(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
@@ -50,35 +28,16 @@ std::string emitDropout(const LaunchDesc &launch, KernelCode &code) {
     size = v.attr(Dropout::attr::split_size).i;
   }
   double rate = v.attr(Dropout::attr::rate).f;
-  code.globals = kDropoutHash;
+  code.sources = {"dropout.cuh"};
   code.block = {kThreads, 1, 1};
-  code.grid = {blocksFor(count, kThreads), 1, 1};
-  code.body = forEach(
-      count,
-      fill(R"(    int key = keys[i / $PER_SAMPLE];
-    if (key < 0) {
-      store(y, i, load(x, i));
-      continue;
-    }
-    unsigned long long r = (unsigned long long)(i % $PER_SAMPLE), index = r;
-    if ($SPLIT) {
-      unsigned long long block = $BLOCK, inner = $INNER;
-      unsigned long long outer = r / block, rest = r % block;
-      index = (outer * (unsigned long long)$SIZE +
-               (unsigned long long)split_offset + rest / inner) * inner +
-              rest % inner;
-    }
-    store(y, i, dropoutKeeps((unsigned)key, (unsigned)site, (unsigned)index,
-                             (unsigned)$THRESHOLD)
-                    ? (float)((double)load(x, i) * $SCALE)
-                    : 0.0f);)",
-           {{"PER_SAMPLE", num(perSample)},
-            {"SPLIT", dim > 0 ? "true" : "false"},
-            {"BLOCK", num(local * inner)},
-            {"SIZE", num(size)},
-            {"INNER", num(inner)},
-            {"THRESHOLD", std::to_string(runtime::dropoutThreshold(rate))},
-            {"SCALE", f64(1.0 / (1.0 - rate))}}));
+  code.grid = {blocksFor((count + 7) / 8, kThreads), 1, 1};
+  code.body = "  dropout<" + num(perSample) + ", DropoutSplit<" +
+              (dim > 0 ? "true" : "false") + ", " + num(local) + ", " +
+              num(inner) + ", " + num(size) + ">>(\n      x, keys, y, " +
+              num(count) + ", site, split_offset, " +
+              std::to_string(runtime::dropoutThreshold(rate)) + "u, " +
+              f64(1.0 / (1.0 - rate)) +
+              ",\n      aligned16(x) && aligned16(y));\n";
   return "";
 }
 

@@ -2,11 +2,11 @@
 //
 // The math of runtime/cpu/Elementwise.cpp, Embedding.cpp and Rope.cpp, in
 // f32 (loads widen bf16, stores round). The pointwise kernels are chains of
-// one (EmitFused.cpp) that cuda/pointwise.cuh runs 8 elements a thread;
-// sum_to is cuda/sum_to.cuh's and the embedding cuda/embedding.cuh's
-// (stubs written here); fill, keep_on_first, transpose, slice and rope are
-// written here whole, a thread an element in a grid-stride loop (rope's
-// angle in double, as the CPU computes it).
+// one (EmitFused.cpp) that cuda/pointwise.cuh runs 8 elements a thread,
+// fill its fillAll; sum_to is cuda/sum_to.cuh's, the embedding
+// cuda/embedding.cuh's and rope cuda/rope.cuh's (stubs written here);
+// keep_on_first, transpose and slice are written here whole, a thread an
+// element in a grid-stride loop (their index arithmetic is the launch's).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Emitters.h"
@@ -112,9 +112,13 @@ std::string pointwiseValue(const LaunchDesc &launch,
 
 std::string emitFill(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
-  return pointwise(code, v.count(Fill::op::y),
-                   "    store(y, i, " + f32(v.attr(Fill::attr::value).f) +
-                       ");");
+  int64_t n = v.count(Fill::op::y);
+  code.sources = {"pointwise.cuh"};
+  code.block = {kThreads, 1, 1};
+  code.grid = {blocksFor((n + 7) / 8, kThreads), 1, 1};
+  code.body = "  fillAll(y, " + num(n) + ", " +
+              f32(v.attr(Fill::attr::value).f) + ", aligned16(y));\n";
+  return "";
 }
 
 std::string emitKeepOnFirst(const LaunchDesc &launch, KernelCode &code) {
@@ -203,27 +207,18 @@ std::string emitSlice(const LaunchDesc &launch, KernelCode &code) {
 std::string emitRope(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   const std::vector<int64_t> &shape = v.shape(Rope::op::x);
-  int64_t seq = shape[1], heads = shape[2], dim = shape[3], half = dim / 2;
-  int64_t pairs = v.count(Rope::op::x) / 2;
-  // The angle in double, as the CPU backend computes it.
-  return pointwise(
-      code, pairs,
-      fill(R"(    i64 row = i / $HALF, k = i % $HALF;
-    double position = (double)(row / $HEADS % $SEQ);
-    double theta = position * pow($BASE, -2.0 * (double)k / $DIM);
-    double s, c;
-    sincos(theta, &s, &c);
-    s *= $SIGN;
-    double x1 = load(x, row * $D + k), x2 = load(x, row * $D + k + $HALF);
-    store(y, row * $D + k, (float)(x1 * c - x2 * s));
-    store(y, row * $D + k + $HALF, (float)(x2 * c + x1 * s));)",
-           {{"HALF", num(half)},
-            {"HEADS", num(heads)},
-            {"SEQ", num(seq)},
-            {"BASE", f64(v.attr(Rope::attr::base).f)},
-            {"DIM", f64(double(dim))},
-            {"D", num(dim)},
-            {"SIGN", v.flag(Rope::attr::inverse) ? "-1.0" : "1.0"}}));
+  int64_t seq = shape[1], heads = shape[2], dim = shape[3];
+  int64_t rows = v.count(Rope::op::x) / dim;
+  // cuda/rope.cuh: 8 pairs a thread where the row allows.
+  code.sources = {"rope.cuh"};
+  code.block = {kThreads, 1, 1};
+  code.grid = {blocksFor(rows * (dim / 2 + 7) / 8, kThreads), 1, 1};
+  code.body = "  rope<" + std::to_string(seq) + ", " + std::to_string(heads) +
+              ", " + std::to_string(dim) + ">(x, y, " + num(rows) + ", " +
+              f64(v.attr(Rope::attr::base).f) + ", " +
+              (v.flag(Rope::attr::inverse) ? "-1.0" : "1.0") +
+              ", aligned16(x) && aligned16(y));\n";
+  return "";
 }
 
 std::string emitEmbeddingFwd(const LaunchDesc &launch, KernelCode &code) {

@@ -12,24 +12,29 @@ using namespace strata::kernel_testing;
 namespace {
 
 TEST_P(Kernels, RopeAndItsInverse) {
-  const int64_t b = 2, s = 7, heads = 3, d = 8;
-  Vec x = randomVec(b * s * heads * d);
-  for (bool inverse : {false, true}) {
-    Harness h(on());
-    uint32_t ix = h.input({b, s, heads, d}, x), out = h.add({b, s, heads, d});
-    h.run("rope", {ix}, {out},
-          {{"base", floatArg(10000.0)}, {"inverse", boolArg(inverse)}});
-    expectClose(h.read(out), refRope(x, b, s, heads, d, 10000.0, inverse), kTol,
-                "rope");
-    // The inverse rotation is the forward rotation's gradient.
-    if (inverse)
-      expectClose(h.read(out),
-                  vjp(
-                      [&](const Vec &v) {
-                        return refRope(v, b, s, heads, d, 10000.0, false);
-                      },
-                      Vec(x.size(), 0.0), x),
-                  kTol, "rope gradient");
+  // Head dimension 8 (a GPU rotates one pair at a time) and 32 (8 pairs a
+  // thread, 16-byte loads), positions up to 19.
+  for (auto [b, s, heads, d] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{2, 7, 3, 8},
+        {1, 20, 2, 32}}) {
+    Vec x = randomVec(b * s * heads * d);
+    for (bool inverse : {false, true}) {
+      Harness h(on());
+      uint32_t ix = h.input({b, s, heads, d}, x), out = h.add({b, s, heads, d});
+      h.run("rope", {ix}, {out},
+            {{"base", floatArg(10000.0)}, {"inverse", boolArg(inverse)}});
+      expectClose(h.read(out), refRope(x, b, s, heads, d, 10000.0, inverse),
+                  kTol, "rope");
+      // The inverse rotation is the forward rotation's gradient.
+      if (inverse)
+        expectClose(h.read(out),
+                    vjp(
+                        [&](const Vec &v) {
+                          return refRope(v, b, s, heads, d, 10000.0, false);
+                        },
+                        Vec(x.size(), 0.0), x),
+                    kTol, "rope gradient");
+    }
   }
 }
 
@@ -101,9 +106,17 @@ Vec refSoftmax(const Vec &x, int64_t seq, int64_t keys, bool causal) {
 // causal and not; the gradient against the reference's vector-Jacobian
 // product.
 TEST_P(Kernels, SoftmaxCausalAndNot) {
+  // Rows of 5 and 37 keys (one at a time on a GPU) and of 72 and 264 (in
+  // 16-byte chunks of 8, rows wider than a warp's 32 lanes).
   for (DType dtype : {DType::F32, DType::BF16})
-    for (bool causal : {true, false}) {
-      const int64_t b = 2, h = 3, s = 5, keys = causal ? 5 : 37;
+    for (auto [causal, s, keys] :
+         {std::tuple<bool, int64_t, int64_t>{true, 5, 5},
+          {false, 5, 37},
+          {true, 72, 72},
+          {false, 6, 264}}) {
+      // One head of one sample for the wide rows: the gradient's reference
+      // takes central differences, a softmax per element.
+      const int64_t b = keys > 40 ? 1 : 2, h = keys > 40 ? 1 : 3;
       std::vector<int64_t> shape = {b, h, s, keys};
       Vec x = randomVec(b * h * s * keys), dy = randomVec(x.size());
       double tol = dtype == DType::BF16 ? kTolBf16 : kTol;

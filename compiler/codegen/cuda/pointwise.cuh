@@ -31,3 +31,24 @@ __device__ __forceinline__ void pointwise(const Chain &chain, i64 n,
     chain.template operator()<1>(i, out);
   }
 }
+
+// y[i] = value for every element: fill, 8 elements a thread where y is
+// 16-byte aligned.
+template <typename T>
+__device__ __forceinline__ void fillAll(T *y, i64 n, float value,
+                                        bool vectors) {
+  const i64 stride = (i64)gridDim.x * blockDim.x;
+  const i64 first = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  i64 done = 0;
+  if (vectors) {
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      v[e] = value;
+    for (i64 c = first; c < n / 8; c += stride)
+      storeN<8>(y, c * 8, v);
+    done = n / 8 * 8;
+  }
+  for (i64 i = done + first; i < n; i += stride)
+    store(y, i, value);
+}
