@@ -1,10 +1,12 @@
 //===- Attention.h - what the attention emitters share ----------*- C++ -*-===//
 //
-// Attention's kernels come in two kinds: the SIMT kernels of
-// EmitAttention.cpp (exact to f32, any head dimension: the fp32
-// verification path) and the tensor-core kernels of EmitAttentionMma.cpp
-// (bf16 operands, head dimensions that are multiples of 8: what training
-// runs). Both keep the flash-attention contract of runtime/cpu/Attention.cpp.
+// Attention's kernels come in two kinds, both templates under cuda/ that
+// the emitters write a stub for: the SIMT kernels (cuda/attention_simt.cuh,
+// EmitAttention.cpp: exact to f32, any head dimension, the fp32
+// verification path) and the tensor-core kernels (cuda/attention_fwd.cuh
+// and attention_bwd.cuh, EmitAttentionMma.cpp: bf16 operands, head
+// dimensions that are multiples of 8, what training runs). Both keep the
+// flash-attention contract of runtime/cpu/Attention.cpp.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_COMPILER_CODEGEN_ATTENTION_H
@@ -20,18 +22,10 @@ struct AttentionShape {
   int64_t batch, seq, heads, keys, kvHeads, dim;
   bool causal;
   explicit AttentionShape(const View &v);
-  /// `text` with the placeholders every attention kernel uses filled in:
-  /// $SEQ $HEADS $KEYS $KVHEADS $DIM $CAUSAL $SCALE.
-  std::string apply(std::string_view text) const;
+  /// The shape as the constants of a `struct Shape`, which the templates
+  /// of cuda/attention_*.cuh take.
+  std::string constants() const;
 };
-
-/// Index helpers of every attention unit: qAt (q-shaped), kvAt
-/// (kv-shaped), lseAt ([batch, heads, seq]).
-extern const char *const kAttentionIndex;
-
-/// `text` with every line indented two more spaces (a walk's text inside
-/// one branch of a kernel).
-std::string indented(const std::string &text);
 
 /// Whether the launch runs on tensor cores: q, k, v (and the backward's
 /// dout) bf16, the head dimension a multiple of 8 up to 128.

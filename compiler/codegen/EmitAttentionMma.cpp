@@ -11,30 +11,7 @@
 #include "compiler/codegen/Attention.h"
 #include "compiler/codegen/cuda/attention_layout.cuh"
 
-#include <algorithm>
-#include <cmath>
-
 namespace strata::codegen {
-
-namespace {
-
-/// The launch's shape as the constants of a struct Shape, which the
-/// templates of cuda/attention_*.cuh take.
-std::string shapeConstants(const AttentionShape &s) {
-  return "\n// The launch's shape.\nstruct Shape {\n"
-         "  static constexpr int kBatch = " +
-         std::to_string(s.batch) + ", kSeq = " + std::to_string(s.seq) +
-         ", kKeys = " + std::to_string(s.keys) +
-         ",\n                       kHeads = " + std::to_string(s.heads) +
-         ", kKvHeads = " + std::to_string(s.kvHeads) +
-         ", kDim = " + std::to_string(s.dim) +
-         ";\n  static constexpr bool kCausal = " +
-         (s.causal ? "true" : "false") +
-         ";\n  static constexpr float kScale = " +
-         f32(1.0 / std::sqrt(double(s.dim))) + ";\n};\n";
-}
-
-} // namespace
 
 std::string emitAttentionFwdMma(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
@@ -46,7 +23,7 @@ std::string emitAttentionFwdMma(const LaunchDesc &launch, KernelCode &code) {
   const bool small = attentionPaddedDim(int(s.dim)) <= 64;
   const int stages = small ? 3 : 2;
   code.sources = {"attention_fwd.cuh"};
-  code.globals = shapeConstants(s);
+  code.globals = s.constants();
   code.body = "  attentionFwdMma<Shape, AttentionFwdTiles<" +
               std::to_string(warps) + ", " + std::to_string(tileKeys) + ", " +
               std::to_string(stages) +
@@ -73,7 +50,7 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
   code.sources = {"attention_bwd.cuh"};
   // What the blocks share (attention_bwd.cuh): dQ's f32 sums, D per query
   // row, a flag and a count per query tile.
-  code.globals = shapeConstants(s) + "\n// Shared by the launch's blocks.\n" +
+  code.globals = s.constants() + "\n// Shared by the launch's blocks.\n" +
                  "__device__ float attentionDqAccum[" +
                  num(s.batch * s.seq * s.heads * s.dim) + "];\n" +
                  "__device__ float attentionRowD[" +

@@ -1,10 +1,10 @@
 //===- attention_layout.cuh - attention's tiles, for kernel and compiler --===//
 //
-// The tensor-core attention kernels' tiles and shared memory, written once:
-// the kernels (attention_fwd.cuh, attention_bwd.cuh) lay out their shared
-// memory with these at compile time, and the emitter
-// (compiler/codegen/EmitAttentionMma.cpp), which includes this file as
-// C++, sizes the launch with the same functions. Plain constexpr C++.
+// The attention kernels' tiles and shared memory, written once: the kernels
+// (attention_fwd.cuh, attention_bwd.cuh, attention_simt.cuh) lay out their
+// shared memory with these at compile time, and the emitters
+// (compiler/codegen/EmitAttention*.cpp), which include this file as C++,
+// size the launch with the same functions. Plain constexpr C++.
 //
 // A shared tile holds rows of the head dimension, padded with zeros to a
 // multiple of 16 (the k of the products over it), then 8 more bf16 that
@@ -48,4 +48,18 @@ STRATA_LAYOUT int attentionBwdSharedBytes(int dim, int warps, int tileQueries,
                                           int stages) {
   return (2 * 16 * warps + 2 * stages * tileQueries) * attentionPitch(dim) * 2 +
          16 * warps * (tileQueries + 8) * 2;
+}
+
+// The SIMT kernels (attention_simt.cuh, f32 math for any head dimension):
+// a block of this many warps, a row each.
+constexpr int kAttentionSimtRows = 4;
+// The forward's shared memory: a tile of 32 keys and one of 32 values, rows
+// padded to dim + 1 floats, then each warp's query row.
+STRATA_LAYOUT int attentionSimtFwdSharedBytes(int dim) {
+  return (2 * 32 * (dim + 1) + kAttentionSimtRows * dim) * 4;
+}
+// The backward's: two padded tiles of 32 rows, two rows a warp, then D and
+// the log-sum-exp of 32 queries.
+STRATA_LAYOUT int attentionSimtBwdSharedBytes(int dim) {
+  return (2 * 32 * (dim + 1) + 2 * kAttentionSimtRows * dim + 64) * 4;
 }

@@ -200,102 +200,353 @@ __device__ bool lastBlock() {
     __threadfence();
   return last;
 }
-// ---- the launch's own code ----
+// ---- compiler/codegen/cuda/attention_simt.cuh ----
+//===- attention_simt.cuh - flash attention without tensor cores ----------===//
+//
+// The math of attention_fwd.cuh and attention_bwd.cuh (the flash-attention
+// contract: no s×s matrix, the forward keeps each row's log-sum-exp, the
+// backward recomputes P from it), exact to f32 and for any head dimension:
+// what fp32 plans run, to verify against the CPU. Keys (or queries) come 32
+// at a time into shared memory, rows padded to DIM + 1 so that a lane per
+// key reads without bank conflicts; a warp owns a row (of queries in the
+// forward and for dq, of keys for dk and dv). Scores are a lane per key (or
+// query), outputs a lane per head dimension, and the probabilities pass
+// between the two by shuffles; the softmax is online (running max and sum).
+// The backward's blocks [0, QBLOCKS) compute dq, the others dk and dv: a
+// launch's blocks never write what another reads.
+//
+//===----------------------------------------------------------------------===//
+// ---- compiler/codegen/cuda/attention_layout.cuh ----
+//===- attention_layout.cuh - attention's tiles, for kernel and compiler --===//
+//
+// The attention kernels' tiles and shared memory, written once: the kernels
+// (attention_fwd.cuh, attention_bwd.cuh, attention_simt.cuh) lay out their
+// shared memory with these at compile time, and the emitters
+// (compiler/codegen/EmitAttention*.cpp), which include this file as C++,
+// size the launch with the same functions. Plain constexpr C++.
+//
+// A shared tile holds rows of the head dimension, padded with zeros to a
+// multiple of 16 (the k of the products over it), then 8 more bf16 that
+// nothing reads: a row's 16-byte chunks then fall in distinct bank groups
+// for any 8 consecutive rows, so ldmatrix and cp.async run without bank
+// conflicts (the padding does what a swizzle does, for any head
+// dimension).
+//
+//===----------------------------------------------------------------------===//
 
-__device__ __forceinline__ i64 qAt(i64 b, i64 i, i64 h, i64 d) {
-  return ((b * 64LL + i) * 4LL + h) * 16LL + d;
+#if defined(__CUDACC__) || defined(STRATA_SIMT)
+#define STRATA_LAYOUT __host__ __device__ constexpr
+#else
+#define STRATA_LAYOUT constexpr
+#endif
+
+// The head dimension padded to the products' k.
+STRATA_LAYOUT int attentionPaddedDim(int dim) { return (dim + 15) / 16 * 16; }
+// bf16 elements a shared row of the head dimension takes.
+STRATA_LAYOUT int attentionPitch(int dim) {
+  return attentionPaddedDim(dim) + 8;
 }
-__device__ __forceinline__ i64 kvAt(i64 b, i64 j, i64 g, i64 d) {
-  return ((b * 64LL + j) * 4LL + g) * 16LL + d;
+
+// The forward: a block of `warps` warps takes 16 query rows a warp and
+// walks the keys `tileKeys` at a time, `stages` key and value tiles in
+// shared memory at once. Shared: the block's query rows, then the key
+// tiles, then the value tiles.
+STRATA_LAYOUT int attentionFwdSharedBytes(int dim, int warps, int tileKeys,
+                                          int stages) {
+  return (16 * warps + 2 * stages * tileKeys) * attentionPitch(dim) * 2;
 }
-__device__ __forceinline__ i64 lseAt(i64 b, i64 h, i64 i) {
-  return (b * 4LL + h) * 64LL + i;
+
+// The backward: a block of `warps` warps holds 16 keys a warp (their
+// gradients in registers) and walks the queries that see them
+// `tileQueries` at a time, `stages` query and output-gradient tiles in
+// shared memory at once. Shared: the block's keys, its values, the query
+// tiles, the output-gradient tiles, then dSᵀ for dQ's product (the keys'
+// rows of tileQueries + 8 bf16).
+STRATA_LAYOUT int attentionBwdSharedBytes(int dim, int warps, int tileQueries,
+                                          int stages) {
+  return (2 * 16 * warps + 2 * stages * tileQueries) * attentionPitch(dim) * 2 +
+         16 * warps * (tileQueries + 8) * 2;
 }
-// The backward's statistics of queries [i0, i0 + 32) of head h: D = dO·O
-// into rowD and the forward's log-sum-exp into rowLse (0 past SEQ); a warp
-// per query, the block's `warps` in turn.
-template <typename T, typename U>
-__device__ void queryTileStats(float *rowD, float *rowLse, const T *dout,
-                               const U *o, const float *lse, i64 b, i64 h,
-                               i64 i0, int warps) {
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (i64 ii = warp; ii < 32; ii += warps) {
-    i64 i = i0 + ii;
-    float dot = 0.0f;
-    for (i64 d = lane; d < 16LL; d += 32)
-      dot += i < 64LL ? load(dout, qAt(b, i, h, d)) * load(o, qAt(b, i, h, d)) : 0.0f;
-    dot = warpSum(dot);
-    if (lane == 0) {
-      rowD[ii] = dot;
-      rowLse[ii] = i < 64LL ? lse[lseAt(b, h, i)] : 0.0f;
-    }
+
+// The SIMT kernels (attention_simt.cuh, f32 math for any head dimension):
+// a block of this many warps, a row each.
+constexpr int kAttentionSimtRows = 4;
+// The forward's shared memory: a tile of 32 keys and one of 32 values, rows
+// padded to dim + 1 floats, then each warp's query row.
+STRATA_LAYOUT int attentionSimtFwdSharedBytes(int dim) {
+  return (2 * 32 * (dim + 1) + kAttentionSimtRows * dim) * 4;
+}
+// The backward's: two padded tiles of 32 rows, two rows a warp, then D and
+// the log-sum-exp of 32 queries.
+STRATA_LAYOUT int attentionSimtBwdSharedBytes(int dim) {
+  return (2 * 32 * (dim + 1) + 2 * kAttentionSimtRows * dim + 64) * 4;
+}
+
+// Indices of q-shaped, kv-shaped and lse-shaped operands.
+template <class S> struct AttentionIndex {
+  __device__ __forceinline__ static i64 q(i64 b, i64 i, i64 h, i64 d) {
+    return ((b * S::kSeq + i) * S::kHeads + h) * S::kDim + d;
   }
-}
+  __device__ __forceinline__ static i64 kv(i64 b, i64 j, i64 g, i64 d) {
+    return ((b * S::kKeys + j) * S::kKvHeads + g) * S::kDim + d;
+  }
+  __device__ __forceinline__ static i64 lse(i64 b, i64 h, i64 i) {
+    return (b * S::kHeads + h) * S::kSeq + i;
+  }
+};
 
-// attention_fwd
-extern "C" __global__ void __launch_bounds__(128, 8)
-attention_fwd_0(const float *q, const float *k, const float *v, float *o, float *lse, i64 group_size, i64 query_head_offset) {
-  extern __shared__ float tiles[];
-  float *kTile = tiles, *vTile = kTile + 32 * 17LL, *qRow = vTile + 32 * 17LL;
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  i64 b = blockIdx.z, h = blockIdx.y;
-  i64 i = blockIdx.x * 4LL + warp;
-  bool active = i < 64LL;
-  i64 g = (query_head_offset + h) / group_size;
-  qRow += warp * 16LL;
-  for (i64 d = lane; d < 16LL; d += 32)
-    qRow[d] = active ? load(q, qAt(b, i, h, d)) : 0.0f;
-  float rowMax = -__uint_as_float(0x7f800000u), rowSum = 0.0f;
-  float acc[1];
-  for (int t = 0; t < 1; ++t)
-    acc[t] = 0.0f;
-  i64 lastKey = 64LL - 1;
-  if (true) {
-    i64 lastRow = blockIdx.x * 4LL + 4LL - 1;
+// A query row's walk over the keys it sees (the forward's and dq's): tiles
+// of 32 keys of kv head g go into kTile and vTile (zero past KEYS), by the
+// whole block, and for each tile row i sees, `tile(visible)` is called
+// with whether the lane's key is one row i sees. Every warp takes part in
+// the loads whether or not its row is active.
+template <class S, typename TK, typename TV, class Tile>
+__device__ __forceinline__ void walkKeys(float *kTile, float *vTile,
+                                         const TK *k, const TV *v, i64 b, i64 g,
+                                         i64 i, bool active, Tile tile) {
+  using I = AttentionIndex<S>;
+  constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
+  const int lane = threadIdx.x & 31;
+  i64 lastKey = S::kKeys - 1;
+  if (S::kCausal) {
+    i64 lastRow = blockIdx.x * (i64)ROWS + ROWS - 1;
     lastKey = lastRow < lastKey ? lastRow : lastKey;
   }
   for (i64 j0 = 0; j0 <= lastKey; j0 += 32) {
     __syncthreads();
-    for (i64 e = threadIdx.x; e < 32 * 16LL; e += blockDim.x) {
-      i64 jj = e / 16LL, d = e % 16LL, j = j0 + jj;
-      kTile[jj * 17LL + d] = j < 64LL ? load(k, kvAt(b, j, g, d)) : 0.0f;
-      vTile[jj * 17LL + d] = j < 64LL ? load(v, kvAt(b, j, g, d)) : 0.0f;
+    for (i64 e = threadIdx.x; e < 32 * S::kDim; e += blockDim.x) {
+      i64 jj = e / S::kDim, d = e % S::kDim, j = j0 + jj;
+      kTile[jj * PAD + d] = j < S::kKeys ? load(k, I::kv(b, j, g, d)) : 0.0f;
+      vTile[jj * PAD + d] = j < S::kKeys ? load(v, I::kv(b, j, g, d)) : 0.0f;
     }
     __syncthreads();
-    if (!active || (true && j0 > i))
+    if (!active || (S::kCausal && j0 > i))
       continue;
-    i64 j = j0 + lane;
-    bool visible = j < 64LL && (!true || j <= i);
+    const i64 j = j0 + lane;
+    tile(j < S::kKeys && (!S::kCausal || j <= i));
+  }
+}
+
+// acc[t] (head dimension lane + 32 t) += Σ over the tile's 32 rows jj of
+// lane jj's `weight` times the tile's row jj.
+template <class S>
+__device__ __forceinline__ void accumulateRows(float *acc, float weight,
+                                               const float *tile, int lane) {
+  constexpr int PAD = S::kDim + 1, PER_LANE = (S::kDim + 31) / 32;
+  for (int jj = 0; jj < 32; ++jj) {
+    float w = __shfl_sync(0xffffffffu, weight, jj);
+    for (int t = 0; t < PER_LANE; ++t) {
+      int d = lane + 32 * t;
+      if (d < S::kDim)
+        acc[t] += w * tile[jj * PAD + d];
+    }
+  }
+}
+
+// Grid: (query blocks of 4, heads, batch); 4 warps.
+template <class S, typename TQ, typename TK, typename TV, typename TO>
+__device__ __forceinline__ void
+attentionFwdSimt(const TQ *q, const TK *k, const TV *v, TO *o, float *lse,
+                 i64 groupSize, i64 queryHeadOffset) {
+  using I = AttentionIndex<S>;
+  constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
+  constexpr int PER_LANE = (S::kDim + 31) / 32;
+  extern __shared__ float attentionTiles[];
+  float *kTile = attentionTiles, *vTile = kTile + 32 * PAD;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const i64 b = blockIdx.z, h = blockIdx.y;
+  const i64 i = blockIdx.x * (i64)ROWS + warp;
+  const bool active = i < S::kSeq;
+  const i64 g = (queryHeadOffset + h) / groupSize;
+  float *qRow = vTile + 32 * PAD + warp * S::kDim;
+  for (i64 d = lane; d < S::kDim; d += 32)
+    qRow[d] = active ? load(q, I::q(b, i, h, d)) : 0.0f;
+  float rowMax = -__uint_as_float(0x7f800000u), rowSum = 0.0f;
+  float acc[PER_LANE];
+  for (int t = 0; t < PER_LANE; ++t)
+    acc[t] = 0.0f;
+  walkKeys<S>(kTile, vTile, k, v, b, g, i, active, [&](bool visible) {
     float score = -__uint_as_float(0x7f800000u);
     if (visible) {
       float dot = 0.0f;
-      for (int d = 0; d < 16LL; ++d)
-        dot += qRow[d] * kTile[lane * 17LL + d];
-      score = dot * 0.25f;
+      for (int d = 0; d < S::kDim; ++d)
+        dot += qRow[d] * kTile[lane * PAD + d];
+      score = dot * S::kScale;
     }
     float newMax = fmaxf(rowMax, warpMax(score));
     float p = visible ? expf(score - newMax) : 0.0f;
     float correction = expf(rowMax - newMax);
     rowSum = rowSum * correction + warpSum(p);
-    for (int t = 0; t < 1; ++t)
+    for (int t = 0; t < PER_LANE; ++t)
       acc[t] *= correction;
-    for (int jj = 0; jj < 32; ++jj) {
-      float w = __shfl_sync(0xffffffffu, p, jj);
-      for (int t = 0; t < 1; ++t) {
-        int d = lane + 32 * t;
-        if (d < 16LL)
-          acc[t] += w * vTile[jj * 17LL + d];
+    accumulateRows<S>(acc, p, vTile, lane);
+    rowMax = newMax;
+  });
+  if (!active)
+    return;
+  for (int t = 0; t < PER_LANE; ++t) {
+    int d = lane + 32 * t;
+    if (d < S::kDim)
+      store(o, I::q(b, i, h, d), acc[t] / rowSum);
+  }
+  if (lane == 0)
+    lse[I::lse(b, h, i)] = rowMax + logf(rowSum);
+}
+
+// Grid: (query blocks + key blocks of 4, max(heads, kv heads), batch).
+template <class S, typename TQ, typename TK, typename TV, typename TO,
+          typename TD, typename TDQ, typename TDK, typename TDV>
+__device__ __forceinline__ void
+attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
+                 const float *lse, const TD *dout, TDQ *dq, TDK *dk, TDV *dv,
+                 i64 groupSize, i64 queryHeadOffset) {
+  using I = AttentionIndex<S>;
+  constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
+  constexpr int PER_LANE = (S::kDim + 31) / 32;
+  constexpr i64 QBLOCKS = (S::kSeq + ROWS - 1) / ROWS;
+  extern __shared__ float attentionTiles[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const i64 b = blockIdx.z;
+  if (blockIdx.x < QBLOCKS) {
+    // dq_i = scale · Σ_j dS_ij k_j, dS = P ⊙ (dO·vᵀ − D), D_i = dO_i·O_i:
+    // a warp a query row, walking the keys it sees.
+    const i64 h = blockIdx.y;
+    if (h >= S::kHeads)
+      return;
+    float *kTile = attentionTiles, *vTile = kTile + 32 * PAD;
+    float *qRow = vTile + 32 * PAD + warp * S::kDim;
+    float *dORow = vTile + 32 * PAD + ROWS * S::kDim + warp * S::kDim;
+    const i64 i = blockIdx.x * (i64)ROWS + warp;
+    const bool active = i < S::kSeq;
+    const i64 g = (queryHeadOffset + h) / groupSize;
+    float dotOut = 0.0f;
+    for (i64 d = lane; d < S::kDim; d += 32) {
+      qRow[d] = active ? load(q, I::q(b, i, h, d)) : 0.0f;
+      dORow[d] = active ? load(dout, I::q(b, i, h, d)) : 0.0f;
+      dotOut += active ? dORow[d] * load(o, I::q(b, i, h, d)) : 0.0f;
+    }
+    const float rowD = warpSum(dotOut);
+    const float rowLse = active ? lse[I::lse(b, h, i)] : 0.0f;
+    float acc[PER_LANE];
+    for (int t = 0; t < PER_LANE; ++t)
+      acc[t] = 0.0f;
+    walkKeys<S>(kTile, vTile, k, v, b, g, i, active, [&](bool visible) {
+      float dS = 0.0f;
+      if (visible) {
+        float score = 0.0f, dP = 0.0f;
+        for (int d = 0; d < S::kDim; ++d) {
+          score += qRow[d] * kTile[lane * PAD + d];
+          dP += dORow[d] * vTile[lane * PAD + d];
+        }
+        float p = expf(score * S::kScale - rowLse);
+        dS = p * (dP - rowD);
+      }
+      accumulateRows<S>(acc, dS, kTile, lane);
+    });
+    if (!active)
+      return;
+    for (int t = 0; t < PER_LANE; ++t) {
+      int d = lane + 32 * t;
+      if (d < S::kDim)
+        store(dq, I::q(b, i, h, d), acc[t] * S::kScale);
+    }
+    return;
+  }
+  // dk_j = scale · Σ_i dS_ij q_i and dv_j = Σ_i P_ij dO_i over the query
+  // heads that read kv head g, in head order: a warp a key row.
+  const i64 g = blockIdx.y;
+  if (g >= S::kKvHeads)
+    return;
+  float *qTile = attentionTiles, *dOTile = qTile + 32 * PAD;
+  float *kRow = dOTile + 32 * PAD + warp * S::kDim;
+  float *vRow = dOTile + 32 * PAD + ROWS * S::kDim + warp * S::kDim;
+  float *rowD = dOTile + 32 * PAD + 2 * ROWS * S::kDim, *rowLse = rowD + 32;
+  const i64 firstKey = (blockIdx.x - QBLOCKS) * (i64)ROWS;
+  const i64 j = firstKey + warp;
+  const bool active = j < S::kKeys;
+  for (i64 d = lane; d < S::kDim; d += 32) {
+    kRow[d] = active ? load(k, I::kv(b, j, g, d)) : 0.0f;
+    vRow[d] = active ? load(v, I::kv(b, j, g, d)) : 0.0f;
+  }
+  float dkAcc[PER_LANE], dvAcc[PER_LANE];
+  for (int t = 0; t < PER_LANE; ++t)
+    dkAcc[t] = dvAcc[t] = 0.0f;
+  const i64 firstQuery = S::kCausal ? firstKey / 32 * 32 : 0;
+  for (i64 h = 0; h < S::kHeads; ++h) {
+    if ((queryHeadOffset + h) / groupSize != g)
+      continue;
+    for (i64 i0 = firstQuery; i0 < S::kSeq; i0 += 32) {
+      __syncthreads();
+      for (i64 e = threadIdx.x; e < 32 * S::kDim; e += blockDim.x) {
+        i64 ii = e / S::kDim, d = e % S::kDim, i = i0 + ii;
+        qTile[ii * PAD + d] = i < S::kSeq ? load(q, I::q(b, i, h, d)) : 0.0f;
+        dOTile[ii * PAD + d] =
+            i < S::kSeq ? load(dout, I::q(b, i, h, d)) : 0.0f;
+      }
+      // D and the log-sum-exp of the tile's queries, a warp a query.
+      for (i64 ii = warp; ii < 32; ii += ROWS) {
+        i64 i = i0 + ii;
+        float dot = 0.0f;
+        for (i64 d = lane; d < S::kDim; d += 32)
+          dot += i < S::kSeq
+                     ? load(dout, I::q(b, i, h, d)) * load(o, I::q(b, i, h, d))
+                     : 0.0f;
+        dot = warpSum(dot);
+        if (lane == 0) {
+          rowD[ii] = dot;
+          rowLse[ii] = i < S::kSeq ? lse[I::lse(b, h, i)] : 0.0f;
+        }
+      }
+      __syncthreads();
+      if (!active || (S::kCausal && i0 + 31 < j))
+        continue;
+      const i64 i = i0 + lane;
+      const bool visible = i < S::kSeq && (!S::kCausal || i >= j);
+      float p = 0.0f, dS = 0.0f;
+      if (visible) {
+        float score = 0.0f, dP = 0.0f;
+        for (int d = 0; d < S::kDim; ++d) {
+          score += qTile[lane * PAD + d] * kRow[d];
+          dP += dOTile[lane * PAD + d] * vRow[d];
+        }
+        p = expf(score * S::kScale - rowLse[lane]);
+        dS = p * (dP - rowD[lane]);
+      }
+      for (int ii = 0; ii < 32; ++ii) {
+        float pi = __shfl_sync(0xffffffffu, p, ii);
+        float dSi = __shfl_sync(0xffffffffu, dS, ii);
+        for (int t = 0; t < PER_LANE; ++t) {
+          int d = lane + 32 * t;
+          if (d < S::kDim) {
+            dvAcc[t] += pi * dOTile[ii * PAD + d];
+            dkAcc[t] += dSi * qTile[ii * PAD + d];
+          }
+        }
       }
     }
-    rowMax = newMax;
   }
   if (!active)
     return;
-  for (int t = 0; t < 1; ++t) {
+  for (int t = 0; t < PER_LANE; ++t) {
     int d = lane + 32 * t;
-    if (d < 16LL)
-      store(o, qAt(b, i, h, d), acc[t] / rowSum);
+    if (d < S::kDim) {
+      store(dk, I::kv(b, j, g, d), dkAcc[t] * S::kScale);
+      store(dv, I::kv(b, j, g, d), dvAcc[t]);
+    }
   }
-  if (lane == 0)
-    lse[lseAt(b, h, i)] = rowMax + logf(rowSum);
+}
+// ---- the launch's own code ----
+
+// The launch's shape.
+struct Shape {
+  static constexpr int kBatch = 1, kSeq = 64, kKeys = 64,
+                       kHeads = 4, kKvHeads = 4, kDim = 16;
+  static constexpr bool kCausal = true;
+  static constexpr float kScale = 0.25f;
+};
+
+// attention_fwd
+extern "C" __global__ void __launch_bounds__(128, 8)
+attention_fwd_0(const float *q, const float *k, const float *v, float *o, float *lse, i64 group_size, i64 query_head_offset) {
+  attentionFwdSimt<Shape>(q, k, v, o, lse, group_size, query_head_offset);
 }
