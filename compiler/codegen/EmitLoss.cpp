@@ -1,5 +1,4 @@
-//===- EmitLoss.cpp - softmax cross-entropy, whole and vocabulary-parallel
-//-===//
+//===- EmitLoss.cpp - cross-entropy, whole and vocabulary-parallel --------===//
 //
 // The loss kernels are cuda/loss.cuh's templates: a block per row, the row's
 // statistics in one online pass in f32, the gradient in a second, the mean
