@@ -33,7 +33,11 @@ import bundle_spec as spec  # noqa: E402
 # its parts). Everything else a binary needs travels in lib/.
 SYSTEM = {"linux-vdso.so.1", "ld-linux-x86-64.so.2", "libc.so.6", "libm.so.6", "libdl.so.2",
           "libpthread.so.0", "librt.so.1", "libgcc_s.so.1"}
-MAX_BYTES = 48 << 20
+# What travels to a node is the tar.xz, beside the repository's tracked
+# files (3 MiB) and gpu-parity.tar.xz, and the device tool carries 64 MiB in
+# all: the packed bundle stays under 48. The folder itself (plans are PTX
+# text, which packs about 7 to 1) has no such bound.
+MAX_PACKED_BYTES = 48 << 20
 
 # OpenBLAS (37 MB, a kernel for every CPU) gives way to the reference BLAS
 # (0.4 MB): on a GPU node the CPU's gemms serve only the kernel tests' cpu
@@ -231,15 +235,17 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
 
     size = folder_bytes(out)
-    if size > MAX_BYTES:
-        sys.exit(f"make_bundle: the bundle is {size / 2**20:.1f} MiB, over its "
-                 f"{MAX_BYTES >> 20} MiB")
     tarball = out + ".tar.xz"
     with tarfile.open(tarball, "w:xz") as tar:
         tar.add(out, arcname=os.path.basename(out))
+    packed = os.path.getsize(tarball)
+    if packed > MAX_PACKED_BYTES:
+        os.remove(tarball)
+        sys.exit(f"make_bundle: the packed bundle is {packed / 2**20:.1f} MiB, over its "
+                 f"{MAX_PACKED_BYTES >> 20} MiB")
     print(f"{out}: {size / 2**20:.1f} MiB in {sum(len(f) for _, _, f in os.walk(out))} files "
           f"({len(spec.PLANS) * len(spec.ARCHS)} plans, {len(libs)} libraries: {', '.join(libs)})")
-    print(f"{tarball}: {os.path.getsize(tarball) / 2**20:.1f} MiB")
+    print(f"{tarball}: {packed / 2**20:.1f} MiB")
 
 
 if __name__ == "__main__":
