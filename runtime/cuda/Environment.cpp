@@ -4,6 +4,7 @@
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaBackend.h"
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/Cudnn.h"
 #include "runtime/cuda/Nccl.h"
 
 #include <dlfcn.h>
@@ -38,9 +39,8 @@ std::string libraryLine(const std::string &version, const FoundLibrary &found) {
   return version + " at " + found.where();
 }
 
-} // namespace
-
-std::string describeCudaEnvironment(std::string &text) {
+/// The GPU's lines; "" or why there is none.
+std::string describeGpu(std::string &text) {
   DriverInfo driverInfo;
   if (std::string error = probeDriver(driverInfo); !error.empty()) {
     text += "gpu: none: " + error + "\n";
@@ -61,11 +61,19 @@ std::string describeCudaEnvironment(std::string &text) {
   text += "memory: " + gib(info.totalBytes) + " (" + gib(info.freeBytes) +
           " free)\n";
   text += "driver: CUDA " + driverVersion(driverInfo.version) + "\n";
+  return "";
+}
 
-  std::string failure;
+} // namespace
+
+std::string describeCudaEnvironment(std::string &text) {
+  // The libraries are reported whether or not there is a GPU: a node
+  // without a driver is still asked what it has.
+  std::string failure = describeGpu(text);
   if (std::string error = loadCublasLt(); !error.empty()) {
     text += "cublasLt: not found: " + error + "\n";
-    failure = error;
+    if (failure.empty())
+      failure = error;
   } else {
     text += "cublasLt: " +
             libraryLine(dottedVersion(int64_t(cublasLtVersion())),
@@ -73,25 +81,37 @@ std::string describeCudaEnvironment(std::string &text) {
             "\n";
   }
 
+  std::string cudnnError;
+  if (const CudnnApi *cudnn = loadCudnn(cudnnError))
+    text += "cudnn: " +
+            libraryLine(cudnnVersionText(cudnn->version), cudnn->library) +
+            "\n";
+  else
+    text += "cudnn: none (attention runs strata's own kernels): " +
+            cudnnError + "\n";
+
   std::string ncclError;
   if (const NcclApi *nccl = loadNccl(ncclError)) {
     int version = 0;
     nccl->ncclGetVersion(&version);
-    text += "nccl: " + libraryLine(dottedVersion(version), nccl->library) + "\n";
+    text +=
+        "nccl: " + libraryLine(dottedVersion(version), nccl->library) + "\n";
   } else {
-    text += "nccl: not found (needed only under a launcher): " + ncclError +
-            "\n";
+    text +=
+        "nccl: not found (needed only under a launcher): " + ncclError + "\n";
   }
 
   std::string nvrtcError;
-  FoundLibrary nvrtc = openCudaLibrary(
-      LibrarySearch::fromEnvironment(), kNvrtcNames, "NVRTC", nvrtcError);
+  FoundLibrary nvrtc = openCudaLibrary(LibrarySearch::fromEnvironment(),
+                                       kNvrtcNames, "NVRTC", nvrtcError);
   if (!nvrtc.handle) {
-    text += "nvrtc: not found (plans carry their kernels compiled): " +
-            nvrtcError + "\n";
+    text +=
+        "nvrtc: not found (plans carry their kernels compiled): " + nvrtcError +
+        "\n";
   } else {
     using VersionFn = int (*)(int *, int *);
-    auto version = reinterpret_cast<VersionFn>(dlsym(nvrtc.handle, "nvrtcVersion"));
+    auto version =
+        reinterpret_cast<VersionFn>(dlsym(nvrtc.handle, "nvrtcVersion"));
     int major = 0, minor = 0;
     if (version)
       version(&major, &minor);

@@ -12,11 +12,12 @@
 
 namespace strata::runtime::cuda {
 
-/// Writes the report into `text`. Returns "" when the cuda backend can run
-/// here (a driver, a GPU, cuBLASLt), else the first reason it cannot; the
-/// report then holds what was found before it. NCCL and NVRTC are reported
-/// but not needed: ranks as threads communicate without NCCL, and plans
-/// carry their kernels compiled.
+/// Writes the report into `text`: the GPU (or none, and why), then every
+/// library whether or not there is a GPU. Returns "" when the cuda backend
+/// can run here (a driver, a GPU, cuBLASLt), else the first reason it
+/// cannot. cuDNN, NCCL and NVRTC are reported but not needed: attention
+/// runs strata's own kernels without cuDNN, ranks as threads communicate
+/// without NCCL, and plans carry their kernels compiled.
 std::string describeCudaEnvironment(std::string &text);
 
 } // namespace strata::runtime::cuda

@@ -136,10 +136,11 @@ const char *kUsage =
     "                            without running it: resolve and check each\n"
     "                            rank's template, print each stage's memory\n"
     "  --report-load             print which templates this process decoded\n"
-    "strata-run --cuda-info      the GPU, driver, cuBLASLt, NCCL and NVRTC\n"
-    "                            the cuda backend finds, and where (searched\n"
-    "                            in STRATA_CUDA_LIBS, the library path,\n"
-    "                            $CUDA_HOME/lib64, python3's nvidia wheels)\n";
+    "strata-run --cuda-info      the GPU, driver, cuBLASLt, cuDNN, NCCL and\n"
+    "                            NVRTC the cuda backend finds, and where\n"
+    "                            (searched in STRATA_CUDA_LIBS, the library\n"
+    "                            path, $CUDA_HOME/lib64, python3's nvidia\n"
+    "                            wheels)\n";
 
 int fail(const std::string &message) {
   // One write: under mpirun a line written in pieces can be cut by the
