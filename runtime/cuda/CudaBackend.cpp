@@ -79,7 +79,8 @@ std::string openGpu(const Plan &plan, Gpu &gpu) {
   return "";
 }
 
-CudaBackend::CudaBackend(CUcontext context) : context(context) {}
+CudaBackend::CudaBackend(CUcontext context, AttentionBackend attention)
+    : context(context), attention(attention) {}
 
 void CudaBackend::bind() const {
   // Each rank's thread, and the thread that loads the plan, call in.
@@ -100,6 +101,8 @@ std::string CudaBackend::create() {
   if (std::string error = loadCublasLt(); !error.empty())
     return error;
   if (std::string error = gemms.create(); !error.empty())
+    return error;
+  if (std::string error = attention.create(); !error.empty())
     return error;
   for (void *&workspace : workspaces) {
     CUdeviceptr bytes = 0;
@@ -132,6 +135,8 @@ CudaBackend::~CudaBackend() {
   for (void *pointer : workspaces)
     if (pointer)
       d.cuMemFree(devicePointer(pointer));
+  if (attentionRowSum)
+    d.cuMemFree(devicePointer(attentionRowSum));
   for (uint8_t *pointer : arenas)
     if (pointer)
       d.cuMemFree(devicePointer(pointer));
@@ -188,6 +193,7 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
              code.name + ": " + d.error(r, "cuModuleGetFunction");
     return "";
   };
+  uint64_t rowSumBytes = 0; // the cuDNN backwards' scratch, shared
   for (const Program &program : rank.programs)
     for (const Instruction &instruction : program.instructions) {
       if (const GemmOp *gemm = instruction.gemm()) {
@@ -196,6 +202,12 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
           return error;
       }
       const LaunchOp *launch = instruction.launch();
+      if (launch)
+        if (std::string error =
+                attention.prepare(*launch, rank.buffers,
+                                  GemmRunner::kWorkspaceBytes, rowSumBytes);
+            !error.empty())
+          return error;
       if (!launch || launch->code < 0) // a fused group's member has none
         continue;
       if (!functions[launch->code])
@@ -211,6 +223,12 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
           return "kernel " + plan.code[launch->code].name + ": " +
                  d.error(r, "cuFuncSetAttribute");
     }
+  if (rowSumBytes > 0 && !attentionRowSum) {
+    CUdeviceptr bytes = 0;
+    if (CUresult r = d.cuMemAlloc(&bytes, rowSumBytes); r != CUDA_SUCCESS)
+      return "cuDNN attention's scratch: " + d.error(r, "cuMemAlloc");
+    attentionRowSum = reinterpret_cast<void *>(uintptr_t(bytes));
+  }
   return "";
 }
 
@@ -226,6 +244,17 @@ void CudaBackend::gemm(Stream stream, const GemmOp &op,
 void CudaBackend::launch(Stream stream, const LaunchOp &op,
                          const std::vector<Operand> &operands) {
   bind();
+  if (attention.runs(op)) {
+    // On the stream's cuBLASLt workspace: its gemms run before or after.
+    if (int(stream) >= kGemmStreams)
+      throw std::logic_error("an attention launch on the transfer stream");
+    if (std::string error =
+            attention.run(op, streamOf(stream), operands,
+                          workspaces[int(stream)], attentionRowSum);
+        !error.empty())
+      throw std::runtime_error(error);
+    return;
+  }
   args.build(op, operands);
   check(driver().cuLaunchKernel(functions[op.code], op.grid[0], op.grid[1],
                                 op.grid[2], op.block[0], op.block[1],

@@ -15,6 +15,7 @@
 #ifndef STRATA_RUNTIME_CUDA_CUDABACKEND_H
 #define STRATA_RUNTIME_CUDA_CUDABACKEND_H
 
+#include "runtime/cuda/AttentionRunner.h"
 #include "runtime/cuda/CublasLt.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/DeviceChecks.h"
@@ -51,8 +52,10 @@ public:
   static constexpr uint64_t kExtraBytes =
       kGemmStreams * GemmRunner::kWorkspaceBytes;
 
-  /// On `context` (openGpu's); create() makes the streams.
-  explicit CudaBackend(CUcontext context);
+  /// On `context` (openGpu's); create() makes the streams. Attention
+  /// launches run as `attention` says (AttentionRunner.h).
+  explicit CudaBackend(CUcontext context,
+                       AttentionBackend attention = AttentionBackend::Strata);
   ~CudaBackend() override;
   /// The streams and cuBLASLt's handle and workspaces; "" or why not.
   std::string create();
@@ -88,6 +91,9 @@ public:
   std::vector<double> markTimes() override;
   void clearMarks() override { marksUsed = 0; }
 
+  /// What runs the attention launches (a line, after prepare).
+  std::string attentionReport() const { return attention.report(); }
+
   /// Makes the context current on the calling thread.
   void bind() const;
   CUstream streamOf(Stream stream) const { return streams[int(stream)]; }
@@ -102,9 +108,11 @@ private:
   std::vector<CUmodule> modules;
   std::vector<CUfunction> functions; // by the plan's code index
   std::vector<CUgraph> graphs;
-  std::vector<CUgraphExec> executables;            // by graph
-  void *workspaces[kGemmStreams] = {}; // cuBLASLt's
+  std::vector<CUgraphExec> executables; // by graph
+  void *workspaces[kGemmStreams] = {};  // cuBLASLt's
   GemmRunner gemms;
+  AttentionRunner attention;
+  void *attentionRowSum = nullptr; // the cuDNN backward's D, f32
   KernelArgs args;
 };
 

@@ -95,7 +95,12 @@ std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
   std::unique_ptr<Backend> device;
   std::unique_ptr<Collectives> collectives;
   if (gpu) {
-    auto gpuDevice = std::make_unique<cuda::CudaBackend>(gpu->context);
+    cuda::AttentionBackend attention = cuda::AttentionBackend::Strata;
+    if (!cuda::parseAttentionBackend(options.attentionBackend, attention))
+      return "--attention-backend takes strata, auto or cudnn, not '" +
+             options.attentionBackend + "'";
+    auto gpuDevice =
+        std::make_unique<cuda::CudaBackend>(gpu->context, attention);
     if (std::string error = gpuDevice->create(); !error.empty())
       return error;
     if (meetings)
@@ -126,8 +131,8 @@ std::string makeRank(const Plan &plan, uint32_t rank, Transport &transport,
     device = std::move(cpuDevice);
   }
   if (!collectives)
-    collectives = std::make_unique<StagedCollectives>(
-        transport, *device, commTimeout(options));
+    collectives = std::make_unique<StagedCollectives>(transport, *device,
+                                                      commTimeout(options));
   made = std::make_unique<LocalRank>(std::move(device), std::move(collectives),
                                      plan, rank, options, data);
   if (options.graphs > 0 || (options.graphs < 0 && gpu))
@@ -300,6 +305,9 @@ int trainAsProcess(const Plan &plan, const TrainOptions &options,
       !error.empty())
     die(errors, error, /*mpi=*/true);
   LocalRank &rank = *made;
+  if (gpu && me == loggingRank(plan))
+    log << static_cast<cuda::CudaBackend &>(*rank.backend).attentionReport()
+        << "\n";
   rank.loop.setEvaluationData(evaluation.valid, evaluation.test);
   auto epoch = Clock::now();
   if (!options.tracePath.empty())
@@ -375,6 +383,10 @@ int trainAsThreads(const Plan &plan, const TrainOptions &options,
     if (options.profiling())
       ranks.back()->executor.enableProfile();
   }
+  if (gpu && world > 0)
+    log << static_cast<cuda::CudaBackend &>(*ranks[0]->backend)
+               .attentionReport()
+        << "\n";
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     try {

@@ -76,6 +76,10 @@ struct TrainOptions {
   int graphs = -1;
   bool reportGraphs = false;   // graphs recorded and replays, at the end
   std::string backend = "cpu"; // cpu, cuda (runtime/cuda/) or simt
+  // What runs the cuda backend's attention launches: strata's kernels,
+  // cuDNN's fused attention (cudnn), or cuDNN where it takes the launch
+  // (auto) (runtime/cuda/AttentionRunner.h).
+  std::string attentionBackend = "strata";
   double commTimeoutSeconds = 300;
   // Fault injection for tests: this rank stops (a thread) or is killed
   // (a process) at the start of this iteration.

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudnnAttention.h"
+#include "runtime/cuda/AttentionRunner.h"
 
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 #include <map>
 #include <sstream>
 
+using namespace strata::runtime;
 using namespace strata::runtime::cuda;
 namespace fs = std::filesystem;
 
@@ -463,4 +465,92 @@ TEST(CudnnAttention, WhatItDoesNotTakeIsSaid) {
   single.seq = single.keys = 1;
   EXPECT_EQ(cudnnAttentionUnsupported(single, 91900),
             "a backward over one query and one key");
+}
+
+namespace {
+
+/// An attention_fwd launch over [2, 8, 4, 16] bf16 operands (or fp32),
+/// each at an offset that keeps it 256-byte aligned.
+struct ForwardLaunch {
+  std::vector<Buffer> buffers;
+  LaunchOp op;
+  explicit ForwardLaunch(DType type, uint64_t misalign = 0) {
+    auto buffer = [&](DType dtype, std::vector<int64_t> shape) {
+      Buffer b;
+      b.dtype = dtype;
+      b.shape = shape;
+      b.offset = 256 * buffers.size() + misalign;
+      buffers.push_back(b);
+      return uint32_t(buffers.size() - 1);
+    };
+    op.kernel = KernelId::AttentionFwd;
+    for (int i = 0; i < 4; ++i)
+      op.operands.push_back(buffer(type, {2, 8, 4, 16}));
+    op.operands.push_back(buffer(DType::F32, {2, 4, 8}));
+    op.attrs.resize(3);
+    op.attrs[0].i = 1; // causal
+    op.attrs[1].i = 1; // group size
+    op.attrs[2].i = 0; // query head offset
+  }
+};
+
+} // namespace
+
+TEST(AttentionRunner, EachChoiceAndItsFallback) {
+  Fake &f = fake();
+  ASSERT_NE(f.api, nullptr);
+  f.reset();
+  ForwardLaunch bf16(DType::BF16), fp32(DType::F32), skewed(DType::BF16, 8);
+  uint64_t rowSum = 0;
+
+  // The plan's own kernels: cuDNN is not asked.
+  AttentionRunner own(AttentionBackend::Strata);
+  ASSERT_EQ(own.create(), "");
+  ASSERT_EQ(own.prepare(bf16.op, bf16.buffers, 1 << 20, rowSum), "");
+  EXPECT_FALSE(own.runs(bf16.op));
+  EXPECT_EQ(own.report(),
+            "attention: strata's kernels (--attention-backend strata)");
+  EXPECT_EQ(std::string(f.log()).find("create"), std::string::npos);
+
+  // auto: cuDNN where it takes the launch, strata's kernels with the
+  // reason where not.
+  AttentionRunner automatic(AttentionBackend::Auto);
+  ASSERT_EQ(automatic.create(), "");
+  ASSERT_EQ(automatic.prepare(bf16.op, bf16.buffers, 1 << 20, rowSum), "");
+  EXPECT_TRUE(automatic.runs(bf16.op));
+  ASSERT_EQ(automatic.prepare(fp32.op, fp32.buffers, 1 << 20, rowSum), "");
+  EXPECT_FALSE(automatic.runs(fp32.op));
+  ASSERT_EQ(automatic.prepare(skewed.op, skewed.buffers, 1 << 20, rowSum), "");
+  EXPECT_FALSE(automatic.runs(skewed.op));
+  EXPECT_EQ(automatic.report(),
+            "attention: cuDNN 9.19.0 (" + f.api->library.path +
+                ") for 1 launch; strata's kernels for 2 (its operands are "
+                "fp32 (cuDNN's fused attention takes bf16))");
+  EXPECT_EQ(rowSum, 0u); // forwards take no scratch
+
+  // cudnn: a launch it cannot take is a refusal naming why.
+  AttentionRunner only(AttentionBackend::Cudnn);
+  ASSERT_EQ(only.create(), "");
+  EXPECT_EQ(only.prepare(skewed.op, skewed.buffers, 1 << 20, rowSum),
+            "--attention-backend cudnn: cuDNN cannot run this attention "
+            "launch: an operand is not 16-byte aligned");
+  f.reset();
+  f.engines(0);
+  EXPECT_EQ(only.prepare(bf16.op, bf16.buffers, 1 << 20, rowSum),
+            "--attention-backend cudnn: cuDNN cannot run this attention "
+            "launch: cuDNN's heuristics found no engine for this graph");
+
+  // A cuDNN that will not make a handle: auto goes on without it.
+  f.reset();
+  f.fail("cudnnCreate", -1, 1001);
+  AttentionRunner noHandle(AttentionBackend::Auto);
+  ASSERT_EQ(noHandle.create(), "");
+  ASSERT_EQ(noHandle.prepare(bf16.op, bf16.buffers, 1 << 20, rowSum), "");
+  EXPECT_FALSE(noHandle.runs(bf16.op));
+  EXPECT_EQ(noHandle.report(), "attention: strata's kernels for 1 "
+                               "(cudnnCreate: CUDNN_STATUS_1001)");
+  f.fail("cudnnCreate", -1, 1001);
+  AttentionRunner refused(AttentionBackend::Cudnn);
+  EXPECT_EQ(refused.create(),
+            "--attention-backend cudnn: cudnnCreate: CUDNN_STATUS_1001");
 }

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Transport.h"
+#include "runtime/cuda/AttentionRunner.h"
 #include "runtime/cuda/Environment.h"
 #include "runtime/base/WholeFile.h"
 #include "runtime/cluster/ClusterSpec.h"
@@ -86,6 +87,11 @@ const char *kUsage =
     "                            CPU, compiled by the host's C++ compiler,\n"
     "                            on a model of a GPU's blocks; sim predicts\n"
     "                            one iteration on the --cluster, no data)\n"
+    "  --attention-backend strata|auto|cudnn   (cuda) what runs attention:\n"
+    "                            the plan's own kernels (strata, the\n"
+    "                            default), cuDNN's fused attention where it\n"
+    "                            is found and takes the launch (auto), or\n"
+    "                            cuDNN or a refusal saying why (cudnn)\n"
     "  --cluster SPEC            (sim) the modelled cluster, a JSON spec\n"
     "                            (examples/clusters/)\n"
     "  --simulate-every-rank     (sim) every rank, not one per pipeline\n"
@@ -296,6 +302,7 @@ int main(int argc, char **argv) {
       {"--eval-interval", integer(options.evalInterval)},
       {"--eval-iters", integer(options.evalIters)},
       {"--backend", text(options.backend)},
+      {"--attention-backend", text(options.attentionBackend)},
       {"--cluster", text(clusterPath)},
       {"--calibration", text(calibrationPath)},
       {"--save-params", text(options.saveParams)},
@@ -451,6 +458,14 @@ int main(int argc, char **argv) {
   if (options.backend == "sim")
     return simulate(planPath, clusterPath, calibrationPath, predictOptions,
                     options.tracePath);
+  if (cuda::AttentionBackend attention;
+      !cuda::parseAttentionBackend(options.attentionBackend, attention))
+    return fail("--attention-backend takes strata, auto or cudnn, not '" +
+                options.attentionBackend + "'");
+  if (options.attentionBackend == "cudnn" && options.backend != "cuda")
+    return fail("--attention-backend cudnn is the cuda backend's (this is "
+                "--backend " +
+                options.backend + ")");
   if (seed < 0)
     return fail("--seed must be >= 0");
   // More compute threads than the machine runs at once only slow a rank

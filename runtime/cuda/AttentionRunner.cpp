@@ -1,0 +1,169 @@
+//===- AttentionRunner.cpp - a rank's attention launches through cuDNN ----===//
+#include "runtime/cuda/AttentionRunner.h"
+#include "runtime/cuda/CublasLt.h"
+#include "runtime/plan/KernelCatalog.h"
+
+#include <cmath>
+
+namespace strata::runtime::cuda {
+
+bool parseAttentionBackend(const std::string &text, AttentionBackend &out) {
+  if (text == "auto")
+    out = AttentionBackend::Auto;
+  else if (text == "cudnn")
+    out = AttentionBackend::Cudnn;
+  else if (text == "strata")
+    out = AttentionBackend::Strata;
+  else
+    return false;
+  return true;
+}
+
+CudnnAttentionShape cudnnShapeOf(const LaunchOp &op,
+                                 const std::vector<Buffer> &buffers,
+                                 bool &aligned) {
+  namespace fwd = kernels::AttentionFwd;
+  namespace bwd = kernels::AttentionBwd;
+  // The two kernels' q, k, v and attributes come in the same order.
+  static_assert(unsigned(fwd::op::q) == unsigned(bwd::op::q) &&
+                unsigned(fwd::op::k) == unsigned(bwd::op::k) &&
+                unsigned(fwd::attr::causal) == unsigned(bwd::attr::causal) &&
+                unsigned(fwd::attr::group_size) ==
+                    unsigned(bwd::attr::group_size) &&
+                unsigned(fwd::attr::query_head_offset) ==
+                    unsigned(bwd::attr::query_head_offset));
+  CudnnAttentionShape s;
+  const Buffer &q = buffers.at(op.operands.at(fwd::op::q));
+  const Buffer &k = buffers.at(op.operands.at(fwd::op::k));
+  s.batch = q.shape.at(0);
+  s.seq = q.shape.at(1);
+  s.heads = q.shape.at(2);
+  s.dim = q.shape.at(3);
+  s.keys = k.shape.at(1);
+  s.kvHeads = k.shape.at(2);
+  s.causal = op.attrs.at(fwd::attr::causal).i != 0;
+  s.groupSize = op.attrs.at(fwd::attr::group_size).i;
+  s.queryHeadOffset = op.attrs.at(fwd::attr::query_head_offset).i;
+  s.backward = op.kernel == KernelId::AttentionBwd;
+  s.scale = float(1.0 / std::sqrt(double(s.dim)));
+  // bf16 when every operand but the f32 log-sum-exp is.
+  unsigned lse = s.backward ? unsigned(bwd::op::lse) : unsigned(fwd::op::lse);
+  s.bf16 = true;
+  aligned = true;
+  for (unsigned i = 0; i < op.operands.size(); ++i) {
+    const Buffer &b = buffers.at(op.operands[i]);
+    if (i != lse && b.dtype != DType::BF16)
+      s.bf16 = false;
+    aligned &= bufferAlignment(b) >= 16;
+  }
+  return s;
+}
+
+AttentionRunner::~AttentionRunner() {
+  prepared.clear(); // their plans before the handle
+  if (handle)
+    api->cudnnDestroy(handle);
+}
+
+std::string AttentionRunner::create() {
+  if (choice == AttentionBackend::Strata)
+    return "";
+  std::string error;
+  api = loadCudnn(error);
+  if (api) {
+    if (int status = api->cudnnCreate(&handle)) {
+      error = api->error(status, "cudnnCreate");
+      handle = nullptr;
+      api = nullptr;
+    }
+  }
+  if (!api) {
+    if (choice == AttentionBackend::Cudnn)
+      return "--attention-backend cudnn: " + error;
+    unavailable = error;
+  }
+  return "";
+}
+
+std::string AttentionRunner::prepare(const LaunchOp &op,
+                                     const std::vector<Buffer> &buffers,
+                                     uint64_t maxWorkspace,
+                                     uint64_t &rowSumBytes) {
+  if (op.kernel != KernelId::AttentionFwd &&
+      op.kernel != KernelId::AttentionBwd)
+    return "";
+  if (prepared.count(&op))
+    return "";
+  auto ownKernel = [&](const std::string &why) -> std::string {
+    if (choice == AttentionBackend::Cudnn)
+      return "--attention-backend cudnn: cuDNN cannot run this attention "
+             "launch: " +
+             why;
+    ++ownKernels;
+    if (firstReason.empty())
+      firstReason = why;
+    return "";
+  };
+  if (!api)
+    return choice == AttentionBackend::Strata ? "" : ownKernel(unavailable);
+  bool aligned = true;
+  CudnnAttentionShape shape = cudnnShapeOf(op, buffers, aligned);
+  std::string why = cudnnAttentionUnsupported(shape, api->version);
+  if (why.empty() && !aligned)
+    why = "an operand is not 16-byte aligned";
+  if (!why.empty())
+    return ownKernel(why);
+  auto attention = std::make_unique<CudnnAttention>(*api, shape);
+  if (std::string error = attention->prepare(handle, maxWorkspace);
+      !error.empty())
+    return ownKernel(error);
+  rowSumBytes = std::max(rowSumBytes, attention->rowSumBytes());
+  prepared[&op] = std::move(attention);
+  return "";
+}
+
+std::string AttentionRunner::run(const LaunchOp &op, CUstream stream,
+                                 const std::vector<Operand> &operands,
+                                 void *workspace, void *rowSum) const {
+  namespace fwd = kernels::AttentionFwd;
+  namespace bwd = kernels::AttentionBwd;
+  const CudnnAttention &attention = *prepared.at(&op);
+  CudnnAttention::Pointers p;
+  p.workspace = workspace;
+  if (op.kernel == KernelId::AttentionFwd) {
+    p.q = operands.at(fwd::op::q).data;
+    p.k = operands.at(fwd::op::k).data;
+    p.v = operands.at(fwd::op::v).data;
+    p.o = operands.at(fwd::op::o).data;
+    p.lse = operands.at(fwd::op::lse).data;
+  } else {
+    p.q = operands.at(bwd::op::q).data;
+    p.k = operands.at(bwd::op::k).data;
+    p.v = operands.at(bwd::op::v).data;
+    p.o = operands.at(bwd::op::o).data;
+    p.lse = operands.at(bwd::op::lse).data;
+    p.dout = operands.at(bwd::op::dout).data;
+    p.dq = operands.at(bwd::op::dq).data;
+    p.dk = operands.at(bwd::op::dk).data;
+    p.dv = operands.at(bwd::op::dv).data;
+    p.rowSum = rowSum;
+  }
+  return attention.run(handle, stream, p);
+}
+
+std::string AttentionRunner::report() const {
+  if (choice == AttentionBackend::Strata)
+    return "attention: strata's kernels (--attention-backend strata)";
+  std::string text;
+  if (!prepared.empty())
+    text = "attention: cuDNN " + cudnnVersionText(api->version) + " (" +
+           api->library.path + ") for " + std::to_string(prepared.size()) +
+           " launch" + (prepared.size() == 1 ? "" : "es");
+  if (ownKernels > 0)
+    text += (text.empty() ? "attention: " : "; ") +
+            std::string("strata's kernels for ") + std::to_string(ownKernels) +
+            " (" + firstReason + ")";
+  return text.empty() ? "attention: no attention launches" : text;
+}
+
+} // namespace strata::runtime::cuda
