@@ -59,10 +59,20 @@ CudnnAttentionShape cudnnShapeOf(const LaunchOp &op,
   return s;
 }
 
-AttentionRunner::~AttentionRunner() {
-  prepared.clear(); // their plans before the handle
+AttentionRunner::~AttentionRunner() { release(); }
+
+void AttentionRunner::release() {
+  prepared.clear();
+  plans.clear(); // the plans before the handle
   if (handle)
     api->cudnnDestroy(handle);
+  handle = nullptr;
+}
+
+AttentionRunner::Key AttentionRunner::keyOf(const CudnnAttentionShape &s) {
+  return {s.batch,   s.seq,      s.keys,      s.heads,
+          s.kvHeads, s.dim,      s.groupSize, s.queryHeadOffset,
+          s.causal,  s.backward, s.bf16};
 }
 
 std::string AttentionRunner::create() {
@@ -87,10 +97,13 @@ std::string AttentionRunner::create() {
 
 std::string AttentionRunner::prepare(const LaunchOp &op,
                                      const std::vector<Buffer> &buffers,
-                                     uint64_t maxWorkspace,
+                                     uint64_t &workspaceBytes,
                                      uint64_t &rowSumBytes) {
-  if (op.kernel != KernelId::AttentionFwd &&
-      op.kernel != KernelId::AttentionBwd)
+  // A fused group's members run in their first launch's code: never
+  // attention today, and never cuDNN's.
+  if ((op.kernel != KernelId::AttentionFwd &&
+       op.kernel != KernelId::AttentionBwd) ||
+      op.fuse > 1 || op.code < 0)
     return "";
   if (prepared.count(&op))
     return "";
@@ -113,12 +126,23 @@ std::string AttentionRunner::prepare(const LaunchOp &op,
     why = "an operand is not 16-byte aligned";
   if (!why.empty())
     return ownKernel(why);
-  auto attention = std::make_unique<CudnnAttention>(*api, shape);
-  if (std::string error = attention->prepare(handle, maxWorkspace);
-      !error.empty())
-    return ownKernel(error);
+  Key key = keyOf(shape);
+  if (auto refused = refusals.find(key); refused != refusals.end())
+    return ownKernel(refused->second);
+  std::unique_ptr<CudnnAttention> &attention = plans[key];
+  if (!attention) {
+    auto made = std::make_unique<CudnnAttention>(*api, shape);
+    if (std::string error = made->prepare(handle, kMaxWorkspaceBytes);
+        !error.empty()) {
+      plans.erase(key);
+      refusals[key] = error;
+      return ownKernel(error);
+    }
+    attention = std::move(made);
+  }
+  workspaceBytes = std::max(workspaceBytes, attention->workspaceBytes());
   rowSumBytes = std::max(rowSumBytes, attention->rowSumBytes());
-  prepared[&op] = std::move(attention);
+  prepared[&op] = attention.get();
   return "";
 }
 
@@ -158,7 +182,9 @@ std::string AttentionRunner::report() const {
   if (!prepared.empty())
     text = "attention: cuDNN " + cudnnVersionText(api->version) + " (" +
            api->library.path + ") for " + std::to_string(prepared.size()) +
-           " launch" + (prepared.size() == 1 ? "" : "es");
+           " launch" + (prepared.size() == 1 ? "" : "es") + " (" +
+           std::to_string(plans.size()) + " plan" +
+           (plans.size() == 1 ? "" : "s") + ")";
   if (ownKernels > 0)
     text += (text.empty() ? "attention: " : "; ") +
             std::string("strata's kernels for ") + std::to_string(ownKernels) +

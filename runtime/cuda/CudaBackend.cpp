@@ -3,6 +3,7 @@
 #include "runtime/comm/Transport.h"
 
 #include <stdexcept>
+#include <tuple>
 
 namespace strata::runtime::cuda {
 
@@ -122,6 +123,7 @@ CudaBackend::~CudaBackend() {
   for (CUstream stream : streams)
     if (stream)
       d.cuStreamSynchronize(stream);
+  attention.release(); // cuDNN's handle and plans while the streams are
   for (CUgraphExec executable : executables)
     d.cuGraphExecDestroy(executable);
   for (CUgraph graph : graphs)
@@ -135,8 +137,9 @@ CudaBackend::~CudaBackend() {
   for (void *pointer : workspaces)
     if (pointer)
       d.cuMemFree(devicePointer(pointer));
-  if (attentionRowSum)
-    d.cuMemFree(devicePointer(attentionRowSum));
+  for (void *pointer : {attentionRowSum, attentionWorkspace})
+    if (pointer)
+      d.cuMemFree(devicePointer(pointer));
   for (uint8_t *pointer : arenas)
     if (pointer)
       d.cuMemFree(devicePointer(pointer));
@@ -193,7 +196,9 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
              code.name + ": " + d.error(r, "cuModuleGetFunction");
     return "";
   };
-  uint64_t rowSumBytes = 0; // the cuDNN backwards' scratch, shared
+  // cuDNN's attention: the largest plan's workspace and the backwards'
+  // scratch, each one allocation the rank's launches share.
+  uint64_t workspaceBytes = 0, rowSumBytes = 0;
   for (const Program &program : rank.programs)
     for (const Instruction &instruction : program.instructions) {
       if (const GemmOp *gemm = instruction.gemm()) {
@@ -203,9 +208,8 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
       }
       const LaunchOp *launch = instruction.launch();
       if (launch)
-        if (std::string error =
-                attention.prepare(*launch, rank.buffers,
-                                  GemmRunner::kWorkspaceBytes, rowSumBytes);
+        if (std::string error = attention.prepare(*launch, rank.buffers,
+                                                  workspaceBytes, rowSumBytes);
             !error.empty())
           return error;
       if (!launch || launch->code < 0) // a fused group's member has none
@@ -223,11 +227,16 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
           return "kernel " + plan.code[launch->code].name + ": " +
                  d.error(r, "cuFuncSetAttribute");
     }
-  if (rowSumBytes > 0 && !attentionRowSum) {
-    CUdeviceptr bytes = 0;
-    if (CUresult r = d.cuMemAlloc(&bytes, rowSumBytes); r != CUDA_SUCCESS)
-      return "cuDNN attention's scratch: " + d.error(r, "cuMemAlloc");
-    attentionRowSum = reinterpret_cast<void *>(uintptr_t(bytes));
+  for (auto [pointer, bytes, what] :
+       {std::tuple{&attentionRowSum, rowSumBytes, "scratch"},
+        std::tuple{&attentionWorkspace, workspaceBytes, "workspace"}}) {
+    if (bytes == 0 || *pointer)
+      continue;
+    CUdeviceptr allocated = 0;
+    if (CUresult r = d.cuMemAlloc(&allocated, bytes); r != CUDA_SUCCESS)
+      return std::string("cuDNN attention's ") + what + " (" +
+             std::to_string(bytes) + " bytes): " + d.error(r, "cuMemAlloc");
+    *pointer = reinterpret_cast<void *>(uintptr_t(allocated));
   }
   return "";
 }
@@ -245,12 +254,11 @@ void CudaBackend::launch(Stream stream, const LaunchOp &op,
                          const std::vector<Operand> &operands) {
   bind();
   if (attention.runs(op)) {
-    // On the stream's cuBLASLt workspace: its gemms run before or after.
-    if (int(stream) >= kGemmStreams)
-      throw std::logic_error("an attention launch on the transfer stream");
-    if (std::string error =
-            attention.run(op, streamOf(stream), operands,
-                          workspaces[int(stream)], attentionRowSum);
+    // One workspace and scratch: attention runs on the compute stream.
+    if (stream != Stream::Compute)
+      throw std::logic_error("an attention launch off the compute stream");
+    if (std::string error = attention.run(op, streamOf(stream), operands,
+                                          attentionWorkspace, attentionRowSum);
         !error.empty())
       throw std::runtime_error(error);
     return;

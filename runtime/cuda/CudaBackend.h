@@ -112,7 +112,8 @@ private:
   void *workspaces[kGemmStreams] = {};  // cuBLASLt's
   GemmRunner gemms;
   AttentionRunner attention;
-  void *attentionRowSum = nullptr; // the cuDNN backward's D, f32
+  void *attentionRowSum = nullptr;    // the cuDNN backward's D, f32
+  void *attentionWorkspace = nullptr; // the cuDNN plans' workspace
   KernelArgs args;
 };
 

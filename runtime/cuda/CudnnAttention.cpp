@@ -276,17 +276,23 @@ std::string CudnnAttention::prepare(CudnnApi::Handle handle,
   // workspace; why none did, from the last one tried.
   std::string why = "cuDNN's heuristics found no engine for this graph";
   for (int64_t i = 0; i < returned && i < count; ++i) {
+    // Its engine's numerical notes; a configuration whose notes cannot be
+    // read is passed over (its determinism unknown).
     Descriptor engine = g.create(kEngine, "engine");
-    int64_t got = 0;
-    g.get(configs[i], kEngineConfigEngine, kTypeDescriptor, 1, &got, &engine,
-          "engine configuration");
-    int notes[16] = {};
-    int64_t noteCount = 0;
-    if (got == 1)
-      g.get(engine, kEngineNumericalNote, kTypeNumericalNote, 16, &noteCount,
-            notes, "engine");
     if (!g.ok())
       return g.error();
+    int64_t got = 0, noteCount = 0;
+    int notes[16] = {};
+    int status = api.cudnnBackendGetAttribute(
+        configs[i], kEngineConfigEngine, kTypeDescriptor, 1, &got, &engine);
+    if (status == 0 && got == 1)
+      status = api.cudnnBackendGetAttribute(engine, kEngineNumericalNote,
+                                            kTypeNumericalNote, 16, &noteCount,
+                                            notes);
+    if (status != 0) {
+      why = api.error(status, "cudnnBackendGetAttribute(engine)");
+      continue;
+    }
     bool deterministic = true;
     for (int64_t n = 0; n < noteCount && n < 16; ++n)
       deterministic &= notes[n] != kNumericalNoteNondeterministic;
@@ -298,17 +304,22 @@ std::string CudnnAttention::prepare(CudnnApi::Handle handle,
     if (int status =
             api.cudnnBackendCreateDescriptor(kExecutionPlan, &candidate))
       return api.error(status, "cudnnBackendCreateDescriptor(execution plan)");
-    int status = api.cudnnBackendSetAttribute(candidate, kPlanEngineConfig,
-                                              kTypeDescriptor, 1, &configs[i]);
-    if (status == 0)
+    const char *call = "cudnnBackendSetAttribute(execution plan)";
+    status = api.cudnnBackendSetAttribute(candidate, kPlanEngineConfig,
+                                          kTypeDescriptor, 1, &configs[i]);
+    if (status == 0) {
+      call = "cudnnBackendFinalize(execution plan)";
       status = api.cudnnBackendFinalize(candidate);
+    }
     int64_t bytes = 0, n = 0;
-    if (status == 0)
+    if (status == 0) {
+      call = "cudnnBackendGetAttribute(execution plan)";
       status = api.cudnnBackendGetAttribute(candidate, kPlanWorkspaceSize,
                                             kTypeInt64, 1, &n, &bytes);
+    }
     if (status != 0) {
       api.cudnnBackendDestroyDescriptor(candidate);
-      why = api.error(status, "cudnnBackendFinalize(execution plan)");
+      why = api.error(status, call);
       if (notSupported(status))
         continue;
       return why;

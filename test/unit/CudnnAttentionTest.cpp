@@ -400,6 +400,15 @@ TEST(CudnnAttention, EveryFailureIsOneLine) {
   // Engines that are not deterministic are passed over.
   EXPECT_EQ(prepared([&] { f.nondeterministic(1); }),
             "cuDNN offered only engines that are not deterministic");
+  // An engine whose notes cannot be read: its determinism is unknown, so
+  // the next is tried.
+  EXPECT_EQ(prepared([&] { f.fail("cudnnBackendGetAttribute", 2, 4000); }),
+            "cudnnBackendGetAttribute(engine): CUDNN_STATUS_4000");
+  EXPECT_EQ(prepared([&] {
+              f.engines(2);
+              f.fail("cudnnBackendGetAttribute", 2, 4000);
+            }),
+            "");
   // A workspace past what strata sets aside.
   EXPECT_EQ(prepared([&] { f.workspace(64 << 20); }, 32 << 20),
             "cuDNN's engine needs 67108864 bytes of workspace, more than the "
@@ -484,6 +493,7 @@ struct ForwardLaunch {
       return uint32_t(buffers.size() - 1);
     };
     op.kernel = KernelId::AttentionFwd;
+    op.code = 0;
     for (int i = 0; i < 4; ++i)
       op.operands.push_back(buffer(type, {2, 8, 4, 16}));
     op.operands.push_back(buffer(DType::F32, {2, 4, 8}));
@@ -501,12 +511,14 @@ TEST(AttentionRunner, EachChoiceAndItsFallback) {
   ASSERT_NE(f.api, nullptr);
   f.reset();
   ForwardLaunch bf16(DType::BF16), fp32(DType::F32), skewed(DType::BF16, 8);
-  uint64_t rowSum = 0;
+  ForwardLaunch again(DType::BF16); // another layer of the same shape
+  uint64_t workspace = 0, rowSum = 0;
+  f.workspace(4096);
 
   // The plan's own kernels: cuDNN is not asked.
   AttentionRunner own(AttentionBackend::Strata);
   ASSERT_EQ(own.create(), "");
-  ASSERT_EQ(own.prepare(bf16.op, bf16.buffers, 1 << 20, rowSum), "");
+  ASSERT_EQ(own.prepare(bf16.op, bf16.buffers, workspace, rowSum), "");
   EXPECT_FALSE(own.runs(bf16.op));
   EXPECT_EQ(own.report(),
             "attention: strata's kernels (--attention-backend strata)");
@@ -516,36 +528,49 @@ TEST(AttentionRunner, EachChoiceAndItsFallback) {
   // reason where not.
   AttentionRunner automatic(AttentionBackend::Auto);
   ASSERT_EQ(automatic.create(), "");
-  ASSERT_EQ(automatic.prepare(bf16.op, bf16.buffers, 1 << 20, rowSum), "");
+  ASSERT_EQ(automatic.prepare(bf16.op, bf16.buffers, workspace, rowSum), "");
   EXPECT_TRUE(automatic.runs(bf16.op));
-  ASSERT_EQ(automatic.prepare(fp32.op, fp32.buffers, 1 << 20, rowSum), "");
+  // A second launch of that shape shares its plan: no new descriptors.
+  size_t made = Recorded(f.log()).descriptors.size();
+  ASSERT_EQ(automatic.prepare(again.op, again.buffers, workspace, rowSum), "");
+  EXPECT_TRUE(automatic.runs(again.op));
+  EXPECT_EQ(Recorded(f.log()).descriptors.size(), made);
+  EXPECT_EQ(workspace, 4096u); // the plan's, as cuDNN said
+  ASSERT_EQ(automatic.prepare(fp32.op, fp32.buffers, workspace, rowSum), "");
   EXPECT_FALSE(automatic.runs(fp32.op));
-  ASSERT_EQ(automatic.prepare(skewed.op, skewed.buffers, 1 << 20, rowSum), "");
+  ASSERT_EQ(automatic.prepare(skewed.op, skewed.buffers, workspace, rowSum),
+            "");
   EXPECT_FALSE(automatic.runs(skewed.op));
   EXPECT_EQ(automatic.report(),
             "attention: cuDNN 9.19.0 (" + f.api->library.path +
-                ") for 1 launch; strata's kernels for 2 (its operands are "
-                "fp32 (cuDNN's fused attention takes bf16))");
+                ") for 2 launches (1 plan); strata's kernels for 2 (its "
+                "operands are fp32 (cuDNN's fused attention takes bf16))");
   EXPECT_EQ(rowSum, 0u); // forwards take no scratch
 
   // cudnn: a launch it cannot take is a refusal naming why.
   AttentionRunner only(AttentionBackend::Cudnn);
   ASSERT_EQ(only.create(), "");
-  EXPECT_EQ(only.prepare(skewed.op, skewed.buffers, 1 << 20, rowSum),
+  EXPECT_EQ(only.prepare(skewed.op, skewed.buffers, workspace, rowSum),
             "--attention-backend cudnn: cuDNN cannot run this attention "
             "launch: an operand is not 16-byte aligned");
   f.reset();
   f.engines(0);
-  EXPECT_EQ(only.prepare(bf16.op, bf16.buffers, 1 << 20, rowSum),
+  EXPECT_EQ(only.prepare(bf16.op, bf16.buffers, workspace, rowSum),
             "--attention-backend cudnn: cuDNN cannot run this attention "
             "launch: cuDNN's heuristics found no engine for this graph");
+  // The same shape again: the same answer, not asked of cuDNN again.
+  size_t asked = Recorded(f.log()).descriptors.size();
+  EXPECT_EQ(only.prepare(again.op, again.buffers, workspace, rowSum),
+            "--attention-backend cudnn: cuDNN cannot run this attention "
+            "launch: cuDNN's heuristics found no engine for this graph");
+  EXPECT_EQ(Recorded(f.log()).descriptors.size(), asked);
 
   // A cuDNN that will not make a handle: auto goes on without it.
   f.reset();
   f.fail("cudnnCreate", -1, 1001);
   AttentionRunner noHandle(AttentionBackend::Auto);
   ASSERT_EQ(noHandle.create(), "");
-  ASSERT_EQ(noHandle.prepare(bf16.op, bf16.buffers, 1 << 20, rowSum), "");
+  ASSERT_EQ(noHandle.prepare(bf16.op, bf16.buffers, workspace, rowSum), "");
   EXPECT_FALSE(noHandle.runs(bf16.op));
   EXPECT_EQ(noHandle.report(), "attention: strata's kernels for 1 "
                                "(cudnnCreate: CUDNN_STATUS_1001)");
