@@ -78,6 +78,23 @@ struct Operands {
 
 constexpr Dims4 kScalar = {1, 1, 1, 1};
 
+/// `logits` with the keys a query does not see set to -inf: key j is seen
+/// by query i when i >= j (row and column indices compared, then a
+/// select). `scores(type)` makes a virtual score-shaped tensor.
+template <class Scores>
+Descriptor causalMask(CudnnGraphBuilder &g, Scores scores, Descriptor logits) {
+  Descriptor ninf =
+      g.tensor(uid::kNegativeInfinity, kFloat, kScalar, kScalar, false, true);
+  Descriptor row = scores(kInt32), column = scores(kInt32);
+  g.pointwise(kGenerateIndex, logits, nullptr, nullptr, row, 2);
+  g.pointwise(kGenerateIndex, logits, nullptr, nullptr, column, 3);
+  Descriptor seen = scores(kBoolean);
+  g.pointwise(kCompareGreaterEqual, row, column, nullptr, seen, -1, kBoolean);
+  Descriptor masked = scores(kFloat);
+  g.pointwise(kBinarySelect, logits, ninf, seen, masked);
+  return masked;
+}
+
 } // namespace
 
 void CudnnAttention::buildForward() {
@@ -104,19 +121,8 @@ void CudnnAttention::buildForward() {
   g.matmul(q, kT, s);
   Descriptor scaled = scores();
   g.pointwise(kMul, s, scaleIn, nullptr, scaled);
-  if (shape.causal) {
-    // Key j is seen by query i when i >= j: the rest become -inf.
-    Descriptor ninf =
-        g.tensor(uid::kNegativeInfinity, kFloat, kScalar, kScalar, false, true);
-    Descriptor row = scores(kInt32), column = scores(kInt32);
-    g.pointwise(kGenerateIndex, scaled, nullptr, nullptr, row, 2);
-    g.pointwise(kGenerateIndex, scaled, nullptr, nullptr, column, 3);
-    Descriptor seen = scores(kBoolean);
-    g.pointwise(kCompareGreaterEqual, row, column, nullptr, seen, -1, kBoolean);
-    Descriptor masked = scores();
-    g.pointwise(kBinarySelect, scaled, ninf, seen, masked);
-    scaled = masked;
-  }
+  if (shape.causal)
+    scaled = causalMask(g, scores, scaled);
   // The softmax, with the row's log-sum-exp kept: max + log Σ exp(x - max).
   Descriptor max = rows();
   g.reduction(kReduceMax, scaled, max);
@@ -182,18 +188,8 @@ void CudnnAttention::buildBackward() {
   g.pointwise(kMul, s, scaleIn, nullptr, scaled);
   Descriptor logits = scores();
   g.pointwise(kSub, scaled, stats, nullptr, logits);
-  if (shape.causal) {
-    Descriptor ninf =
-        g.tensor(uid::kNegativeInfinity, kFloat, kScalar, kScalar, false, true);
-    Descriptor row = scores(kInt32), column = scores(kInt32);
-    g.pointwise(kGenerateIndex, logits, nullptr, nullptr, row, 2);
-    g.pointwise(kGenerateIndex, logits, nullptr, nullptr, column, 3);
-    Descriptor seen = scores(kBoolean);
-    g.pointwise(kCompareGreaterEqual, row, column, nullptr, seen, -1, kBoolean);
-    Descriptor masked = scores();
-    g.pointwise(kBinarySelect, logits, ninf, seen, masked);
-    logits = masked;
-  }
+  if (shape.causal)
+    logits = causalMask(g, scores, logits);
   Descriptor p = scores();
   g.pointwise(kExp, logits, nullptr, nullptr, p);
 

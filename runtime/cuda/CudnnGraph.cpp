@@ -14,7 +14,6 @@ bool CudnnGraphBuilder::fail(int status, const char *call, const char *what) {
   if (failure.empty()) {
     failure = api.error(status, call);
     failure.insert(std::string(call).size(), std::string("(") + what + ")");
-    failedStatus = status;
   }
   return false;
 }

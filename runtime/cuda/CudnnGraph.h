@@ -177,14 +177,11 @@ public:
   bool ok() const { return failure.empty(); }
   /// The first failure, "" while none.
   const std::string &error() const { return failure; }
-  /// The status of the first failure (0 while none).
-  int status() const { return failedStatus; }
 
 private:
   const CudnnApi &api;
   std::vector<Descriptor> owned, operations;
   std::string failure;
-  int failedStatus = 0;
 };
 
 } // namespace strata::runtime::cuda
