@@ -6,7 +6,7 @@ measured on the same GPU in the same run as strata's:
 - a bf16 gemm 8192x8192x8192 (the machine's practical ceiling);
 - causal attention forward and forward+backward, bf16, head dims 64 and
   128, sequence 2048 and 4096, through scaled_dot_product_attention with
-  its flash backend;
+  its flash backend, then its cuDNN backend ("attention_cudnn");
 - a training step (forward, backward, fused AdamW) of each model in
   MODELS.json (layers, hidden, heads, seq, vocab, batch, flops): the
   project's torch twin (torch_models.GPT, attention through SDPA) eager and
@@ -54,8 +54,14 @@ def gemm_tflops(quick):
     return 2 * n ** 3 / (ms / 1e3) / 1e12
 
 
-def attention(quick):
+def attention(quick, backend_name="FLASH_ATTENTION"):
+    """SDPA's causal attention through one backend (SDPBackend's name):
+    forward and backward rows, or one row with the error where that
+    backend cannot run here."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = getattr(SDPBackend, backend_name, None)
+    if backend is None:
+        return [dict(what="every shape", error=f"this torch has no SDPBackend.{backend_name}")]
     rows = []
     for d in (64, 128):
         for s in (2048, 4096):
@@ -66,14 +72,19 @@ def attention(quick):
             grad = torch.randn(batch, heads, s, d, device="cuda", dtype=torch.bfloat16)
             # Causal: half the score matrix; forward 2 products, backward 5.
             fwd_flops = 4 * batch * heads * s * s * d / 2
-            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                fwd = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                            3, 5 if quick else 20)
+            try:
+                with sdpa_kernel(backend):
+                    fwd = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                3, 5 if quick else 20)
 
-                def both():
-                    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                    out.backward(grad)
-                both_ms = timed(both, 3, 5 if quick else 20)
+                    def both():
+                        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                        out.backward(grad)
+                    both_ms = timed(both, 3, 5 if quick else 20)
+            except RuntimeError as e:  # the backend refused the shape
+                rows.append(dict(what=f"d{d} s{s} b{batch}h{heads}",
+                                 error=str(e).splitlines()[0][:200]))
+                continue
             bwd = both_ms - fwd
             rows.append(dict(what=f"forward d{d} s{s} b{batch}h{heads}", ms=fwd,
                              tflops=fwd_flops / (fwd / 1e3) / 1e12))
@@ -171,6 +182,8 @@ def main():
     result["gemm_tflops"] = gemm_tflops(args.quick)
     save()
     result["attention"] = attention(args.quick)
+    save()
+    result["attention_cudnn"] = attention(args.quick, "CUDNN_ATTENTION")
     save()
     with open(args.models) as f:
         specs = json.load(f)

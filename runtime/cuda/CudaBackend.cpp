@@ -1,5 +1,6 @@
 //===- CudaBackend.cpp - a rank's device on an NVIDIA GPU -----------------===//
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/base/Text.h"
 #include "runtime/comm/Transport.h"
 
 #include <stdexcept>
@@ -227,9 +228,11 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
           return "kernel " + plan.code[launch->code].name + ": " +
                  d.error(r, "cuFuncSetAttribute");
     }
-  for (auto [pointer, bytes, what] :
-       {std::tuple{&attentionRowSum, rowSumBytes, "scratch"},
-        std::tuple{&attentionWorkspace, workspaceBytes, "workspace"}}) {
+  for (auto [pointer, held, bytes, what] :
+       {std::tuple{&attentionRowSum, &attentionRowSumBytes, rowSumBytes,
+                   "scratch"},
+        std::tuple{&attentionWorkspace, &attentionWorkspaceBytes,
+                   workspaceBytes, "workspace"}}) {
     if (bytes == 0 || *pointer)
       continue;
     CUdeviceptr allocated = 0;
@@ -237,8 +240,18 @@ std::string CudaBackend::prepare(const Plan &plan, const RankPlan &rank) {
       return std::string("cuDNN attention's ") + what + " (" +
              std::to_string(bytes) + " bytes): " + d.error(r, "cuMemAlloc");
     *pointer = reinterpret_cast<void *>(uintptr_t(allocated));
+    *held = bytes;
   }
   return "";
+}
+
+std::string CudaBackend::memoryBeyondArenas() const {
+  std::string text = "cuBLASLt's workspaces " + humanBytes(kExtraBytes);
+  if (attentionWorkspaceBytes + attentionRowSumBytes > 0)
+    text += ", cuDNN attention's workspace " +
+            humanBytes(attentionWorkspaceBytes) + " and scratch " +
+            humanBytes(attentionRowSumBytes);
+  return text;
 }
 
 void CudaBackend::gemm(Stream stream, const GemmOp &op,

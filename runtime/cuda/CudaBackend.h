@@ -79,6 +79,10 @@ public:
   void synchronize() override;
   void synchronizeStream(Stream stream) override;
   bool runsFusedKernels() const override { return true; }
+  std::string memoryBeyondArenas() const override;
+  std::string launchLibrary(const LaunchOp &op) const override {
+    return attention.runs(op) ? "cudnn" : "";
+  }
   /// CUDA graphs, captured from the compute stream (this thread's calls
   /// only: other ranks' threads go on) and instantiated once.
   bool recordsGraphs() const override { return true; }
@@ -114,6 +118,7 @@ private:
   AttentionRunner attention;
   void *attentionRowSum = nullptr;    // the cuDNN backward's D, f32
   void *attentionWorkspace = nullptr; // the cuDNN plans' workspace
+  uint64_t attentionRowSumBytes = 0, attentionWorkspaceBytes = 0;
   KernelArgs args;
 };
 

@@ -56,6 +56,10 @@ public:
   /// Whether a fused group runs as its first launch's kernel (the CPU runs
   /// each member instead).
   virtual bool runsFusedKernels() const { return false; }
+  /// The library that runs `op` in place of the plan's kernel ("cudnn":
+  /// the cuda backend's attention, AttentionRunner.h), or "" where the
+  /// kernel runs; named in --profile and --trace.
+  virtual std::string launchLibrary(const LaunchOp &) const { return ""; }
 
   /// Graphs: the gemms and launches issued on the compute stream between
   /// beginGraph and endGraph are recorded, not run, with their operands'
@@ -87,6 +91,9 @@ public:
   virtual void synchronizeStream(Stream stream) = 0;
   void synchronizeCompute() { synchronizeStream(Stream::Compute); }
 
+  /// Device memory the backend holds beyond the plan's arenas (libraries'
+  /// workspaces), in words for --report-memory, or "" for none.
+  virtual std::string memoryBeyondArenas() const { return ""; }
   /// The highest byte written in an arena, + 1, where the backend can tell
   /// (the CPU backend starts its arenas filled with a marker); else -1.
   virtual int64_t highWater(Arena) const { return -1; }

@@ -250,7 +250,7 @@ void Executor::runRange(const Step &step, size_t begin, size_t end) {
       timedSpan.end = mark();
       if (tracing) {
         TraceEvent event;
-        event.name = instruction.name();
+        event.name = timedName(instruction);
         trace.push_back(std::move(event));
         timedSpan.traceEvent = int64_t(trace.size()) - 1;
       }
@@ -268,7 +268,7 @@ void Executor::runRange(const Step &step, size_t begin, size_t end) {
       addProfile(step.program, i, span(instruction), duration * 1e-6);
     if (tracing) {
       TraceEvent event;
-      event.name = instruction.name();
+      event.name = timedName(instruction);
       event.startUs = start;
       event.durationUs = duration;
       trace.push_back(std::move(event));
@@ -283,10 +283,17 @@ uint32_t Executor::mark() {
   return index;
 }
 
+std::string Executor::timedName(const Instruction &instruction) const {
+  const LaunchOp *launch = instruction.launch();
+  std::string library = launch ? backend.launchLibrary(*launch) : "";
+  return library.empty() ? instruction.name()
+                         : instruction.name() + " (" + library + ")";
+}
+
 void Executor::addProfile(uint32_t program, size_t index, size_t width,
                           double seconds) {
   const Instruction &instruction = rank.programs[program].instructions[index];
-  auto &[total, calls] = kernelTime[instruction.name()];
+  auto &[total, calls] = kernelTime[timedName(instruction)];
   total += seconds;
   ++calls;
   if (!instruction.gemm() && !instruction.launch())
@@ -302,8 +309,12 @@ std::map<std::string, Executor::ProfileEntry> Executor::profileDetail() const {
     auto [program, index, width] = at;
     InstructionCost cost =
         instructionCost(rank, rank.programs[program], index, width);
-    ProfileEntry &entry = byShape[cost.name + " " + cost.shape];
+    const LaunchOp *launch =
+        rank.programs[program].instructions[index].launch();
+    std::string library = launch ? backend.launchLibrary(*launch) : "";
+    ProfileEntry &entry = byShape[cost.name + " " + cost.shape + " " + library];
     entry.cost = std::move(cost);
+    entry.library = std::move(library);
     entry.seconds += time.first;
     entry.calls += time.second;
   }
@@ -376,8 +387,7 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
       break;
     section(s, 0, rank.programs[rank.schedule[s].program].bodyBegin, false);
   }
-  collectives.exchange(Stream::Transfer, std::move(sends),
-                       std::move(receives));
+  collectives.exchange(Stream::Transfer, std::move(sends), std::move(receives));
   for (uint32_t event : records)
     backend.record(Stream::Transfer, event);
 }

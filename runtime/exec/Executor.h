@@ -96,6 +96,7 @@ public:
   /// cost (KernelCost.h) and device time.
   struct ProfileEntry {
     InstructionCost cost;
+    std::string library; // Backend::launchLibrary's, "" for the plan's own
     double seconds = 0;
     int64_t calls = 0;
   };
@@ -136,8 +137,8 @@ private:
   Collectives &collectives;
   std::vector<ProgramInfo> programs;
   std::vector<bool> exchangePoint; // per schedule position
-  int tokens = -1, labels = -1, dropoutKeys = -1, loss = -1, gradNormBuffer = -1,
-      hyper = -1;
+  int tokens = -1, labels = -1, dropoutKeys = -1, loss = -1,
+      gradNormBuffer = -1, hyper = -1;
   float hyperHost[kHyperSlots] = {};
   std::vector<float> lossHost; // one per step that writes the loss
   /// The schedule's steps, the optimizer's only if `optimizer`.
@@ -173,6 +174,9 @@ private:
   double firstMarkHostUs = 0; // the host's time when mark 0 went
   /// A mark on the compute stream (mark 0 also notes the host's time).
   uint32_t mark();
+  /// An instruction's name in the profile and the trace: a launch that a
+  /// library runs says which ("attention_fwd (cudnn)").
+  std::string timedName(const Instruction &instruction) const;
   /// Adds an instruction's time to kernelTime and lastIteration.
   void addProfile(uint32_t program, size_t index, size_t width, double seconds);
   /// After the iteration synchronized: the device's times into the trace

@@ -377,9 +377,9 @@ void TrainingLoop::evaluate(const Dataset &from, int64_t first,
          exposedBefore = executor.exposedCommunicationSeconds();
   for (int64_t k = 0; k < options.evalIters; ++k) {
     int64_t start = first + k * int64_t(plan.globalBatchSize);
-    float loss = executor.evaluate(
-        iteration,
-        [&](int64_t mb) { loadBatch(from, start, mb, /*training=*/false); });
+    float loss = executor.evaluate(iteration, [&](int64_t mb) {
+      loadBatch(from, start, mb, /*training=*/false);
+    });
     if (lastStage)
       total += averageLoss(loss, "the " + what + " evaluation");
   }
@@ -434,9 +434,12 @@ std::string TrainingLoop::profileJson() const {
                   "\"calls\": %lld, \"seconds\": %.9g, \"bytes\": %.17g, "
                   "\"flops\": %.17g",
                   (long long)e.calls, e.seconds, e.cost.bytes, e.cost.flops);
-    text += std::string(i ? "," : "") +
-            "\n    {\"name\": " + jsonString(e.cost.name) +
-            ", \"shape\": " + jsonString(e.cost.shape) + ", " + numbers + "}";
+    text +=
+        std::string(i ? "," : "") +
+        "\n    {\"name\": " + jsonString(e.cost.name) +
+        ", \"shape\": " + jsonString(e.cost.shape) +
+        (e.library.empty() ? "" : ", \"library\": " + jsonString(e.library)) +
+        ", " + numbers + "}";
   }
   return text + "\n  ]\n}\n";
 }
@@ -504,6 +507,8 @@ std::string TrainingLoop::printReports(std::ostream &log) {
         << " bytes (persistent " << withThousands(rank.persistentBytes)
         << " + workspace " << withThousands(rank.workspaceBytes)
         << stashText(rank.stashBytes) << "); ";
+    if (std::string beyond = device.memoryBeyondArenas(); !beyond.empty())
+      log << "beyond the plan's arenas: " << beyond << "; ";
     // A GPU's arenas are not marked: there is no high-water mark to read.
     if (device.highWater(Arena::Persistent) < 0) {
       log << "measured high-water: not known on this backend\n";

@@ -87,8 +87,26 @@ inline Arg listArg(std::vector<int64_t> v) { return {0, 0, std::move(v)}; }
 //===----------------------------------------------------------------------===//
 
 /// Where a test's kernels run: "cpu", a GPU with kernels generated for
-/// "sm_80" or "sm_90a", or "simt": sm_80's kernels on the host.
+/// "sm_80" or "sm_90a", or "simt": sm_80's kernels on the host. A GPU's
+/// name ending in "_cudnn" ("sm_90a_cudnn") runs attention through cuDNN
+/// (strata-run --attention-backend cudnn), the rest as the GPU's.
 using Device = std::string;
+constexpr const char kCudnnSuffix[] = "_cudnn";
+/// Whether `device` runs attention through cuDNN.
+inline bool throughCudnn(const Device &device) {
+  const std::string suffix = kCudnnSuffix;
+  return device.size() > suffix.size() &&
+         device.compare(device.size() - suffix.size(), suffix.size(), suffix) ==
+             0;
+}
+/// The architecture `device`'s kernels are generated for.
+inline std::string archOf(const Device &device) {
+  if (device == "simt")
+    return "sm_80";
+  return throughCudnn(device)
+             ? device.substr(0, device.size() - sizeof(kCudnnSuffix) + 1)
+             : device;
+}
 
 /// The process's GPU for kernels of `arch`, opened once; "" or why the
 /// kernels of `arch` cannot run here.
@@ -272,6 +290,12 @@ public:
     return out;
   }
   const std::vector<Buffer> &buffers() const { return rank.buffers; }
+  /// The library that ran the last launch in place of its kernel
+  /// (Backend::launchLibrary), or "".
+  std::string library() const {
+    const LaunchOp *launch = rank.programs.at(0).instructions.at(0).launch();
+    return launch ? backend->launchLibrary(*launch) : "";
+  }
 
 private:
   void *address(uint32_t index) const {
@@ -323,7 +347,7 @@ private:
     plan.cudaArch = arch();
   }
   /// The architecture the device's kernels are generated for.
-  std::string arch() const { return device == "simt" ? "sm_80" : device; }
+  std::string arch() const { return archOf(device); }
 
   /// Makes the device's backend for the instructions, then writes the
   /// arena: inputs and presets their values, every other byte poisoned
@@ -337,8 +361,10 @@ private:
       backend = std::make_unique<simt::SimtBackend>();
     } else {
       cuda::Gpu *gpu = nullptr;
-      ASSERT_EQ(openGpuFor(device, gpu), "");
-      auto made = std::make_unique<cuda::CudaBackend>(gpu->context);
+      ASSERT_EQ(openGpuFor(arch(), gpu), "");
+      auto made = std::make_unique<cuda::CudaBackend>(
+          gpu->context, throughCudnn(device) ? cuda::AttentionBackend::Cudnn
+                                             : cuda::AttentionBackend::Strata);
       ASSERT_EQ(made->create(), "");
       backend = std::move(made);
     }

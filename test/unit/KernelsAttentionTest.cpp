@@ -2,7 +2,10 @@
 //---------------------------------------------===//
 //
 // Rope and attention (grouped-query, causal, bf16, tensor cores); each against
-// its float64 reference on every device (KernelTesting.h).
+// its float64 reference on every device (KernelTesting.h). cuDNN's fused
+// attention (strata-run --attention-backend cudnn) against the same
+// references, and against strata's kernels at the benchmark's shapes, on a
+// GPU with cuDNN.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelTesting.h"
@@ -199,37 +202,68 @@ std::array<Vec, 3> refAttentionBwdOnTensorCores(const AttnDims &a, const Vec &q,
   return {dq, dk, dv};
 }
 
-void expectBf16Attention(const Device &device, const AttnDims &a,
-                         DType gradients) {
+/// One bf16 attention launch on `device` and what it wrote: the forward's
+/// output and log-sum-exp, or the backward's dQ, dK and dV; `library` is
+/// who ran it (Backend::launchLibrary: "cudnn", or "" for the kernel).
+struct AttentionRun {
+  std::vector<Vec> outputs;
+  std::string library;
+};
+std::map<std::string, Arg> attentionArgs(const AttnDims &a) {
+  return {{"causal", boolArg(a.causal)},
+          {"group_size", intArg(a.groupSize())},
+          {"query_head_offset", intArg(a.offset)}};
+}
+AttentionRun runAttentionFwd(const Device &device, const AttnDims &a,
+                             const Vec &q, const Vec &k, const Vec &v) {
   const DType bf16 = DType::BF16;
-  Vec q = roundedToBf16(randomVec(a.b * a.s * a.h * a.d)),
-      k = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
-      v = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
-      dout = roundedToBf16(randomVec(q.size()));
-  std::map<std::string, Arg> args = {{"causal", boolArg(a.causal)},
-                                     {"group_size", intArg(a.groupSize())},
-                                     {"query_head_offset", intArg(a.offset)}};
   const std::vector<int64_t> qShape = {a.b, a.s, a.h, a.d},
                              kvShape = {a.b, a.s, a.kv, a.d};
-  Vec lse;
-  Vec o = refAttention(a, q, k, v, &lse);
   Harness h(device);
-  uint32_t out = h.add(qShape, bf16), ilse = h.add({a.b, a.h, a.s});
+  uint32_t out = h.add(qShape, bf16), lse = h.add({a.b, a.h, a.s});
   h.run("attention_fwd",
         {h.input(qShape, q, bf16), h.input(kvShape, k, bf16),
          h.input(kvShape, v, bf16)},
-        {out, ilse}, args);
-  expectClose(h.read(out), o, kTolBf16, "attention_fwd");
-  expectClose(h.read(ilse), lse, kTol, "attention_fwd log-sum-exp");
-
+        {out, lse}, attentionArgs(a));
+  return {{h.read(out), h.read(lse)}, h.library()};
+}
+AttentionRun runAttentionBwd(const Device &device, const AttnDims &a,
+                             const Vec &q, const Vec &k, const Vec &v,
+                             const Vec &o, const Vec &lse, const Vec &dout,
+                             DType gradients) {
+  const DType bf16 = DType::BF16;
+  const std::vector<int64_t> qShape = {a.b, a.s, a.h, a.d},
+                             kvShape = {a.b, a.s, a.kv, a.d};
   Harness g(device);
   uint32_t dq = g.add(qShape, gradients), dk = g.add(kvShape, gradients),
            dv = g.add(kvShape, gradients);
   g.run("attention_bwd",
         {g.input(qShape, q, bf16), g.input(kvShape, k, bf16),
-         g.input(kvShape, v, bf16), g.input(qShape, roundedToBf16(o), bf16),
+         g.input(kvShape, v, bf16), g.input(qShape, o, bf16),
          g.input({a.b, a.h, a.s}, lse), g.input(qShape, dout, bf16)},
-        {dq, dk, dv}, args);
+        {dq, dk, dv}, attentionArgs(a));
+  return {{g.read(dq), g.read(dk), g.read(dv)}, g.library()};
+}
+
+void expectBf16Attention(const Device &device, const AttnDims &a,
+                         DType gradients) {
+  Vec q = roundedToBf16(randomVec(a.b * a.s * a.h * a.d)),
+      k = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
+      v = roundedToBf16(randomVec(a.b * a.s * a.kv * a.d)),
+      dout = roundedToBf16(randomVec(q.size()));
+  Vec lse;
+  Vec o = refAttention(a, q, k, v, &lse);
+  const std::string library = throughCudnn(device) ? "cudnn" : "";
+  AttentionRun forward = runAttentionFwd(device, a, q, k, v);
+  EXPECT_EQ(forward.library, library) << "who ran the forward";
+  expectClose(forward.outputs[0], o, kTolBf16, "attention_fwd");
+  expectClose(forward.outputs[1], lse, kTol, "attention_fwd log-sum-exp");
+
+  AttentionRun backward = runAttentionBwd(device, a, q, k, v, roundedToBf16(o),
+                                          lse, dout, gradients);
+  EXPECT_EQ(backward.library, library) << "who ran the backward";
+  const Vec &dq = backward.outputs[0], &dk = backward.outputs[1],
+            &dv = backward.outputs[2];
   if (device != "cpu") {
     // The tensor-core kernels (simt runs the generated ones): against what
     // they compute, within the gradients' own rounding (2^-9 of the
@@ -238,25 +272,23 @@ void expectBf16Attention(const Device &device, const AttnDims &a,
     auto [refQ, refK, refV] =
         refAttentionBwdOnTensorCores(a, q, k, v, roundedToBf16(o), lse, dout);
     constexpr double kTolOnTensorCores = 4e-3;
-    expectClose(g.read(dq), refQ, kTolOnTensorCores, "query gradient");
-    expectClose(g.read(dk), refK, kTolOnTensorCores, "key gradient");
-    expectClose(g.read(dv), refV, kTolOnTensorCores, "value gradient");
+    expectClose(dq, refQ, kTolOnTensorCores, "query gradient");
+    expectClose(dk, refK, kTolOnTensorCores, "key gradient");
+    expectClose(dv, refV, kTolOnTensorCores, "value gradient");
     return;
   }
   // The CPU's: f32 throughout, against the exact gradients.
   expectClose(
-      g.read(dq),
-      vjp([&](const Vec &x) { return refAttention(a, x, k, v); }, q, dout),
+      dq, vjp([&](const Vec &x) { return refAttention(a, x, k, v); }, q, dout),
       kTolBf16, "query gradient");
   expectClose(
-      g.read(dk),
-      vjp([&](const Vec &x) { return refAttention(a, q, x, v); }, k, dout),
+      dk, vjp([&](const Vec &x) { return refAttention(a, q, x, v); }, k, dout),
       kTolBf16, "key gradient");
   expectClose(
-      g.read(dv),
-      vjp([&](const Vec &x) { return refAttention(a, q, k, x); }, v, dout),
+      dv, vjp([&](const Vec &x) { return refAttention(a, q, k, x); }, v, dout),
       kTolBf16, "value gradient");
 }
+
 TEST_P(Kernels, Bf16AttentionAndLoss) {
   const DType bf16 = DType::BF16;
   expectBf16Attention(on(), {1, 16, 4, 2, 16, true}, bf16);
@@ -340,6 +372,253 @@ TEST_P(Kernels, Bf16AttentionAcrossQueryBlocksAndKeyStages) {
     for (int run = 0; run < 2; ++run)
       expectBf16Attention(on(), c.a, c.gradients);
   }
+}
+
+//===----------------------------------------------------------------------===//
+// cuDNN's fused attention (runtime/cuda/AttentionRunner.h), on a GPU that
+// has it: the launches strata's plans make, through cuDNN's graphs.
+//===----------------------------------------------------------------------===//
+
+class CudnnAttention : public testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    for (const char *arch : {"sm_90a", "sm_80"}) {
+      cuda::Gpu *gpu = nullptr;
+      std::string error = openGpuFor(arch, gpu);
+      if (error.empty()) {
+        kernels = arch;
+        break;
+      }
+      why += (why.empty() ? "" : "; ") + std::string(arch) + ": " + error;
+    }
+    if (kernels.empty())
+      GTEST_SKIP() << "skipped: no GPU (" << why << ")";
+    std::string error;
+    if (!cuda::loadCudnn(error))
+      GTEST_SKIP() << "skipped: no cuDNN (" << error << ")";
+  }
+  /// The GPU's own kernels, and the same with attention through cuDNN.
+  Device strata() const { return kernels; }
+  Device cudnn() const { return kernels + kCudnnSuffix; }
+
+  std::string kernels;
+};
+
+TEST_F(CudnnAttention, MatchesFloat64AtThePlansShapes) {
+  // gpt-tiny's and llama-tiny's attention (head dimension 16, grouped
+  // queries, a tensor-parallel rank's share of the heads), and head
+  // dimensions 64 and 128 causal and not: every launch through cuDNN
+  // (never strata's kernel: a test fails if cuDNN refuses), held to what
+  // strata's tensor-core kernels are held to.
+  for (const AttnDims &a :
+       {AttnDims{2, 64, 4, 4, 16, true}, AttnDims{2, 64, 4, 2, 16, true},
+        AttnDims{1, 64, 2, 1, 16, true, 2, 0}, AttnDims{1, 128, 4, 2, 64, true},
+        AttnDims{1, 192, 2, 2, 64, false}, AttnDims{2, 128, 2, 2, 128, true},
+        AttnDims{1, 128, 2, 1, 128, false}}) {
+    SCOPED_TRACE("b " + std::to_string(a.b) + " s " + std::to_string(a.s) +
+                 " h " + std::to_string(a.h) + "/" + std::to_string(a.kv) +
+                 " d " + std::to_string(a.d) + (a.causal ? " causal" : ""));
+    expectBf16Attention(cudnn(), a, DType::BF16);
+  }
+}
+
+/// Query row `i` of head `h` (batch 0) in float64: its output and its
+/// log-sum-exp.
+Vec refAttentionRow(const AttnDims &a, const Vec &q, const Vec &k, const Vec &v,
+                    int64_t h, int64_t i, double &lse) {
+  const double scale = 1 / std::sqrt(double(a.d));
+  int64_t g = (a.offset + h) / a.groupSize(), n = a.causal ? i + 1 : a.s;
+  Vec score(n), out(a.d, 0.0);
+  double max = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    double dot = 0;
+    for (int64_t x = 0; x < a.d; ++x)
+      dot += q[(i * a.h + h) * a.d + x] * k[(j * a.kv + g) * a.d + x];
+    max = std::max(max, score[j] = dot * scale);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    double p = std::exp(score[j] - max);
+    sum += p;
+    for (int64_t x = 0; x < a.d; ++x)
+      out[x] += p * v[(j * a.kv + g) * a.d + x];
+  }
+  for (double &x : out)
+    x /= sum;
+  lse = max + std::log(sum);
+  return out;
+}
+
+/// refAttentionBwdOnTensorCores's gradients at one place (batch 0): dQ of
+/// query row `i` of head `h`, and dK and dV of key `j` of that head's kv
+/// head, summed over the query heads that read it.
+std::array<Vec, 3> refAttentionBwdAt(const AttnDims &a, const Vec &q,
+                                     const Vec &k, const Vec &v, const Vec &o,
+                                     const Vec &lse, const Vec &dout, int64_t h,
+                                     int64_t i, int64_t j) {
+  const double scale = 1 / std::sqrt(double(a.d));
+  auto qAt = [&](int64_t row, int64_t head) {
+    return (row * a.h + head) * a.d;
+  };
+  auto kvAt = [&](int64_t row, int64_t head) {
+    return (row * a.kv + head) * a.d;
+  };
+  // P and dS of query (row, head) against key `key` of kv head `g`, as the
+  // tensor cores take them: rounded to bf16.
+  auto products = [&](int64_t row, int64_t head, int64_t key, int64_t g,
+                      double &p, double &ds) {
+    double score = 0, dp = 0, dRow = 0;
+    for (int64_t x = 0; x < a.d; ++x) {
+      score += q[qAt(row, head) + x] * k[kvAt(key, g) + x];
+      dp += dout[qAt(row, head) + x] * v[kvAt(key, g) + x];
+      dRow += dout[qAt(row, head) + x] * o[qAt(row, head) + x];
+    }
+    double exact =
+        std::exp(score * scale - double(float(lse[head * a.s + row])));
+    p = roundToBf16(float(exact));
+    ds = roundToBf16(float(exact * (dp - dRow)));
+  };
+  int64_t g = (a.offset + h) / a.groupSize();
+  Vec dq(a.d, 0.0), dk(a.d, 0.0), dv(a.d, 0.0);
+  for (int64_t key = 0; key < (a.causal ? i + 1 : a.s); ++key) {
+    double p, ds;
+    products(i, h, key, g, p, ds);
+    for (int64_t x = 0; x < a.d; ++x)
+      dq[x] += scale * ds * k[kvAt(key, g) + x];
+  }
+  for (int64_t head = 0; head < a.h; ++head) {
+    if ((a.offset + head) / a.groupSize() != g)
+      continue;
+    for (int64_t row = a.causal ? j : 0; row < a.s; ++row) {
+      double p, ds;
+      products(row, head, j, g, p, ds);
+      for (int64_t x = 0; x < a.d; ++x) {
+        dv[x] += p * dout[qAt(row, head) + x];
+        dk[x] += scale * ds * q[qAt(row, head) + x];
+      }
+    }
+  }
+  return {dq, dk, dv};
+}
+
+/// `rows` rows of `width` of `all` (row-major), as a sample for expectClose.
+Vec rowsOf(const Vec &all, const std::vector<int64_t> &rows, int64_t width) {
+  Vec out;
+  for (int64_t r : rows)
+    out.insert(out.end(), all.begin() + r * width,
+               all.begin() + (r + 1) * width);
+  return out;
+}
+
+TEST(AttentionReferences, SampledPlacesAreTheWholeReferences) {
+  // The benchmark shapes' float64 check reads the references at sampled
+  // places: here, at every place of small shapes, they are the whole ones.
+  for (const AttnDims &a :
+       {AttnDims{1, 9, 4, 2, 8, true}, AttnDims{1, 7, 3, 3, 8, false},
+        AttnDims{1, 6, 2, 1, 8, true, 2, 0}}) {
+    Vec q = roundedToBf16(randomVec(a.s * a.h * a.d)),
+        k = roundedToBf16(randomVec(a.s * a.kv * a.d)),
+        v = roundedToBf16(randomVec(a.s * a.kv * a.d)),
+        dout = roundedToBf16(randomVec(q.size())), lse;
+    Vec o = refAttention(a, q, k, v, &lse);
+    auto [dq, dk, dv] = refAttentionBwdOnTensorCores(a, q, k, v, o, lse, dout);
+    for (int64_t h = 0; h < a.h; ++h)
+      for (int64_t i = 0; i < a.s; ++i) {
+        double rowLse;
+        Vec row = refAttentionRow(a, q, k, v, h, i, rowLse);
+        EXPECT_NEAR(rowLse, lse[h * a.s + i], 1e-12);
+        int64_t g = (a.offset + h) / a.groupSize();
+        auto [dqAt, dkAt, dvAt] =
+            refAttentionBwdAt(a, q, k, v, o, lse, dout, h, i, i);
+        for (int64_t x = 0; x < a.d; ++x) {
+          EXPECT_NEAR(row[x], o[(i * a.h + h) * a.d + x], 1e-12);
+          EXPECT_NEAR(dqAt[x], dq[(i * a.h + h) * a.d + x], 1e-12);
+          EXPECT_NEAR(dkAt[x], dk[(i * a.kv + g) * a.d + x], 1e-12);
+          EXPECT_NEAR(dvAt[x], dv[(i * a.kv + g) * a.d + x], 1e-12);
+        }
+      }
+  }
+}
+
+TEST_F(CudnnAttention, MatchesStrataAndFloat64AtTheBenchmarksShapes) {
+  // The check's attention shapes (hidden 2048, causal, sequence 2048 and
+  // 4096, head dimension 64 and 128), one sample a batch: cuDNN's forward
+  // and backward against strata's kernels on the same inputs, element for
+  // element, and both against float64 at sampled rows (whole, the
+  // reference would take minutes).
+  for (int64_t d : {64, 128})
+    for (int64_t s : {2048, 4096}) {
+      AttnDims a{1, s, 2048 / d, 2048 / d, d, true};
+      SCOPED_TRACE("d " + std::to_string(d) + " s " + std::to_string(s));
+      Vec q = roundedToBf16(randomVec(a.b * a.s * a.h * a.d)),
+          k = roundedToBf16(randomVec(q.size())),
+          v = roundedToBf16(randomVec(q.size())),
+          dout = roundedToBf16(randomVec(q.size()));
+      AttentionRun forward[2], backward[2];
+      for (int through = 0; through < 2; ++through) {
+        forward[through] =
+            runAttentionFwd(through ? cudnn() : strata(), a, q, k, v);
+        EXPECT_EQ(forward[through].library, through ? "cudnn" : "");
+      }
+      // Both backwards from cuDNN's forward: the same inputs.
+      const Vec &o = forward[1].outputs[0], &lse = forward[1].outputs[1];
+      for (int through = 0; through < 2; ++through) {
+        backward[through] = runAttentionBwd(through ? cudnn() : strata(), a, q,
+                                            k, v, o, lse, dout, DType::BF16);
+        EXPECT_EQ(backward[through].library, through ? "cudnn" : "");
+      }
+      // Each within the other's bf16 rounding and its own (each is held to
+      // 1e-2 of float64 in the forward, 4e-3 of the tensor-core model in
+      // the backward).
+      expectClose(forward[1].outputs[0], forward[0].outputs[0], 2 * kTolBf16,
+                  "output, cuDNN's");
+      expectClose(forward[1].outputs[1], forward[0].outputs[1], 2 * kTol,
+                  "log-sum-exp, cuDNN's");
+      const char *names[3] = {"query gradient", "key gradient",
+                              "value gradient"};
+      for (int n = 0; n < 3; ++n)
+        expectClose(backward[1].outputs[n], backward[0].outputs[n], 8e-3,
+                    names[n]);
+
+      // float64 at sampled places: the first, last and random rows of
+      // random heads.
+      std::vector<std::pair<int64_t, int64_t>> places = {{0, 0},
+                                                         {a.h - 1, a.s - 1}};
+      while (places.size() < 8)
+        places.push_back({int64_t(rng()() % a.h), int64_t(rng()() % a.s)});
+      std::vector<int64_t> rows, kvRows; // rows of [s·heads, d]
+      std::vector<int64_t> lseAt;
+      Vec refOut, refLse, refDq, refDk, refDv;
+      for (auto [h, i] : places) {
+        double rowLse;
+        Vec row = refAttentionRow(a, q, k, v, h, i, rowLse);
+        refOut.insert(refOut.end(), row.begin(), row.end());
+        refLse.push_back(rowLse);
+        rows.push_back(i * a.h + h);
+        kvRows.push_back(i * a.kv + (a.offset + h) / a.groupSize());
+        lseAt.push_back(h * a.s + i);
+        auto [dq, dk, dv] =
+            refAttentionBwdAt(a, q, k, v, o, lse, dout, h, i, i);
+        refDq.insert(refDq.end(), dq.begin(), dq.end());
+        refDk.insert(refDk.end(), dk.begin(), dk.end());
+        refDv.insert(refDv.end(), dv.begin(), dv.end());
+      }
+      for (int through = 0; through < 2; ++through) {
+        SCOPED_TRACE(through ? "cuDNN" : "strata");
+        Vec lseRows;
+        for (int64_t at : lseAt)
+          lseRows.push_back(forward[through].outputs[1][at]);
+        expectClose(rowsOf(forward[through].outputs[0], rows, a.d), refOut,
+                    kTolBf16, "output rows");
+        expectClose(lseRows, refLse, kTol, "log-sum-exp rows");
+        expectClose(rowsOf(backward[through].outputs[0], rows, a.d), refDq,
+                    4e-3, "query gradient rows");
+        expectClose(rowsOf(backward[through].outputs[1], kvRows, a.d), refDk,
+                    4e-3, "key gradient rows");
+        expectClose(rowsOf(backward[through].outputs[2], kvRows, a.d), refDv,
+                    4e-3, "value gradient rows");
+      }
+    }
 }
 
 } // namespace

@@ -58,6 +58,11 @@ def _plans():
         plans.append(dict(name=f"gpt-tiny-bf16-{name}", model="gpt-tiny",
                           compile=batch + ["--bf16"] + layout, kind="bf16", run="curve",
                           iterations=200, reference="gpt-tiny-fp32-curve"))
+    # Grouped-query attention (cuDNN's backward sums the key and value
+    # gradients of a group; strata's kernels do it their way).
+    plans.append(dict(name="llama-tiny-bf16-1", model="llama-tiny", compile=CURVE + ["--bf16"],
+                      kind="bf16", run="curve", iterations=200,
+                      reference="llama-tiny-fp32-curve"))
     # --quick's: two layers, a smaller batch, fewer iterations (a check
     # without a GPU runs them on simt, a model of a GPU on the CPU).
     quick = ["--set", "layers=2", "--micro-batch-size", "2", "--global-batch-size", "4"]
@@ -111,6 +116,8 @@ REFERENCES = [
     # bf16 follows the fp32 curve within 2%: its losses only.
     dict(name="gpt-tiny-fp32-curve", model="gpt-tiny", compile=CURVE, run="curve", iterations=200,
          params=False),
+    dict(name="llama-tiny-fp32-curve", model="llama-tiny", compile=CURVE, run="curve",
+         iterations=200, params=False),
     dict(name="gpt-tiny-quick-fp32", model="gpt-tiny",
          compile=["--set", "layers=2", "--micro-batch-size", "2", "--global-batch-size", "4"],
          run="fp32", iterations=3),
