@@ -41,7 +41,7 @@ std::string AttentionShape::constants() const {
          ", kDim = " + std::to_string(dim) +
          ";\n  static constexpr bool kCausal = " + (causal ? "true" : "false") +
          ";\n  static constexpr float kScale = " +
-         f32(1.0 / std::sqrt(double(dim))) + ";\n};\n";
+         f32(runtime::attentionScale(dim)) + ";\n};\n";
 }
 
 bool attentionOnTensorCores(const LaunchDesc &launch) {

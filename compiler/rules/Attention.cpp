@@ -236,7 +236,7 @@ struct UnfusedAttention {
     launchDropout(l, op, probsType, of, sampleKeys, out, rate, site);
     return out;
   }
-  double scale() const { return 1.0 / std::sqrt(double(dim)); }
+  double scale() const { return runtime::attentionScale(dim); }
   /// Sample `i` of a head-major tensor (q, k, v, o and their gradients).
   exec::BufferOp headsOf(exec::BufferOp of, int64_t rows, int64_t i) {
     return l.slice(of, i * rows * heads * dim, rows * heads * dim);

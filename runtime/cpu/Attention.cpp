@@ -38,7 +38,7 @@ struct Dims {
     keys = k[1];
     kvHeads = k[2];
     causal = args.flag(attr::causal);
-    scale = static_cast<float>(1.0 / std::sqrt(double(dim)));
+    scale = static_cast<float>(attentionScale(dim));
     groupSize = args.i(attr::group_size);
     firstHead = args.i(attr::query_head_offset);
   }

@@ -45,7 +45,7 @@ CudnnAttentionShape cudnnShapeOf(const LaunchOp &op,
   s.groupSize = op.attrs.at(fwd::attr::group_size).i;
   s.queryHeadOffset = op.attrs.at(fwd::attr::query_head_offset).i;
   s.backward = op.kernel == KernelId::AttentionBwd;
-  s.scale = float(1.0 / std::sqrt(double(s.dim)));
+  s.scale = float(attentionScale(s.dim));
   // bf16 when every operand but the f32 log-sum-exp is.
   unsigned lse = s.backward ? unsigned(bwd::op::lse) : unsigned(fwd::op::lse);
   s.bf16 = true;

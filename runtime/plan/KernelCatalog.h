@@ -9,6 +9,7 @@
 #ifndef STRATA_RUNTIME_PLAN_KERNELCATALOG_H
 #define STRATA_RUNTIME_PLAN_KERNELCATALOG_H
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -59,6 +60,12 @@ const KernelSpec &kernelSpec(KernelId id);
 /// The id of a kernel name, or -1.
 int findKernel(const std::string &name);
 inline const char *kernelName(KernelId id) { return kernelSpec(id).name; }
+/// The scale of attention's scores, 1/√(head dimension), written once:
+/// the fused kernels (the CPU's, the generated ones, cuDNN's graphs) take
+/// it as a float, the unfused path's gemms as their alpha.
+inline double attentionScale(int64_t headDim) {
+  return 1.0 / std::sqrt(double(headDim));
+}
 /// What a fused kernel computes: its members' names joined by '+'
 /// ("add+gelu_fwd"), the `kernel` of its generated code.
 std::string fusedKernelName(const std::vector<KernelId> &members);
