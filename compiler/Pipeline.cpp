@@ -1,9 +1,11 @@
 //===- Pipeline.cpp - the passes strata-compile runs, in one place --------===//
 #include "compiler/Pipeline.h"
 #include "compiler/Passes.h"
+#include "compiler/StepFunctions.h"
 #include "compiler/codegen/Nvrtc.h"
 #include "dialects/exec/ExecDialect.h"
 #include "dialects/graph/GraphOps.h"
+#include "runtime/schedule/ScheduleNames.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <tuple>
@@ -11,6 +13,14 @@
 using namespace mlir;
 
 namespace strata {
+
+std::optional<Target> parseTarget(std::string_view name) {
+  if (name == "cpu")
+    return Target::Cpu;
+  if (name == "cuda")
+    return Target::Cuda;
+  return std::nullopt;
+}
 
 std::string checkOptions(const CompileOptions &options) {
   // Every size is bounded before anything multiplies or divides by it: the
@@ -62,11 +72,7 @@ std::string checkOptions(const CompileOptions &options) {
     return "--num-layers-per-virtual-pipeline-stage splits the stages of a "
            "pipeline: give --pipeline-model-parallel-size of at least 2 (or "
            "name a --pipeline-schedule to run virtual stages on one stage)";
-  if (options.recompute != "none" && options.recompute != "full" &&
-      options.recompute != "selective")
-    return "--recompute-granularity must be full or selective, got '" +
-           options.recompute + "'";
-  if (options.recomputeWholeLayers && options.recompute != "full")
+  if (options.recomputeWholeLayers && options.recompute != Recompute::Full)
     return "recomputing whole layers (--recompute-method uniform) needs "
            "--recompute-granularity full";
   if (options.attentionBackend != "fused" &&
@@ -74,15 +80,11 @@ std::string checkOptions(const CompileOptions &options) {
     return "--attention-backend must be fused or unfused, got '" +
            options.attentionBackend + "'";
   if (!options.pipelineSchedule.empty() &&
-      options.pipelineSchedule != "gpipe" &&
-      options.pipelineSchedule != "1f1b" &&
-      options.pipelineSchedule != "interleaved")
-    return "--pipeline-schedule must be gpipe, 1f1b or interleaved, got '" +
-           options.pipelineSchedule + "'";
+      !sim::parseSchedule(options.pipelineSchedule))
+    return "--pipeline-schedule must be " + sim::scheduleFlagList() +
+           ", got '" + options.pipelineSchedule + "'";
   if (options.bucketElements < 1)
     return "--ddp-bucket-size must be at least 1";
-  if (options.target != "cpu" && options.target != "cuda")
-    return "--target must be cpu or cuda, got '" + options.target + "'";
   if (!codegen::isCudaArch(options.cudaArch))
     return "--cuda-arch must be " + std::string(codegen::kCudaArchs) +
            ", got '" + options.cudaArch + "'";
@@ -117,7 +119,7 @@ Level levelOf(ModuleOp module) {
     return Level::Exec;
   if (!module.getOps<dist::ScheduleOp>().empty())
     return Level::Dist;
-  if (module.lookupSymbol("microbatch"))
+  if (module.lookupSymbol(strata::step::kMicrobatch))
     return Level::Step;
   return Level::Graph;
 }
@@ -160,7 +162,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
       split.layersPerVirtualStage = options.layersPerVirtualStage;
       split.firstStageLayers = options.firstStageLayers;
       split.lastStageLayers = options.lastStageLayers;
-      split.recompute = options.recompute;
+      split.recompute = recomputeName(options.recompute);
       split.wholeLayers = options.recomputeWholeLayers;
       pm.addPass(createPipelineSplit(split));
     }
@@ -171,7 +173,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
   }
   if (crosses(Level::Exec)) {
     FuseEpiloguesOptions epilogues;
-    epilogues.biasOnly = options.target == "cuda";
+    epilogues.biasOnly = options.target == Target::Cuda;
     pm.addPass(createFuseEpilogues(epilogues));
     pm.addPass(createLayoutOptimizerState());
     LowerToExecOptions lower;
@@ -183,7 +185,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     pm.addPass(createOverlapCommunication(overlap));
     pm.addPass(createPlanMemory());
   }
-  if (to == Level::Exec && options.target == "cuda") {
+  if (to == Level::Exec && options.target == Target::Cuda) {
     pm.addPass(createFuseElementwise());
     CudaCodegenOptions cuda;
     cuda.arch = options.cudaArch;

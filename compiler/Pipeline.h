@@ -2,44 +2,43 @@
 #ifndef STRATA_COMPILER_PIPELINE_H
 #define STRATA_COMPILER_PIPELINE_H
 
+#include "compiler/Layout.h"
 #include "runtime/plan/Plan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace strata {
 
-struct CompileOptions {
-  int64_t microBatchSize = 1;
-  int64_t globalBatchSize = 1;
-  bool bf16 = false;
-  int64_t tensorParallel = 1;
-  int64_t dataParallel = 1;
-  bool sequenceParallel = false;
-  bool distributedOptimizer = false;
+/// What strata-compile writes a plan for: the CPU's kernels, or a GPU's
+/// (CUDA C++ generated for every launch and compiled to PTX).
+enum class Target { Cpu, Cuda };
+/// "cpu" or "cuda" to its target; nullopt for anything else.
+std::optional<Target> parseTarget(std::string_view name);
+
+/// The layout (what the plan's header carries, Layout.h) and how to lower
+/// it.
+struct CompileOptions : Layout {
   int64_t vocabDivisibleBy = 128; // Megatron's --make-vocab-size-divisible-by
-  int64_t pipelineParallel = 1;
-  int64_t layersPerVirtualStage = 0;                   // 0: one chunk per stage
-  int64_t firstStageLayers = -1, lastStageLayers = -1; // -1: even
-  std::string pipelineSchedule;      // "": interleaved if v > 1, else 1f1b
-  std::string recompute = "none";    // none, selective, full
-  bool recomputeWholeLayers = false; // full, as Megatron's uniform runs it
+  bool recomputeWholeLayers = false;      // full, as Megatron's uniform runs it
   std::string attentionBackend = "fused"; // fused, or unfused: Megatron 2021's
-  int64_t bucketElements = 40000000; // Megatron's --ddp-bucket-size
-  bool overlapGradReduce = true;     // reduce buckets during the backward
-  bool overlapParamGather = true;    // gather parameters during the forward
-  std::string target = "cpu";        // cpu, or cuda: kernels generated
-  std::string cudaArch = "sm_80";    // the cuda target's architecture
+  int64_t bucketElements = 40000000;      // Megatron's --ddp-bucket-size
+  bool overlapGradReduce = true;          // reduce buckets during the backward
+  bool overlapParamGather = true; // gather parameters during the forward
+  Target target = Target::Cpu;
+  std::string cudaArch = "sm_80"; // the cuda target's architecture
 
   /// Whether the step is cut into forward and backward chunk functions:
   /// with pipeline stages, virtual stages, recomputation or a schedule
   /// asked for by name.
   bool splitsPipeline() const {
     return pipelineParallel > 1 || layersPerVirtualStage > 0 ||
-           recompute != "none" || !pipelineSchedule.empty();
+           recompute != Recompute::None || !pipelineSchedule.empty();
   }
 
   /// Microbatches per iteration on each data-parallel rank:

@@ -8,28 +8,6 @@ namespace strata::pipeline {
 using sim::Phase;
 using sim::Work;
 
-std::optional<ScheduleKind> parseSchedule(const std::string &name) {
-  if (name == "gpipe")
-    return ScheduleKind::GPipe;
-  if (name == "1f1b")
-    return ScheduleKind::OneFOneB;
-  if (name == "interleaved")
-    return ScheduleKind::Interleaved;
-  return std::nullopt;
-}
-
-const char *scheduleName(ScheduleKind kind) {
-  switch (kind) {
-  case ScheduleKind::GPipe:
-    return "gpipe";
-  case ScheduleKind::OneFOneB:
-    return "1f1b";
-  case ScheduleKind::Interleaved:
-    return "interleaved";
-  }
-  return "?";
-}
-
 std::string checkSchedule(ScheduleKind kind, int p, int v, int m) {
   if (kind == ScheduleKind::OneFOneB && v != 1)
     return "--pipeline-schedule 1f1b runs one chunk per stage, but there are " +

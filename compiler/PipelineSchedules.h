@@ -10,6 +10,7 @@
 #define STRATA_COMPILER_PIPELINESCHEDULES_H
 
 #include "runtime/schedule/PipelineSim.h"
+#include "runtime/schedule/ScheduleNames.h"
 
 #include <optional>
 #include <string>
@@ -17,11 +18,10 @@
 
 namespace strata::pipeline {
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
-
-/// "gpipe", "1f1b", "interleaved" to a kind; nullopt for anything else.
-std::optional<ScheduleKind> parseSchedule(const std::string &name);
-const char *scheduleName(ScheduleKind kind);
+// The kinds and their names (runtime/schedule/ScheduleNames.h).
+using sim::parseSchedule;
+using sim::ScheduleKind;
+using sim::scheduleName;
 
 /// What a schedule needs of p stages, v chunks per stage and m
 /// microbatches; "" when it fits, else the message.

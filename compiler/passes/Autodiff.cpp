@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
+#include "compiler/StepFunctions.h"
 #include "compiler/rules/GradientBuilder.h"
 #include "dialects/graph/GraphOps.h"
 
@@ -75,7 +76,7 @@ struct AutodiffPass : strata::impl::AutodiffBase<AutodiffPass> {
         return signalPassFailure();
       tagSince(last, layerOf[op]);
     }
-    func.setSymName("microbatch");
+    func.setSymName(strata::step::kMicrobatch);
   }
 };
 

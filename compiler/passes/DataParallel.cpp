@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Mesh.h"
 #include "compiler/Passes.h"
+#include "compiler/StepFunctions.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/graph/GraphOps.h"
 
@@ -36,7 +37,8 @@ struct DataParallelPass : strata::impl::DataParallelBase<DataParallelPass> {
                             "at least 1";
       return signalPassFailure();
     }
-    auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
+    auto optimizer =
+        module.lookupSymbol<func::FuncOp>(strata::step::kOptimizer);
     if (!optimizer) {
       module.emitError() << "data parallelism needs @optimizer: run "
                             "--strata-optimizer first";

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
+#include "compiler/StepFunctions.h"
 #include "compiler/passes/LowerToExec.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -88,7 +89,8 @@ struct LayoutOptimizerStatePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
+    auto optimizer =
+        module.lookupSymbol<func::FuncOp>(strata::step::kOptimizer);
     if (!optimizer) {
       module.emitError() << "the optimizer-state layout needs @optimizer: "
                             "run --strata-optimizer first";

@@ -28,6 +28,7 @@
 #include "compiler/passes/LowerToExec.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "runtime/plan/IoNames.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace strata::lower_to_exec {
@@ -174,9 +175,10 @@ LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
   if (bf16)
     masterRegion = persistent("master", stateType, false);
   hyperBuffer = persistent(
-      "hyper", RankedTensorType::get({runtime::kHyperSlots}, b.getF32Type()),
-      false);
-  exec::IoOp::create(declarations, module.getLoc(), b.getStringAttr("hyper"),
+      runtime::io_names::kHyper,
+      RankedTensorType::get({runtime::kHyperSlots}, b.getF32Type()), false);
+  exec::IoOp::create(declarations, module.getLoc(),
+                     b.getStringAttr(runtime::io_names::kHyper),
                      FlatSymbolRefAttr::get(hyperBuffer.getSymNameAttr()));
   for (Bucket &bucket : buckets) {
     std::string index = std::to_string(&bucket - buckets.data());
@@ -304,7 +306,7 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
   Location loc = optimizer.getLoc();
   auto program =
       exec::ProgramOp::create(programs, loc, optimizer.getSymNameAttr(),
-                              b.getStringAttr("optimizer"), IntegerAttr());
+                              exec::Phase::Optimizer, IntegerAttr());
   programByName[optimizer.getSymName()] = program;
   body.setInsertionPointToEnd(&program.getBody().emplaceBlock());
   auto scalar = RankedTensorType::get({}, b.getF32Type());
@@ -407,7 +409,7 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
           gather, b.getI64IntegerAttr(&bucket - buckets.data()));
     }
   }
-  output(loc, "grad_norm", normBuffer);
+  output(loc, runtime::io_names::kGradNorm, normBuffer);
 }
 
 } // namespace strata::lower_to_exec

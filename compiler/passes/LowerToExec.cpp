@@ -19,6 +19,8 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/passes/LowerToExec.h"
 #include "compiler/Passes.h"
+#include "compiler/StepFunctions.h"
+#include "runtime/plan/IoNames.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/SetVector.h"
@@ -150,13 +152,13 @@ Lowering::GradientTarget Lowering::gradientTarget(Value grad) {
 
 LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   IntegerAttr chunkAttr = dist::chunk(func.getContext()).getAttr(func);
-  bool forward = chunkAttr && func.getSymName().starts_with("forward_");
-  StringRef phase = !chunkAttr ? func.getSymName()
-                    : forward  ? StringRef("forward")
-                               : StringRef("backward");
-  auto program =
-      exec::ProgramOp::create(programs, func.getLoc(), func.getSymNameAttr(),
-                              b.getStringAttr(phase), chunkAttr);
+  bool forward =
+      chunkAttr && func.getSymName().starts_with(strata::step::kForwardPrefix);
+  exec::Phase phase = !chunkAttr ? exec::Phase::Microbatch
+                      : forward  ? exec::Phase::Forward
+                                 : exec::Phase::Backward;
+  auto program = exec::ProgramOp::create(
+      programs, func.getLoc(), func.getSymNameAttr(), phase, chunkAttr);
   programByName[func.getSymName()] = program;
   body.setInsertionPointToEnd(&program.getBody().emplaceBlock());
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -245,7 +247,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   }
   stashValues.clear();
   if (!chunkAttr) // the returned loss, which the runtime reads after it
-    output(ret.getLoc(), "loss", bufferOf(ret.getOperand(0)));
+    output(ret.getLoc(), runtime::io_names::kLoss, bufferOf(ret.getOperand(0)));
 
   if (computed)
     exec::recordEvent(body, loc, computed, exec::Stream::Compute);
@@ -289,7 +291,7 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
         return step.emitOpError() << "runs a chunk without a microbatch";
       int64_t chunk = int64_t(*chunkOf), mb = int64_t(*step.getMicrobatch());
       int64_t slot;
-      if (program.getPhase() == "forward") {
+      if (program.getPhase() == exec::Phase::Forward) {
         std::vector<bool> &used = busy[chunk];
         slot = std::find(used.begin(), used.end(), false) - used.begin();
         if (slot == int64_t(used.size()))
@@ -325,13 +327,14 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
 SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage,
                                          int64_t stages) {
   SmallVector<func::FuncOp> functions;
-  if (auto microbatch = module.lookupSymbol<func::FuncOp>("microbatch"))
+  if (auto microbatch =
+          module.lookupSymbol<func::FuncOp>(strata::step::kMicrobatch))
     functions.push_back(microbatch);
   for (int64_t c = stage;; c += stages) {
     auto forward =
-        module.lookupSymbol<func::FuncOp>("forward_" + std::to_string(c));
+        module.lookupSymbol<func::FuncOp>(strata::step::forwardOf(c));
     auto backward =
-        module.lookupSymbol<func::FuncOp>("backward_" + std::to_string(c));
+        module.lookupSymbol<func::FuncOp>(strata::step::backwardOf(c));
     if (!forward || !backward)
       break;
     functions.append({forward, backward});
@@ -348,7 +351,8 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
+    auto optimizer =
+        module.lookupSymbol<func::FuncOp>(strata::step::kOptimizer);
     StageCoords coords;
     coords.tpSize = meshAxis(module, kTensorAxis);
     coords.dpSize = meshAxis(module, kDataAxis);

@@ -14,6 +14,7 @@
 #include "dialects/graph/GraphInterfaces.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "runtime/plan/IoNames.h"
 
 namespace strata::lower_to_exec {
 
@@ -39,7 +40,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return rule.lowerToExec(*this);
 
   if (auto loss = dyn_cast<dist::LossOp>(op)) {
-    output(loc, "loss", operand(loss.getValue()));
+    output(loc, runtime::io_names::kLoss, operand(loss.getValue()));
     return success();
   }
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op)) {

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
+#include "compiler/StepFunctions.h"
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -25,13 +26,14 @@ namespace {
 struct OptimizerPass : strata::impl::OptimizerBase<OptimizerPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto microbatch = module.lookupSymbol<func::FuncOp>("microbatch");
+    auto microbatch =
+        module.lookupSymbol<func::FuncOp>(strata::step::kMicrobatch);
     if (!microbatch) {
       module.emitError() << "no @microbatch function: run --strata-autodiff "
                             "first";
       return signalPassFailure();
     }
-    if (module.lookupSymbol("optimizer")) {
+    if (module.lookupSymbol(strata::step::kOptimizer)) {
       module.emitError() << "the module already has an @optimizer";
       return signalPassFailure();
     }
@@ -48,7 +50,7 @@ struct OptimizerPass : strata::impl::OptimizerBase<OptimizerPass> {
     b.setInsertionPointToEnd(module.getBody());
     Location loc = microbatch.getLoc();
     auto scalar = RankedTensorType::get({}, b.getF32Type());
-    auto func = func::FuncOp::create(b, loc, "optimizer",
+    auto func = func::FuncOp::create(b, loc, strata::step::kOptimizer,
                                      b.getFunctionType({}, {scalar}));
     b.setInsertionPointToEnd(func.addEntryBlock());
 

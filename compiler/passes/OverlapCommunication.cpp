@@ -140,7 +140,7 @@ LogicalResult Overlap::run() {
     if (!firstProgram)
       firstProgram = program;
     programs[program.getSymName()] = program;
-    if (program.getPhase() == "optimizer")
+    if (program.getPhase() == exec::Phase::Optimizer)
       optimizer = program;
   }
   if (!optimizer)

@@ -26,8 +26,10 @@
 // pipeline axis.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Layout.h"
 #include "compiler/Mesh.h"
 #include "compiler/Passes.h"
+#include "compiler/StepFunctions.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/graph/GraphOps.h"
 
@@ -88,7 +90,7 @@ struct ChunkLayout {
 class Splitter {
 public:
   Splitter(ModuleOp module, func::FuncOp step, const ChunkLayout &layout,
-           StringRef recompute, bool wholeLayers)
+           Recompute recompute, bool wholeLayers)
       : module(module), step(step), layout(layout), recompute(recompute),
         wholeLayers(wholeLayers), b(module.getContext()),
         backwardLayer(module.getContext()) {}
@@ -119,7 +121,7 @@ private:
   ModuleOp module;
   func::FuncOp step;
   const ChunkLayout &layout;
-  StringRef recompute;
+  Recompute recompute;
   bool wholeLayers;
   OpBuilder b;
   // Autodiff's tag: an op with it is a backward op, of that layer.
@@ -220,9 +222,9 @@ bool Splitter::shouldStash(Operation *def) const {
   if (isa<graph::CrossEntropyWithGradOp,
           graph::CrossEntropyWithGradFromStatsOp>(def))
     return true;
-  if (recompute == "selective" && isa<graph::AttentionOp>(def))
+  if (recompute == Recompute::Selective && isa<graph::AttentionOp>(def))
     return false;
-  if (recompute == "full")
+  if (recompute == Recompute::Full)
     return llvm::any_of(def->getResults(),
                         [&](Value v) { return layerInputs.contains(v); });
   return true;
@@ -263,8 +265,7 @@ FailureOr<Value> Splitter::backwardForwardValue(int64_t c, Value value,
 /// the backward already holds (the layer's output, stashed as the next
 /// layer's input) keeps what it holds, and its recomputation is left
 /// unread, as Megatron's checkpointing leaves it.
-LogicalResult Splitter::recomputeLayer(int64_t c, int64_t layer,
-                                       Location loc) {
+LogicalResult Splitter::recomputeLayer(int64_t c, int64_t layer, Location loc) {
   Chunk &chunk = chunks[c];
   auto ops = forwardOpsOfLayer.find(layer);
   if (ops == forwardOpsOfLayer.end())
@@ -338,7 +339,7 @@ LogicalResult Splitter::buildBackward(int64_t c) {
 
 void Splitter::tieGradients() {
   int64_t stages = meshAxis(module, kPipelineAxis);
-  auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
+  auto optimizer = module.lookupSymbol<func::FuncOp>(strata::step::kOptimizer);
   if (stages == 1 || !optimizer)
     return; // one stage holds everything
   // The stages whose functions name each parameter.
@@ -375,7 +376,7 @@ LogicalResult Splitter::run() {
   for (int64_t c = 0; c < count; ++c) {
     for (bool backward : {false, true}) {
       std::string name =
-          (backward ? "backward_" : "forward_") + std::to_string(c);
+          backward ? strata::step::backwardOf(c) : strata::step::forwardOf(c);
       auto f =
           func::FuncOp::create(top, loc, name, top.getFunctionType({}, {}));
       dist::chunk(f.getContext()).setAttr(f, top.getI64IntegerAttr(c));
@@ -462,14 +463,14 @@ struct PipelineSplitPass : strata::impl::PipelineSplitBase<PipelineSplitPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>("microbatch");
+    auto step = module.lookupSymbol<func::FuncOp>(strata::step::kMicrobatch);
     if (!step) {
       module.emitError() << "no @microbatch to split: run --strata-autodiff "
                             "first";
       return signalPassFailure();
     }
-    if (recompute != "none" && recompute != "full" &&
-        recompute != "selective") {
+    std::optional<Recompute> kind = parseRecompute(recompute);
+    if (!kind) {
       module.emitError() << "recompute must be none, full or selective, got '"
                          << recompute << "'";
       return signalPassFailure();
@@ -479,12 +480,12 @@ struct PipelineSplitPass : strata::impl::PipelineSplitBase<PipelineSplitPass> {
       return signalPassFailure();
     ensureMesh(module);
     setMeshAxis(module, kPipelineAxis, stages);
-    if (wholeLayers && recompute != "full") {
+    if (wholeLayers && *kind != Recompute::Full) {
       module.emitError() << "whole-layers recomputes with recompute=full, got '"
                          << recompute << "'";
       return signalPassFailure();
     }
-    Splitter splitter(module, step, *layout, recompute, wholeLayers);
+    Splitter splitter(module, step, *layout, *kind, wholeLayers);
     if (failed(splitter.run()))
       return signalPassFailure();
   }

@@ -16,6 +16,7 @@
 #include "compiler/Mesh.h"
 #include "compiler/Passes.h"
 #include "compiler/PipelineSchedules.h"
+#include "compiler/StepFunctions.h"
 #include "dialects/dist/DistDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,7 +37,7 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (!module.lookupSymbol<func::FuncOp>("optimizer")) {
+    if (!module.lookupSymbol<func::FuncOp>(strata::step::kOptimizer)) {
       module.emitError() << "no @optimizer function to schedule: run "
                             "--strata-optimizer first";
       return signalPassFailure();
@@ -46,7 +47,7 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
                          << static_cast<int64_t>(microbatches);
       return signalPassFailure();
     }
-    if (module.lookupSymbol<func::FuncOp>("microbatch")) {
+    if (module.lookupSymbol<func::FuncOp>(strata::step::kMicrobatch)) {
       if (!pipelineSchedule.empty()) {
         module.emitError() << "--pipeline-schedule " << pipelineSchedule
                            << " needs pipeline chunks: run "
@@ -56,8 +57,7 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       return scheduleSteps(module);
     }
     int64_t chunks = 0;
-    while (
-        module.lookupSymbol<func::FuncOp>("forward_" + std::to_string(chunks)))
+    while (module.lookupSymbol<func::FuncOp>(strata::step::forwardOf(chunks)))
       ++chunks;
     if (chunks == 0) {
       module.emitError() << "no @microbatch or @forward_0 to schedule: run "
@@ -78,12 +78,14 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
                                              /*kind=*/StringAttr());
     b.setInsertionPointToEnd(&schedule.getBody().emplaceBlock());
     for (int64_t mb = 0; mb < microbatches; ++mb)
-      dist::StepOp::create(b, loc,
-                           FlatSymbolRefAttr::get(b.getContext(), "microbatch"),
-                           b.getI64IntegerAttr(mb), /*exchange=*/UnitAttr());
-    dist::StepOp::create(b, loc,
-                         FlatSymbolRefAttr::get(b.getContext(), "optimizer"),
-                         IntegerAttr(), /*exchange=*/UnitAttr());
+      dist::StepOp::create(
+          b, loc,
+          FlatSymbolRefAttr::get(b.getContext(), strata::step::kMicrobatch),
+          b.getI64IntegerAttr(mb), /*exchange=*/UnitAttr());
+    dist::StepOp::create(
+        b, loc,
+        FlatSymbolRefAttr::get(b.getContext(), strata::step::kOptimizer),
+        IntegerAttr(), /*exchange=*/UnitAttr());
   }
 
   LogicalResult schedulePipeline(ModuleOp module, int64_t chunks) {
@@ -136,9 +138,9 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       OpBuilder steps(module.getContext());
       steps.setInsertionPointToEnd(&schedule.getBody().emplaceBlock());
       for (auto [work, point] : llvm::zip(orders[stage], exchange[stage])) {
-        std::string name =
-            (work.phase == sim::Phase::Forward ? "forward_" : "backward_") +
-            std::to_string(work.chunk);
+        std::string name = work.phase == sim::Phase::Forward
+                               ? strata::step::forwardOf(work.chunk)
+                               : strata::step::backwardOf(work.chunk);
         dist::StepOp::create(steps, loc,
                              FlatSymbolRefAttr::get(b.getContext(), name),
                              steps.getI64IntegerAttr(work.microbatch),
@@ -146,9 +148,10 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       }
       // The last sends go out before the optimizer, whose collectives
       // (a tied embedding's, the norm's) the peers reach only after them.
-      dist::StepOp::create(steps, loc,
-                           FlatSymbolRefAttr::get(b.getContext(), "optimizer"),
-                           IntegerAttr(), /*exchange=*/steps.getUnitAttr());
+      dist::StepOp::create(
+          steps, loc,
+          FlatSymbolRefAttr::get(b.getContext(), strata::step::kOptimizer),
+          IntegerAttr(), /*exchange=*/steps.getUnitAttr());
     }
     return success();
   }

@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Mesh.h"
 #include "compiler/Passes.h"
+#include "compiler/StepFunctions.h"
 #include "compiler/rules/Sharding.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/graph/GraphInterfaces.h"
@@ -197,8 +198,9 @@ LogicalResult Partitioner::localize(func::FuncOp func) {
 }
 
 LogicalResult Partitioner::run() {
-  auto microbatch = module.lookupSymbol<func::FuncOp>("microbatch");
-  auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer");
+  auto microbatch =
+      module.lookupSymbol<func::FuncOp>(strata::step::kMicrobatch);
+  auto optimizer = module.lookupSymbol<func::FuncOp>(strata::step::kOptimizer);
   if (!microbatch || !optimizer)
     return module.emitError() << "tensor parallelism partitions the training "
                                  "step: run --strata-autodiff and "

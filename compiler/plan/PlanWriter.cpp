@@ -276,11 +276,21 @@ LogicalResult Writer::stageTemplate(exec::TemplateOp stage) {
     for (Operation &op : program.getBody().front())
       if (failed(instruction(op, index, dtypes, events, instructions)))
         return failure();
-    StringRef phase = program.getPhase();
-    plan::Phase kind = phase == "forward"     ? plan::Phase::Forward
-                       : phase == "backward"  ? plan::Phase::Backward
-                       : phase == "optimizer" ? plan::Phase::Optimizer
-                                              : plan::Phase::Microbatch;
+    plan::Phase kind = plan::Phase::Microbatch;
+    switch (program.getPhase()) {
+    case exec::Phase::Microbatch:
+      kind = plan::Phase::Microbatch;
+      break;
+    case exec::Phase::Forward:
+      kind = plan::Phase::Forward;
+      break;
+    case exec::Phase::Backward:
+      kind = plan::Phase::Backward;
+      break;
+    case exec::Phase::Optimizer:
+      kind = plan::Phase::Optimizer;
+      break;
+    }
     programs.push_back(plan::CreateProgram(
         builder, builder.CreateString(program.getSymName().str()),
         builder.CreateVector(instructions), kind,
@@ -311,36 +321,35 @@ LogicalResult Writer::stageTemplate(exec::TemplateOp stage) {
 void setPlanHeader(ModuleOp module, const PlanHeader &header) {
   Builder b(module.getContext());
   auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
-  module->setAttr(
-      "strata.plan",
-      b.getDictionaryAttr({
-          b.getNamedAttr("model", b.getStringAttr(header.model)),
-          b.getNamedAttr("micro_batch_size", i64(header.microBatchSize)),
-          b.getNamedAttr("global_batch_size", i64(header.globalBatchSize)),
-          b.getNamedAttr("num_microbatches", i64(header.numMicrobatches)),
-          b.getNamedAttr("seq_length", i64(header.seqLength)),
-          b.getNamedAttr("vocab_size", i64(header.vocabSize)),
-          b.getNamedAttr("flops_per_iteration",
-                         b.getF64FloatAttr(header.flopsPerIteration)),
-          b.getNamedAttr("paper_flops_per_iteration",
-                         b.getF64FloatAttr(header.paperFlopsPerIteration)),
-          b.getNamedAttr("tensor_parallel", i64(header.tensorParallel)),
-          b.getNamedAttr("data_parallel", i64(header.dataParallel)),
-          b.getNamedAttr("pipeline_parallel", i64(header.pipelineParallel)),
-          b.getNamedAttr("bf16", b.getBoolAttr(header.bf16)),
-          b.getNamedAttr("sequence_parallel",
-                         b.getBoolAttr(header.sequenceParallel)),
-          b.getNamedAttr("distributed_optimizer",
-                         b.getBoolAttr(header.distributedOptimizer)),
-          b.getNamedAttr("layers_per_virtual_stage",
-                         i64(header.layersPerVirtualStage)),
-          b.getNamedAttr("first_stage_layers", i64(header.firstStageLayers)),
-          b.getNamedAttr("last_stage_layers", i64(header.lastStageLayers)),
-          b.getNamedAttr("pipeline_schedule",
-                         b.getStringAttr(header.pipelineSchedule)),
-          b.getNamedAttr("recompute", b.getStringAttr(header.recompute)),
-          b.getNamedAttr("gelu", b.getStringAttr(header.gelu)),
-      }));
+  SmallVector<NamedAttribute> fields = {
+      b.getNamedAttr("model", b.getStringAttr(header.model)),
+      b.getNamedAttr("num_microbatches", i64(header.numMicrobatches)),
+      b.getNamedAttr("seq_length", i64(header.seqLength)),
+      b.getNamedAttr("vocab_size", i64(header.vocabSize)),
+      b.getNamedAttr("flops_per_iteration",
+                     b.getF64FloatAttr(header.flopsPerIteration)),
+      b.getNamedAttr("paper_flops_per_iteration",
+                     b.getF64FloatAttr(header.paperFlopsPerIteration)),
+      b.getNamedAttr("gelu", b.getStringAttr(header.gelu))};
+  struct Write {
+    Builder &b;
+    SmallVector<NamedAttribute> &fields;
+    void operator()(StringRef key, int64_t value, Layout::Field) {
+      fields.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(value)));
+    }
+    void operator()(StringRef key, bool value, Layout::Field) {
+      fields.push_back(b.getNamedAttr(key, b.getBoolAttr(value)));
+    }
+    void operator()(StringRef key, const std::string &value, Layout::Field) {
+      fields.push_back(b.getNamedAttr(key, b.getStringAttr(value)));
+    }
+    void operator()(StringRef key, Recompute value, Layout::Field) {
+      fields.push_back(
+          b.getNamedAttr(key, b.getStringAttr(recomputeName(value))));
+    }
+  };
+  Layout::forEachField(static_cast<const Layout &>(header), Write{b, fields});
+  module->setAttr("strata.plan", b.getDictionaryAttr(fields));
 }
 
 FailureOr<PlanHeader> getPlanHeader(ModuleOp module) {
@@ -352,56 +361,94 @@ FailureOr<PlanHeader> getPlanHeader(ModuleOp module) {
   if (!model)
     return module.emitError() << "strata.plan has no model name";
   header.model = model.str();
-  for (auto [key, field] :
-       {std::pair{"micro_batch_size", &header.microBatchSize},
-        std::pair{"global_batch_size", &header.globalBatchSize},
-        std::pair{"num_microbatches", &header.numMicrobatches},
-        std::pair{"seq_length", &header.seqLength},
-        std::pair{"vocab_size", &header.vocabSize},
-        std::pair{"tensor_parallel", &header.tensorParallel},
-        std::pair{"data_parallel", &header.dataParallel},
-        std::pair{"pipeline_parallel", &header.pipelineParallel}}) {
+  // Every size is a count something divides by, and a plan field of 32 bits.
+  auto size = [&](StringRef key, auto &field) -> LogicalResult {
     auto value = dict.getAs<IntegerAttr>(key);
     if (!value)
       return module.emitError() << "strata.plan needs a " << key;
-    // Every one is a count or a size that something divides by.
     if (value.getInt() < 1 || value.getInt() > UINT32_MAX)
       return module.emitError()
              << "strata.plan's " << key
              << " must be a positive integer below 2^32, got "
              << value.getInt();
-    *field = static_cast<uint32_t>(value.getInt());
-  }
+    field = value.getInt();
+    return success();
+  };
+  for (auto [key, field] :
+       {std::pair{"num_microbatches", &header.numMicrobatches},
+        std::pair{"seq_length", &header.seqLength},
+        std::pair{"vocab_size", &header.vocabSize}})
+    if (failed(size(key, *field)))
+      return failure();
+  // The layout: its sizes as above; a setting absent (IR written before
+  // it) keeps its default, one of another type is an error.
+  bool ok = true;
+  auto setting = [&](StringRef key, auto take) {
+    Attribute value = dict.get(key);
+    if (!value || !ok)
+      return;
+    if (!take(value)) {
+      module.emitError() << "strata.plan's " << key
+                         << " is not one strata knows: " << value;
+      ok = false;
+    }
+  };
+  struct Read {
+    decltype(size) &readSize;
+    decltype(setting) &readSetting;
+    bool &ok;
+    void operator()(StringRef key, int64_t &field, Layout::Field kind) {
+      if (kind == Layout::Field::Size) {
+        ok = ok && succeeded(readSize(key, field));
+        return;
+      }
+      readSetting(key, [&](Attribute value) {
+        auto integer = dyn_cast<IntegerAttr>(value);
+        if (integer)
+          field = integer.getInt();
+        return bool(integer);
+      });
+    }
+    void operator()(StringRef key, bool &field, Layout::Field) {
+      readSetting(key, [&](Attribute value) {
+        auto flag = dyn_cast<BoolAttr>(value);
+        if (flag)
+          field = flag.getValue();
+        return bool(flag);
+      });
+    }
+    void operator()(StringRef key, std::string &field, Layout::Field) {
+      readSetting(key, [&](Attribute value) {
+        auto text = dyn_cast<StringAttr>(value);
+        if (text)
+          field = text.str();
+        return bool(text);
+      });
+    }
+    void operator()(StringRef key, Recompute &field, Layout::Field) {
+      readSetting(key, [&](Attribute value) {
+        auto text = dyn_cast<StringAttr>(value);
+        std::optional<Recompute> kind =
+            text ? parseRecompute(text.getValue()) : std::nullopt;
+        if (kind)
+          field = *kind;
+        return kind.has_value();
+      });
+    }
+  };
+  Layout::forEachField(static_cast<Layout &>(header), Read{size, setting, ok});
+  if (!ok)
+    return failure();
   auto flops = dict.getAs<FloatAttr>("flops_per_iteration");
   if (!flops)
     return module.emitError() << "strata.plan needs flops_per_iteration";
   header.flopsPerIteration = flops.getValueAsDouble();
   auto paperFlops = dict.getAs<FloatAttr>("paper_flops_per_iteration");
   if (!paperFlops)
-    return module.emitError()
-           << "strata.plan needs paper_flops_per_iteration";
+    return module.emitError() << "strata.plan needs paper_flops_per_iteration";
   header.paperFlopsPerIteration = paperFlops.getValueAsDouble();
   if (auto gelu = dict.getAs<StringAttr>("gelu"))
     header.gelu = gelu.str();
-  auto flag = [&](StringRef key) {
-    auto value = dict.getAs<BoolAttr>(key);
-    return value && value.getValue();
-  };
-  header.bf16 = flag("bf16");
-  header.sequenceParallel = flag("sequence_parallel");
-  header.distributedOptimizer = flag("distributed_optimizer");
-  // Pipeline options: absent in IR written before them means none.
-  auto integer = [&](StringRef key, int64_t otherwise) {
-    auto value = dict.getAs<IntegerAttr>(key);
-    return value ? value.getInt() : otherwise;
-  };
-  header.layersPerVirtualStage = integer("layers_per_virtual_stage", 0);
-  header.firstStageLayers = integer("first_stage_layers", -1);
-  header.lastStageLayers = integer("last_stage_layers", -1);
-  if (auto value = dict.getAs<StringAttr>("pipeline_schedule"))
-    header.pipelineSchedule = value.str();
-  if (auto value = dict.getAs<StringAttr>("recompute"))
-    header.recompute = value.str();
   return header;
 }
 
@@ -430,8 +477,8 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
     StringRef source = code.getSource();
     while (!source.empty()) {
       size_t next = source.find("\n// ---- ", 1);
-      StringRef piece = source.take_front(
-          next == StringRef::npos ? source.size() : next + 1);
+      StringRef piece =
+          source.take_front(next == StringRef::npos ? source.size() : next + 1);
       source = source.drop_front(piece.size());
       auto [it, fresh] =
           pieceIndex.try_emplace(piece.str(), uint32_t(pieces.size()));

@@ -2,6 +2,8 @@
 #ifndef STRATA_COMPILER_PLAN_PLANWRITER_H
 #define STRATA_COMPILER_PLAN_PLANWRITER_H
 
+#include "compiler/Layout.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
@@ -10,24 +12,17 @@
 
 namespace strata {
 
-/// What the plan says about the run beside the ranks' programs.
-struct PlanHeader {
+/// What the plan says about the run beside the ranks' programs: the
+/// layout it was compiled for (of which the plan file keeps the batch
+/// and the parallelism; the rest its buffers and programs say), and the
+/// model's figures.
+struct PlanHeader : Layout {
   std::string model;
-  uint32_t microBatchSize = 1, globalBatchSize = 1, numMicrobatches = 1;
+  uint32_t numMicrobatches = 1;
   uint32_t seqLength = 0, vocabSize = 0;
   double flopsPerIteration = 0;
   double paperFlopsPerIteration = 0; // with the layers' forward recomputed
-  std::string gelu; // ModelStats::gelu
-  uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
-  // How to lower (the plan's buffers and programs say it themselves).
-  bool bf16 = false;
-  bool sequenceParallel = false;
-  bool distributedOptimizer = false;
-  // How to cut the pipeline (compile time only; the plan holds the result).
-  int64_t layersPerVirtualStage = 0;
-  int64_t firstStageLayers = -1, lastStageLayers = -1;
-  std::string pipelineSchedule; // as asked; "" for the default
-  std::string recompute = "none";
+  std::string gelu;                  // ModelStats::gelu
 };
 
 /// The header as the module attribute `strata.plan` holds it, so that exec

@@ -185,12 +185,8 @@ LogicalResult BufferOp::verify() {
 }
 
 LogicalResult ProgramOp::verify() {
-  StringRef phase = getPhase();
-  bool chunked = phase == "forward" || phase == "backward";
-  if (!chunked && phase != "microbatch" && phase != "optimizer")
-    return emitOpError() << "phase must be microbatch, forward, backward or "
-                            "optimizer, got '"
-                         << phase << "'";
+  Phase phase = getPhase();
+  bool chunked = phase == Phase::Forward || phase == Phase::Backward;
   if (chunked != getChunk().has_value())
     return emitOpError() << "names a chunk exactly when its phase is "
                             "forward or backward";

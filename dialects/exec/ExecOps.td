@@ -65,6 +65,14 @@ def Exec_Condition : I32EnumAttr<"Condition",
   let cppNamespace = "::strata::exec";
 }
 
+def Exec_Phase : I32EnumAttr<"Phase", "what a program is to the schedule", [
+    I32EnumAttrCase<"Microbatch", 0, "microbatch">,
+    I32EnumAttrCase<"Forward", 1, "forward">,
+    I32EnumAttrCase<"Backward", 2, "backward">,
+    I32EnumAttrCase<"Optimizer", 3, "optimizer">]> {
+  let cppNamespace = "::strata::exec";
+}
+
 def Exec_Epilogue : I32EnumAttr<"Epilogue", "what a gemm does after", [
     I32EnumAttrCase<"None", 0, "none">,
     I32EnumAttrCase<"Bias", 1, "bias">,
@@ -191,14 +199,14 @@ def Exec_ProgramOp : Exec_Op<"program", [Symbol, HasParent<"TemplateOp">,
     NoTerminator, SingleBlock]> {
   let summary = "an instruction stream the schedule runs";
   let description = [{
-    `phase` says what the program is to the schedule: "microbatch" (a
-    whole forward and backward), "forward" or "backward" of pipeline chunk
-    `chunk`, or "optimizer". A program's pipeline receives lead it (then a
+    `phase` says what the program is to the schedule: `microbatch` (a
+    whole forward and backward), `forward` or `backward` of pipeline chunk
+    `chunk`, or `optimizer`. A program's pipeline receives lead it (then a
     record on the communication stream that its body waits on) and its
     sends trail it (after a wait on the compute stream's record): the
     runtime posts them at the schedule's exchange points.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$phase,
+  let arguments = (ins SymbolNameAttr:$sym_name, Exec_Phase:$phase,
                    OptionalAttr<I64Attr>:$chunk);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name $phase attr-dict-with-keyword $body";

@@ -1,6 +1,7 @@
 //===- Executor.cpp - one rank's plan on a backend ------------------------===//
 #include "runtime/exec/Executor.h"
 #include "runtime/plan/Dropout.h"
+#include "runtime/plan/IoNames.h"
 #include "runtime/schedule/PipelineSim.h"
 
 #include <cstring>
@@ -16,12 +17,12 @@ std::string Executor::load() {
   // What the runtime reads and writes: the batch, the loss (on the last
   // stage), the gradient norm and the hyperparameters.
   bool lastStage = whole.stageOf(rank.rank) + 1 == whole.pipelineParallel;
-  tokens = rank.ioBuffer("tokens");
-  labels = rank.ioBuffer("labels");
+  tokens = rank.ioBuffer(io_names::kTokens);
+  labels = rank.ioBuffer(io_names::kLabels);
   dropoutKeys = rank.ioBuffer(kDropoutKeys);
-  loss = rank.ioBuffer("loss");
-  gradNormBuffer = rank.ioBuffer("grad_norm");
-  hyper = rank.ioBuffer("hyper");
+  loss = rank.ioBuffer(io_names::kLoss);
+  gradNormBuffer = rank.ioBuffer(io_names::kGradNorm);
+  hyper = rank.ioBuffer(io_names::kHyper);
   // A pipeline stage reads the inputs its chunks use, but the first embeds
   // the tokens and the last scores the labels: without its input it would
   // train on a buffer nothing writes.
@@ -33,9 +34,10 @@ std::string Executor::load() {
     const char *where;
   };
   for (auto [name, index, stageNeedsIt, where] :
-       {Input{"tokens", tokens, whole.stageOf(rank.rank) == 0,
+       {Input{io_names::kTokens, tokens, whole.stageOf(rank.rank) == 0,
               " on its first pipeline stage"},
-        Input{"labels", labels, lastStage, " on its last pipeline stage"}}) {
+        Input{io_names::kLabels, labels, lastStage,
+              " on its last pipeline stage"}}) {
     if (index < 0 && (!pipelined || stageNeedsIt))
       return std::string("the plan has no '") + name + "' input" +
              (pipelined ? where : "");

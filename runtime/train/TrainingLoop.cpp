@@ -6,6 +6,7 @@
 #include "runtime/data/GptDataset.h"
 #include "runtime/io/HuggingFace.h"
 #include "runtime/plan/Dropout.h"
+#include "runtime/plan/IoNames.h"
 #include "runtime/train/CheckpointStore.h"
 
 #include <algorithm>
@@ -193,7 +194,8 @@ void TrainingLoop::loadBatch(const Dataset &from, int64_t first, int64_t mb,
   // layout drops the same elements of it (none when evaluating).
   // A pipeline stage may hold only some of the inputs: a middle stage that
   // drops out needs the keys, not the samples.
-  bool readsSamples = executor.io("tokens") || executor.io("labels");
+  bool readsSamples =
+      executor.io(io_names::kTokens) || executor.io(io_names::kLabels);
   int64_t b = plan.microBatchSize, s = plan.seqLength;
   for (int64_t i = 0; i < b; ++i) {
     int64_t index = first + mb * b * plan.dataParallel + coords[1] * b + i;
@@ -202,9 +204,9 @@ void TrainingLoop::loadBatch(const Dataset &from, int64_t first, int64_t mb,
     dropoutKeys[size_t(i)] = training ? dropoutKey(options.seed, index) : -1;
   }
   Backend &device = executor.device();
-  for (auto [name, host] :
-       {std::pair{"tokens", &tokens}, std::pair{"labels", &labels},
-        std::pair{kDropoutKeys, &dropoutKeys}})
+  for (auto [name, host] : {std::pair{io_names::kTokens, &tokens},
+                            std::pair{io_names::kLabels, &labels},
+                            std::pair{kDropoutKeys, &dropoutKeys}})
     if (void *target = executor.io(name))
       device.copyIn(Stream::Compute, target, host->data(), host->size() * 4);
 }

@@ -14,7 +14,7 @@ module {
     exec.buffer @b : tensor<16xf32> persistent at -1
     exec.buffer @pre : tensor<4x16xf32> workspace at -1
     exec.buffer @y : tensor<4x16xf32> workspace at -1
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.gemm @x, @w -> @y epilogue gelu_bias bias @b aux @pre {k = 8 : i64, lda = 8 : i64, ldb = 16 : i64, ldd = 16 : i64, m = 4 : i64, n = 16 : i64}
     }
   }
@@ -29,7 +29,7 @@ module {
     exec.buffer @dy : tensor<4x16xf32> workspace at -1
     exec.buffer @dw : tensor<8x16xf32> persistent at -1
     exec.buffer @db : tensor<16xf32> persistent at -1
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.gemm @x, @dy -> @dw epilogue bias_grad bias @db {k = 4 : i64, lda = 8 : i64, ldb = 16 : i64, ldd = 16 : i64, m = 8 : i64, n = 16 : i64, transpose_a}
     }
   }
@@ -45,7 +45,7 @@ module {
   exec.template stage 0 {
     exec.buffer @x : tensor<2x3xf32> workspace at 0
     exec.buffer @y : tensor<3x2xf32> workspace at 128
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "transpose" (@x) -> (@y) args {permutation = array<i64: 0, 7>}
     }
   }
@@ -63,7 +63,7 @@ module {
     exec.buffer @y : tensor<4x8xf32> workspace at 128
     exec.buffer @b : tensor<8xf32> workspace at 128
     exec.buffer @z : tensor<4x8xf32> workspace at 256
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "copy" (@x) -> (@y) args {} fuses 2
       exec.launch "add" (@x, @b) -> (@z) args {}
     }
@@ -81,7 +81,7 @@ module {
     exec.buffer @bias : tensor<8xf32> persistent at 32
     exec.buffer @y : tensor<4x8xf32> workspace at 128
     exec.buffer @z : tensor<4x8xf32> workspace at 256
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "layer_norm_fwd" (@x, @w, @bias) -> (@y) args {epsilon = 1.000000e-05 : f64} fuses 2
       exec.launch "copy" (@y) -> (@z) args {}
     }

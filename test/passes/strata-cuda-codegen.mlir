@@ -29,7 +29,7 @@ module {
     exec.buffer @table : tensor<16x8xf32> persistent at -1
     exec.buffer @ids : tensor<4xi32> persistent at -1
     exec.buffer @e : tensor<4x8xf32> workspace at -1
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "gelu_fwd" (@x) -> (@a) args {}
       exec.launch "gelu_fwd" (@a) -> (@b) args {}
       exec.launch "gelu_fwd" (@c) -> (@d) args {}

@@ -27,7 +27,7 @@ module {
     exec.buffer @b : tensor<4x8xf32> workspace at 384
     exec.buffer @c : tensor<4x8xf32> workspace at 512
     exec.buffer @h : tensor<4x8xbf16> workspace at 640
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "add" (@x, @r) -> (@a) args {}
       exec.launch "add" (@a, @bias) -> (@b) args {}
       exec.launch "gelu_fwd" (@b) -> (@c) args {}
@@ -48,7 +48,7 @@ module {
     exec.buffer @x : tensor<32xf32> workspace at 0
     exec.buffer @y : tensor<32xf32> workspace at 128
     exec.buffer @x2 : tensor<32xf32> workspace at 0
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "scale" (@x) -> (@y) args {factor = 2.0 : f64}
       exec.launch "accumulate" (@y) -> (@x2) args {}
     }
@@ -68,7 +68,7 @@ module {
     exec.buffer @a : tensor<32xf32> workspace at 128
     exec.buffer @a2 : tensor<32xf32> workspace at 128
     exec.buffer @y : tensor<32xf32> workspace at 256
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "scale" (@x) -> (@a) args {factor = 2.0 : f64}
       exec.launch "scale" (@x) -> (@a2) args {factor = 3.0 : f64}
       exec.launch "gelu_fwd" (@a) -> (@y) args {}
@@ -87,7 +87,7 @@ module {
     exec.buffer @x : tensor<32xf32> workspace at 0
     exec.buffer @y : tensor<32xf32> workspace at 128
     exec.buffer @z : tensor<32xf32> workspace at 4
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "add" (@x, @x) -> (@y) args {}
       exec.launch "gelu_fwd" (@y) -> (@z) args {}
     }
@@ -106,7 +106,7 @@ module {
     exec.buffer @row : tensor<8xf32> workspace at 256
     exec.buffer @y : tensor<4x8xf32> workspace at 512
     exec.buffer @z : tensor<4x8xf32> workspace at 256
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "add" (@x, @row) -> (@y) args {}
       exec.launch "gelu_fwd" (@y) -> (@z) args {}
     }
@@ -134,7 +134,7 @@ module {
     exec.buffer @v2 : tensor<4x8xf32> workspace at 1024
     exec.buffer @flat : tensor<64xf32> persistent at 256
     exec.buffer @part : tensor<32xf32> persistent at 256 alias @flat + 0 {per_rank = array<i64: 1, 128>}
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "gelu_fwd" (@x) -> (@y) args {}
       exec.launch "silu_fwd" (@s) -> (@t) args {}
       exec.launch "scale" (@t) -> (@s2) args {factor = 0.5 : f64} if last_microbatch
@@ -168,7 +168,7 @@ module {
     exec.buffer @w : tensor<8xf32> persistent at 64
     exec.buffer @b : tensor<8xf32> persistent at 128
     exec.buffer @y : tensor<4x8xf32> workspace at 512
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "add" (@x, @r) -> (@a) args {}
       exec.launch "add" (@a, @bias) -> (@h) args {}
       exec.launch "layer_norm_fwd" (@h, @w, @b) -> (@y) args {epsilon = 1.0e-05 : f64}
@@ -196,7 +196,7 @@ module {
     exec.buffer @a : tensor<4x8xf32> workspace at 256
     exec.buffer @w : tensor<8xf32> persistent at 0
     exec.buffer @y : tensor<4x8xf32> workspace at 384
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "add" (@x, @r) -> (@a) args {}
       exec.launch "rms_norm_fwd" (@x, @w) -> (@y) args {epsilon = 1.0e-05 : f64}
       exec.launch "add" (@x, @r) -> (@a) args {}
@@ -221,7 +221,7 @@ module {
     exec.buffer @a : tensor<4x8xf32> workspace at 256
     exec.buffer @w : tensor<8xf32> persistent at 0
     exec.buffer @b : tensor<8xf32> persistent at 32
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "add" (@x, @r) -> (@a) args {}
       exec.launch "layer_norm_fwd" (@a, @w, @b) -> (@y) args {epsilon = 1.0e-05 : f64}
     }
@@ -244,7 +244,7 @@ module {
     exec.buffer @w : tensor<8xf32> workspace at 256
     exec.buffer @h : tensor<4x8xf32> workspace at 384
     exec.buffer @y : tensor<4x8xf32> workspace at 512
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.launch "add" (@x, @r) -> (@a) args {}
       exec.launch "scale" (@a) -> (@h) args {factor = 2.0 : f64}
       exec.launch "rms_norm_fwd" (@h, @w) -> (@y) args {epsilon = 1.0e-05 : f64}

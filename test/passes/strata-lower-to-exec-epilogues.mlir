@@ -9,7 +9,7 @@
 
 // Forward: h = gelu(x·w1 + b1) in one gemm (keeping x·w1 + b1, which the
 // GELU's backward reads); y = h·w2 + b2 in another.
-// CHECK: exec.program @microbatch "microbatch" {
+// CHECK: exec.program @microbatch microbatch {
 // CHECK: exec.gemm @[[X:[a-z0-9"@:]+]], @"param:w1" -> @[[H:t[0-9]+]] epilogue gelu_bias bias @"param:b1" aux @[[PRE:t[0-9]+]] {k = 8 : i64, lda = 8 : i64, ldb = 16 : i64, ldd = 16 : i64, m = 8 : i64, n = 16 : i64}
 // CHECK-NEXT: exec.gemm @[[H]], @"param:w2" -> @{{t[0-9]+}} epilogue bias bias @"param:b2" {k = 16 : i64, lda = 16 : i64, ldb = 8 : i64, ldd = 8 : i64, m = 8 : i64, n = 8 : i64}
 // No separate add or gelu remains.
@@ -24,7 +24,7 @@
 // CHECK-NOT: exec.launch "sum_to"
 // CHECK: exec.program @optimizer
 
-// BIAS-ONLY: exec.program @microbatch "microbatch" {
+// BIAS-ONLY: exec.program @microbatch microbatch {
 // BIAS-ONLY: exec.gemm @{{.*}}, @"param:w1" -> @[[PRE:t[0-9]+]] epilogue bias bias @"param:b1" {k = 8 : i64
 // BIAS-ONLY-NEXT: exec.launch "gelu_fwd" (@[[PRE]]) -> (@[[H:t[0-9]+]]) args {}
 // BIAS-ONLY-NEXT: exec.gemm @[[H]], @"param:w2" -> @{{t[0-9]+}} epilogue bias bias @"param:b2"

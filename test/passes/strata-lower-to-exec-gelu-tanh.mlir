@@ -8,7 +8,7 @@
 // GRAD: graph.gelu %[[A:[0-9]+]] tanh : tensor<2x4x16xf32>
 // GRAD: graph.gelu_grad %[[A]], %{{[0-9]+}} tanh {{.*}}: tensor<2x4x16xf32>
 
-// CHECK: exec.program @microbatch "microbatch" {
+// CHECK: exec.program @microbatch microbatch {
 // CHECK: exec.gemm @{{.*}}, @"param:w1" -> @[[PRE:t[0-9]+]] epilogue bias bias @"param:b1" {k = 8 : i64
 // CHECK-NEXT: exec.launch "gelu_tanh_fwd" (@[[PRE]]) -> (@[[H:t[0-9]+]]) args {}
 // CHECK-NEXT: exec.gemm @[[H]], @"param:w2" -> @{{t[0-9]+}} epilogue bias bias @"param:b2"

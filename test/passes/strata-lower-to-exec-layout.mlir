@@ -35,7 +35,7 @@
 // CHECK: exec.buffer @"bucket:1" : tensor<128xf32> persistent at -1 alias @grads + 256
 // CHECK: exec.buffer @"own:1" : tensor<64xf32> persistent at -1 alias @grads + 256 {per_rank = array<i64: 1, 256>}
 // CHECK: exec.param "e" {global_shape = array<i64: 32, 8>, grad = @"grad:e", init = "normal", padded_shape = array<i64: 32, 8>, split_dim = 0 : i64, std = 2.000000e-02 : f64, value = @"param:e"}
-// CHECK: exec.program @forward_0 "forward" attributes {chunk = 0 : i64} {
+// CHECK: exec.program @forward_0 forward attributes {chunk = 0 : i64} {
 // CHECK-NEXT: exec.wait @"sent:forward_0"{{$}}
 // Each tensor-parallel rank looks up its 16 rows of the vocabulary.
 // CHECK-NEXT: exec.launch "embedding_fwd" (@"param:e", @"input:tokens") -> (@[[E:t[0-9]+]]) args {vocab_offset = 0 : i64} per_rank {vocab_offset = array<i64: 0, 16>}
@@ -44,14 +44,14 @@
 // CHECK-NEXT: exec.wait @"computed:forward_0" on comm
 // CHECK-NEXT: exec.send @{{t[0-9]+}} to stage 1 channel 0
 // CHECK-NEXT: exec.record @"sent:forward_0" on comm
-// CHECK: exec.program @backward_0 "backward" attributes {chunk = 0 : i64} {
+// CHECK: exec.program @backward_0 backward attributes {chunk = 0 : i64} {
 // CHECK-NEXT: exec.wait @"computed:backward_0" on comm
 // CHECK-NEXT: exec.recv @[[DY:t[0-9]+]] from stage 1 channel 1
 // CHECK-NEXT: exec.record @"received:backward_0" on comm
 // CHECK-NEXT: exec.wait @"received:backward_0"{{$}}
 // CHECK: exec.gemm @[[X]], @{{t[0-9]+}} -> @"grad:w0" {beta = 1.000000e+00 : f32
 // CHECK: exec.launch "embedding_bwd" ({{.*}}) -> (@"grad:e") args {accumulate = true, vocab_offset = 0 : i64} per_rank {vocab_offset = array<i64: 0, 16>}
-// CHECK: exec.program @optimizer "optimizer" {
+// CHECK: exec.program @optimizer optimizer {
 // CHECK-NEXT: exec.collective all_reduce_sum @"grad:e" -> @"grad:e" over [2] stages [0, 1]
 // CHECK-NEXT: exec.collective reduce_scatter @"bucket:0" -> @"own:0" over [1] {exec.bucket = 0 : i64}
 // CHECK-NEXT: exec.collective reduce_scatter @"bucket:1" -> @"own:1" over [1] {exec.bucket = 1 : i64}
@@ -74,7 +74,7 @@
 // CHECK-NEXT: exec.run @optimizer {exchange}
 
 // CHECK-LABEL: exec.template stage 1 attributes {stash_slots = array<i64: 1>}
-// CHECK: exec.program @forward_1 "forward" attributes {chunk = 1 : i64} {
+// CHECK: exec.program @forward_1 forward attributes {chunk = 1 : i64} {
 // The received activation goes into the stash: its slot must be free.
 // CHECK-NEXT: exec.wait @"computed:forward_1" on comm
 // CHECK-NEXT: exec.wait @"freed:chunk1" on comm
@@ -86,7 +86,7 @@
 // CHECK-NEXT: exec.collective all_reduce_max
 // CHECK: exec.launch "copy" (@{{t[0-9]+}}) -> (@"output:loss")
 // CHECK-NEXT: exec.record @"computed:forward_1"{{$}}
-// CHECK: exec.program @backward_1 "backward" attributes {chunk = 1 : i64} {
+// CHECK: exec.program @backward_1 backward attributes {chunk = 1 : i64} {
 // CHECK-NEXT: exec.wait @"sent:backward_1"{{$}}
 // CHECK: exec.record @"computed:backward_1"{{$}}
 // CHECK-NEXT: exec.record @"freed:chunk1"{{$}}

@@ -21,7 +21,7 @@
 // A reshape is a view of the buffer it reshapes.
 // CHECK-DAG: exec.buffer @[[FLAT:t[0-9]+]] : tensor<2x4x16xf32> workspace
 // CHECK-DAG: exec.buffer @{{t[0-9]+}} : tensor<8x16xf32> workspace at -1 alias @[[FLAT]]
-// CHECK: exec.program @microbatch "microbatch" {
+// CHECK: exec.program @microbatch microbatch {
 // CHECK: exec.gemm @{{t[0-9]+}}, @"param:w" -> @{{t[0-9]+}} {k = 8 : i64, lda = 8 : i64, ldb = 16 : i64, ldd = 16 : i64, m = 8 : i64, n = 16 : i64}
 // The weight gradient goes straight into the accumulator (beta 1).
 // CHECK: exec.gemm @{{t[0-9]+}}, @{{t[0-9]+}} -> @"grad:w" {beta = 1.000000e+00 : f32, k = 8 : i64, lda = 8 : i64, ldb = 16 : i64, ldd = 16 : i64, m = 8 : i64, n = 16 : i64, transpose_a}
@@ -31,7 +31,7 @@
 // clipping coefficient, one AdamW over the segments updated (both
 // parameters decay: one segment), one fill that zeroes the accumulators.
 // The one bucket is one window, the rank's whole (part 0).
-// CHECK: exec.program @optimizer "optimizer" {
+// CHECK: exec.program @optimizer optimizer {
 // CHECK-NEXT: exec.launch "sum_squares" (@grads) -> (@sum_squares) args {first_part = 0 : i64, first_segments = array<i64>, part = 0 : i64, segments = array<i64: 0, 384>, windows = array<i64: 0, 384, 0>}
 // CHECK-NEXT: exec.launch "clip_coefficient" (@sum_squares, @hyper) -> (@norm, @coefficient) args {}
 // CHECK-NEXT: exec.launch "adamw" (@grads, @coefficient, @hyper) -> (@params, @exp_avg, @exp_avg_sq) args {part = 0 : i64, segments = array<i64: 0, 384, 1>, windows = array<i64: 0, 384, 0>}

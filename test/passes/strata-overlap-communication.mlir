@@ -22,7 +22,7 @@
 // CHECK: exec.event @updated
 // CHECK: exec.event @"gathered:0"
 // CHECK: exec.event @"gathered:1"
-// CHECK-NEXT: exec.program @microbatch "microbatch" {
+// CHECK-NEXT: exec.program @microbatch microbatch {
 // Bucket 0's parameters read first: its gather waited on; bucket 1's too.
 // CHECK-NEXT: exec.wait @"gathered:0"{{$}}
 // CHECK-NEXT: exec.launch "copy" (@"param:a") -> (@x)
@@ -36,7 +36,7 @@
 // CHECK-NEXT: exec.record @"reduced:microbatch" on comm if last_microbatch
 // CHECK-NEXT: exec.launch "copy" (@y) -> (@"grad:b")
 // CHECK-NEXT: {{^ *[}]$}}
-// CHECK-NEXT: exec.program @optimizer "optimizer" {
+// CHECK-NEXT: exec.program @optimizer optimizer {
 // CHECK-NEXT: exec.wait @"reduced:microbatch"{{$}}
 // Bucket 1's (tied) gradient is finished by another collective first: it
 // stays after it.
@@ -51,7 +51,7 @@
 // CHECK-NEXT: exec.record @"gathered:1" on comm{{$}}
 // CHECK-NEXT: {{^ *[}]$}}
 // OFF-LABEL: exec.template stage 0
-// OFF: exec.program @optimizer "optimizer" {
+// OFF: exec.program @optimizer optimizer {
 // OFF-NEXT: exec.collective all_reduce_sum @"grad:b" -> @"grad:b" over [2]
 // OFF-NEXT: exec.collective all_reduce_sum @"bucket:0" -> @"bucket:0" over [1] {exec.bucket = 0 : i64}
 module {
@@ -70,13 +70,13 @@ module {
     exec.buffer @"grad:b" : tensor<8xf32> persistent at -1 alias @grads + 32
     exec.buffer @x : tensor<8xf32> workspace at -1
     exec.buffer @y : tensor<8xf32> workspace at -1
-    exec.program @microbatch "microbatch" {
+    exec.program @microbatch microbatch {
       exec.launch "copy" (@"param:a") -> (@x) args {}
       exec.launch "copy" (@"param:b") -> (@y) args {}
       exec.launch "copy" (@x) -> (@"grad:a") args {}
       exec.launch "copy" (@y) -> (@"grad:b") args {}
     }
-    exec.program @optimizer "optimizer" {
+    exec.program @optimizer optimizer {
       exec.collective all_reduce_sum @"grad:b" -> @"grad:b" over [2]
       exec.collective all_reduce_sum @"bucket:0" -> @"bucket:0" over [1] {exec.bucket = 0 : i64}
       exec.collective all_reduce_sum @"bucket:1" -> @"bucket:1" over [1] {exec.bucket = 1 : i64}
@@ -100,10 +100,10 @@ module {
     exec.buffer @grads : tensor<8xf32> persistent at -1 {zero_init}
     exec.buffer @"bucket:0" : tensor<8xf32> persistent at -1 alias @grads
     exec.buffer @x : tensor<8xf32> workspace at -1
-    exec.program @microbatch "microbatch" {
+    exec.program @microbatch microbatch {
       exec.launch "fill" () -> (@x) args {value = 0.000000e+00 : f64}
     }
-    exec.program @optimizer "optimizer" {
+    exec.program @optimizer optimizer {
       // expected-error @+1 {{gradient bucket 0 of stage 0 is written by no backward: nothing would reduce it}}
       exec.collective all_reduce_sum @"bucket:0" -> @"bucket:0" over [1] {exec.bucket = 0 : i64}
     }
@@ -122,7 +122,7 @@ module {
   exec.template stage 0 {
     exec.buffer @grads : tensor<8xf32> persistent at -1 {zero_init}
     exec.buffer @"bucket:0" : tensor<8xf32> persistent at -1 alias @grads
-    exec.program @optimizer "optimizer" {
+    exec.program @optimizer optimizer {
       exec.collective all_reduce_sum @"bucket:0" -> @"bucket:0" over [1] {exec.bucket = 0 : i64}
     }
   }

@@ -26,7 +26,7 @@ module {
     exec.buffer @view : tensor<8x8xf32> workspace at -1 alias @b
     exec.buffer @c : tensor<64xf32> workspace at -1
     exec.event @received
-    exec.program @main "microbatch" {
+    exec.program @main microbatch {
       exec.recv @r from stage 0 channel 0
       exec.record @received on comm
       exec.wait @received

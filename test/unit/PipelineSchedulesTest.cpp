@@ -265,4 +265,15 @@ TEST(PipelineSchedules, ChecksWhatEachScheduleNeeds) {
   EXPECT_EQ(pipeline::checkSchedule(ScheduleKind::GPipe, 2, 3, 5), "");
 }
 
+TEST(ScheduleNames, EveryKindIsItsFlagAndBack) {
+  for (const sim::ScheduleName &row : sim::kScheduleNames) {
+    EXPECT_EQ(sim::parseSchedule(row.flag), row.kind) << row.flag;
+    EXPECT_STREQ(sim::scheduleName(row.kind), row.flag);
+    EXPECT_STREQ(sim::scheduleTitle(row.kind), row.title);
+  }
+  EXPECT_EQ(sim::parseSchedule("zb-h1"), std::nullopt);
+  EXPECT_EQ(sim::parseSchedule(""), std::nullopt);
+  EXPECT_EQ(sim::scheduleFlagList(), "gpipe, 1f1b or interleaved");
+}
+
 } // namespace

@@ -19,18 +19,18 @@ namespace strata {
 
 namespace {
 
-struct Layout {
+struct LayoutChoice {
   int64_t t = 1, p = 1, d = 1, chunks = 1, mbs = 1;
-  std::string recompute = "none";
+  Recompute recompute = Recompute::None;
   bool sp = false, distopt = false;
 
   std::string name() const {
     return "t" + std::to_string(t) + " p" + std::to_string(p) + " v" +
            std::to_string(chunks) + " d" + std::to_string(d) + " mbs" +
-           std::to_string(mbs) + " recompute-" + recompute +
+           std::to_string(mbs) + " recompute-" + recomputeName(recompute) +
            (sp ? " sp" : "") + (distopt ? " distopt" : "");
   }
-  bool operator==(const Layout &o) const {
+  bool operator==(const LayoutChoice &o) const {
     return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
            mbs == o.mbs && recompute == o.recompute && sp == o.sp &&
            distopt == o.distopt;
@@ -44,7 +44,7 @@ struct Layout {
   /// 4 GPUs). Not so recomputation: selective's buffers for the
   /// recomputed attention can outweigh what it saves on a small model
   /// (gpt-tiny t1 p1 mbs1: 4,593,028 bytes with it, 4,580,808 without).
-  bool needsAtLeast(const Layout &o) const {
+  bool needsAtLeast(const LayoutChoice &o) const {
     return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
            mbs >= o.mbs && recompute == o.recompute && (o.sp || !sp) &&
            (o.distopt || !distopt);
@@ -56,20 +56,23 @@ struct Layout {
   /// which trade work for collectives: either can be slower (gpt-tiny t4
   /// full recomputation: 4.13 ms with sp, 3.83 without; GPT-3 175B t2 p2
   /// mbs2 full: 23.93 s with distopt, 23.73 without).
-  bool slowerTwinOf(const Layout &o) const {
+  bool slowerTwinOf(const LayoutChoice &o) const {
     return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
            mbs == o.mbs && sp == o.sp && distopt == o.distopt &&
            kept(recompute) < kept(o.recompute);
   }
   /// How much of a layer's activations a recomputation keeps.
-  static int kept(const std::string &recompute) {
-    return recompute == "none" ? 2 : recompute == "selective" ? 1 : 0;
+  static int kept(Recompute recompute) {
+    return recompute == Recompute::None        ? 2
+           : recompute == Recompute::Selective ? 1
+                                               : 0;
   }
 };
 
 /// "t8,p8,v2,mbs1,full,sp,distopt" (d follows from the GPUs; v, mbs and
 /// the rest default to 1, none and off); "" or what is wrong.
-std::string parseLayout(const std::string &text, int64_t gpus, Layout &out) {
+std::string parseLayout(const std::string &text, int64_t gpus,
+                        LayoutChoice &out) {
   std::stringstream words(text);
   std::string word;
   auto number = [&](const std::string &w, size_t from, int64_t &field) {
@@ -87,8 +90,8 @@ std::string parseLayout(const std::string &text, int64_t gpus, Layout &out) {
   };
   while (std::getline(words, word, ',')) {
     bool ok = true;
-    if (word == "none" || word == "selective" || word == "full")
-      out.recompute = word;
+    if (std::optional<Recompute> recompute = parseRecompute(word))
+      out.recompute = *recompute;
     else if (word == "sp")
       out.sp = true;
     else if (word == "distopt")
@@ -97,14 +100,16 @@ std::string parseLayout(const std::string &text, int64_t gpus, Layout &out) {
       ok = number(word, 3, out.mbs);
     else if (!word.empty() && (word[0] == 't' || word[0] == 'p' ||
                                word[0] == 'v' || word[0] == 'd'))
-      ok = number(word, 1, word[0] == 't'   ? out.t
-                           : word[0] == 'p' ? out.p
-                           : word[0] == 'v' ? out.chunks
-                                            : out.d);
+      ok = number(word, 1,
+                  word[0] == 't'   ? out.t
+                  : word[0] == 'p' ? out.p
+                  : word[0] == 'v' ? out.chunks
+                                   : out.d);
     else
       ok = false;
     if (!ok)
-      return "--explain: '" + word + "' is not part of a layout (tN, pN, vN, "
+      return "--explain: '" + word +
+             "' is not part of a layout (tN, pN, vN, "
              "dN, mbsN, none, selective, full, sp, distopt; as in "
              "t8,p8,v2,mbs1,full,sp,distopt)";
   }
@@ -114,7 +119,7 @@ std::string parseLayout(const std::string &text, int64_t gpus, Layout &out) {
 }
 
 struct Candidate {
-  Layout layout;
+  LayoutChoice layout;
   CompileOptions options;
   double bound = 0;    // seconds no simulation of it can beat
   std::string verdict; // why it was rejected ("" if not)
@@ -141,9 +146,9 @@ std::string tflopsText(double tflops) {
 
 /// The layouts of `gpus` for the model: every factorization with tensor
 /// sizes that are powers of two within a node.
-std::vector<Layout> enumerate(int64_t gpus, int64_t layers, int64_t node,
-                              int64_t globalBatch) {
-  std::vector<Layout> all;
+std::vector<LayoutChoice> enumerate(int64_t gpus, int64_t layers, int64_t node,
+                                    int64_t globalBatch) {
+  std::vector<LayoutChoice> all;
   for (int64_t t = 1; t <= std::min(gpus, node); t *= 2) {
     if (gpus % t)
       continue;
@@ -159,7 +164,8 @@ std::vector<Layout> enumerate(int64_t gpus, int64_t layers, int64_t node,
         for (int64_t mbs = 1; mbs <= 16; mbs *= 2) {
           if (globalBatch % (d * mbs))
             continue;
-          for (const char *recompute : {"none", "selective", "full"})
+          for (Recompute recompute :
+               {Recompute::None, Recompute::Selective, Recompute::Full})
             // Sequence parallelism and the distributed optimizer first:
             // among layouts of equal bound they need the least memory, and
             // one that does not fit rules out those that need more.
@@ -167,7 +173,7 @@ std::vector<Layout> enumerate(int64_t gpus, int64_t layers, int64_t node,
               for (bool distopt : {true, false}) {
                 if ((sp && t == 1) || (distopt && d == 1))
                   continue;
-                Layout l;
+                LayoutChoice l;
                 l.t = t;
                 l.p = p;
                 l.d = d;
@@ -184,7 +190,7 @@ std::vector<Layout> enumerate(int64_t gpus, int64_t layers, int64_t node,
   return all;
 }
 
-CompileOptions optionsOf(const CompileOptions &base, const Layout &l,
+CompileOptions optionsOf(const CompileOptions &base, const LayoutChoice &l,
                          int64_t layers) {
   CompileOptions o = base;
   o.tensorParallel = l.t;
@@ -193,7 +199,8 @@ CompileOptions optionsOf(const CompileOptions &base, const Layout &l,
   o.microBatchSize = l.mbs;
   o.layersPerVirtualStage = l.chunks > 1 ? layers / (l.p * l.chunks) : 0;
   o.recompute = l.recompute;
-  o.recomputeWholeLayers = base.recomputeWholeLayers && l.recompute == "full";
+  o.recomputeWholeLayers =
+      base.recomputeWholeLayers && l.recompute == Recompute::Full;
   o.sequenceParallel = l.sp;
   o.distributedOptimizer = l.distopt;
   return o;
@@ -203,8 +210,7 @@ CompileOptions optionsOf(const CompileOptions &base, const Layout &l,
 
 int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
              const ModelStats &stats, const CompileCandidate &compile,
-             const std::string &output, std::ostream &out,
-             std::ostream &err) {
+             const std::string &output, std::ostream &out, std::ostream &err) {
   using namespace runtime;
   auto fail = [&](const std::string &message) {
     err << "strata-compile: error: " << message << "\n";
@@ -222,7 +228,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     return fail("--top must be between 1 and 100");
   if (stats.layers < 1)
     return fail("--auto needs a model with layers (a model file)");
-  Layout wanted;
+  LayoutChoice wanted;
   bool explaining = !request.explain.empty();
   if (explaining)
     if (std::string error = parseLayout(request.explain, request.gpus, wanted);
@@ -236,8 +242,9 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
                 spec.gpu.gemmEfficiency;
   predict::CostModel costs(spec);
   std::vector<Candidate> candidates;
-  for (const Layout &l : enumerate(request.gpus, stats.layers,
-                                   spec.gpusPerNode, base.globalBatchSize)) {
+  for (const LayoutChoice &l :
+       enumerate(request.gpus, stats.layers, spec.gpusPerNode,
+                 base.globalBatchSize)) {
     Candidate &c = candidates.emplace_back();
     c.layout = l;
     c.options = optionsOf(base, l, stats.layers);
@@ -247,10 +254,9 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     // their forward again under full recomputation; ModelStats counts a
     // microbatch of the model's own micro-batch size.
     double matmuls = double(stats.forwardFlops - stats.attentionFlops);
-    double flops = (3 * matmuls +
-                    (l.recompute == "full"
-                         ? matmuls - double(stats.logitFlops)
-                         : 0)) *
+    double flops = (3 * matmuls + (l.recompute == Recompute::Full
+                                       ? matmuls - double(stats.logitFlops)
+                                       : 0)) *
                    double(base.globalBatchSize) / double(base.microBatchSize);
     // Tensor parallelism's all-reduces (or reduce-scatter and all-gather
     // pairs) run on the compute stream: two a layer forward, two backward,
@@ -263,7 +269,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
         group.push_back(int(r));
       double bytes = double(l.mbs) * double(stats.seqLength) *
                      double(stats.hidden) * (base.bf16 ? 2 : 4);
-      double perLayer = l.recompute == "full" ? 6 : 4;
+      double perLayer = l.recompute == Recompute::Full ? 6 : 4;
       tensorComm = microbatches * double(stats.layers) / double(l.p) *
                    perLayer *
                    costs.collective(CollectiveKind::AllReduceSum, group, bytes);
@@ -279,9 +285,9 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     // parameters (the largest stage holds at least the mean) with their
     // gradients (fp32), masters and Adam's moments (fp32, split over the
     // data-parallel ranks with the distributed optimizer).
-    double state = base.bf16 ? 12 : 8, perParam = (base.bf16 ? 2 : 4) + 4 +
-                                                  (l.distopt ? state / double(l.d)
-                                                             : state);
+    double state = base.bf16 ? 12 : 8,
+           perParam = (base.bf16 ? 2 : 4) + 4 +
+                      (l.distopt ? state / double(l.d) : state);
     double least = double(stats.parameters) / double(l.t * l.p) * perParam;
     // And each layer's input, kept for the backward whatever is
     // recomputed, for the microbatches the first stage has in flight (1F1B
@@ -328,8 +334,8 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
                     large->layout.name() +
                     " on its largest stage (a larger micro-batch, no "
                     "sequence parallelism or no distributed optimizer "
-                    "only adds); " + spec.gpu.name +
-                    " has " + gib(uint64_t(spec.gpu.hbmBytes));
+                    "only adds); " +
+                    spec.gpu.name + " has " + gib(uint64_t(spec.gpu.hbmBytes));
         return true;
       }
     return false;
@@ -368,8 +374,8 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     }
     c.simulated = true;
     c.seconds = prediction.iterationSeconds;
-    c.tflops = plan.paperFlopsPerIteration / c.seconds / 1e12 /
-               double(request.gpus);
+    c.tflops =
+        plan.paperFlopsPerIteration / c.seconds / 1e12 / double(request.gpus);
     for (const auto &r : prediction.ranks)
       for (int u = 0; u < predict::kUses; ++u)
         c.uses[u] += r.uses[u] / double(prediction.ranks.size());
@@ -446,10 +452,10 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
         err << "auto-plan: " << looked << " of " << order.size()
             << " layouts looked at, " << compiled << " compiled, "
             << simulatedCount << " simulated"
-            << (best.empty() ? std::string()
-                             : ", the best so far " +
-                                   tflopsText(best.front()->tflops) +
-                                   " TFLOP/s per GPU")
+            << (best.empty()
+                    ? std::string()
+                    : ", the best so far " + tflopsText(best.front()->tflops) +
+                          " TFLOP/s per GPU")
             << "\n";
       }
       // The first layout not taken that need not wait, a few ahead at most.
@@ -509,9 +515,9 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
   size_t rejected = 0;
   for (const Candidate &c : candidates)
     rejected += !c.verdict.empty();
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - started)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
   out << "auto-plan: " << stats.name << " on " << request.gpus << " GPUs of "
       << spec.name << ", global batch " << base.globalBatchSize << ": "
       << candidates.size() << " layouts, " << rejected << " rejected, "
@@ -523,10 +529,10 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
         << " layouts (looked at in the order of their bound; the rest "
            "are not simulated)\n";
   auto line = [&](const Candidate &c) {
-    std::string text = c.layout.name() + ": " +
-                       tflopsText(c.tflops) + " TFLOP/s per GPU, " +
-                       format("%.3g", c.seconds) + " s an iteration, " +
-                       gib(c.peakBytes) + " on its largest stage;";
+    std::string text = c.layout.name() + ": " + tflopsText(c.tflops) +
+                       " TFLOP/s per GPU, " + format("%.3g", c.seconds) +
+                       " s an iteration, " + gib(c.peakBytes) +
+                       " on its largest stage;";
     for (int u = 0; u < predict::kUses; ++u)
       text += std::string(u ? "," : "") + " " +
               predict::useName(predict::Use(u)) + " " +
@@ -542,8 +548,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     size_t rank = 1 + size_t(std::find(best.begin(), best.end(), explained) -
                              best.begin());
     out << "explain " << explained->layout.name() << ": ranks " << rank
-        << " of " << best.size() << " simulated; " << line(*explained)
-        << "\n";
+        << " of " << best.size() << " simulated; " << line(*explained) << "\n";
     if (best.front() != explained)
       out << "  against the best (" << best.front()->layout.name() << "): "
           << format("%.1f%%",
@@ -551,12 +556,11 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
           << " slower\n";
   }
   if (best.empty())
-    return fail("no layout of " + std::to_string(request.gpus) +
-                " GPUs was simulated: " + std::to_string(rejected) +
-                " rejected" +
-                (stopped ? ", the rest not looked at within --auto-seconds"
-                         : "") +
-                " (--explain with a layout says why one was rejected)");
+    return fail(
+        "no layout of " + std::to_string(request.gpus) +
+        " GPUs was simulated: " + std::to_string(rejected) + " rejected" +
+        (stopped ? ", the rest not looked at within --auto-seconds" : "") +
+        " (--explain with a layout says why one was rejected)");
   if (!output.empty() && output != "-") {
     // The plan written is compiled as any other is, verified after each
     // pass; the search's copy, compiled without, must be the same.

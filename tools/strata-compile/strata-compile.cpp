@@ -42,6 +42,10 @@ enum class Emit { Summary, Graph, Step, Dist, Exec, Plan };
 
 cl::OptionCategory category("strata-compile options");
 
+// What the layout and lowering flags set, bound to them (their defaults
+// are its own); main adds what the other flags imply.
+CompileOptions flags;
+
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model file>"),
                                cl::Required, cl::cat(category));
 
@@ -73,10 +77,10 @@ cl::list<std::string> sets("set",
                            cl::desc("Override a constant the model declares"),
                            cl::value_desc("NAME=VALUE"), cl::cat(category));
 
-cl::opt<int64_t> microBatchSize(
+cl::opt<int64_t, true> microBatchSize(
     "micro-batch-size",
     cl::desc("Sequences per microbatch: the model's 'batch' (default 1)"),
-    cl::init(1), cl::cat(category));
+    cl::location(flags.microBatchSize), cl::cat(category));
 
 cl::opt<int64_t> globalBatchSize(
     "global-batch-size",
@@ -84,66 +88,66 @@ cl::opt<int64_t> globalBatchSize(
              "data-parallel size); microbatches accumulate gradients"),
     cl::init(0), cl::cat(category));
 
-cl::opt<int64_t> tensorParallel(
+cl::opt<int64_t, true> tensorParallel(
     "tensor-model-parallel-size",
     cl::desc("Tensor-parallel ranks (Megatron's layout: column- then "
              "row-parallel linears, vocabulary-parallel loss)"),
-    cl::init(1), cl::cat(category));
+    cl::location(flags.tensorParallel), cl::cat(category));
 
-cl::opt<int64_t> dataParallel(
+cl::opt<int64_t, true> dataParallel(
     "data-parallel-size",
     cl::desc("Data-parallel replicas: the global batch is split among them "
              "and gradients are summed"),
-    cl::init(1), cl::cat(category));
+    cl::location(flags.dataParallel), cl::cat(category));
 
-cl::opt<bool> sequenceParallel(
+cl::opt<bool, true> sequenceParallel(
     "sequence-parallel",
     cl::desc("Split the residual stream along the sequence across "
              "tensor-parallel ranks (reduce-scatter and all-gather instead "
              "of all-reduce)"),
-    cl::cat(category));
+    cl::location(flags.sequenceParallel), cl::cat(category));
 
-cl::opt<bool> distributedOptimizer(
+cl::opt<bool, true> distributedOptimizer(
     "use-distributed-optimizer",
     cl::desc("Shard optimizer state across data-parallel ranks (ZeRO-1): "
              "reduce-scatter gradients, update a part, all-gather parameters"),
-    cl::cat(category));
+    cl::location(flags.distributedOptimizer), cl::cat(category));
 
-cl::opt<int64_t> vocabDivisibleBy(
+cl::opt<int64_t, true> vocabDivisibleBy(
     "make-vocab-size-divisible-by",
     cl::desc("Pad the vocabulary to a multiple of this times the "
              "tensor-parallel size, as Megatron does (default 128)"),
-    cl::init(128), cl::cat(category));
+    cl::location(flags.vocabDivisibleBy), cl::cat(category));
 
-cl::opt<int64_t> pipelineParallel(
+cl::opt<int64_t, true> pipelineParallel(
     "pipeline-model-parallel-size",
     cl::desc("Pipeline stages: the layers are cut into chunks, chunk c on "
              "stage c mod p"),
-    cl::init(1), cl::cat(category));
+    cl::location(flags.pipelineParallel), cl::cat(category));
 
-cl::opt<int64_t> layersPerVirtualStage(
+cl::opt<int64_t, true> layersPerVirtualStage(
     "num-layers-per-virtual-pipeline-stage",
     cl::desc("Layers per chunk: several chunks per stage (virtual stages) "
              "for the interleaved schedule"),
-    cl::init(0), cl::cat(category));
+    cl::location(flags.layersPerVirtualStage), cl::cat(category));
 
-cl::opt<int64_t> firstStageLayers(
+cl::opt<int64_t, true> firstStageLayers(
     "decoder-first-pipeline-num-layers",
     cl::desc("Layers on the first pipeline stage when they do not divide "
              "evenly (the other stages share the rest equally)"),
-    cl::init(-1), cl::cat(category));
+    cl::location(flags.firstStageLayers), cl::cat(category));
 
-cl::opt<int64_t> lastStageLayers(
+cl::opt<int64_t, true> lastStageLayers(
     "decoder-last-pipeline-num-layers",
     cl::desc("Layers on the last pipeline stage when they do not divide "
              "evenly"),
-    cl::init(-1), cl::cat(category));
+    cl::location(flags.lastStageLayers), cl::cat(category));
 
-cl::opt<std::string> pipelineSchedule(
+cl::opt<std::string, true> pipelineSchedule(
     "pipeline-schedule",
     cl::desc("gpipe, 1f1b or interleaved (default: interleaved with virtual "
              "stages, else 1f1b)"),
-    cl::init(""), cl::cat(category));
+    cl::location(flags.pipelineSchedule), cl::cat(category));
 
 cl::opt<std::string> recomputeGranularity(
     "recompute-granularity",
@@ -152,12 +156,12 @@ cl::opt<std::string> recomputeGranularity(
              "attention core)"),
     cl::init("none"), cl::cat(category));
 
-cl::opt<std::string> attentionBackend(
+cl::opt<std::string, true> attentionBackend(
     "attention-backend",
     cl::desc("fused (one kernel that keeps each row's log-sum-exp) or "
              "unfused (batched gemms and a softmax, the probabilities kept "
              "for the backward: what Megatron ran in 2021)"),
-    cl::init("fused"), cl::cat(category));
+    cl::location(flags.attentionBackend), cl::cat(category));
 
 // Megatron's spellings of recomputation: --recompute-activations is
 // selective; --recompute-granularity full --recompute-method uniform
@@ -195,11 +199,11 @@ cl::opt<bool> overlapParamGather(
              "turns it off)"),
     cl::cat(category));
 
-cl::opt<int64_t> bucketSize(
+cl::opt<int64_t, true> bucketSize(
     "ddp-bucket-size",
     cl::desc("Gradient elements per data-parallel reduction bucket (default "
              "40,000,000)"),
-    cl::init(40000000), cl::cat(category));
+    cl::location(flags.bucketElements), cl::cat(category));
 
 cl::opt<bool> noOverlapGradReduce(
     "no-overlap-grad-reduce",
@@ -227,17 +231,18 @@ cl::opt<std::string>
                     "every launch and compiled to PTX with NVRTC"),
            cl::init("cpu"), cl::cat(category));
 
-cl::opt<std::string>
+cl::opt<std::string, true>
     cudaArch("cuda-arch",
              cl::desc("The GPU architecture of --target cuda: sm_80 "
                       "(A100, and newer through the driver's JIT; the "
                       "default) or sm_90a (H100, H200)"),
-             cl::init("sm_80"), cl::cat(category));
+             cl::location(flags.cudaArch), cl::cat(category));
 
-cl::opt<bool> bf16("bf16",
-                   cl::desc("bf16 parameters and activations, fp32 master "
-                            "weights, gradients and optimizer state"),
-                   cl::cat(category));
+cl::opt<bool, true>
+    bf16("bf16",
+         cl::desc("bf16 parameters and activations, fp32 master "
+                  "weights, gradients and optimizer state"),
+         cl::location(flags.bf16), cl::cat(category));
 
 cl::opt<bool> autoLayout(
     "auto",
@@ -374,9 +379,8 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
     return nullptr;
   stats = computeModelStats(*module);
   PlanHeader header;
+  static_cast<Layout &>(header) = options;
   header.model = stats.name;
-  header.microBatchSize = options.microBatchSize;
-  header.globalBatchSize = options.globalBatchSize;
   header.numMicrobatches = options.microbatches();
   header.seqLength = stats.seqLength;
   header.vocabSize = stats.vocabSize;
@@ -388,17 +392,6 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
   header.paperFlopsPerIteration = double(stats.paperStepFlops()) *
                                   double(options.globalBatchSize) /
                                   double(options.microBatchSize);
-  header.bf16 = options.bf16;
-  header.tensorParallel = options.tensorParallel;
-  header.dataParallel = options.dataParallel;
-  header.sequenceParallel = options.sequenceParallel;
-  header.distributedOptimizer = options.distributedOptimizer;
-  header.pipelineParallel = options.pipelineParallel;
-  header.layersPerVirtualStage = options.layersPerVirtualStage;
-  header.firstStageLayers = options.firstStageLayers;
-  header.lastStageLayers = options.lastStageLayers;
-  header.pipelineSchedule = options.pipelineSchedule;
-  header.recompute = options.recompute;
   setPlanHeader(*module, header);
   return module;
 }
@@ -436,7 +429,8 @@ std::string compileCandidate(const std::string &source,
   pm.enableVerifier(verify);
   if (failed(pm.run(*module)))
     return why("the compiler refused it");
-  if (options.target == "cuda" && failed(codegen::compileGeneratedCode(*module)))
+  if (options.target == Target::Cuda &&
+      failed(codegen::compileGeneratedCode(*module)))
     return why("NVRTC refused its kernels");
   if (failed(writePlan(*module, bytes)))
     return why("the plan could not be written");
@@ -518,37 +512,29 @@ int main(int argc, char **argv) {
     if (std::string error = runtime::checkWritable(outputFile); !error.empty())
       return fail(error);
 
-  CompileOptions options;
-  options.microBatchSize = microBatchSize;
+  CompileOptions options = flags;
   // Without a global batch: one microbatch per data-parallel rank.
   // The default, micro batch x data-parallel size, saturates rather than
   // wraps: checkOptions names the flag that is too large.
   int64_t everyReplicaOnce;
-  if (__builtin_mul_overflow(int64_t(microBatchSize), int64_t(dataParallel),
+  if (__builtin_mul_overflow(options.microBatchSize, options.dataParallel,
                              &everyReplicaOnce))
     everyReplicaOnce = INT64_MAX;
   options.globalBatchSize =
       globalBatchSize.getNumOccurrences() ? globalBatchSize : everyReplicaOnce;
-  options.bf16 = bf16;
-  options.tensorParallel = tensorParallel;
-  options.dataParallel = dataParallel;
-  options.sequenceParallel = sequenceParallel;
-  options.distributedOptimizer = distributedOptimizer;
-  options.vocabDivisibleBy = vocabDivisibleBy;
-  options.pipelineParallel = pipelineParallel;
-  options.layersPerVirtualStage = layersPerVirtualStage;
-  options.firstStageLayers = firstStageLayers;
-  options.lastStageLayers = lastStageLayers;
-  options.pipelineSchedule = pipelineSchedule;
-  options.recompute = recomputeGranularity;
-  options.attentionBackend = attentionBackend;
+  std::optional<Recompute> recompute = parseRecompute(recomputeGranularity);
+  if (!recompute)
+    return fail("--recompute-granularity must be full or selective, got '" +
+                recomputeGranularity + "'");
+  options.recompute = *recompute;
   options.recomputeWholeLayers = recomputeMethod == "uniform";
-  options.bucketElements = bucketSize;
+  std::optional<Target> chosenTarget = parseTarget(target);
+  if (!chosenTarget)
+    return fail("--target must be cpu or cuda, got '" + target + "'");
+  options.target = *chosenTarget;
   options.overlapGradReduce = !noOverlapGradReduce;
   options.overlapParamGather = !noOverlapParamGather;
-  options.target = target;
-  options.cudaArch = cudaArch;
-  if (cudaArch.getNumOccurrences() && target != "cuda")
+  if (cudaArch.getNumOccurrences() && options.target != Target::Cuda)
     return fail("--cuda-arch is for --target cuda");
   if (std::string error = checkOptions(options); !error.empty())
     return fail(error);
@@ -591,12 +577,11 @@ int main(int argc, char **argv) {
     if (globalBatchSize.getNumOccurrences() == 0)
       return fail("--auto needs --global-batch-size: the layouts divide it");
     // What the search chooses is not given.
-    for (const cl::Option *chosen :
-         std::initializer_list<const cl::Option *>{
-             &microBatchSize, &tensorParallel, &dataParallel,
-             &sequenceParallel, &distributedOptimizer, &pipelineParallel,
-             &layersPerVirtualStage, &firstStageLayers, &lastStageLayers,
-             &pipelineSchedule, &recomputeGranularity})
+    for (const cl::Option *chosen : std::initializer_list<const cl::Option *>{
+             &microBatchSize, &tensorParallel, &dataParallel, &sequenceParallel,
+             &distributedOptimizer, &pipelineParallel, &layersPerVirtualStage,
+             &firstStageLayers, &lastStageLayers, &pipelineSchedule,
+             &recomputeGranularity})
       if (chosen->getNumOccurrences())
         return fail("--auto chooses the layout: --" + chosen->ArgStr +
                     " is not given with it");
@@ -623,19 +608,7 @@ int main(int argc, char **argv) {
     setPlanHeader(*module, *header);
   }
   // IR carries the batch and parallel layout it was made for.
-  options.microBatchSize = header->microBatchSize;
-  options.globalBatchSize = header->globalBatchSize;
-  options.bf16 = header->bf16;
-  options.tensorParallel = header->tensorParallel;
-  options.dataParallel = header->dataParallel;
-  options.sequenceParallel = header->sequenceParallel;
-  options.distributedOptimizer = header->distributedOptimizer;
-  options.pipelineParallel = header->pipelineParallel;
-  options.layersPerVirtualStage = header->layersPerVirtualStage;
-  options.firstStageLayers = header->firstStageLayers;
-  options.lastStageLayers = header->lastStageLayers;
-  options.pipelineSchedule = header->pipelineSchedule;
-  options.recompute = header->recompute;
+  static_cast<Layout &>(options) = *header;
   // IR written by hand carries a layout no flag checked.
   if (std::string error = checkOptions(options); !error.empty())
     return fail(inputFile + "'s strata.plan header: " + error);
@@ -663,7 +636,7 @@ int main(int argc, char **argv) {
   if (emit == Emit::Summary || emit == Emit::Plan)
     summary += describeMemory(*module, options);
 
-  if (emit == Emit::Plan && options.target == "cuda") {
+  if (emit == Emit::Plan && options.target == Target::Cuda) {
     progressOf->say("compiling the generated kernels with NVRTC");
     if (failed(codegen::compileGeneratedCode(*module)))
       return 1;

@@ -16,6 +16,7 @@
 #include "runtime/exec/KernelCost.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/schedule/PipelineSim.h"
+#include "runtime/schedule/ScheduleNames.h"
 #include "tools/strata-inspect/ScheduleDrawing.h"
 
 #include <algorithm>
@@ -310,10 +311,9 @@ int main(int argc, char **argv) {
   picture.stages = int(plan.pipelineParallel);
   picture.chunksPerStage = chunks / picture.stages;
   picture.microbatches = int(plan.numMicrobatches);
-  std::string kind = plan.pipelineSchedule == "interleaved" ? "interleaved 1F1B"
-                     : plan.pipelineSchedule == "1f1b"      ? "1F1B"
-                     : plan.pipelineSchedule == "gpipe"     ? "GPipe"
-                                                        : plan.pipelineSchedule;
+  std::optional<sim::ScheduleKind> known =
+      sim::parseSchedule(plan.pipelineSchedule);
+  std::string kind = known ? sim::scheduleTitle(*known) : plan.pipelineSchedule;
   picture.title = kind + ": " + std::to_string(picture.stages) +
                   " stages (p), " + std::to_string(picture.chunksPerStage) +
                   " chunks per stage (v), " +
