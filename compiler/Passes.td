@@ -165,7 +165,11 @@ def PipelineSplit : Pass<"strata-pipeline-split", "mlir::ModuleOp"> {
     stages gets a
     dist.tie_gradients in @optimizer, and the gradient norm sums over the
     pipeline axis. A layer count that does not split is an error: layers
-    are never dropped.
+    are never dropped. With `split-weights` each backward is cut in two:
+    @backward_c keeps the ops the gradient it sends depends on (B), and
+    @weight_c the rest (W: the weights' gradients and their accumulation),
+    taking what it reads of B's values, and of the forward values B holds,
+    as the arguments @backward_c returns.
   }];
   let options = [
     Option<"stages", "stages", "int64_t", "1", "Pipeline-parallel size p">,
@@ -179,7 +183,11 @@ def PipelineSplit : Pass<"strata-pipeline-split", "mlir::ModuleOp"> {
            "Activation recomputation: none, selective or full">,
     Option<"wholeLayers", "whole-layers", "bool", "false",
            "With full: recompute each layer's whole forward, not only what "
-           "its backward reads (Megatron's --recompute-method uniform)">
+           "its backward reads (Megatron's --recompute-method uniform)">,
+    Option<"splitWeights", "split-weights", "bool", "false",
+           "Cut each chunk's backward in two (zero-bubble schedules): "
+           "@backward_c computes what the input's gradient needs (B), "
+           "@weight_c the weights' gradients (W)">
   ];
   let dependentDialects = ["::strata::dist::DistDialect",
                            "::mlir::shard::ShardDialect",

@@ -3,7 +3,8 @@
 //
 // The passes find a step's functions by name: the microbatch's forward and
 // backward whole (Autodiff's), each pipeline chunk's forward and backward
-// after the split (PipelineSplit's), and the optimizer (Optimizer's). The
+// after the split (PipelineSplit's; with the backward cut in two, its
+// weights' gradients apart), and the optimizer (Optimizer's). The
 // names are written here once; the schedule refers to them and the exec
 // programs take their phases from them.
 //
@@ -27,12 +28,19 @@ inline constexpr llvm::StringLiteral kOptimizer = "optimizer";
 /// kBackwardPrefix + c.
 inline constexpr llvm::StringLiteral kForwardPrefix = "forward_";
 inline constexpr llvm::StringLiteral kBackwardPrefix = "backward_";
+/// With the backward cut in two (zero-bubble schedules): chunk c's
+/// weights' gradients, kWeightPrefix + c, apart from kBackwardPrefix + c's
+/// input gradient.
+inline constexpr llvm::StringLiteral kWeightPrefix = "weight_";
 
 inline std::string forwardOf(int64_t chunk) {
   return (kForwardPrefix + llvm::Twine(chunk)).str();
 }
 inline std::string backwardOf(int64_t chunk) {
   return (kBackwardPrefix + llvm::Twine(chunk)).str();
+}
+inline std::string weightOf(int64_t chunk) {
+  return (kWeightPrefix + llvm::Twine(chunk)).str();
 }
 
 } // namespace strata::step

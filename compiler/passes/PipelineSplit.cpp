@@ -21,6 +21,18 @@
 // that make it) is not run again, unless `whole-layers` asks for each
 // layer's whole forward first, as Megatron's checkpointing runs it.
 //
+// With `split-weights` (the zero-bubble schedules) each backward is cut
+// in two: @backward_c keeps the ops that the gradient it sends to the chunk
+// before depends on (B: each matmul's input gradient, the norms' and
+// attention's, the collectives on that path), and @weight_c the rest (W:
+// each weight's gradient, bias sums, the accumulation into the gradient
+// buffers), which no later chunk waits for. What W reads of B's values
+// (the output gradient of a matmul, a norm's weight gradient that its
+// fused backward computed beside the input's), and of the forward values
+// B holds, @backward_c returns and @weight_c takes, as @forward_c's stash
+// is @backward_c's. The first chunk sends nothing: all of its backward is
+// W.
+//
 // A parameter used on several stages (a tied embedding) gets a
 // dist.tie_gradients in @optimizer, and the gradient norm sums over the
 // pipeline axis.
@@ -90,10 +102,10 @@ struct ChunkLayout {
 class Splitter {
 public:
   Splitter(ModuleOp module, func::FuncOp step, const ChunkLayout &layout,
-           Recompute recompute, bool wholeLayers)
+           Recompute recompute, bool wholeLayers, bool splitWeights)
       : module(module), step(step), layout(layout), recompute(recompute),
-        wholeLayers(wholeLayers), b(module.getContext()),
-        backwardLayer(module.getContext()) {}
+        wholeLayers(wholeLayers), splitWeights(splitWeights),
+        b(module.getContext()), backwardLayer(module.getContext()) {}
 
   LogicalResult run();
 
@@ -106,11 +118,21 @@ private:
     // the chunk after (backward), in channel order.
     llvm::SetVector<Value> inputs, gradInputs;
     SmallVector<Value> stash; // original forward values, @backward args
+    // With split-weights: @weight_c, its ops (W), and what it takes from
+    // @backward_c (B's values, returned by it in this order).
+    func::FuncOp weight;
+    IRMapping weightMap;
+    Block *weightEntry = nullptr;
+    llvm::DenseSet<Operation *> weightOps;
+    SmallVector<Value> weightStash;
   };
 
   LogicalResult classify();
   LogicalResult buildForward(int64_t c);
   LogicalResult buildBackward(int64_t c);
+  void classifyWeights(int64_t c);
+  LogicalResult buildWeight(int64_t c);
+  FailureOr<Value> weightValue(int64_t c, Value value, Location useLoc);
   FailureOr<Value> forwardValue(int64_t c, Value value, Location useLoc);
   FailureOr<Value> backwardForwardValue(int64_t c, Value value,
                                         Location useLoc);
@@ -123,6 +145,7 @@ private:
   const ChunkLayout &layout;
   Recompute recompute;
   bool wholeLayers;
+  bool splitWeights;
   OpBuilder b;
   // Autodiff's tag: an op with it is a backward op, of that layer.
   graph::GraphDialect::BackwardLayerAttrHelper backwardLayer;
@@ -305,7 +328,7 @@ LogicalResult Splitter::buildBackward(int64_t c) {
   }
   int64_t recomputed = -2; // the layer whose forward ran again last
   for (Operation *op : backwardOps) {
-    if (chunkOf.lookup(op) != c)
+    if (chunkOf.lookup(op) != c || chunk.weightOps.contains(op))
       continue;
     b.setInsertionPointToEnd(chunk.backwardEntry);
     int64_t layer = backwardLayer.getAttr(op).getInt();
@@ -337,6 +360,88 @@ LogicalResult Splitter::buildBackward(int64_t c) {
   return success();
 }
 
+/// B is what the gradients chunk c sends depend on, within chunk c's
+/// backward; the rest of it is W.
+void Splitter::classifyWeights(int64_t c) {
+  Chunk &chunk = chunks[c];
+  llvm::DenseSet<Operation *> inputGradient;
+  SmallVector<Operation *> work;
+  auto reach = [&](Value value) {
+    Operation *def = value.getDefiningOp();
+    if (def && backwardLayer.isAttrPresent(def) && chunkOf.lookup(def) == c &&
+        inputGradient.insert(def).second)
+      work.push_back(def);
+  };
+  if (c > 0)
+    for (Value grad : chunks[c - 1].gradInputs)
+      reach(grad);
+  while (!work.empty())
+    for (Value operand : work.pop_back_val()->getOperands())
+      reach(operand);
+  for (Operation *op : backwardOps)
+    if (chunkOf.lookup(op) == c && !inputGradient.contains(op))
+      chunk.weightOps.insert(op);
+}
+
+/// A value as @weight_c sees it: computed by an earlier W op, cloned (free
+/// ops and views of what W has), or taken from @backward_c: a gradient B
+/// computed or received, or a forward value as B holds it (stashed, or
+/// recomputed at B's end).
+FailureOr<Value> Splitter::weightValue(int64_t c, Value value,
+                                       Location useLoc) {
+  Chunk &chunk = chunks[c];
+  if (Value mapped = chunk.weightMap.lookupOrNull(value))
+    return mapped;
+  Operation *def = value.getDefiningOp();
+  if (def && isFree(def))
+    return cloneFree(b, chunk.weightEntry, chunk.weightMap, value);
+  Value held = chunk.backwardMap.lookupOrNull(value);
+  if (!held && def && isView(def)) {
+    // A view renames bytes: made again here from what it views.
+    for (Value operand : def->getOperands())
+      if (failed(weightValue(c, operand, useLoc)))
+        return failure();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(chunk.weightEntry);
+    Operation *clone = b.clone(*def, chunk.weightMap);
+    return clone->getResult(cast<OpResult>(value).getResultNumber());
+  }
+  if (!held) {
+    if (def && backwardLayer.isAttrPresent(def))
+      return emitError(useLoc)
+             << "in the weight gradients of pipeline chunk " << c
+             << " uses a gradient that neither B nor an earlier W op "
+                "computes";
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(chunk.backwardEntry);
+    FailureOr<Value> forward = backwardForwardValue(c, value, useLoc);
+    if (failed(forward))
+      return failure();
+    held = *forward;
+  }
+  chunk.weightStash.push_back(held);
+  Value argument =
+      chunk.weightEntry->addArgument(value.getType(), value.getLoc());
+  chunk.weightMap.map(value, argument);
+  return argument;
+}
+
+/// @weight_c: chunk c's W ops in order, what they read of B taken as
+/// arguments (@backward_c returns them).
+LogicalResult Splitter::buildWeight(int64_t c) {
+  Chunk &chunk = chunks[c];
+  for (Operation *op : backwardOps) {
+    if (chunkOf.lookup(op) != c || !chunk.weightOps.contains(op))
+      continue;
+    for (Value operand : op->getOperands())
+      if (failed(weightValue(c, operand, op->getLoc())))
+        return failure();
+    b.setInsertionPointToEnd(chunk.weightEntry);
+    b.clone(*op, chunk.weightMap);
+  }
+  return success();
+}
+
 void Splitter::tieGradients() {
   int64_t stages = meshAxis(module, kPipelineAxis);
   auto optimizer = module.lookupSymbol<func::FuncOp>(strata::step::kOptimizer);
@@ -345,13 +450,17 @@ void Splitter::tieGradients() {
   // The stages whose functions name each parameter.
   llvm::MapVector<StringRef, std::set<int64_t>> users;
   for (int64_t c = 0; c < int64_t(chunks.size()); ++c)
-    for (func::FuncOp f : {chunks[c].forward, chunks[c].backward})
+    for (func::FuncOp f :
+         {chunks[c].forward, chunks[c].backward, chunks[c].weight}) {
+      if (!f)
+        continue;
       f.walk([&](Operation *op) {
         if (auto param = dyn_cast<graph::ParamOp>(op))
           users[param.getName()].insert(c % stages);
         else if (auto sink = dyn_cast<graph::AccumulateGradOp>(op))
           users[sink.getName()].insert(c % stages);
       });
+    }
   b.setInsertionPointToStart(&optimizer.getBody().front());
   auto grid = FlatSymbolRefAttr::get(b.getContext(), kMeshName);
   for (auto &[name, on] : users) {
@@ -373,17 +482,21 @@ LogicalResult Splitter::run() {
   OpBuilder top(module.getBodyRegion());
   top.setInsertionPoint(step);
   Location loc = step.getLoc();
+  auto makeFunction = [&](const std::string &name, int64_t c, func::FuncOp &f,
+                          Block *&entry) {
+    f = func::FuncOp::create(top, loc, name, top.getFunctionType({}, {}));
+    dist::chunk(f.getContext()).setAttr(f, top.getI64IntegerAttr(c));
+    entry = f.addEntryBlock();
+  };
   for (int64_t c = 0; c < count; ++c) {
-    for (bool backward : {false, true}) {
-      std::string name =
-          backward ? strata::step::backwardOf(c) : strata::step::forwardOf(c);
-      auto f =
-          func::FuncOp::create(top, loc, name, top.getFunctionType({}, {}));
-      dist::chunk(f.getContext()).setAttr(f, top.getI64IntegerAttr(c));
-      Block *entry = f.addEntryBlock();
-      (backward ? chunks[c].backward : chunks[c].forward) = f;
-      (backward ? chunks[c].backwardEntry : chunks[c].forwardEntry) = entry;
-    }
+    Chunk &chunk = chunks[c];
+    makeFunction(strata::step::forwardOf(c), c, chunk.forward,
+                 chunk.forwardEntry);
+    makeFunction(strata::step::backwardOf(c), c, chunk.backward,
+                 chunk.backwardEntry);
+    if (splitWeights)
+      makeFunction(strata::step::weightOf(c), c, chunk.weight,
+                   chunk.weightEntry);
   }
 
   // Forward, chunk by chunk: what a chunk receives, the one before sends.
@@ -427,6 +540,8 @@ LogicalResult Splitter::run() {
     }
   }
   for (int64_t c = count; c-- > 0;) {
+    if (splitWeights)
+      classifyWeights(c);
     if (failed(buildBackward(c)))
       return failure();
     if (c > 0) {
@@ -436,6 +551,8 @@ LogicalResult Splitter::run() {
             b, grad.getLoc(), chunks[c].backwardMap.lookup(grad),
             b.getI64IntegerAttr(c - 1), b.getI64IntegerAttr(channelOf[grad]));
     }
+    if (splitWeights && failed(buildWeight(c)))
+      return failure();
   }
 
   // @forward_c returns the stash, which @backward_c takes.
@@ -449,9 +566,18 @@ LogicalResult Splitter::run() {
     b.setInsertionPointToEnd(chunk.forwardEntry);
     func::ReturnOp::create(b, loc, results);
     chunk.forward.setFunctionType(b.getFunctionType({}, types));
+    // @backward_c returns what @weight_c takes of it.
+    SmallVector<Type> weightTypes;
+    for (Value value : chunk.weightStash)
+      weightTypes.push_back(value.getType());
     b.setInsertionPointToEnd(chunk.backwardEntry);
-    func::ReturnOp::create(b, loc);
-    chunk.backward.setFunctionType(b.getFunctionType(types, {}));
+    func::ReturnOp::create(b, loc, chunk.weightStash);
+    chunk.backward.setFunctionType(b.getFunctionType(types, weightTypes));
+    if (chunk.weight) {
+      b.setInsertionPointToEnd(chunk.weightEntry);
+      func::ReturnOp::create(b, loc);
+      chunk.weight.setFunctionType(b.getFunctionType(weightTypes, {}));
+    }
   }
   tieGradients();
   step.erase();
@@ -485,7 +611,7 @@ struct PipelineSplitPass : strata::impl::PipelineSplitBase<PipelineSplitPass> {
                          << recompute << "'";
       return signalPassFailure();
     }
-    Splitter splitter(module, step, *layout, *kind, wholeLayers);
+    Splitter splitter(module, step, *layout, *kind, wholeLayers, splitWeights);
     if (failed(splitter.run()))
       return signalPassFailure();
   }

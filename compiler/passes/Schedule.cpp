@@ -65,6 +65,15 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
                             "first";
       return signalPassFailure();
     }
+    // Backwards cut in two run under the zero-bubble schedules, which are
+    // not built yet: a schedule of the others would never run the weights'
+    // gradients.
+    if (module.lookupSymbol<func::FuncOp>(strata::step::weightOf(0))) {
+      module.emitError() << "the backward is split into @backward_c and "
+                            "@weight_c (--strata-pipeline-split "
+                            "split-weights), which no schedule runs yet";
+      return signalPassFailure();
+    }
     if (failed(schedulePipeline(module, chunks)))
       return signalPassFailure();
   }

@@ -1,0 +1,88 @@
+// The backward cut in two for the zero-bubble schedules (split-weights):
+// @backward_c (B) keeps what the gradient it sends depends on, @weight_c
+// (W) the weights' gradients and their accumulation, taking what it reads
+// of B as the arguments @backward_c returns. Two layers, a tied embedding
+// (strata-pipeline-split.mlir's model).
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" | FileCheck %s
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true recompute=full" | FileCheck %s --check-prefix=FULL
+// No schedule runs the halves yet: scheduling them is refused, not a plan
+// that never computes the weights' gradients.
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule=microbatches=2 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// SCHEDULE: error: the backward is split into @backward_c and @weight_c (--strata-pipeline-split split-weights), which no schedule runs yet
+
+// The forward is as without the split: it stashes the matmul before the
+// gelu and the embedding's output.
+// CHECK-LABEL: func.func @forward_0() -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+// CHECK: return %[[M0:.*]], %[[X:.*]] :
+// Chunk 0 sends nothing back: its B only receives, and passes the
+// gradient and the stash on to W.
+// CHECK-LABEL: func.func @backward_0(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+// CHECK-NEXT: %[[G:.*]] = dist.recv from chunk 1 channel 1
+// CHECK-NEXT: return %arg0, %[[G]], %arg1
+// CHECK-LABEL: func.func @weight_0(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4x8xf32>, %arg2: tensor<2x4x8xf32>)
+// CHECK: %[[DM:.*]] = graph.gelu_grad %arg0, %arg1
+// CHECK: %[[B0:.*]] = graph.layer_boundary 0 %arg2
+// CHECK: %[[DW0:.*]] = graph.matmul_weight_grad %[[B0]], %[[DM]]
+// CHECK: graph.accumulate_grad "w0", %[[DW0]]
+// CHECK: graph.embedding_grad
+// CHECK: graph.accumulate_grad "e"
+// CHECK-NEXT: return
+// Chunk 1: B is the loss's gradient and each input gradient down to what
+// it sends; the output layer's and layer 1's weight gradients are W's,
+// from the output gradients B returns.
+// CHECK-LABEL: func.func @backward_1(
+// CHECK: %[[DL:.*]] = graph.cross_entropy_grad
+// CHECK: %[[DB2:.*]] = graph.matmul %[[DL]], %{{.*}} {graph.backward_layer = 2 : i64}
+// CHECK: %[[DM1:.*]] = graph.gelu_grad %{{.*}}, %[[DB2]]
+// CHECK: %[[DX:.*]] = graph.matmul %[[DM1]], %{{.*}} {graph.backward_layer = 1 : i64, transpose_b}
+// CHECK: %[[DIN:.*]] = graph.add %[[DB2]], %[[DX]]
+// CHECK-NEXT: dist.send %[[DIN]] to chunk 0 channel 1
+// CHECK-NOT: matmul_weight_grad
+// CHECK-NOT: accumulate_grad
+// CHECK: return %{{.*}}, %[[DL]], %{{.*}}, %[[DM1]] :
+// The layer boundaries (views) W makes again from the stashed values B
+// passes on.
+// CHECK-LABEL: func.func @weight_1(%arg0: tensor<2x4x8xf32>, %arg1: tensor<2x4x32xf32>, %arg2: tensor<2x4x8xf32>, %arg3: tensor<2x4x8xf32>)
+// CHECK-NEXT: %[[B2:.*]] = graph.layer_boundary 2 %arg0
+// CHECK-NEXT: %[[DE:.*]] = graph.matmul_weight_grad %[[B2]], %arg1 {graph.backward_layer = 2 : i64, transpose_result}
+// CHECK-NEXT: graph.accumulate_grad "e", %[[DE]]
+// CHECK-NEXT: %[[B1:.*]] = graph.layer_boundary 1 %arg2
+// CHECK-NEXT: %[[DW1:.*]] = graph.matmul_weight_grad %[[B1]], %arg3
+// CHECK-NEXT: graph.accumulate_grad "w1", %[[DW1]]
+// CHECK-NEXT: return
+// The tied embedding's accumulators are W's on both stages: still tied.
+// CHECK-LABEL: func.func @optimizer
+// CHECK-NEXT: dist.tie_gradients "e" on @mesh stages = [0, 1]
+
+// Full recomputation: layer 1's input is stashed; B runs the forward again
+// for what it reads, and W takes the layer input it needs through B.
+// FULL-LABEL: func.func @backward_1(
+// FULL: graph.layer_boundary 1 %arg
+// FULL: graph.matmul
+// FULL: graph.gelu_grad
+// FULL: dist.send
+// FULL-LABEL: func.func @weight_1(
+// FULL: graph.matmul_weight_grad
+// FULL: graph.accumulate_grad "w1"
+module {
+func.func @model() -> tensor<f32> {
+  %t = graph.input "tokens" : tensor<2x4xi32>
+  %y = graph.input "labels" : tensor<2x4xi32>
+  %e = graph.param "e" normal(2.000000e-02) : tensor<32x8xf32>
+  %x = graph.embedding %e, %t : (tensor<32x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %b0 = graph.layer_boundary 0 %x : tensor<2x4x8xf32>
+  %w0 = graph.param "w0" normal(2.000000e-02) : tensor<8x8xf32>
+  %m0 = graph.matmul %b0, %w0 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %g0 = graph.gelu %m0 : tensor<2x4x8xf32>
+  %r0 = graph.add %b0, %g0 : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %b1 = graph.layer_boundary 1 %r0 : tensor<2x4x8xf32>
+  %w1 = graph.param "w1" normal(2.000000e-02) : tensor<8x8xf32>
+  %m1 = graph.matmul %b1, %w1 : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %g1 = graph.gelu %m1 : tensor<2x4x8xf32>
+  %r1 = graph.add %b1, %g1 : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %b2 = graph.layer_boundary 2 %r1 : tensor<2x4x8xf32>
+  %l = graph.matmul %b2, %e {transpose_b} : (tensor<2x4x8xf32>, tensor<32x8xf32>) -> tensor<2x4x32xf32>
+  %loss = graph.cross_entropy %l, %y : (tensor<2x4x32xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+}
