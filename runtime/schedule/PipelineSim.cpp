@@ -9,8 +9,11 @@
 namespace strata::sim {
 
 std::string describe(const Work &work) {
-  return std::string(work.phase == Phase::Forward ? "F" : "B") +
-         std::to_string(work.microbatch) + "." + std::to_string(work.chunk);
+  const char *letter = work.phase == Phase::Forward    ? "F"
+                       : work.phase == Phase::Backward ? "B"
+                                                       : "W";
+  return letter + std::to_string(work.microbatch) + "." +
+         std::to_string(work.chunk);
 }
 
 namespace {
@@ -22,7 +25,11 @@ using Key = std::pair<int, int>; // (chunk, microbatch)
 std::string checkCoverage(const std::vector<std::vector<Work>> &orders,
                           int chunks, int microbatches) {
   int stages = int(orders.size());
-  std::map<Key, int> forwards, backwards;
+  std::map<Key, int> forwards, backwards, weights;
+  bool split = false;
+  for (const std::vector<Work> &order : orders)
+    for (const Work &w : order)
+      split |= w.phase == Phase::Weight;
   for (int s = 0; s < stages; ++s) {
     for (const Work &w : orders[s]) {
       if (w.chunk < 0 || w.chunk >= chunks || w.microbatch < 0 ||
@@ -34,22 +41,30 @@ std::string checkCoverage(const std::vector<std::vector<Work>> &orders,
         return "stage " + std::to_string(s) + " runs " + describe(w) +
                ", but chunk " + std::to_string(w.chunk) + " lives on stage " +
                std::to_string(w.chunk % stages);
-      auto &seen = w.phase == Phase::Forward ? forwards : backwards;
+      auto &seen = w.phase == Phase::Forward    ? forwards
+                   : w.phase == Phase::Backward ? backwards
+                                                : weights;
       if (++seen[{w.chunk, w.microbatch}] > 1)
         return "stage " + std::to_string(s) + " runs " + describe(w) + " twice";
       if (w.phase == Phase::Backward &&
           !forwards.count({w.chunk, w.microbatch}))
         return "stage " + std::to_string(s) + " runs " + describe(w) +
                " before its forward";
+      if (w.phase == Phase::Weight && !backwards.count({w.chunk, w.microbatch}))
+        return "stage " + std::to_string(s) + " runs " + describe(w) +
+               " before its backward";
     }
   }
   for (int c = 0; c < chunks; ++c)
-    for (int mb = 0; mb < microbatches; ++mb)
-      for (const auto *seen : {&forwards, &backwards})
-        if (!seen->count({c, mb}))
-          return "no stage runs " +
-                 describe({seen == &forwards ? Phase::Forward : Phase::Backward,
-                           c, mb});
+    for (int mb = 0; mb < microbatches; ++mb) {
+      if (!forwards.count({c, mb}))
+        return "no stage runs " + describe({Phase::Forward, c, mb});
+      if (!backwards.count({c, mb}))
+        return "no stage runs " + describe({Phase::Backward, c, mb});
+      if (split && !weights.count({c, mb}))
+        return "no stage runs " + describe({Phase::Weight, c, mb}) +
+               " (the backward is cut in two: every B has its W)";
+    }
   return "";
 }
 
@@ -65,13 +80,16 @@ SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
     return result;
   double perChunk = double(stages) / double(chunks);
   double forward = costs.forward * perChunk,
-         backward = costs.backward * perChunk;
+         backward = costs.backward * perChunk, weight = costs.weight * perChunk;
 
   std::map<std::pair<Key, Phase>, double> done; // end time, by work
   std::vector<size_t> next(stages, 0);
   std::vector<double> freeAt(stages, 0), busy(stages, 0);
   // The work a piece of work waits for on another chunk, if any.
+  // (A W's backward ran before it on its own stage: coverage checked it.)
   auto dependency = [&](const Work &w) -> std::pair<bool, Work> {
+    if (w.phase == Phase::Weight)
+      return {false, {}};
     if (w.phase == Phase::Forward && w.chunk > 0)
       return {true, {Phase::Forward, w.chunk - 1, w.microbatch}};
     if (w.phase == Phase::Backward && w.chunk + 1 < chunks)
@@ -95,7 +113,9 @@ SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
           double transfer = on.chunk % stages == s ? 0 : costs.transfer;
           ready = std::max(ready, it->second + transfer);
         }
-        double cost = w.phase == Phase::Forward ? forward : backward;
+        double cost = w.phase == Phase::Forward    ? forward
+                      : w.phase == Phase::Backward ? backward
+                                                   : weight;
         result.stages[s].push_back({w, ready, ready + cost});
         done[{{w.chunk, w.microbatch}, w.phase}] = ready + cost;
         freeAt[s] = ready + cost;
@@ -174,13 +194,17 @@ std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
                                 int chunks) {
   int stages = int(orders.size());
   auto stageOf = [&](int chunk) { return chunk % stages; };
-  // What a work sends and receives across stages.
+  // What a work sends and receives across stages (a W neither).
   auto sends = [&](const Work &w, std::vector<Transfer> &out) {
+    if (w.phase == Phase::Weight)
+      return;
     int to = w.phase == Phase::Forward ? w.chunk + 1 : w.chunk - 1;
     if (to >= 0 && to < chunks && stageOf(to) != stageOf(w.chunk))
       out.push_back({w.phase == Phase::Backward, w.chunk, w.microbatch});
   };
   auto receives = [&](const Work &w, std::vector<Transfer> &out) {
+    if (w.phase == Phase::Weight)
+      return;
     int from = w.phase == Phase::Forward ? w.chunk - 1 : w.chunk + 1;
     if (from >= 0 && from < chunks && stageOf(from) != stageOf(w.chunk))
       out.push_back({w.phase == Phase::Backward, from, w.microbatch});
@@ -273,9 +297,14 @@ std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
 }
 
 int inFlight(const std::vector<Work> &order) {
+  bool split = std::any_of(order.begin(), order.end(), [](const Work &w) {
+    return w.phase == Phase::Weight;
+  });
+  // A microbatch is held from its forward to its last backward part.
+  Phase last = split ? Phase::Weight : Phase::Backward;
   int now = 0, most = 0;
   for (const Work &w : order) {
-    now += w.phase == Phase::Forward ? 1 : -1;
+    now += w.phase == Phase::Forward ? 1 : w.phase == last ? -1 : 0;
     most = std::max(most, now);
   }
   return most;

@@ -3,9 +3,12 @@
 // Runs the per-stage order of a pipeline schedule against its data
 // dependencies — a chunk's forward waits for the previous chunk's forward of
 // the same microbatch, its backward for the next chunk's backward — with a
-// cost per forward and backward. It finds when every piece of work starts
-// and ends, the bubble (the time stages sit idle), and deadlocks (work that
-// waits on work that never comes). The compiler checks every schedule it
+// cost per forward and backward. With the backward cut in two (the
+// zero-bubble schedules) a backward is B, the input's gradient, which the
+// chunk before waits for, and each B has a W, the weights' gradient, later
+// on the same stage, which nothing waits for. It finds when every piece of work
+// starts and ends, the bubble (the time stages sit idle), and deadlocks (work
+// that waits on work that never comes). The compiler checks every schedule it
 // writes with it; strata-inspect draws plans and traces with it.
 //
 //===----------------------------------------------------------------------===//
@@ -17,9 +20,10 @@
 
 namespace strata::sim {
 
-enum class Phase { Forward, Backward };
+enum class Phase { Forward, Backward, Weight };
 
-/// One forward or backward of one chunk (global index 0..chunks-1) for one
+/// One forward, backward (B when the backward is cut in two) or weight
+/// gradient (W) of one chunk (global index 0..chunks-1) for one
 /// microbatch.
 struct Work {
   Phase phase = Phase::Forward;
@@ -28,15 +32,19 @@ struct Work {
   bool operator==(const Work &) const = default;
 };
 
-/// "F3.1": forward of microbatch 3 on chunk 1 (B for backward).
+/// "F3.1": forward of microbatch 3 on chunk 1 (B for backward, W for the
+/// weights' gradient).
 std::string describe(const Work &work);
 
 /// Costs in any unit. A chunk's forward costs `forward / chunksPerStage`:
 /// the costs are a whole stage's, so that interleaving (more, smaller
-/// chunks) keeps the work per stage the same.
+/// chunks) keeps the work per stage the same. Where the orders cut the
+/// backward in two, `backward` is B's cost and `weight` W's; else
+/// `backward` is the whole backward's.
 struct Costs {
   double forward = 1, backward = 2;
   double transfer = 0; // between dependent work on different stages
+  double weight = 0;
 };
 
 struct Timed {
@@ -57,8 +65,9 @@ struct SimResult {
 
 /// Runs `orders` (one list per stage; chunk c on stage c % stages) with
 /// `costs`. Checks that every (chunk, microbatch) has exactly one forward
-/// and one backward, on its stage, the forward first; a violation is
-/// reported in `deadlock` as well.
+/// and one backward, on its stage, the forward first, and, where any order
+/// holds a W, exactly one W after its backward; a violation is reported in
+/// `deadlock` as well.
 SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
                    int microbatches, const Costs &costs);
 
@@ -70,7 +79,8 @@ fromMeasured(const std::vector<std::vector<Work>> &orders,
              const std::vector<std::vector<std::pair<double, double>>> &times);
 
 /// The most microbatches a stage holds activations for at once: forwards
-/// run whose backward has not.
+/// run whose backward has not (whose W has not, where the order holds W's:
+/// W reads what the forward kept).
 int inFlight(const std::vector<Work> &order);
 
 /// Checks that the orders cannot deadlock when a send waits until its

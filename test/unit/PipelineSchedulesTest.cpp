@@ -257,6 +257,68 @@ TEST(PipelineSchedules, TheSimulatorChecksEveryWorkRunsOnceOnItsStage) {
             "no stage runs F1.0");
 }
 
+/// An order from "F0.0 B0.0 W0.0 ..." (microbatch.chunk, as describe()).
+std::vector<sim::Work> parseOrder(const std::string &text) {
+  std::vector<sim::Work> order;
+  std::istringstream words(text);
+  std::string word;
+  while (words >> word) {
+    sim::Work w;
+    w.phase = word[0] == 'F'   ? sim::Phase::Forward
+              : word[0] == 'B' ? sim::Phase::Backward
+                               : sim::Phase::Weight;
+    size_t dot = word.find('.');
+    w.microbatch = std::stoi(word.substr(1, dot - 1));
+    w.chunk = std::stoi(word.substr(dot + 1));
+    order.push_back(w);
+  }
+  return order;
+}
+
+TEST(PipelineSchedules, TheSimulatorRunsWeightGradientsWhereNothingWaits) {
+  // The backward cut in two, F = B = W = 1, two stages, two microbatches.
+  // Stage 0's B's wait for stage 1's; its W0.0 runs in the hole before
+  // B1.0, which waits for B1.1 until 5.
+  std::vector<std::vector<sim::Work>> orders = {
+      parseOrder("F0.0 F1.0 B0.0 W0.0 B1.0 W1.0"),
+      parseOrder("F0.1 B0.1 F1.1 B1.1 W0.1 W1.1")};
+  sim::Costs costs;
+  costs.backward = 1;
+  costs.weight = 1;
+  sim::SimResult run = sim::simulate(orders, 2, 2, costs);
+  ASSERT_EQ(run.deadlock, "");
+  auto span = [&](int s, int i) {
+    return std::pair{run.stages[s][i].start, run.stages[s][i].end};
+  };
+  EXPECT_EQ(span(1, 1), (std::pair{2.0, 3.0})); // B0.1 after F0.1
+  EXPECT_EQ(span(0, 2), (std::pair{3.0, 4.0})); // B0.0 after B0.1
+  EXPECT_EQ(span(0, 3), (std::pair{4.0, 5.0})); // W0.0 in the hole
+  EXPECT_EQ(span(0, 4), (std::pair{5.0, 6.0})); // B1.0 after B1.1
+  EXPECT_EQ(run.makespan, 7);
+  EXPECT_EQ(run.busy, 6);
+  // A W neither sends nor receives: posting at every work cannot hang.
+  std::vector<std::vector<bool>> everywhere = {std::vector<bool>(6, true),
+                                               std::vector<bool>(6, true)};
+  EXPECT_EQ(sim::checkTransferGroups(orders, everywhere, 2), "");
+  // A microbatch is held until its W.
+  EXPECT_EQ(sim::inFlight(orders[0]), 2);
+  EXPECT_EQ(sim::inFlight(parseOrder("F0.0 B0.0 W0.0 F1.0 B1.0 W1.0")), 1);
+  EXPECT_EQ(sim::inFlight(parseOrder("F0.0 B0.0 F1.0 W0.0 B1.0 W1.0")), 2);
+}
+
+TEST(PipelineSchedules, EveryBackwardCutInTwoHasItsWeightGradient) {
+  sim::Costs costs;
+  EXPECT_EQ(sim::simulate({parseOrder("F0.0 B0.0 W0.0 F1.0 B1.0")}, 1, 2, costs)
+                .deadlock,
+            "no stage runs W1.0 (the backward is cut in two: every B has its "
+            "W)");
+  EXPECT_EQ(sim::simulate({parseOrder("F0.0 W0.0 B0.0")}, 1, 1, costs).deadlock,
+            "stage 0 runs W0.0 before its backward");
+  EXPECT_EQ(
+      sim::simulate({parseOrder("F0.0 B0.0 W0.0 W0.0")}, 1, 1, costs).deadlock,
+      "stage 0 runs W0.0 twice");
+}
+
 TEST(PipelineSchedules, ChecksWhatEachScheduleNeeds) {
   EXPECT_NE(pipeline::checkSchedule(ScheduleKind::Interleaved, 4, 2, 6), "");
   EXPECT_EQ(pipeline::checkSchedule(ScheduleKind::Interleaved, 4, 2, 8), "");
