@@ -352,6 +352,77 @@ void setPlanHeader(ModuleOp module, const PlanHeader &header) {
   module->setAttr("strata.plan", b.getDictionaryAttr(fields));
 }
 
+namespace {
+
+/// Reads the `strata.plan` attribute's fields (Layout::forEachField's
+/// visitor): a size must be there, positive and below 2^32 (something
+/// divides by it; the plan holds it in 32 bits); a setting absent (IR
+/// written before it) keeps its default, one of another type or value is
+/// an error. The first error is emitted and `ok` turns false.
+struct HeaderReader {
+  DictionaryAttr dict;
+  ModuleOp module;
+  bool ok = true;
+
+  template <class Field> void size(StringRef key, Field &field) {
+    if (!ok)
+      return;
+    auto value = dict.getAs<IntegerAttr>(key);
+    if (!value) {
+      module.emitError() << "strata.plan needs a " << key;
+      ok = false;
+    } else if (value.getInt() < 1 || value.getInt() > UINT32_MAX) {
+      module.emitError() << "strata.plan's " << key
+                         << " must be a positive integer below 2^32, got "
+                         << value.getInt();
+      ok = false;
+    } else {
+      field = Field(value.getInt());
+    }
+  }
+  /// The setting `key` as an `Attr`, or null where it is absent or
+  /// wrong (then an error).
+  template <class Attr> Attr setting(StringRef key) {
+    Attribute value = dict.get(key);
+    if (!value || !ok)
+      return nullptr;
+    if (auto typed = dyn_cast<Attr>(value))
+      return typed;
+    unknown(key, value);
+    return nullptr;
+  }
+  void unknown(StringRef key, Attribute value) {
+    module.emitError() << "strata.plan's " << key
+                       << " is not one strata knows: " << value;
+    ok = false;
+  }
+
+  void operator()(StringRef key, int64_t &field, Layout::Field kind) {
+    if (kind == Layout::Field::Size)
+      size(key, field);
+    else if (auto value = setting<IntegerAttr>(key))
+      field = value.getInt();
+  }
+  void operator()(StringRef key, bool &field, Layout::Field) {
+    if (auto value = setting<BoolAttr>(key))
+      field = value.getValue();
+  }
+  void operator()(StringRef key, std::string &field, Layout::Field) {
+    if (auto value = setting<StringAttr>(key))
+      field = value.str();
+  }
+  void operator()(StringRef key, Recompute &field, Layout::Field) {
+    if (auto value = setting<StringAttr>(key)) {
+      if (std::optional<Recompute> kind = parseRecompute(value.getValue()))
+        field = *kind;
+      else
+        unknown(key, value);
+    }
+  }
+};
+
+} // namespace
+
 FailureOr<PlanHeader> getPlanHeader(ModuleOp module) {
   auto dict = module->getAttrOfType<DictionaryAttr>("strata.plan");
   if (!dict)
@@ -361,83 +432,12 @@ FailureOr<PlanHeader> getPlanHeader(ModuleOp module) {
   if (!model)
     return module.emitError() << "strata.plan has no model name";
   header.model = model.str();
-  // Every size is a count something divides by, and a plan field of 32 bits.
-  auto size = [&](StringRef key, auto &field) -> LogicalResult {
-    auto value = dict.getAs<IntegerAttr>(key);
-    if (!value)
-      return module.emitError() << "strata.plan needs a " << key;
-    if (value.getInt() < 1 || value.getInt() > UINT32_MAX)
-      return module.emitError()
-             << "strata.plan's " << key
-             << " must be a positive integer below 2^32, got "
-             << value.getInt();
-    field = value.getInt();
-    return success();
-  };
-  for (auto [key, field] :
-       {std::pair{"num_microbatches", &header.numMicrobatches},
-        std::pair{"seq_length", &header.seqLength},
-        std::pair{"vocab_size", &header.vocabSize}})
-    if (failed(size(key, *field)))
-      return failure();
-  // The layout: its sizes as above; a setting absent (IR written before
-  // it) keeps its default, one of another type is an error.
-  bool ok = true;
-  auto setting = [&](StringRef key, auto take) {
-    Attribute value = dict.get(key);
-    if (!value || !ok)
-      return;
-    if (!take(value)) {
-      module.emitError() << "strata.plan's " << key
-                         << " is not one strata knows: " << value;
-      ok = false;
-    }
-  };
-  struct Read {
-    decltype(size) &readSize;
-    decltype(setting) &readSetting;
-    bool &ok;
-    void operator()(StringRef key, int64_t &field, Layout::Field kind) {
-      if (kind == Layout::Field::Size) {
-        ok = ok && succeeded(readSize(key, field));
-        return;
-      }
-      readSetting(key, [&](Attribute value) {
-        auto integer = dyn_cast<IntegerAttr>(value);
-        if (integer)
-          field = integer.getInt();
-        return bool(integer);
-      });
-    }
-    void operator()(StringRef key, bool &field, Layout::Field) {
-      readSetting(key, [&](Attribute value) {
-        auto flag = dyn_cast<BoolAttr>(value);
-        if (flag)
-          field = flag.getValue();
-        return bool(flag);
-      });
-    }
-    void operator()(StringRef key, std::string &field, Layout::Field) {
-      readSetting(key, [&](Attribute value) {
-        auto text = dyn_cast<StringAttr>(value);
-        if (text)
-          field = text.str();
-        return bool(text);
-      });
-    }
-    void operator()(StringRef key, Recompute &field, Layout::Field) {
-      readSetting(key, [&](Attribute value) {
-        auto text = dyn_cast<StringAttr>(value);
-        std::optional<Recompute> kind =
-            text ? parseRecompute(text.getValue()) : std::nullopt;
-        if (kind)
-          field = *kind;
-        return kind.has_value();
-      });
-    }
-  };
-  Layout::forEachField(static_cast<Layout &>(header), Read{size, setting, ok});
-  if (!ok)
+  HeaderReader read{dict, module};
+  read.size("num_microbatches", header.numMicrobatches);
+  read.size("seq_length", header.seqLength);
+  read.size("vocab_size", header.vocabSize);
+  Layout::forEachField(static_cast<Layout &>(header), read);
+  if (!read.ok)
     return failure();
   auto flops = dict.getAs<FloatAttr>("flops_per_iteration");
   if (!flops)

@@ -285,9 +285,13 @@ uint32_t Executor::mark() {
   return index;
 }
 
-std::string Executor::timedName(const Instruction &instruction) const {
+std::string Executor::libraryOf(const Instruction &instruction) const {
   const LaunchOp *launch = instruction.launch();
-  std::string library = launch ? backend.launchLibrary(*launch) : "";
+  return launch ? backend.launchLibrary(*launch) : "";
+}
+
+std::string Executor::timedName(const Instruction &instruction) const {
+  std::string library = libraryOf(instruction);
   return library.empty() ? instruction.name()
                          : instruction.name() + " (" + library + ")";
 }
@@ -311,9 +315,7 @@ std::map<std::string, Executor::ProfileEntry> Executor::profileDetail() const {
     auto [program, index, width] = at;
     InstructionCost cost =
         instructionCost(rank, rank.programs[program], index, width);
-    const LaunchOp *launch =
-        rank.programs[program].instructions[index].launch();
-    std::string library = launch ? backend.launchLibrary(*launch) : "";
+    std::string library = libraryOf(rank.programs[program].instructions[index]);
     ProfileEntry &entry = byShape[cost.name + " " + cost.shape + " " + library];
     entry.cost = std::move(cost);
     entry.library = std::move(library);

@@ -174,6 +174,9 @@ private:
   double firstMarkHostUs = 0; // the host's time when mark 0 went
   /// A mark on the compute stream (mark 0 also notes the host's time).
   uint32_t mark();
+  /// The library that runs a launch in place of its kernel
+  /// (Backend::launchLibrary), "" for the plan's own and for the rest.
+  std::string libraryOf(const Instruction &instruction) const;
   /// An instruction's name in the profile and the trace: a launch that a
   /// library runs says which ("attention_fwd (cudnn)").
   std::string timedName(const Instruction &instruction) const;

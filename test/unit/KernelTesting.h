@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
 
 namespace strata::kernel_testing {
@@ -91,20 +92,17 @@ inline Arg listArg(std::vector<int64_t> v) { return {0, 0, std::move(v)}; }
 /// name ending in "_cudnn" ("sm_90a_cudnn") runs attention through cuDNN
 /// (strata-run --attention-backend cudnn), the rest as the GPU's.
 using Device = std::string;
-constexpr const char kCudnnSuffix[] = "_cudnn";
+constexpr std::string_view kCudnnSuffix = "_cudnn";
 /// Whether `device` runs attention through cuDNN.
 inline bool throughCudnn(const Device &device) {
-  const std::string suffix = kCudnnSuffix;
-  return device.size() > suffix.size() &&
-         device.compare(device.size() - suffix.size(), suffix.size(), suffix) ==
-             0;
+  return device.ends_with(kCudnnSuffix);
 }
 /// The architecture `device`'s kernels are generated for.
 inline std::string archOf(const Device &device) {
   if (device == "simt")
     return "sm_80";
   return throughCudnn(device)
-             ? device.substr(0, device.size() - sizeof(kCudnnSuffix) + 1)
+             ? device.substr(0, device.size() - kCudnnSuffix.size())
              : device;
 }
 
@@ -534,36 +532,50 @@ struct AttnDims {
 /// Attention's output; each query row's log-sum-exp of its scaled scores
 /// ([b, heads, s]) into `lse` when given.
 inline Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k,
-                        const Vec &v, Vec *lse = nullptr) {
+                        const Vec &v, Vec *lse = nullptr);
+
+/// Query row `i` of head `h` in sample `bi`: its output ([d]) and, into
+/// `lse`, its log-sum-exp (refAttention row by row; a test that samples
+/// rows of a shape too large for the whole calls it alone).
+inline Vec refAttentionRow(const AttnDims &a, const Vec &q, const Vec &k,
+                           const Vec &v, int64_t bi, int64_t h, int64_t i,
+                           double &lse) {
+  int64_t g = (a.offset + h) / a.groupSize(), n = a.causal ? i + 1 : a.s;
+  Vec score(n), out(a.d, 0.0);
+  double max = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) {
+    double dot = 0;
+    for (int64_t x = 0; x < a.d; ++x)
+      dot += q[((bi * a.s + i) * a.h + h) * a.d + x] *
+             k[((bi * a.s + j) * a.kv + g) * a.d + x];
+    score[j] = dot / std::sqrt(double(a.d));
+    max = std::max(max, score[j]);
+  }
+  double sum = 0;
+  for (double &s : score)
+    sum += (s = std::exp(s - max));
+  lse = max + std::log(sum);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t x = 0; x < a.d; ++x)
+      out[x] += score[j] / sum * v[((bi * a.s + j) * a.kv + g) * a.d + x];
+  return out;
+}
+
+inline Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k,
+                        const Vec &v, Vec *lse) {
   Vec o(q.size(), 0.0);
   if (lse)
     lse->assign(a.b * a.h * a.s, 0.0);
   for (int64_t bi = 0; bi < a.b; ++bi)
-    for (int64_t h = 0; h < a.h; ++h) {
-      int64_t g = (a.offset + h) / a.groupSize();
+    for (int64_t h = 0; h < a.h; ++h)
       for (int64_t i = 0; i < a.s; ++i) {
-        int64_t n = a.causal ? i + 1 : a.s;
-        Vec score(n);
-        double max = -INFINITY;
-        for (int64_t j = 0; j < n; ++j) {
-          double dot = 0;
-          for (int64_t x = 0; x < a.d; ++x)
-            dot += q[((bi * a.s + i) * a.h + h) * a.d + x] *
-                   k[((bi * a.s + j) * a.kv + g) * a.d + x];
-          score[j] = dot / std::sqrt(double(a.d));
-          max = std::max(max, score[j]);
-        }
-        double sum = 0;
-        for (double &s : score)
-          sum += (s = std::exp(s - max));
+        double rowLse;
+        Vec row = refAttentionRow(a, q, k, v, bi, h, i, rowLse);
+        std::copy(row.begin(), row.end(),
+                  o.begin() + ((bi * a.s + i) * a.h + h) * a.d);
         if (lse)
-          (*lse)[(bi * a.h + h) * a.s + i] = max + std::log(sum);
-        for (int64_t j = 0; j < n; ++j)
-          for (int64_t x = 0; x < a.d; ++x)
-            o[((bi * a.s + i) * a.h + h) * a.d + x] +=
-                score[j] / sum * v[((bi * a.s + j) * a.kv + g) * a.d + x];
+          (*lse)[(bi * a.h + h) * a.s + i] = rowLse;
       }
-    }
   return o;
 }
 
