@@ -203,14 +203,16 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
     backwards in the order of `pipeline-schedule` — gpipe, 1f1b (one chunk
     per stage) or interleaved (several; Megatron's interleaved 1F1B), by
     default interleaved when a stage holds several chunks and 1f1b when
-    one — then @optimizer. Every schedule is run on a clock before it is
-    written: one that could deadlock is an error.
+    one; or, with each backward cut in two (@weight_c beside
+    @backward_c), zb-h1 or zb-h2 — then @optimizer. Every schedule is run
+    on a clock before it is written: one that could deadlock is an error.
   }];
   let options = [
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Microbatches per iteration: global batch / (micro batch * dp)">,
     Option<"pipelineSchedule", "pipeline-schedule", "std::string", "\"\"",
-           "gpipe, 1f1b or interleaved (default by chunks per stage)">
+           "gpipe, 1f1b, interleaved, zb-h1 or zb-h2 (default by chunks "
+           "per stage)">
   ];
   let dependentDialects = ["::strata::dist::DistDialect"];
 }

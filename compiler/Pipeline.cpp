@@ -83,6 +83,13 @@ std::string checkOptions(const CompileOptions &options) {
       !sim::parseSchedule(options.pipelineSchedule))
     return "--pipeline-schedule must be " + sim::scheduleFlagList() +
            ", got '" + options.pipelineSchedule + "'";
+  // The zero-bubble orders and the backward's cut exist (strata-opt runs
+  // them); the runtime's weight-gradient steps do not yet.
+  if (auto kind = sim::parseSchedule(options.pipelineSchedule);
+      kind && sim::cutsBackward(*kind))
+    return "--pipeline-schedule " + options.pipelineSchedule +
+           " runs the weights' gradients as steps of their own, which "
+           "strata-run cannot run yet";
   if (options.bucketElements < 1)
     return "--ddp-bucket-size must be at least 1";
   if (!codegen::isCudaArch(options.cudaArch))

@@ -1,5 +1,6 @@
-//===- PipelineSchedules.cpp - gpipe, 1F1B and interleaved 1F1B -----------===//
+//===- PipelineSchedules.cpp - the pipeline schedules' orders -------------===//
 #include "compiler/PipelineSchedules.h"
+#include "compiler/ListSchedule.h"
 
 #include <algorithm>
 
@@ -9,6 +10,10 @@ using sim::Phase;
 using sim::Work;
 
 std::string checkSchedule(ScheduleKind kind, int p, int v, int m) {
+  if (sim::cutsBackward(kind) && v != 1)
+    return std::string("--pipeline-schedule ") + scheduleName(kind) +
+           " runs one chunk per stage, but there are " + std::to_string(v) +
+           " (virtual stages)";
   if (kind == ScheduleKind::OneFOneB && v != 1)
     return "--pipeline-schedule 1f1b runs one chunk per stage, but there are " +
            std::to_string(v) +
@@ -29,7 +34,10 @@ int warmupCount(ScheduleKind kind, int p, int v, int m, int stage) {
   case ScheduleKind::GPipe:
     return v * m;
   case ScheduleKind::OneFOneB:
+  case ScheduleKind::ZeroBubbleH1:
     return std::min(p - stage - 1, m);
+  case ScheduleKind::ZeroBubbleH2:
+    return std::min(2 * (p - stage) - 1, m);
   case ScheduleKind::Interleaved: {
     // Megatron: with as many microbatches as stages, all forwards first;
     // otherwise (v−1)·p forwards on every stage plus two per stage after
@@ -43,10 +51,69 @@ int warmupCount(ScheduleKind kind, int p, int v, int m, int stage) {
   return 0;
 }
 
+namespace {
+
+/// ZB-H1 (Qi et al. 2024, §2.1): 1F1B's warm-up, then each B followed by a
+/// W, except that stage r holds its first r W's back (to the cool-down,
+/// where they fill the holes left while the last B's come back). Every
+/// stage then holds p microbatches at most, as 1F1B's first does, and the
+/// bubble is a third of 1F1B's when F, B and W cost the same.
+std::vector<Work> zeroBubbleH1(int p, int m, int stage) {
+  std::vector<Work> order;
+  int warmup = warmupCount(ScheduleKind::ZeroBubbleH1, p, 1, m, stage);
+  int weights = 0;
+  auto weight = [&] { order.push_back({Phase::Weight, stage, weights++}); };
+  for (int mb = 0; mb < warmup; ++mb)
+    order.push_back({Phase::Forward, stage, mb});
+  for (int k = 0; k < m - warmup; ++k) {
+    order.push_back({Phase::Forward, stage, warmup + k});
+    order.push_back({Phase::Backward, stage, k});
+    if (k >= stage)
+      weight();
+  }
+  for (int k = m - warmup; k < m; ++k) {
+    order.push_back({Phase::Backward, stage, k});
+    weight();
+  }
+  while (weights < m)
+    weight();
+  return order;
+}
+
+/// ZB-H2 (§2.2): the list schedule with unit costs where every stage may
+/// hold 2p−1 microbatches: 2(p−r)−1 forwards on stage r before its first
+/// B, then B's as they come with F's and W's between, so that every stage
+/// runs without a hole from its first work to its last (the paper's
+/// parallelogram).
+std::vector<std::vector<Work>> zeroBubbleH2(int p, int m) {
+  ListScheduleProblem problem;
+  problem.stages = p;
+  problem.microbatches = m;
+  for (int c = 0; c < p; ++c)
+    problem.stageOfChunk.push_back(c);
+  problem.forward.assign(p, 1);
+  problem.backward.assign(p, 1);
+  problem.weight.assign(p, 1);
+  problem.inFlightLimit.assign(p, 2 * p - 1);
+  std::string error; // none: the limits and costs are positive
+  return listSchedule(problem, error);
+}
+
+} // namespace
+
 std::vector<Work> stageOrder(ScheduleKind kind, int p, int v, int m, int stage,
                              std::vector<bool> *exchange) {
   std::vector<Work> order;
   std::vector<bool> points;
+  if (sim::cutsBackward(kind)) {
+    order = kind == ScheduleKind::ZeroBubbleH1 ? zeroBubbleH1(p, m, stage)
+                                               : zeroBubbleH2(p, m)[stage];
+    // An exchange point before every work: a B's gradient goes out before
+    // the W after it runs, not after.
+    if (exchange)
+      exchange->assign(order.size(), true);
+    return order;
+  }
   // Where the exchange points fall, as Megatron's schedules post: before
   // every work, except that the interleaved steady state's forward and
   // its backward share one (its batched four-way exchange).

@@ -1,9 +1,12 @@
-//===- PipelineSchedules.h - gpipe, 1F1B and interleaved 1F1B ---*- C++ -*-===//
+//===- PipelineSchedules.h - the pipeline schedules' orders -----*- C++ -*-===//
 //
-// The order each pipeline stage runs its forwards and backwards in, as
-// Megatron-LM's schedules (megatron/core/pipeline_parallel/schedules.py)
-// order them. Plain C++: the Schedule pass writes these orders into
-// dist.schedule ops, and the unit tests pin them.
+// The order each pipeline stage runs its forwards and backwards in: gpipe,
+// 1F1B and interleaved 1F1B as Megatron-LM's schedules
+// (megatron/core/pipeline_parallel/schedules.py) order them, and the
+// zero-bubble schedules ZB-H1 and ZB-H2 (Qi et al., ICLR 2024), whose
+// backwards are cut in two: B, the input's gradient, and W, the weights'.
+// Plain C++: the Schedule pass writes these orders into dist.schedule ops,
+// and the unit tests pin them.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_COMPILER_PIPELINESCHEDULES_H
@@ -28,7 +31,9 @@ using sim::scheduleName;
 std::string checkSchedule(ScheduleKind kind, int stages, int chunksPerStage,
                           int microbatches);
 
-/// Forwards a stage runs before its first backward.
+/// Forwards a stage runs before its steady state: 1F1B, ZB-H1 and the
+/// interleaved schedule run one more forward before the first backward
+/// (their steady state starts with it), ZB-H2 runs the first B next.
 int warmupCount(ScheduleKind kind, int stages, int chunksPerStage,
                 int microbatches, int stage);
 
@@ -40,7 +45,7 @@ int warmupCount(ScheduleKind kind, int stages, int chunksPerStage,
 /// and its backward, send_backward_recv_forward after); the interleaved
 /// schedule's steady-state forward-backward pairs share one (its batched
 /// four-way exchange), its warm-up forwards and cool-down backwards each
-/// have one.
+/// have one; the zero-bubble schedules have one before every work.
 std::vector<sim::Work> stageOrder(ScheduleKind kind, int stages,
                                   int chunksPerStage, int microbatches,
                                   int stage,

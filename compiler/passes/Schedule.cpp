@@ -4,7 +4,9 @@
 // (each adds its gradients into the accumulators) and then @optimizer.
 // With them (--strata-pipeline-split), each stage runs its chunks'
 // @forward_c and @backward_c per microbatch in the order of a pipeline
-// schedule (compiler/PipelineSchedules.h), then @optimizer. A step that
+// schedule (compiler/PipelineSchedules.h), then @optimizer; with each
+// backward cut in two (split-weights), @weight_c too, under a zero-bubble
+// schedule. A step that
 // starts a new exchange point is marked `exchange`: there the stage posts
 // its pending sends and the next receives as one group, as Megatron does.
 // The order is run on a clock first (runtime/sim), and its exchange groups
@@ -65,15 +67,6 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
                             "first";
       return signalPassFailure();
     }
-    // Backwards cut in two run under the zero-bubble schedules, which are
-    // not built yet: a schedule of the others would never run the weights'
-    // gradients.
-    if (module.lookupSymbol<func::FuncOp>(strata::step::weightOf(0))) {
-      module.emitError() << "the backward is split into @backward_c and "
-                            "@weight_c (--strata-pipeline-split "
-                            "split-weights), which no schedule runs yet";
-      return signalPassFailure();
-    }
     if (failed(schedulePipeline(module, chunks)))
       return signalPassFailure();
   }
@@ -111,17 +104,32 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       auto parsed = pipeline::parseSchedule(pipelineSchedule);
       if (!parsed)
         return module.emitError()
-               << "--pipeline-schedule must be gpipe, 1f1b or interleaved, "
-                  "got '"
-               << pipelineSchedule << "'";
+               << "--pipeline-schedule must be " << sim::scheduleFlagList()
+               << ", got '" << pipelineSchedule << "'";
       kind = *parsed;
     }
+    // A backward cut in two (@backward_c and @weight_c) runs under the
+    // zero-bubble schedules and a whole one under the others: any other
+    // pairing would drop the weights' gradients or call what is not there.
+    bool cut =
+        bool(module.lookupSymbol<func::FuncOp>(strata::step::weightOf(0)));
+    if (cut != sim::cutsBackward(kind))
+      return module.emitError()
+             << "the " << pipeline::scheduleName(kind) << " schedule runs "
+             << (cut ? "each backward whole, but it is cut into @backward_c "
+                       "and @weight_c (--strata-pipeline-split "
+                       "split-weights): name a zero-bubble schedule"
+                     : "each backward cut in two, but it is whole: run "
+                       "--strata-pipeline-split split-weights");
     if (std::string error = pipeline::checkSchedule(kind, int(p), v, m);
         !error.empty())
       return module.emitError() << error;
     std::vector<std::vector<bool>> exchange;
     auto orders = pipeline::scheduleOrders(kind, int(p), v, m, &exchange);
-    sim::SimResult run = sim::simulate(orders, int(chunks), m, sim::Costs());
+    sim::Costs costs;
+    if (cut)
+      costs.backward = costs.weight = 1;
+    sim::SimResult run = sim::simulate(orders, int(chunks), m, costs);
     if (!run.deadlock.empty())
       return module.emitError() << "the " << pipeline::scheduleName(kind)
                                 << " schedule would deadlock: " << run.deadlock;
@@ -149,7 +157,9 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       for (auto [work, point] : llvm::zip(orders[stage], exchange[stage])) {
         std::string name = work.phase == sim::Phase::Forward
                                ? strata::step::forwardOf(work.chunk)
-                               : strata::step::backwardOf(work.chunk);
+                           : work.phase == sim::Phase::Backward
+                               ? strata::step::backwardOf(work.chunk)
+                               : strata::step::weightOf(work.chunk);
         dist::StepOp::create(steps, loc,
                              FlatSymbolRefAttr::get(b.getContext(), name),
                              steps.getI64IntegerAttr(work.microbatch),

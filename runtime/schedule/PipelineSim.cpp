@@ -137,6 +137,10 @@ SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
     }
     result.makespan = std::max(result.makespan, freeAt[s]);
     result.busy = std::max(result.busy, busy[s]);
+    if (!result.stages[s].empty())
+      result.idleWithin =
+          std::max(result.idleWithin,
+                   freeAt[s] - result.stages[s].front().start - busy[s]);
   }
   return result;
 }
@@ -159,6 +163,10 @@ fromMeasured(const std::vector<std::vector<Work>> &orders,
       any = true;
     }
     result.busy = std::max(result.busy, busy);
+    if (!result.stages[s].empty())
+      result.idleWithin = std::max(result.idleWithin,
+                                   result.stages[s].back().end -
+                                       result.stages[s].front().start - busy);
   }
   // Times relative to the first start.
   for (auto &stage : result.stages)

@@ -55,11 +55,24 @@ struct Timed {
 struct SimResult {
   std::vector<std::vector<Timed>> stages; // what ran, per stage, in order
   double makespan = 0;
-  double busy = 0;      // the most any stage computes
+  double busy = 0; // the most any stage computes
+  /// The most any stage sits idle between the start of its first work and
+  /// the end of its last.
+  double idleWithin = 0;
   std::string deadlock; // "" unless some stage could not go on
-  /// Idle time over compute time: the paper's t_pb / t_id.
+  /// Idle time over compute time: the paper's t_pb / t_id. What an
+  /// iteration costs where the optimizer step waits for every stage (the
+  /// gradient norm's synchronisation, as strata's and Megatron's do).
   double bubbleFraction() const {
     return busy > 0 ? (makespan - busy) / busy : 0;
+  }
+  /// The idle inside each stage's own span over compute time, the most of
+  /// any stage: the zero-bubble paper's measure. It leaves out the skew of
+  /// the stages' starts (the last stage waits for the first forward to
+  /// reach it), which only an optimizer that does not synchronise the
+  /// stages (the paper's post-validation) overlaps with the next iteration.
+  double bubbleWithinStagesFraction() const {
+    return busy > 0 ? idleWithin / busy : 0;
   }
 };
 

@@ -21,6 +21,8 @@ const char *scheduleName(ScheduleKind kind) { return rowOf(kind).flag; }
 
 const char *scheduleTitle(ScheduleKind kind) { return rowOf(kind).title; }
 
+bool cutsBackward(ScheduleKind kind) { return rowOf(kind).cutsBackward; }
+
 std::string scheduleFlagList() {
   std::string list;
   size_t count = std::size(kScheduleNames);

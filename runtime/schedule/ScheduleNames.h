@@ -15,18 +15,29 @@
 
 namespace strata::sim {
 
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved };
+enum class ScheduleKind {
+  GPipe,
+  OneFOneB,
+  Interleaved,
+  ZeroBubbleH1,
+  ZeroBubbleH2,
+};
 
 struct ScheduleName {
   ScheduleKind kind;
   const char *flag;  // --pipeline-schedule's value, the plan's field
   const char *title; // in pictures and reports
+  /// Runs each backward cut in two: B, the input's gradient, and W, the
+  /// weights' (the zero-bubble schedules, Qi et al. 2024).
+  bool cutsBackward = false;
 };
 
 inline constexpr ScheduleName kScheduleNames[] = {
     {ScheduleKind::GPipe, "gpipe", "GPipe"},
     {ScheduleKind::OneFOneB, "1f1b", "1F1B"},
     {ScheduleKind::Interleaved, "interleaved", "interleaved 1F1B"},
+    {ScheduleKind::ZeroBubbleH1, "zb-h1", "ZB-H1", true},
+    {ScheduleKind::ZeroBubbleH2, "zb-h2", "ZB-H2", true},
 };
 
 /// A flag value to its kind; nullopt for anything else.
@@ -35,7 +46,9 @@ std::optional<ScheduleKind> parseSchedule(std::string_view flag);
 const char *scheduleName(ScheduleKind kind);
 /// The kind's name in pictures and reports.
 const char *scheduleTitle(ScheduleKind kind);
-/// Every flag value, for messages: "gpipe, 1f1b or interleaved".
+/// Whether the kind runs the backward cut in two (B and W).
+bool cutsBackward(ScheduleKind kind);
+/// Every flag value, for messages: "gpipe, 1f1b, ... or zb-h2".
 std::string scheduleFlagList();
 
 } // namespace strata::sim

@@ -5,10 +5,38 @@
 // (strata-pipeline-split.mlir's model).
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" | FileCheck %s
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true recompute=full" | FileCheck %s --check-prefix=FULL
-// No schedule runs the halves yet: scheduling them is refused, not a plan
-// that never computes the weights' gradients.
-// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule=microbatches=2 2>&1 | FileCheck %s --check-prefix=SCHEDULE
-// SCHEDULE: error: the backward is split into @backward_c and @weight_c (--strata-pipeline-split split-weights), which no schedule runs yet
+// A zero-bubble schedule runs the halves: ZB-H1 at p = 2, m = 3, each
+// W after its B (stage 1 holds its first back a step), an exchange point
+// before every step.
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1" | FileCheck %s --check-prefix=ZB
+// ZB-LABEL: dist.schedule stage 0 microbatches 3 attributes {kind = "zb-h1"} {
+// ZB-NEXT: dist.step @forward_0 microbatch 0 {exchange}
+// ZB-NEXT: dist.step @forward_0 microbatch 1 {exchange}
+// ZB-NEXT: dist.step @backward_0 microbatch 0 {exchange}
+// ZB-NEXT: dist.step @weight_0 microbatch 0 {exchange}
+// ZB-NEXT: dist.step @forward_0 microbatch 2 {exchange}
+// ZB-NEXT: dist.step @backward_0 microbatch 1 {exchange}
+// ZB-NEXT: dist.step @weight_0 microbatch 1 {exchange}
+// ZB-NEXT: dist.step @backward_0 microbatch 2 {exchange}
+// ZB-NEXT: dist.step @weight_0 microbatch 2 {exchange}
+// ZB-NEXT: dist.step @optimizer {exchange}
+// ZB-LABEL: dist.schedule stage 1 microbatches 3 attributes {kind = "zb-h1"} {
+// ZB-NEXT: dist.step @forward_1 microbatch 0 {exchange}
+// ZB-NEXT: dist.step @backward_1 microbatch 0 {exchange}
+// ZB-NEXT: dist.step @forward_1 microbatch 1 {exchange}
+// ZB-NEXT: dist.step @backward_1 microbatch 1 {exchange}
+// ZB-NEXT: dist.step @weight_1 microbatch 0 {exchange}
+// ZB-NEXT: dist.step @forward_1 microbatch 2 {exchange}
+// ZB-NEXT: dist.step @backward_1 microbatch 2 {exchange}
+// ZB-NEXT: dist.step @weight_1 microbatch 1 {exchange}
+// ZB-NEXT: dist.step @weight_1 microbatch 2 {exchange}
+// ZB-NEXT: dist.step @optimizer {exchange}
+// Any other pairing is refused, not a plan that never computes the
+// weights' gradients (or calls a @weight_c that is not there).
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule=microbatches=2 2>&1 | FileCheck %s --check-prefix=WHOLE
+// WHOLE: error: the 1f1b schedule runs each backward whole, but it is cut into @backward_c and @weight_c (--strata-pipeline-split split-weights): name a zero-bubble schedule
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split=stages=2 --strata-schedule="microbatches=2 pipeline-schedule=zb-h2" 2>&1 | FileCheck %s --check-prefix=CUT
+// CUT: error: the zb-h2 schedule runs each backward cut in two, but it is whole: run --strata-pipeline-split split-weights
 
 // The forward is as without the split: it stashes the matmul before the
 // gelu and the embedding's output.

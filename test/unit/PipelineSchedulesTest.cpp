@@ -4,10 +4,13 @@
 // Megatron-LM's rules (worked out by hand here, F<mb>.<chunk>), the
 // microbatches each stage holds in flight, and the bubble the simulator
 // measures with unit costs (forward 1, backward 2, transfers free): the
-// paper's (p-1)/m, and (p-1)/(v*m) interleaved.
+// paper's (p-1)/m, and (p-1)/(v*m) interleaved. The zero-bubble schedules
+// against the paper's unit-cost figures (F = B = W = 1), and the list
+// scheduler that builds ZB-H2.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/PipelineSchedules.h"
+#include "compiler/ListSchedule.h"
 #include "runtime/schedule/PipelineSim.h"
 
 #include <gtest/gtest.h>
@@ -319,7 +322,175 @@ TEST(PipelineSchedules, EveryBackwardCutInTwoHasItsWeightGradient) {
       "stage 0 runs W0.0 twice");
 }
 
+/// Every stage's order under `kind` at p stages and m microbatches.
+std::vector<std::vector<sim::Work>> orders(ScheduleKind kind, int p, int m) {
+  return pipeline::scheduleOrders(kind, p, 1, m);
+}
+
+/// F = B = W = 1 (the paper's unit costs; a whole backward costs 2).
+sim::Costs unitCosts(ScheduleKind kind) {
+  sim::Costs costs;
+  costs.backward = sim::cutsBackward(kind) ? 1 : 2;
+  costs.weight = 1;
+  return costs;
+}
+
+sim::SimResult unitRun(ScheduleKind kind, int p, int m) {
+  return sim::simulate(orders(kind, p, m), p, m, unitCosts(kind));
+}
+
+int mostInFlight(ScheduleKind kind, int p, int m) {
+  int most = 0;
+  for (const auto &order : orders(kind, p, m))
+    most = std::max(most, sim::inFlight(order));
+  return most;
+}
+
+TEST(ZeroBubbleSchedules, H1HoldsEachStagesFirstWeightGradientsBack) {
+  // p = 4, m = 8: 1F1B's warm-up; stage r runs its first r B's without
+  // their W's, which it runs in the cool-down.
+  EXPECT_EQ(order(ScheduleKind::ZeroBubbleH1, 4, 1, 8, 0),
+            "F0.0 F1.0 F2.0 F3.0 B0.0 W0.0 F4.0 B1.0 W1.0 F5.0 B2.0 W2.0 "
+            "F6.0 B3.0 W3.0 F7.0 B4.0 W4.0 B5.0 W5.0 B6.0 W6.0 B7.0 W7.0");
+  EXPECT_EQ(order(ScheduleKind::ZeroBubbleH1, 4, 1, 8, 2),
+            "F0.2 F1.2 B0.2 F2.2 B1.2 F3.2 B2.2 W0.2 F4.2 B3.2 W1.2 F5.2 "
+            "B4.2 W2.2 F6.2 B5.2 W3.2 F7.2 B6.2 W4.2 B7.2 W5.2 W6.2 W7.2");
+  EXPECT_EQ(order(ScheduleKind::ZeroBubbleH1, 4, 1, 8, 3),
+            "F0.3 B0.3 F1.3 B1.3 F2.3 B2.3 F3.3 B3.3 W0.3 F4.3 B4.3 W1.3 "
+            "F5.3 B5.3 W2.3 F6.3 B6.3 W3.3 F7.3 B7.3 W4.3 W5.3 W6.3 W7.3");
+}
+
+TEST(ZeroBubbleSchedules, H1HasAThirdOfOneFOneBsBubbleAtItsMemory) {
+  // Unit costs: 1F1B idles (p-1)(F+B+W), ZB-H1 (p-1)(F+B-W), and every
+  // stage holds p microbatches, as 1F1B's first stage does.
+  for (int p : {2, 4, 8, 16})
+    for (int m : {p, 2 * p, 3 * p, 8 * p}) {
+      sim::SimResult zb = unitRun(ScheduleKind::ZeroBubbleH1, p, m);
+      sim::SimResult base = unitRun(ScheduleKind::OneFOneB, p, m);
+      ASSERT_EQ(zb.deadlock, "");
+      EXPECT_DOUBLE_EQ(zb.bubbleFraction(), double(p - 1) / (3 * m))
+          << "p=" << p << " m=" << m;
+      EXPECT_DOUBLE_EQ(base.bubbleFraction(), double(p - 1) / m);
+      EXPECT_EQ(mostInFlight(ScheduleKind::ZeroBubbleH1, p, m),
+                mostInFlight(ScheduleKind::OneFOneB, p, m));
+      for (const auto &order : orders(ScheduleKind::ZeroBubbleH1, p, m))
+        EXPECT_EQ(sim::inFlight(order), p);
+    }
+}
+
+TEST(ZeroBubbleSchedules, H2IsAParallelogram) {
+  // p = 4, m = 8: stage r runs 2(p-r)-1 forwards, then B's as they come
+  // back with forwards and W's between; every stage runs without a hole
+  // from its first work to its last.
+  EXPECT_EQ(order(ScheduleKind::ZeroBubbleH2, 4, 1, 8, 0),
+            "F0.0 F1.0 F2.0 F3.0 F4.0 F5.0 F6.0 B0.0 W0.0 B1.0 F7.0 B2.0 "
+            "W1.0 B3.0 W2.0 B4.0 W3.0 B5.0 W4.0 B6.0 W5.0 W6.0 B7.0 W7.0");
+  EXPECT_EQ(order(ScheduleKind::ZeroBubbleH2, 4, 1, 8, 3),
+            "F0.3 B0.3 F1.3 B1.3 F2.3 B2.3 F3.3 B3.3 F4.3 B4.3 F5.3 B5.3 "
+            "F6.3 B6.3 W0.3 F7.3 B7.3 W1.3 W2.3 W3.3 W4.3 W5.3 W6.3 W7.3");
+  for (int p : {2, 4, 8, 16})
+    for (int r = 0; r < p; ++r) {
+      auto first =
+          pipeline::stageOrder(ScheduleKind::ZeroBubbleH2, p, 1, 3 * p, r);
+      int forwards = 0;
+      while (first[forwards].phase == sim::Phase::Forward)
+        ++forwards;
+      EXPECT_EQ(forwards, pipeline::warmupCount(ScheduleKind::ZeroBubbleH2, p,
+                                                1, 3 * p, r));
+      EXPECT_EQ(forwards, 2 * (p - r) - 1);
+    }
+  for (int p : {2, 4, 8, 16})
+    for (int m : {2 * p, 3 * p, 8 * p}) {
+      sim::SimResult zb = unitRun(ScheduleKind::ZeroBubbleH2, p, m);
+      ASSERT_EQ(zb.deadlock, "");
+      EXPECT_DOUBLE_EQ(zb.bubbleWithinStagesFraction(), 0)
+          << "p=" << p << " m=" << m;
+      EXPECT_EQ(mostInFlight(ScheduleKind::ZeroBubbleH2, p, m), 2 * p - 1);
+      // An iteration still pays the stages' skew, (p-1)F, while the
+      // optimizer step waits for every stage: the same as ZB-H1's whole
+      // bubble at unit costs, the least any order can have.
+      EXPECT_DOUBLE_EQ(zb.bubbleFraction(), double(p - 1) / (3 * m));
+    }
+}
+
+TEST(ZeroBubbleSchedules,
+     TheIssuesTargetsAtEightStagesAndTwentyFourMicrobatches) {
+  int p = 8, m = 24;
+  double oneF = unitRun(ScheduleKind::OneFOneB, p, m).bubbleFraction();
+  sim::SimResult h1 = unitRun(ScheduleKind::ZeroBubbleH1, p, m);
+  sim::SimResult h2 = unitRun(ScheduleKind::ZeroBubbleH2, p, m);
+  EXPECT_LE(h1.bubbleFraction(), oneF / 3 + 1e-12);
+  EXPECT_EQ(mostInFlight(ScheduleKind::ZeroBubbleH1, p, m),
+            mostInFlight(ScheduleKind::OneFOneB, p, m));
+  // The paper's measure (each stage's own span): zero.
+  EXPECT_LE(h2.bubbleWithinStagesFraction(), 0.02);
+  EXPECT_LE(mostInFlight(ScheduleKind::ZeroBubbleH2, p, m), 2 * p - 1);
+}
+
+TEST(ZeroBubbleSchedules, NoneDeadlocksUpToSixteenStages) {
+  // p up to 16, m from p to 8p (and fewer than p), on the clock and with
+  // sends that wait for their receive.
+  int checked = 0;
+  for (ScheduleKind kind :
+       {ScheduleKind::ZeroBubbleH1, ScheduleKind::ZeroBubbleH2})
+    for (int p = 1; p <= 16; ++p)
+      for (int m = 1; m <= 8 * p; m += (m < p ? 1 : std::max(1, p / 4))) {
+        std::vector<std::vector<bool>> points;
+        auto all = pipeline::scheduleOrders(kind, p, 1, m, &points);
+        sim::SimResult run = sim::simulate(all, p, m, unitCosts(kind));
+        ASSERT_EQ(run.deadlock, "")
+            << pipeline::scheduleName(kind) << " p=" << p << " m=" << m;
+        ASSERT_EQ(sim::checkTransferGroups(all, points, p), "")
+            << pipeline::scheduleName(kind) << " p=" << p << " m=" << m;
+        ++checked;
+      }
+  EXPECT_GT(checked, 1000);
+}
+
+TEST(ListSchedule, RefusesWhatCannotFinish) {
+  pipeline::ListScheduleProblem problem;
+  problem.stages = 2;
+  problem.microbatches = 2;
+  problem.stageOfChunk = {0, 1};
+  problem.forward = problem.backward = problem.weight = {1, 1};
+  problem.inFlightLimit = {1, 0};
+  std::string error;
+  pipeline::listSchedule(problem, error);
+  EXPECT_EQ(error, "stage 1 may hold no microbatch: its in-flight limit must "
+                   "be at least 1");
+  problem.inFlightLimit = {1, 1};
+  problem.weight = {1, 0};
+  pipeline::listSchedule(problem, error);
+  EXPECT_EQ(error, "chunk 1's costs must be positive");
+}
+
+TEST(ListSchedule, FillsTheHolesWithWeightGradients) {
+  // Two stages, unit costs: stage 0 runs W0.0 while B1.0 waits for
+  // stage 1's B1.1.
+  pipeline::ListScheduleProblem problem;
+  problem.stages = 2;
+  problem.microbatches = 2;
+  problem.stageOfChunk = {0, 1};
+  problem.forward = {1, 1};
+  problem.backward = {1, 1};
+  problem.weight = {1, 1};
+  problem.inFlightLimit = {2, 2};
+  std::string error;
+  auto got = pipeline::listSchedule(problem, error);
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(text(got[0]), "F0.0 F1.0 B0.0 W0.0 B1.0 W1.0");
+  EXPECT_EQ(text(got[1]), "F0.1 B0.1 F1.1 B1.1 W0.1 W1.1");
+  // Held to one microbatch a stage, each F waits for its W.
+  problem.inFlightLimit = {1, 1};
+  got = pipeline::listSchedule(problem, error);
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(text(got[0]), "F0.0 B0.0 W0.0 F1.0 B1.0 W1.0");
+}
+
 TEST(PipelineSchedules, ChecksWhatEachScheduleNeeds) {
+  EXPECT_NE(pipeline::checkSchedule(ScheduleKind::ZeroBubbleH1, 4, 2, 8), "");
+  EXPECT_NE(pipeline::checkSchedule(ScheduleKind::ZeroBubbleH2, 4, 2, 8), "");
+  EXPECT_EQ(pipeline::checkSchedule(ScheduleKind::ZeroBubbleH2, 4, 1, 3), "");
   EXPECT_NE(pipeline::checkSchedule(ScheduleKind::Interleaved, 4, 2, 6), "");
   EXPECT_EQ(pipeline::checkSchedule(ScheduleKind::Interleaved, 4, 2, 8), "");
   EXPECT_NE(pipeline::checkSchedule(ScheduleKind::OneFOneB, 2, 2, 4), "");
@@ -333,9 +504,12 @@ TEST(ScheduleNames, EveryKindIsItsFlagAndBack) {
     EXPECT_STREQ(sim::scheduleName(row.kind), row.flag);
     EXPECT_STREQ(sim::scheduleTitle(row.kind), row.title);
   }
-  EXPECT_EQ(sim::parseSchedule("zb-h1"), std::nullopt);
+  EXPECT_EQ(sim::parseSchedule("zb-h3"), std::nullopt);
   EXPECT_EQ(sim::parseSchedule(""), std::nullopt);
-  EXPECT_EQ(sim::scheduleFlagList(), "gpipe, 1f1b or interleaved");
+  EXPECT_EQ(sim::scheduleFlagList(),
+            "gpipe, 1f1b, interleaved, zb-h1 or zb-h2");
+  EXPECT_FALSE(sim::cutsBackward(ScheduleKind::OneFOneB));
+  EXPECT_TRUE(sim::cutsBackward(ScheduleKind::ZeroBubbleH2));
 }
 
 } // namespace

@@ -1,0 +1,44 @@
+//===- ListSchedule.h - a pipeline order found on a clock -------*- C++ -*-===//
+//
+// Builds each stage's order of forwards (F), input gradients (B) and weight
+// gradients (W) by running the stages on a clock and letting each, whenever
+// it is free, start what is ready: a B first (the stage before waits for
+// it), else an F while the stage holds fewer microbatches than its limit,
+// else the oldest W (nothing waits for it, so it fills the holes). This is
+// the zero-bubble paper's heuristic (Qi et al. 2024, §3) without its search
+// over the warm-up's length. With unit costs and 2p−1 microbatches a stage
+// it gives ZB-H2's parallelogram; with the plan's own costs, zb-auto.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_COMPILER_LISTSCHEDULE_H
+#define STRATA_COMPILER_LISTSCHEDULE_H
+
+#include "runtime/schedule/PipelineSim.h"
+
+#include <string>
+#include <vector>
+
+namespace strata::pipeline {
+
+struct ListScheduleProblem {
+  int stages = 1;
+  int microbatches = 1;
+  /// Per chunk (0..chunks-1, in the model's order): its stage and the
+  /// cost of its forward, B and W for one microbatch. Costs must be
+  /// positive.
+  std::vector<int> stageOfChunk;
+  std::vector<double> forward, backward, weight;
+  double transfer = 0; // between dependent work on different stages
+  /// Per stage: the most chunk-microbatches it holds at once (from a
+  /// forward to its W).
+  std::vector<int> inFlightLimit;
+};
+
+/// Every stage's order; "" in `error`, else why the stages cannot finish
+/// (a limit below one, or costs that are not positive).
+std::vector<std::vector<sim::Work>>
+listSchedule(const ListScheduleProblem &problem, std::string &error);
+
+} // namespace strata::pipeline
+
+#endif
