@@ -83,13 +83,6 @@ std::string checkOptions(const CompileOptions &options) {
       !sim::parseSchedule(options.pipelineSchedule))
     return "--pipeline-schedule must be " + sim::scheduleFlagList() +
            ", got '" + options.pipelineSchedule + "'";
-  // The zero-bubble orders and the backward's cut exist (strata-opt runs
-  // them); the runtime's weight-gradient steps do not yet.
-  if (auto kind = sim::parseSchedule(options.pipelineSchedule);
-      kind && sim::cutsBackward(*kind))
-    return "--pipeline-schedule " + options.pipelineSchedule +
-           " runs the weights' gradients as steps of their own, which "
-           "strata-run cannot run yet";
   if (options.bucketElements < 1)
     return "--ddp-bucket-size must be at least 1";
   if (!codegen::isCudaArch(options.cudaArch))
@@ -171,6 +164,10 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
       split.lastStageLayers = options.lastStageLayers;
       split.recompute = recomputeName(options.recompute);
       split.wholeLayers = options.recomputeWholeLayers;
+      // The zero-bubble schedules run each backward cut in two.
+      std::optional<sim::ScheduleKind> kind =
+          sim::parseSchedule(options.pipelineSchedule);
+      split.splitWeights = kind && sim::cutsBackward(*kind);
       pm.addPass(createPipelineSplit(split));
     }
     ScheduleOptions schedule;

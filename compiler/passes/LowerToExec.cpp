@@ -26,6 +26,7 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <map>
+#include <set>
 
 namespace strata {
 #define GEN_PASS_DEF_LOWERTOEXEC
@@ -152,10 +153,13 @@ Lowering::GradientTarget Lowering::gradientTarget(Value grad) {
 
 LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   IntegerAttr chunkAttr = dist::chunk(func.getContext()).getAttr(func);
-  bool forward =
-      chunkAttr && func.getSymName().starts_with(strata::step::kForwardPrefix);
+  StringRef name = func.getSymName();
+  bool forward = chunkAttr && name.starts_with(strata::step::kForwardPrefix);
+  bool weight = chunkAttr && name.starts_with(strata::step::kWeightPrefix);
+  bool backward = chunkAttr && !forward && !weight;
   exec::Phase phase = !chunkAttr ? exec::Phase::Microbatch
                       : forward  ? exec::Phase::Forward
+                      : weight   ? exec::Phase::Weight
                                  : exec::Phase::Backward;
   auto program = exec::ProgramOp::create(
       programs, func.getLoc(), func.getSymNameAttr(), phase, chunkAttr);
@@ -174,6 +178,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   //             left); ...; record @computed:P
   //   trailing  wait @computed:P (comm); send ...; record @sent:P (comm)
   int64_t chunk = chunkAttr ? chunkAttr.getInt() : 0;
+  // With the backward cut in two, B passes values on to W in the stash,
+  // and W frees the slot.
+  bool cut = chunkAttr && module.lookupSymbol(strata::step::weightOf(chunk));
+  bool keepsForW = backward && cut;
+  bool freesSlot = (backward && !cut) || weight;
   auto peerStage = [&](uint64_t of) {
     return b.getI64IntegerAttr(int64_t(of) % coords.ppSize);
   };
@@ -187,15 +196,22 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   }
   if (chunkAttr) {
     // A chunk's forward leaves its results in the stash for the backward
-    // of the same microbatch, which takes them as arguments.
+    // of the same microbatch, which takes them as arguments; cut in two,
+    // B leaves its results there for W.
     stashGroup = chunk / coords.ppSize;
     stashValues.clear();
-    if (forward)
+    if (forward || keepsForW)
       stashValues.insert(ret.getOperands().begin(), ret.getOperands().end());
-    else
-      for (auto [argument, buffer] :
-           llvm::zip_equal(func.getArguments(), chunkStash[chunk]))
+    if (!forward) {
+      SmallVector<exec::BufferOp> &from =
+          weight ? weightStash[chunk] : chunkStash[chunk];
+      if (from.size() != func.getNumArguments())
+        return func.emitOpError()
+               << "takes " << func.getNumArguments() << " arguments, but "
+               << from.size() << " values are stashed for it";
+      for (auto [argument, buffer] : llvm::zip(func.getArguments(), from))
         buffers[argument] = buffer;
+    }
   }
   Location loc = func.getLoc();
   exec::EventOp computed, sent;
@@ -206,11 +222,14 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     SmallVector<exec::BufferOp> targets;
     for (dist::RecvOp recv : recvs)
       targets.push_back(temporary(recv, exec::Arena::Workspace));
-    if (forward && llvm::any_of(targets, [](exec::BufferOp target) {
+    if (llvm::any_of(targets, [](exec::BufferOp target) {
           return target.getArena() == exec::Arena::Stash;
         })) {
+      // Into the slot: after the program that last freed a slot of the
+      // chunk is done with it (the stage's order took this slot after).
       exec::EventOp &freed = slotFreed[chunk];
-      freed = event("freed:chunk" + std::to_string(chunk));
+      if (!freed)
+        freed = event("freed:chunk" + std::to_string(chunk));
       exec::waitEvent(body, loc, freed, exec::Stream::Comm);
     }
     for (auto [recv, target] : llvm::zip(recvs, targets))
@@ -235,14 +254,14 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
       return op.emitOpError() << "is marked absorbed, but no gemm's epilogue "
                                  "does it";
 
-  if (chunkAttr && forward) {
+  if (forward || keepsForW) {
     for (Value value : ret.getOperands()) {
       exec::BufferOp buffer = bufferOf(value);
       if (!buffer || buffer.getArena() != exec::Arena::Stash)
         return ret.emitOpError()
                << "returns a value that cannot be stashed (a view, a "
                   "parameter or an input): only computed activations are";
-      chunkStash[chunk].push_back(buffer);
+      (forward ? chunkStash : weightStash)[chunk].push_back(buffer);
     }
   }
   stashValues.clear();
@@ -251,9 +270,12 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
 
   if (computed)
     exec::recordEvent(body, loc, computed, exec::Stream::Compute);
-  if (chunkAttr && !forward)
+  if (freesSlot) {
+    // Lowered after the programs that wait for it (F, then B), whose
+    // receives made it.
     if (exec::EventOp freed = slotFreed.lookup(chunk))
       exec::recordEvent(body, loc, freed, exec::Stream::Compute);
+  }
   if (!sends.empty()) {
     exec::waitEvent(body, loc, computed, exec::Stream::Comm);
     for (dist::SendOp send : sends) {
@@ -275,10 +297,16 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   OpBuilder steps(ctx());
   steps.setInsertionPointToEnd(&op.getBody().emplaceBlock());
   // Stash slots: a chunk's forward takes the lowest free slot of its
-  // chunk, and its backward for the same microbatch frees it.
+  // chunk, and its backward for the same microbatch frees it (its W, when
+  // the backward is cut in two: B's values for W share the slot).
   std::map<int64_t, std::vector<bool>> busy;             // by chunk
   std::map<std::pair<int64_t, int64_t>, int64_t> slotOf; // (chunk, mb)
-  SmallVector<int64_t> slots; // per chunk of the stage: the most in use
+  std::set<std::pair<int64_t, int64_t>> backwardRun;     // (chunk, mb)
+  SmallVector<int64_t> slots;       // per chunk of the stage: the most in use
+  std::set<int64_t> weightPrograms; // chunks whose backward is cut in two
+  for (auto &entry : programByName)
+    if (entry.second.getPhase() == exec::Phase::Weight)
+      weightPrograms.insert(int64_t(*entry.second.getChunk()));
   for (auto step : schedule.getBody().front().getOps<dist::StepOp>()) {
     // The stage's programs are lowered by now, each with its phase.
     exec::ProgramOp program = programByName.lookup(step.getFunction());
@@ -303,14 +331,21 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
           slots.resize(group + 1, 0);
         slots[group] = std::max(slots[group], slot + 1);
       } else {
+        bool weight = program.getPhase() == exec::Phase::Weight;
         auto it = slotOf.find({chunk, mb});
-        if (it == slotOf.end())
+        if (it == slotOf.end() || (weight && !backwardRun.count({chunk, mb})))
           return step.emitOpError()
-                 << "runs the backward of chunk " << chunk << " for microbatch "
-                 << mb << " before its forward";
+                 << "runs the " << (weight ? "weights' gradient" : "backward")
+                 << " of chunk " << chunk << " for microbatch " << mb
+                 << " before its " << (weight ? "backward" : "forward");
         slot = it->second;
-        busy[chunk][slot] = false;
-        slotOf.erase(it);
+        bool cut = bool(weightPrograms.count(chunk));
+        if (!weight)
+          backwardRun.insert({chunk, mb});
+        if (weight || !cut) {
+          busy[chunk][slot] = false;
+          slotOf.erase(it);
+        }
       }
       slotAttr = b.getI64IntegerAttr(slot);
     }
@@ -338,6 +373,9 @@ SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage,
     if (!forward || !backward)
       break;
     functions.append({forward, backward});
+    if (auto weight =
+            module.lookupSymbol<func::FuncOp>(strata::step::weightOf(c)))
+      functions.push_back(weight);
   }
   return functions;
 }

@@ -226,8 +226,8 @@ public:
   exec::BufferOp slice(exec::BufferOp of, int64_t first, int64_t elements) {
     Type element = of.getTensorType().getElementType();
     return makeBuffer("t" + std::to_string(counter++),
-                      RankedTensorType::get({elements}, element),
-                      of.getArena(), of, first * exec::elementBytes(element));
+                      RankedTensorType::get({elements}, element), of.getArena(),
+                      of, first * exec::elementBytes(element));
   }
   /// A workspace buffer that no value names, of `type`'s shape (stored as
   /// the step's tensors are).
@@ -365,18 +365,22 @@ private:
   llvm::DenseSet<Operation *> fused;
   // Pipeline chunks: the values @forward_c returns live in the stash, in
   // group `stashGroup` (the chunk's index on its stage); @backward_c's
-  // arguments are the same buffers.
+  // arguments are the same buffers. With the backward cut in two, the
+  // values @backward_c returns live there too, in the same slot, and are
+  // @weight_c's arguments (`weightStash`); the slot is then free after W.
   llvm::DenseSet<Value> stashValues;
   int64_t stashGroup = -1;
   llvm::DenseMap<int64_t, SmallVector<exec::BufferOp>> chunkStash;
-  // A chunk whose forward receives into the stash: its backward records
-  // when it is done with the slot.
+  llvm::DenseMap<int64_t, SmallVector<exec::BufferOp>> weightStash;
+  // A chunk that receives into the stash: the program that frees the
+  // slot (its backward, or its W) records when it is done with it.
   llvm::DenseMap<int64_t, exec::EventOp> slotFreed;
   llvm::DenseMap<StringRef, exec::ProgramOp> programByName;
 };
 
 /// The functions of pipeline stage `stage` of `stages`, in the order it
-/// lowers them: @microbatch, or its chunks' @forward_c and @backward_c.
+/// lowers them: @microbatch, or its chunks' @forward_c and @backward_c
+/// (and @weight_c, the backward cut in two).
 SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage,
                                          int64_t stages);
 

@@ -396,8 +396,9 @@ FailureOr<Value> Splitter::weightValue(int64_t c, Value value,
   if (def && isFree(def))
     return cloneFree(b, chunk.weightEntry, chunk.weightMap, value);
   Value held = chunk.backwardMap.lookupOrNull(value);
-  if (!held && def && isView(def)) {
-    // A view renames bytes: made again here from what it views.
+  if (def && isView(def)) {
+    // A view renames bytes: made again here from what it views, even where
+    // B made it too (B's stash holds computed values, never views).
     for (Value operand : def->getOperands())
       if (failed(weightValue(c, operand, useLoc)))
         return failure();

@@ -126,10 +126,8 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       return module.emitError() << error;
     std::vector<std::vector<bool>> exchange;
     auto orders = pipeline::scheduleOrders(kind, int(p), v, m, &exchange);
-    sim::Costs costs;
-    if (cut)
-      costs.backward = costs.weight = 1;
-    sim::SimResult run = sim::simulate(orders, int(chunks), m, costs);
+    sim::SimResult run =
+        sim::simulate(orders, int(chunks), m, sim::unitCosts(orders));
     if (!run.deadlock.empty())
       return module.emitError() << "the " << pipeline::scheduleName(kind)
                                 << " schedule would deadlock: " << run.deadlock;

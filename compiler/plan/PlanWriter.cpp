@@ -290,6 +290,9 @@ LogicalResult Writer::stageTemplate(exec::TemplateOp stage) {
     case exec::Phase::Optimizer:
       kind = plan::Phase::Optimizer;
       break;
+    case exec::Phase::Weight:
+      kind = plan::Phase::Weight;
+      break;
     }
     programs.push_back(plan::CreateProgram(
         builder, builder.CreateString(program.getSymName().str()),

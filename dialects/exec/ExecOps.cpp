@@ -186,10 +186,11 @@ LogicalResult BufferOp::verify() {
 
 LogicalResult ProgramOp::verify() {
   Phase phase = getPhase();
-  bool chunked = phase == Phase::Forward || phase == Phase::Backward;
+  bool chunked = phase == Phase::Forward || phase == Phase::Backward ||
+                 phase == Phase::Weight;
   if (chunked != getChunk().has_value())
     return emitOpError() << "names a chunk exactly when its phase is "
-                            "forward or backward";
+                            "forward, backward or weight";
   return success();
 }
 

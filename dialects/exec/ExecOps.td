@@ -69,7 +69,8 @@ def Exec_Phase : I32EnumAttr<"Phase", "what a program is to the schedule", [
     I32EnumAttrCase<"Microbatch", 0, "microbatch">,
     I32EnumAttrCase<"Forward", 1, "forward">,
     I32EnumAttrCase<"Backward", 2, "backward">,
-    I32EnumAttrCase<"Optimizer", 3, "optimizer">]> {
+    I32EnumAttrCase<"Optimizer", 3, "optimizer">,
+    I32EnumAttrCase<"Weight", 4, "weight">]> {
   let cppNamespace = "::strata::exec";
 }
 

@@ -1,5 +1,6 @@
 //===- Executor.cpp - one rank's plan on a backend ------------------------===//
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/StepName.h"
 #include "runtime/plan/Dropout.h"
 #include "runtime/plan/IoNames.h"
 #include "runtime/schedule/PipelineSim.h"
@@ -484,21 +485,7 @@ void Executor::runSteps(int64_t iteration, const LoadBatch &loadBatch,
       // microbatch 3 on chunk 1), M3 a whole microbatch, then optimizer.
       TraceEvent event;
       event.step = true;
-      switch (program.phase) {
-      case Phase::Forward:
-      case Phase::Backward:
-        event.name = sim::describe({program.phase == Phase::Forward
-                                        ? sim::Phase::Forward
-                                        : sim::Phase::Backward,
-                                    program.chunk, int(step.microbatch)});
-        break;
-      case Phase::Microbatch:
-        event.name = "M" + std::to_string(step.microbatch);
-        break;
-      case Phase::Optimizer:
-        event.name = "optimizer";
-        break;
-      }
+      event.name = stepName(program, step.microbatch);
       event.phase = phaseName(program.phase);
       event.chunk = program.chunk;
       event.microbatch = step.microbatch;

@@ -47,6 +47,8 @@ const char *phaseName(Phase phase) {
     return "backward";
   case Phase::Optimizer:
     return "optimizer";
+  case Phase::Weight:
+    return "weight";
   }
   return "?";
 }

@@ -171,15 +171,23 @@ struct Instruction {
   std::vector<uint32_t> outputs() const;
 };
 
-enum class Phase : uint8_t { Microbatch, Forward, Backward, Optimizer };
+/// With the backward cut in two, Backward is B (the input's gradient) and
+/// Weight W (the weights').
+enum class Phase : uint8_t { Microbatch, Forward, Backward, Optimizer, Weight };
 
 const char *phaseName(Phase phase); // "forward", ...
+/// Whether a program of this phase is one pipeline chunk's (and its steps
+/// run in a stash slot).
+inline bool chunked(Phase phase) {
+  return phase == Phase::Forward || phase == Phase::Backward ||
+         phase == Phase::Weight;
+}
 
 struct Program {
   std::string name;
   std::vector<Instruction> instructions;
   Phase phase = Phase::Microbatch;
-  int32_t chunk = -1; // forward and backward: the pipeline chunk
+  int32_t chunk = -1; // forward, backward, weight: the pipeline chunk
   // Where the leading receives end and the trailing sends begin (the
   // instructions an exchange point posts): [0, bodyBegin) and
   // [bodyEnd, size).

@@ -573,10 +573,10 @@ private:
         return "program '" + p.name + "' has an unknown phase";
       p.phase = static_cast<Phase>(program->phase());
       p.chunk = program->chunk();
-      bool chunked = p.phase == Phase::Forward || p.phase == Phase::Backward;
-      if (chunked != (p.chunk >= 0))
+      if (chunked(p.phase) != (p.chunk >= 0))
         return "program '" + p.name +
-               "' names a chunk exactly when it is a forward or backward";
+               "' names a chunk exactly when it is a forward, backward or "
+               "weight";
       for (const plan::Instruction *instruction : *program->instructions()) {
         Instruction &i = p.instructions.emplace_back();
         // Checked against its contract once resolved for a rank.
@@ -669,11 +669,9 @@ private:
         return "the schedule names program " + std::to_string(step->program()) +
                " of " + std::to_string(out.programs.size());
       const Program &program = out.programs[step->program()];
-      bool chunked =
-          program.phase == Phase::Forward || program.phase == Phase::Backward;
-      if (chunked != (step->slot() >= 0))
+      if (chunked(program.phase) != (step->slot() >= 0))
         return "the schedule runs program '" + program.name + "' " +
-               (chunked ? "without" : "with") + " a stash slot";
+               (chunked(program.phase) ? "without" : "with") + " a stash slot";
       bool perMicrobatch = program.phase != Phase::Optimizer;
       if (perMicrobatch != (step->microbatch() >= 0) ||
           step->microbatch() >= int32_t(plan->numMicrobatches))

@@ -1,5 +1,6 @@
 //===- ModelledDevice.cpp - a rank's GPU as a cost model ------------------===//
 #include "runtime/predict/ModelledDevice.h"
+#include "runtime/exec/StepName.h"
 #include "runtime/schedule/PipelineSim.h"
 
 #include <algorithm>
@@ -144,25 +145,10 @@ void ModelledDevice::noteStep(const Program &program, const Step &at) {
     }
   }
   optimizerStep = program.phase == Phase::Optimizer;
-  // The schedule simulator's names: F3.1 (microbatch 3 on chunk 1), B3.1,
-  // M3 (a whole microbatch), optimizer.
-  std::string name;
-  switch (program.phase) {
-  case Phase::Forward:
-  case Phase::Backward:
-    name = sim::describe({program.phase == Phase::Forward ? sim::Phase::Forward
-                                                          : sim::Phase::Backward,
-                          program.chunk, int(at.microbatch)});
-    break;
-  case Phase::Microbatch:
-    name = "M" + std::to_string(at.microbatch);
-    break;
-  case Phase::Optimizer:
-    name = "optimizer";
-    break;
-  }
   step.lane = lane(Stream::Compute);
-  step.label = timeline.label(name);
+  // The schedule simulator's names: F3.1 (microbatch 3 on chunk 1), B3.1,
+  // W3.1, M3 (a whole microbatch), optimizer.
+  step.label = timeline.label(stepName(program, at.microbatch));
   step.begin = timeline.size(step.lane);
   inStep = true;
 }

@@ -16,6 +16,17 @@ std::string describe(const Work &work) {
          std::to_string(work.chunk);
 }
 
+Costs unitCosts(const std::vector<std::vector<Work>> &orders) {
+  Costs costs;
+  for (const std::vector<Work> &order : orders)
+    for (const Work &w : order)
+      if (w.phase == Phase::Weight) {
+        costs.backward = costs.weight = 1;
+        return costs;
+      }
+  return costs;
+}
+
 namespace {
 
 using Key = std::pair<int, int>; // (chunk, microbatch)

@@ -47,6 +47,10 @@ struct Costs {
   double weight = 0;
 };
 
+/// Unit costs: a stage's forward 1 and backward 2, or, where any order
+/// holds a W, forward, B and W 1 each (the zero-bubble paper's).
+Costs unitCosts(const std::vector<std::vector<Work>> &orders);
+
 struct Timed {
   Work work;
   double start = 0, end = 0;

@@ -139,7 +139,7 @@ def parse_layout(text):
     (uniform: full, as Megatron's --recompute-method uniform runs it)."""
     layout = Layout()
     for part in text.split(","):
-        if part in ("gpipe", "1f1b", "interleaved"):
+        if part in ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"):
             layout.sched = part
         elif part in ("full", "selective", "uniform"):
             layout.rc = part

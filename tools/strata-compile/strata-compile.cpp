@@ -145,8 +145,8 @@ cl::opt<int64_t, true> lastStageLayers(
 
 cl::opt<std::string, true> pipelineSchedule(
     "pipeline-schedule",
-    cl::desc("gpipe, 1f1b or interleaved (default: interleaved with virtual "
-             "stages, else 1f1b)"),
+    cl::desc("gpipe, 1f1b, interleaved, zb-h1 or zb-h2 (default: "
+             "interleaved with virtual stages, else 1f1b)"),
     cl::location(flags.pipelineSchedule), cl::cat(category));
 
 cl::opt<std::string> recomputeGranularity(

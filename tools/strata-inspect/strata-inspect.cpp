@@ -14,6 +14,7 @@
 #include "runtime/base/WholeFile.h"
 #include "runtime/device/Trace.h"
 #include "runtime/exec/KernelCost.h"
+#include "runtime/exec/StepName.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/schedule/PipelineSim.h"
 #include "runtime/schedule/ScheduleNames.h"
@@ -191,12 +192,10 @@ std::string stageOrders(const Plan &plan,
         return "the plan runs whole microbatches (no pipeline chunks): "
                "compile with --pipeline-model-parallel-size or a "
                "--pipeline-schedule to see a schedule";
-      if (program.phase == Phase::Optimizer)
+      std::optional<sim::Work> work = workOf(program, step.microbatch);
+      if (!work) // the optimizer
         continue;
-      orders[s].push_back({program.phase == Phase::Forward
-                               ? sim::Phase::Forward
-                               : sim::Phase::Backward,
-                           program.chunk, step.microbatch});
+      orders[s].push_back(*work);
       chunks = std::max(chunks, program.chunk + 1);
     }
   }
@@ -224,12 +223,15 @@ traceTimes(const Plan &plan, const std::string &path,
              std::to_string(rank) + ": is it a trace of this plan?";
     std::vector<sim::Work> seen;
     for (const TraceEvent &e : byRank[rank]) {
-      if (e.iteration != iteration ||
-          (e.phase != "forward" && e.phase != "backward"))
+      std::optional<sim::Phase> phase =
+          e.phase == phaseName(Phase::Forward)    ? sim::Phase::Forward
+          : e.phase == phaseName(Phase::Backward) ? sim::Phase::Backward
+          : e.phase == phaseName(Phase::Weight)
+              ? std::optional<sim::Phase>(sim::Phase::Weight)
+              : std::nullopt;
+      if (e.iteration != iteration || !phase)
         continue;
-      seen.push_back(
-          {e.phase == "forward" ? sim::Phase::Forward : sim::Phase::Backward,
-           e.chunk, e.microbatch});
+      seen.push_back({*phase, e.chunk, e.microbatch});
       // A step's box starts when its receives have their data: the wait
       // before it is bubble, as in the simulated picture.
       times[s].push_back({(e.startUs + e.waitUs) / 1000.0,
@@ -319,8 +321,8 @@ int main(int argc, char **argv) {
                   " chunks per stage (v), " +
                   std::to_string(picture.microbatches) + " microbatches (m)";
   if (tracePath.empty()) {
-    picture.timed =
-        sim::simulate(orders, chunks, picture.microbatches, sim::Costs());
+    picture.timed = sim::simulate(orders, chunks, picture.microbatches,
+                                  sim::unitCosts(orders));
     if (!picture.timed.deadlock.empty())
       return fail("the plan's schedule cannot run: " + picture.timed.deadlock);
   } else {
