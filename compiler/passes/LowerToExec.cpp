@@ -179,10 +179,14 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   //   trailing  wait @computed:P (comm); send ...; record @sent:P (comm)
   int64_t chunk = chunkAttr ? chunkAttr.getInt() : 0;
   // With the backward cut in two, B passes values on to W in the stash,
-  // and W frees the slot.
+  // B frees the forward's slot and W the other two pools'.
   bool cut = chunkAttr && module.lookupSymbol(strata::step::weightOf(chunk));
   bool keepsForW = backward && cut;
-  bool freesSlot = (backward && !cut) || weight;
+  SmallVector<int64_t, 2> freesPools;
+  if (backward)
+    freesPools.push_back(kUntilBackward);
+  if (weight)
+    freesPools.append({kHeld, kPassed});
   auto peerStage = [&](uint64_t of) {
     return b.getI64IntegerAttr(int64_t(of) % coords.ppSize);
   };
@@ -197,11 +201,32 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   if (chunkAttr) {
     // A chunk's forward leaves its results in the stash for the backward
     // of the same microbatch, which takes them as arguments; cut in two,
-    // B leaves its results there for W.
+    // those W reads are held until W (B returns its arguments for them),
+    // and B passes its own results for W in the stash.
     stashGroup = chunk / coords.ppSize;
     stashValues.clear();
-    if (forward || keepsForW)
-      stashValues.insert(ret.getOperands().begin(), ret.getOperands().end());
+    if (forward) {
+      llvm::SmallDenseSet<unsigned> held;
+      if (cut)
+        if (auto backwardFunc = module.lookupSymbol<func::FuncOp>(
+                strata::step::backwardOf(chunk)))
+          for (Value value : backwardFunc.getBody()
+                                 .front()
+                                 .getTerminator()
+                                 ->getOperands())
+            if (auto argument = dyn_cast<BlockArgument>(value))
+              held.insert(argument.getArgNumber());
+      for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+        int64_t &pool = stashValues.try_emplace(value, kUntilBackward)
+                            .first->second;
+        if (held.contains(unsigned(i)))
+          pool = kHeld;
+      }
+    }
+    if (keepsForW)
+      for (Value value : ret.getOperands())
+        if (!isa<BlockArgument>(value))
+          stashValues.try_emplace(value, kPassed);
     if (!forward) {
       SmallVector<exec::BufferOp> &from =
           weight ? weightStash[chunk] : chunkStash[chunk];
@@ -222,14 +247,18 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     SmallVector<exec::BufferOp> targets;
     for (dist::RecvOp recv : recvs)
       targets.push_back(temporary(recv, exec::Arena::Workspace));
-    if (llvm::any_of(targets, [](exec::BufferOp target) {
-          return target.getArena() == exec::Arena::Stash;
-        })) {
-      // Into the slot: after the program that last freed a slot of the
-      // chunk is done with it (the stage's order took this slot after).
-      exec::EventOp &freed = slotFreed[chunk];
+    // Into a slot: after the program that last freed a slot of that pool
+    // is done with it (the stage's order took this slot after).
+    std::set<int64_t> pools;
+    for (exec::BufferOp target : targets)
+      if (target.getArena() == exec::Arena::Stash)
+        pools.insert(int64_t(target.getStashPool().value_or(0)));
+    for (int64_t pool : pools) {
+      exec::EventOp &freed = slotFreed[{chunk, pool}];
       if (!freed)
-        freed = event("freed:chunk" + std::to_string(chunk));
+        freed = event("freed:chunk" + std::to_string(chunk) +
+                      (pool == kUntilBackward ? ""
+                                              : ":pool" + std::to_string(pool)));
       exec::waitEvent(body, loc, freed, exec::Stream::Comm);
     }
     for (auto [recv, target] : llvm::zip(recvs, targets))
@@ -261,6 +290,9 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         return ret.emitOpError()
                << "returns a value that cannot be stashed (a view, a "
                   "parameter or an input): only computed activations are";
+      if (keepsForW && buffer.getStashPool().value_or(0) == kUntilBackward)
+        return ret.emitOpError()
+               << "passes W a value its slot frees at B";
       (forward ? chunkStash : weightStash)[chunk].push_back(buffer);
     }
   }
@@ -270,12 +302,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
 
   if (computed)
     exec::recordEvent(body, loc, computed, exec::Stream::Compute);
-  if (freesSlot) {
-    // Lowered after the programs that wait for it (F, then B), whose
-    // receives made it.
-    if (exec::EventOp freed = slotFreed.lookup(chunk))
+  // Lowered after the programs that wait for it (F, then B), whose
+  // receives made it.
+  for (int64_t pool : freesPools)
+    if (exec::EventOp freed = slotFreed[{chunk, pool}])
       exec::recordEvent(body, loc, freed, exec::Stream::Compute);
-  }
   if (!sends.empty()) {
     exec::waitEvent(body, loc, computed, exec::Stream::Comm);
     for (dist::SendOp send : sends) {
@@ -296,66 +327,95 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
                                      schedule.getKindAttr());
   OpBuilder steps(ctx());
   steps.setInsertionPointToEnd(&op.getBody().emplaceBlock());
-  // Stash slots: a chunk's forward takes the lowest free slot of its
-  // chunk, and its backward for the same microbatch frees it (its W, when
-  // the backward is cut in two: B's values for W share the slot).
-  std::map<int64_t, std::vector<bool>> busy;             // by chunk
-  std::map<std::pair<int64_t, int64_t>, int64_t> slotOf; // (chunk, mb)
-  std::set<std::pair<int64_t, int64_t>> backwardRun;     // (chunk, mb)
-  SmallVector<int64_t> slots;       // per chunk of the stage: the most in use
-  std::set<int64_t> weightPrograms; // chunks whose backward is cut in two
+  // Stash slots, per pool: a chunk's forward takes the lowest free slot of
+  // its chunk, and its backward for the same microbatch frees it. With the
+  // backward cut in two, the forward also takes a held slot and B a passed
+  // one, both freed by W.
+  using Key = std::pair<int64_t, int64_t>;                    // (chunk, pool)
+  std::map<Key, std::vector<bool>> busy;                      // by chunk, pool
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> slotOf; // +mb
+  SmallVector<int64_t> slots[3]; // per pool, per chunk of the stage: most
+  std::set<int64_t> cut;         // chunks whose backward is cut in two
   for (auto &entry : programByName)
     if (entry.second.getPhase() == exec::Phase::Weight)
-      weightPrograms.insert(int64_t(*entry.second.getChunk()));
+      cut.insert(int64_t(*entry.second.getChunk()));
+  auto take = [&](int64_t chunk, int64_t mb, int64_t pool) {
+    std::vector<bool> &used = busy[{chunk, pool}];
+    int64_t slot = std::find(used.begin(), used.end(), false) - used.begin();
+    if (slot == int64_t(used.size()))
+      used.push_back(false);
+    used[slot] = true;
+    slotOf[{chunk, mb, pool}] = slot;
+    int64_t group = chunk / coords.ppSize;
+    if (int64_t(slots[pool].size()) <= group)
+      slots[pool].resize(group + 1, 0);
+    slots[pool][group] = std::max(slots[pool][group], slot + 1);
+    return slot;
+  };
+  // The slot (chunk, mb) holds in `pool`, freed; -1 if it holds none.
+  auto release = [&](int64_t chunk, int64_t mb, int64_t pool) -> int64_t {
+    auto it = slotOf.find({chunk, mb, pool});
+    if (it == slotOf.end())
+      return -1;
+    int64_t slot = it->second;
+    busy[{chunk, pool}][slot] = false;
+    slotOf.erase(it);
+    return slot;
+  };
   for (auto step : schedule.getBody().front().getOps<dist::StepOp>()) {
     // The stage's programs are lowered by now, each with its phase.
     exec::ProgramOp program = programByName.lookup(step.getFunction());
     if (!program)
       return step.emitOpError() << "runs '" << step.getFunction()
                                 << "', which this stage has no program for";
-    IntegerAttr slotAttr;
+    int64_t slot[3] = {-1, -1, -1};
     if (std::optional<uint64_t> chunkOf = program.getChunk()) {
       if (!step.getMicrobatch())
         return step.emitOpError() << "runs a chunk without a microbatch";
       int64_t chunk = int64_t(*chunkOf), mb = int64_t(*step.getMicrobatch());
-      int64_t slot;
-      if (program.getPhase() == exec::Phase::Forward) {
-        std::vector<bool> &used = busy[chunk];
-        slot = std::find(used.begin(), used.end(), false) - used.begin();
-        if (slot == int64_t(used.size()))
-          used.push_back(false);
-        used[slot] = true;
-        slotOf[{chunk, mb}] = slot;
-        int64_t group = chunk / coords.ppSize;
-        if (int64_t(slots.size()) <= group)
-          slots.resize(group + 1, 0);
-        slots[group] = std::max(slots[group], slot + 1);
-      } else {
-        bool weight = program.getPhase() == exec::Phase::Weight;
-        auto it = slotOf.find({chunk, mb});
-        if (it == slotOf.end() || (weight && !backwardRun.count({chunk, mb})))
+      bool split = cut.count(chunk);
+      switch (program.getPhase()) {
+      case exec::Phase::Forward:
+        slot[kUntilBackward] = take(chunk, mb, kUntilBackward);
+        if (split)
+          slot[kHeld] = take(chunk, mb, kHeld);
+        break;
+      case exec::Phase::Backward:
+        slot[kUntilBackward] = release(chunk, mb, kUntilBackward);
+        if (slot[kUntilBackward] < 0)
           return step.emitOpError()
-                 << "runs the " << (weight ? "weights' gradient" : "backward")
-                 << " of chunk " << chunk << " for microbatch " << mb
-                 << " before its " << (weight ? "backward" : "forward");
-        slot = it->second;
-        bool cut = bool(weightPrograms.count(chunk));
-        if (!weight)
-          backwardRun.insert({chunk, mb});
-        if (weight || !cut) {
-          busy[chunk][slot] = false;
-          slotOf.erase(it);
+                 << "runs the backward of chunk " << chunk << " for microbatch "
+                 << mb << " before its forward";
+        if (split) {
+          slot[kHeld] = slotOf[{chunk, mb, kHeld}];
+          slot[kPassed] = take(chunk, mb, kPassed);
         }
+        break;
+      default: // W
+        slot[kHeld] = release(chunk, mb, kHeld);
+        slot[kPassed] = release(chunk, mb, kPassed);
+        if (slot[kPassed] < 0)
+          return step.emitOpError()
+                 << "runs the weights' gradient of chunk " << chunk
+                 << " for microbatch " << mb << " before its backward";
+        break;
       }
-      slotAttr = b.getI64IntegerAttr(slot);
     }
+    auto attr = [&](int64_t s) {
+      return s < 0 ? IntegerAttr() : b.getI64IntegerAttr(s);
+    };
     exec::RunOp::create(steps, step.getLoc(), step.getFunctionAttr(),
-                        step.getMicrobatchAttr(), slotAttr,
-                        step.getExchangeAttr());
+                        step.getMicrobatchAttr(), attr(slot[kUntilBackward]),
+                        step.getExchangeAttr(), attr(slot[kHeld]),
+                        attr(slot[kPassed]));
   }
-  if (!slots.empty())
-    op->getParentOfType<exec::TemplateOp>().setStashSlotsAttr(
-        b.getDenseI64ArrayAttr(slots));
+  auto stage = op->getParentOfType<exec::TemplateOp>();
+  if (!slots[kUntilBackward].empty())
+    stage.setStashSlotsAttr(b.getDenseI64ArrayAttr(slots[kUntilBackward]));
+  if (!slots[kHeld].empty())
+    stage.setHeldSlotsAttr(b.getDenseI64ArrayAttr(slots[kHeld]));
+  if (!slots[kPassed].empty())
+    stage.setPassedSlotsAttr(b.getDenseI64ArrayAttr(slots[kPassed]));
   return success();
 }
 
@@ -416,7 +476,8 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
       coords.pp = stage;
       auto op = exec::TemplateOp::create(
           b, module.getLoc(), b.getI64IntegerAttr(stage), IntegerAttr(),
-          IntegerAttr(), IntegerAttr(), DenseI64ArrayAttr());
+          IntegerAttr(), IntegerAttr(), DenseI64ArrayAttr(),
+          DenseI64ArrayAttr(), DenseI64ArrayAttr());
       op.getBody().emplaceBlock();
       SmallVector<func::FuncOp> functions =
           stageFunctions(module, stage, coords.ppSize);

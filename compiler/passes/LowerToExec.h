@@ -283,7 +283,8 @@ private:
         declarations, module.getLoc(), b.getStringAttr(name),
         TypeAttr::get(type), exec::ArenaAttr::get(ctx(), arena),
         b.getI64IntegerAttr(-1), alias, viewOffset, DenseI64ArrayAttr(),
-        zeroInit ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr());
+        zeroInit ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr(),
+        IntegerAttr());
   }
   /// A 1-D view of `elements` elements of a flat region.
   exec::BufferOp regionView(StringRef name, exec::BufferOp region,
@@ -305,13 +306,17 @@ private:
   /// `keepF32` as result()'s.
   exec::BufferOp temporary(Value value, exec::Arena arena,
                            bool keepF32 = false) {
-    bool stashed = stashValues.contains(value);
+    auto pool = stashValues.find(value);
+    bool stashed = pool != stashValues.end();
     exec::BufferOp buffer = makeBuffer(
         (stashed ? "s" : "t") + std::to_string(counter++),
         keepF32 ? asF32(value.getType()) : storageType(value.getType()),
         stashed ? exec::Arena::Stash : arena);
-    if (stashed)
+    if (stashed) {
       buffer.setStashGroupAttr(b.getI64IntegerAttr(stashGroup));
+      if (pool->second != kUntilBackward)
+        buffer.setStashPoolAttr(b.getI64IntegerAttr(pool->second));
+    }
     buffers[value] = buffer;
     return buffer;
   }
@@ -366,15 +371,19 @@ private:
   // Pipeline chunks: the values @forward_c returns live in the stash, in
   // group `stashGroup` (the chunk's index on its stage); @backward_c's
   // arguments are the same buffers. With the backward cut in two, the
-  // values @backward_c returns live there too, in the same slot, and are
-  // @weight_c's arguments (`weightStash`); the slot is then free after W.
-  llvm::DenseSet<Value> stashValues;
+  // values @backward_c returns are @weight_c's arguments (`weightStash`):
+  // the forward values among them are held in a pool of their own until
+  // W, and B's own values are passed in a third; the rest of the forward's
+  // is freed at B. `stashValues` maps each value to its pool.
+  static constexpr int64_t kUntilBackward = 0, kHeld = 1, kPassed = 2;
+  llvm::DenseMap<Value, int64_t> stashValues;
   int64_t stashGroup = -1;
   llvm::DenseMap<int64_t, SmallVector<exec::BufferOp>> chunkStash;
   llvm::DenseMap<int64_t, SmallVector<exec::BufferOp>> weightStash;
-  // A chunk that receives into the stash: the program that frees the
-  // slot (its backward, or its W) records when it is done with it.
-  llvm::DenseMap<int64_t, exec::EventOp> slotFreed;
+  // A chunk that receives into a pool of the stash: the program that
+  // frees that pool's slot (the backward, B, or W) records when it is done
+  // with it. By (chunk, pool).
+  std::map<std::pair<int64_t, int64_t>, exec::EventOp> slotFreed;
   llvm::DenseMap<StringRef, exec::ProgramOp> programByName;
 };
 

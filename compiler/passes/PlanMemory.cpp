@@ -139,22 +139,32 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
       workspace =
           std::max(workspace, exclusiveBytes + place(lives, exclusiveBytes));
     }
-    // Stash: per chunk of the stage, its buffers end to end make one slot;
-    // the chunk's slots follow each other, and the chunks each other.
-    std::map<int64_t, std::vector<exec::BufferOp>> groups;
+    // Stash: per chunk of the stage and pool, its buffers end to end make
+    // one slot; the slots follow each other, and the pools and chunks each
+    // other.
+    std::map<std::pair<int64_t, int64_t>, std::vector<exec::BufferOp>> groups;
     for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
       if (buffer.getArena() == exec::Arena::Stash && !buffer.getAlias())
-        groups[int64_t(buffer.getStashGroup().value_or(0))].push_back(buffer);
-    ArrayRef<int64_t> slots;
+        groups[{int64_t(buffer.getStashGroup().value_or(0)),
+                int64_t(buffer.getStashPool().value_or(0))}]
+            .push_back(buffer);
+    ArrayRef<int64_t> slotsOf[3];
+    const char *slotsName[3] = {"stash_slots", "held_slots", "passed_slots"};
     if (auto attr = stage.getStashSlotsAttr())
-      slots = attr.asArrayRef();
+      slotsOf[0] = attr.asArrayRef();
+    if (auto attr = stage.getHeldSlotsAttr())
+      slotsOf[1] = attr.asArrayRef();
+    if (auto attr = stage.getPassedSlotsAttr())
+      slotsOf[2] = attr.asArrayRef();
     int64_t stash = 0;
     OpBuilder b(stage);
-    for (auto &[group, members] : groups) {
+    for (auto &[key, members] : groups) {
+      auto [group, pool] = key;
+      ArrayRef<int64_t> slots = slotsOf[pool]; // the verifier keeps pool < 3
       if (group < 0 || group >= int64_t(slots.size()))
         return members.front().emitOpError()
-               << "is in stash group " << group
-               << ", which the template's stash_slots do not size";
+               << "is in stash group " << group << ", which the template's "
+               << slotsName[pool] << " do not size";
       int64_t stride = 0;
       for (exec::BufferOp buffer : members) {
         buffer.setOffset(stash + stride);
@@ -171,6 +181,8 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
                          int64_t(buffer.getViewOffset().value_or(0)));
         if (auto stride = root.getSlotStrideAttr())
           buffer.setSlotStrideAttr(stride);
+        if (auto pool = root.getStashPoolAttr())
+          buffer.setStashPoolAttr(pool);
       } else if (buffer.getArena() == exec::Arena::Workspace &&
                  buffer.getPlacedOffset() < 0) {
         return buffer.emitOpError() << "is never used";

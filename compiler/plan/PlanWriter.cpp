@@ -247,7 +247,8 @@ LogicalResult Writer::stageTemplate(exec::TemplateOp stage) {
     buffers.push_back(plan::CreateBuffer(
         builder, builder.CreateString(buffer.getSymName().str()), arena,
         buffer.getPlacedOffset(), dtype, shape, buffer.getZeroInit(),
-        buffer.getSlotStride().value_or(0), perRank ? &*perRank : nullptr));
+        buffer.getSlotStride().value_or(0), perRank ? &*perRank : nullptr,
+        static_cast<plan::StashPool>(buffer.getStashPool().value_or(0))));
   }
   for (auto event : body.getOps<exec::EventOp>())
     events[event.getSymName()] = events.size();
@@ -306,7 +307,9 @@ LogicalResult Writer::stageTemplate(exec::TemplateOp stage) {
       schedule.push_back(plan::Step(
           programIndex.lookup(run.getProgram()),
           run.getMicrobatch() ? int32_t(*run.getMicrobatch()) : -1,
-          run.getSlot() ? int32_t(*run.getSlot()) : -1, run.getExchange()));
+          run.getSlot() ? int32_t(*run.getSlot()) : -1, run.getExchange(),
+          run.getHeldSlot() ? int32_t(*run.getHeldSlot()) : -1,
+          run.getPassedSlot() ? int32_t(*run.getPassedSlot()) : -1));
   }
 
   stages.push_back(uint32_t(stage.getStage()));

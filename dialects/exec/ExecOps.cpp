@@ -181,6 +181,10 @@ LogicalResult BufferOp::verify() {
     return emitOpError() << "offset must be >= 0 (or -1 before planning)";
   if (getArena() == Arena::Stash && !getAlias() && !getStashGroup())
     return emitOpError() << "is in the stash but names no stash_group";
+  if (std::optional<uint64_t> pool = getStashPool();
+      pool && (*pool > 2 || getArena() != Arena::Stash))
+    return emitOpError() << "names stash_pool " << *pool
+                         << ": pools are 0, 1 and 2, of stash buffers";
   return success();
 }
 

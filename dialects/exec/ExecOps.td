@@ -108,12 +108,16 @@ def Exec_TemplateOp : Exec_Op<"template", [SymbolTable, NoTerminator,
     forward to its backward, one slot per microbatch in flight) are set by
     memory planning: a rank's peak is their sum. `stash_slots` says how
     many slots each of the stage's chunks needs (its schedule's most
-    microbatches in flight).
+    microbatches in flight); with the backward cut in two, `held_slots`
+    and `passed_slots` how many its other pools need (a buffer's
+    `stash_pool`: 1 held from the forward to W, 2 passed from B to W).
   }];
   let arguments = (ins I64Attr:$stage, OptionalAttr<I64Attr>:$persistent_bytes,
                    OptionalAttr<I64Attr>:$workspace_bytes,
                    OptionalAttr<I64Attr>:$stash_bytes,
-                   OptionalAttr<DenseI64ArrayAttr>:$stash_slots);
+                   OptionalAttr<DenseI64ArrayAttr>:$stash_slots,
+                   OptionalAttr<DenseI64ArrayAttr>:$held_slots,
+                   OptionalAttr<DenseI64ArrayAttr>:$passed_slots);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "`stage` $stage attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;
@@ -132,7 +136,10 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"TemplateOp">]> {
 
     A `stash` buffer belongs to the stage's chunk `stash_group` (its index
     among the stage's chunks) and has a copy per slot: a step that runs in
-    slot k finds it `slot_stride` · k bytes past `offset`.
+    slot k finds it `slot_stride` · k bytes past `offset`. Its
+    `stash_pool` (0 when absent) says whose slot: 0 the step's `slot`
+    (held from the forward to the backward, B when cut in two), 1 its
+    `held` slot (from the forward to W), 2 its `passed` slot (from B to W).
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
                    Exec_Arena:$arena, I64Attr:$offset,
@@ -141,7 +148,8 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"TemplateOp">]> {
                    OptionalAttr<DenseI64ArrayAttr>:$per_rank,
                    UnitAttr:$zero_init,
                    OptionalAttr<I64Attr>:$stash_group,
-                   OptionalAttr<I64Attr>:$slot_stride);
+                   OptionalAttr<I64Attr>:$slot_stride,
+                   OptionalAttr<I64Attr>:$stash_pool);
   let assemblyFormat = [{
     $sym_name `:` $type $arena `at` $offset
     (`alias` $alias^ (`+` $view_offset^)?)? attr-dict
@@ -418,16 +426,21 @@ def Exec_RunOp : Exec_Op<"run", [HasParent<"ScheduleOp">]> {
   let summary = "run a program, for a microbatch when it reads inputs";
   let description = [{
     A pipeline chunk's forward and backward for one microbatch run in the
-    same stash `slot`. `exchange`: the pipeline transfers of the steps
+    same stash `slot`; with the backward cut in two, the forward and W in
+    the same `held` slot (forward values W reads) and B and W in the same
+    `passed` slot (what B passes to W). `exchange`: the pipeline transfers of the steps
     since the last exchange point (their sends) and up to the next (their
     receives) are posted here as one group, where Megatron's schedules post
     theirs.
   }];
   let arguments = (ins FlatSymbolRefAttr:$program,
                    OptionalAttr<I64Attr>:$microbatch,
-                   OptionalAttr<I64Attr>:$slot, UnitAttr:$exchange);
+                   OptionalAttr<I64Attr>:$slot, UnitAttr:$exchange,
+                   OptionalAttr<I64Attr>:$held_slot,
+                   OptionalAttr<I64Attr>:$passed_slot);
   let assemblyFormat = [{
-    $program (`microbatch` $microbatch^)? (`slot` $slot^)? attr-dict
+    $program (`microbatch` $microbatch^)? (`slot` $slot^)?
+    (`held` $held_slot^)? (`passed` $passed_slot^)? attr-dict
   }];
 }
 

@@ -130,16 +130,18 @@ std::string Executor::load() {
   return "";
 }
 
-Operand Executor::operand(uint32_t index, int32_t slot) const {
+Operand Executor::operand(uint32_t index, const StashSlots &slots) const {
   if (index == kNoBuffer)
     return {};
-  return {address(index, slot), &rank.buffers[index]};
+  return {address(index, slots), &rank.buffers[index]};
 }
 
-void *Executor::address(uint32_t index, int32_t slot) const {
+void *Executor::address(uint32_t index, const StashSlots &slots) const {
   const Buffer &buffer = rank.buffers[index];
   uint64_t at = buffer.offset;
-  // The plan's checks keep every slot a step names inside the arena.
+  // The plan's checks keep every slot a step names inside the arena, and
+  // give each stash buffer a program names a slot of its pool.
+  int32_t slot = slots[int(buffer.stashPool)];
   if (buffer.arena == Arena::Stash && slot > 0)
     at += buffer.slotStride * uint64_t(slot);
   return backend.arena(buffer.arena) + at;
@@ -160,7 +162,7 @@ void Executor::runInstruction(const Program &program, size_t index,
                               const Step &step, const std::string &where) {
   const Instruction &instruction = program.instructions[index];
   Stream stream = instruction.stream;
-  int32_t slot = step.slot;
+  const StashSlots &slot = step.slots;
   if (const GemmOp *g = instruction.gemm()) {
     Operand operands[5] = {operand(g->a, slot), operand(g->b, slot),
                            operand(g->d, slot), operand(g->bias, slot),
@@ -214,7 +216,7 @@ void Executor::runBody(const Step &step) {
       info.conditional && step.microbatch == int32_t(whole.numMicrobatches) - 1;
   runRange(step, program.bodyBegin, info.graphBegin);
   auto [entry, fresh] =
-      recorded.try_emplace({step.program, step.slot, last}, 0);
+      recorded.try_emplace({step.program, step.slots, last}, 0);
   if (fresh) {
     backend.beginGraph();
     runRange(step, info.graphBegin, info.graphEnd);
@@ -351,7 +353,7 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
                       const std::string &where) {
     const TransferOp &t = *instruction.transfer();
     Transfer out;
-    out.buffer = operand(t.buffer, step.slot);
+    out.buffer = operand(t.buffer, step.slots);
     out.peer = int(whole.onStage(me, t.peerStage));
     out.tag = transferTag(t.channel, step.microbatch);
     // Only a receive waits, so only its timeout needs the words.

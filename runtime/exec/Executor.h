@@ -41,8 +41,9 @@ public:
   Backend &device() { return backend; }
   Collectives &communication() { return collectives; }
 
-  /// A buffer's device address (in stash slot `slot` for a stash buffer).
-  void *address(uint32_t buffer, int32_t slot = 0) const;
+  /// A buffer's device address (for a stash buffer, in the slot of its
+  /// pool among `slots`).
+  void *address(uint32_t buffer, const StashSlots &slots = kNoSlots) const;
   /// The device address of an io entry's buffer, or null.
   void *io(const std::string &name) const;
 
@@ -78,7 +79,7 @@ public:
     deviceTiming = backend.timesDevice();
   }
   /// Runs each step's body as a graph (Backend::beginGraph) recorded the
-  /// first time its program runs in its stash slot, and replayed after:
+  /// first time its program runs in its stash slots, and replayed after:
   /// the body's gemms and launches between the compute stream's leading
   /// waits and trailing records, when that is all it holds. Not while
   /// tracing or profiling, which time each instruction.
@@ -128,7 +129,7 @@ private:
   /// sends of `pending` steps and the leading receives of the steps up to
   /// the next exchange point.
   void exchangeAt(size_t at, std::vector<size_t> &pending);
-  Operand operand(uint32_t buffer, int32_t slot) const;
+  Operand operand(uint32_t buffer, const StashSlots &slots) const;
   double now() const;
 
   const Plan &whole;
@@ -147,9 +148,9 @@ private:
   float gradNormHost = 0;
   std::vector<Operand> scratch; // a launch's operands
   bool fusedKernels = false;    // the backend's runsFusedKernels()
-  // Graphs by (program, stash slot, last microbatch).
+  // Graphs by (program, stash slots, last microbatch).
   bool graphs = false;
-  std::map<std::tuple<uint32_t, int32_t, bool>, uint32_t> recorded;
+  std::map<std::tuple<uint32_t, StashSlots, bool>, uint32_t> recorded;
   int64_t replays = 0;
   // Measurement.
   bool tracing = false, profiling = false;

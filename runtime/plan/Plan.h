@@ -64,6 +64,14 @@ const char *arenaName(Arena arena);
 /// An absent optional operand.
 inline constexpr uint32_t kNoBuffer = 0xFFFFFFFF;
 
+/// A stash buffer's pool (plan.fbs): held from the forward to the
+/// backward (B), from the forward to W, or from B to W.
+enum class StashPool : uint8_t { UntilBackward, Held, Passed };
+inline constexpr int kStashPools = 3;
+/// A step's slot in each pool (-1: none).
+using StashSlots = std::array<int32_t, kStashPools>;
+inline constexpr StashSlots kNoSlots = {-1, -1, -1};
+
 struct Buffer {
   std::string name;
   Arena arena = Arena::Workspace;
@@ -74,6 +82,7 @@ struct Buffer {
   uint64_t bytes = 0;
   bool zeroInit = false;
   uint64_t slotStride = 0; // stash: slot k lies k * slotStride further
+  StashPool stashPool = StashPool::UntilBackward; // stash: whose slot
   PerRank perRank;         // bytes added to the template's offset
   bool isFloat() const { return dtype != DType::I32; }
 };
@@ -263,8 +272,8 @@ struct Io {
 struct Step {
   uint32_t program = 0;
   int32_t microbatch = -1;
-  int32_t slot = -1;     // a pipeline chunk's stash slot
-  bool exchange = false; // an exchange point before this step
+  StashSlots slots = kNoSlots; // a pipeline chunk's stash slot per pool
+  bool exchange = false;       // an exchange point before this step
 };
 
 /// A communication group: the ranks differing from a rank only along

@@ -368,6 +368,9 @@ private:
     out.bytes = uint64_t(elements) * dtypeBytes(out.dtype);
     out.zeroInit = in.zero_init();
     out.slotStride = in.slot_stride();
+    if (in.stash_pool() > plan::StashPool::MAX)
+      return "buffer '" + out.name + "' names an unknown stash pool";
+    out.stashPool = static_cast<StashPool>(in.stash_pool());
     if (const plan::PerRank *perRank = in.per_rank())
       if (std::string error = readPerRank(*perRank, out.perRank);
           !error.empty())
@@ -378,8 +381,10 @@ private:
              std::to_string(out.slotStride) +
              " bytes, not within the stash's " +
              std::to_string(rank.stashBytes);
-    if (out.arena != Arena::Stash && out.slotStride != 0)
-      return "buffer '" + out.name + "' has a slot stride outside the stash";
+    if (out.arena != Arena::Stash &&
+        (out.slotStride != 0 || out.stashPool != StashPool::UntilBackward))
+      return "buffer '" + out.name +
+             "' has a slot stride or stash pool outside the stash";
     if (out.arena == Arena::Stash && out.perRank.stride != 0)
       return "stash buffer '" + out.name + "' moves with the rank";
     return "";
@@ -669,7 +674,16 @@ private:
         return "the schedule names program " + std::to_string(step->program()) +
                " of " + std::to_string(out.programs.size());
       const Program &program = out.programs[step->program()];
-      if (chunked(program.phase) != (step->slot() >= 0))
+      StashSlots slots = {step->slot(), step->held_slot(),
+                          step->passed_slot()};
+      bool slotted = false;
+      for (int32_t slot : slots) {
+        if (slot < -1)
+          return "the schedule runs program '" + program.name +
+                 "' in stash slot " + std::to_string(slot);
+        slotted |= slot >= 0;
+      }
+      if (chunked(program.phase) != slotted)
         return "the schedule runs program '" + program.name + "' " +
                (chunked(program.phase) ? "without" : "with") + " a stash slot";
       bool perMicrobatch = program.phase != Phase::Optimizer;
@@ -678,22 +692,28 @@ private:
         return "the schedule runs program '" + program.name +
                "' for microbatch " + std::to_string(step->microbatch()) +
                " of " + std::to_string(plan->numMicrobatches);
-      out.schedule.push_back({step->program(), step->microbatch(), step->slot(),
-                              step->exchange()});
+      out.schedule.push_back(
+          {step->program(), step->microbatch(), slots, step->exchange()});
     }
     return checkStashSlots(out);
   }
 
-  /// Every stash buffer a program names fits in the highest slot the
-  /// schedule runs it in, without the address arithmetic wrapping (stash
-  /// buffers never move with the rank: checked once per template).
+  /// Every stash buffer a program names has a slot of its pool in every
+  /// step that runs the program, and fits in the highest, without the
+  /// address arithmetic wrapping (stash buffers never move with the rank:
+  /// checked once per template).
   static std::string checkStashSlots(const RankPlan &stage) {
-    std::vector<int32_t> highest(stage.programs.size(), -1);
+    size_t programs = stage.programs.size();
+    std::vector<StashSlots> highest(programs, kNoSlots), lowest(programs);
+    for (size_t p = 0; p < programs; ++p)
+      lowest[p].fill(std::numeric_limits<int32_t>::max());
     for (const Step &step : stage.schedule)
-      highest[step.program] = std::max(highest[step.program], step.slot);
-    for (size_t p = 0; p < stage.programs.size(); ++p) {
-      if (highest[p] < 0)
-        continue;
+      for (int q = 0; q < kStashPools; ++q) {
+        int32_t &high = highest[step.program][q], &low = lowest[step.program][q];
+        high = std::max(high, step.slots[q]);
+        low = std::min(low, step.slots[q]);
+      }
+    for (size_t p = 0; p < programs; ++p) {
       for (const Instruction &instruction : stage.programs[p].instructions)
         for (uint32_t index : instruction.buffers()) {
           // An index out of range is refused with its instruction.
@@ -701,11 +721,17 @@ private:
               stage.buffers[index].arena != Arena::Stash)
             continue;
           const Buffer &b = stage.buffers[index];
+          int q = int(b.stashPool);
+          if (lowest[p][q] == std::numeric_limits<int32_t>::max())
+            continue; // the schedule never runs it
+          if (lowest[p][q] < 0)
+            return "the schedule runs program '" + stage.programs[p].name +
+                   "' without a slot for its stash buffer '" + b.name + "'";
           __int128 end = __int128(b.offset) +
-                         __int128(b.slotStride) * highest[p] + b.bytes;
+                         __int128(b.slotStride) * highest[p][q] + b.bytes;
           if (end > __int128(stage.stashBytes))
             return "the schedule runs program '" + stage.programs[p].name +
-                   "' in stash slot " + std::to_string(highest[p]) +
+                   "' in stash slot " + std::to_string(highest[p][q]) +
                    ", past the stash arena's " +
                    std::to_string(stage.stashBytes) + " bytes";
         }

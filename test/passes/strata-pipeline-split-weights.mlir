@@ -31,6 +31,25 @@
 // ZB-NEXT: dist.step @weight_1 microbatch 1 {exchange}
 // ZB-NEXT: dist.step @weight_1 microbatch 2 {exchange}
 // ZB-NEXT: dist.step @optimizer {exchange}
+// Lowered, the stash has three pools with slots of their own: a forward
+// value only B reads is freed at B (`slot`), one W reads is held until W
+// (`held`), and what B computes for W is passed in a third (`passed`),
+// each sized by the schedule's order. Stage 1 (ZB-H1 holds its first W
+// back): one slot until B, two held, two passed.
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1" --strata-layout-optimizer-state --strata-lower-to-exec --strata-plan-memory | FileCheck %s --check-prefix=POOLS
+// POOLS-LABEL: exec.template stage 1 attributes {held_slots = array<i64: 2>, passed_slots = array<i64: 2>, {{.*}}stash_slots = array<i64: 1>
+// POOLS-DAG: stash at {{[0-9]+}} {slot_stride = {{[0-9]+}} : i64, stash_group = 0 : i64}
+// POOLS-DAG: stash at {{[0-9]+}} {slot_stride = {{[0-9]+}} : i64, stash_group = 0 : i64, stash_pool = 1 : i64}
+// POOLS-DAG: stash at {{[0-9]+}} {slot_stride = {{[0-9]+}} : i64, stash_group = 0 : i64, stash_pool = 2 : i64}
+// POOLS: exec.run @forward_1 microbatch 0 slot 0 held 0 {exchange}
+// POOLS-NEXT: exec.run @backward_1 microbatch 0 slot 0 held 0 passed 0 {exchange}
+// POOLS-NEXT: exec.run @forward_1 microbatch 1 slot 0 held 1 {exchange}
+// POOLS-NEXT: exec.run @backward_1 microbatch 1 slot 0 held 1 passed 1 {exchange}
+// POOLS-NEXT: exec.run @weight_1 microbatch 0 held 0 passed 0 {exchange}
+// POOLS-NEXT: exec.run @forward_1 microbatch 2 slot 0 held 0 {exchange}
+// POOLS-NEXT: exec.run @backward_1 microbatch 2 slot 0 held 0 passed 0 {exchange}
+// POOLS-NEXT: exec.run @weight_1 microbatch 1 held 1 passed 1 {exchange}
+// POOLS-NEXT: exec.run @weight_1 microbatch 2 held 0 passed 0 {exchange}
 // Any other pairing is refused, not a plan that never computes the
 // weights' gradients (or calls a @weight_c that is not there).
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule=microbatches=2 2>&1 | FileCheck %s --check-prefix=WHOLE

@@ -75,6 +75,10 @@ case("offset-wraps", pipeline,
 # The stash: a slot stride that wraps, a schedule slot past the arena.
 case("slot-stride-wraps", pipeline,
      lambda p: stash_buffer(p).update(slot_stride=(1 << 63) + 64))
+# A stash buffer in a pool the steps give no slot; a slot below -1.
+case("pool-without-slot", pipeline,
+     lambda p: stash_buffer(p).update(stash_pool="Held"))
+case("slot-negative", pipeline, lambda p: rank0(p)["schedule"][0].update(slot=-5))
 case("slot-past-stash", pipeline,
      lambda p: next(s for s in rank0(p)["schedule"]
                     if s["slot"] >= 0).update(slot=1 << 30))
