@@ -1,7 +1,6 @@
 //===- ListSchedule.cpp - a pipeline order found on a clock ---------------===//
 #include "compiler/ListSchedule.h"
 
-#include <cmath>
 #include <deque>
 #include <limits>
 
@@ -120,9 +119,16 @@ std::vector<std::vector<Work>> listSchedule(const ListScheduleProblem &problem,
     if (s >= int(problem.inFlightLimit.size()) || problem.inFlightLimit[s] < 1)
       error = "stage " + std::to_string(s) +
               " may hold no microbatch: its in-flight limit must be at least 1";
-  for (int c = 0; c < chunks; ++c)
-    if (!(problem.forward[c] > 0 && problem.backward[c] > 0 &&
-          problem.weight[c] > 0))
+  if (int(problem.forward.size()) != chunks ||
+      int(problem.backward.size()) != chunks ||
+      int(problem.weight.size()) != chunks)
+    error = "every chunk needs a forward, B and W cost";
+  for (int c = 0; error.empty() && c < chunks; ++c)
+    if (problem.stageOfChunk[c] < 0 ||
+        problem.stageOfChunk[c] >= problem.stages)
+      error = "chunk " + std::to_string(c) + " lives on no stage";
+    else if (!(problem.forward[c] > 0 && problem.backward[c] > 0 &&
+               problem.weight[c] > 0))
       error = "chunk " + std::to_string(c) + "'s costs must be positive";
   if (!error.empty())
     return orders;

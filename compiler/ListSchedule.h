@@ -35,7 +35,8 @@ struct ListScheduleProblem {
 };
 
 /// Every stage's order; "" in `error`, else why the stages cannot finish
-/// (a limit below one, or costs that are not positive).
+/// (a limit below one, a chunk on no stage, costs missing or not
+/// positive).
 std::vector<std::vector<sim::Work>>
 listSchedule(const ListScheduleProblem &problem, std::string &error);
 

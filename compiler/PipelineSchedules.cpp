@@ -162,6 +162,13 @@ scheduleOrders(ScheduleKind kind, int p, int v, int m,
   std::vector<std::vector<Work>> orders;
   if (exchange)
     exchange->assign(p, {});
+  if (kind == ScheduleKind::ZeroBubbleH2) {
+    // One list schedule makes every stage's order.
+    orders = zeroBubbleH2(p, m);
+    for (int s = 0; exchange && s < p; ++s)
+      (*exchange)[s].assign(orders[s].size(), true);
+    return orders;
+  }
   for (int s = 0; s < p; ++s)
     orders.push_back(
         stageOrder(kind, p, v, m, s, exchange ? &(*exchange)[s] : nullptr));

@@ -182,11 +182,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   // B frees the forward's slot and W the other two pools'.
   bool cut = chunkAttr && module.lookupSymbol(strata::step::weightOf(chunk));
   bool keepsForW = backward && cut;
-  SmallVector<int64_t, 2> freesPools;
+  SmallVector<exec::StashPool, 2> freesPools;
   if (backward)
-    freesPools.push_back(kUntilBackward);
+    freesPools.push_back(exec::StashPool::UntilBackward);
   if (weight)
-    freesPools.append({kHeld, kPassed});
+    freesPools.append({exec::StashPool::Held, exec::StashPool::Passed});
   auto peerStage = [&](uint64_t of) {
     return b.getI64IntegerAttr(int64_t(of) % coords.ppSize);
   };
@@ -217,16 +217,17 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
             if (auto argument = dyn_cast<BlockArgument>(value))
               held.insert(argument.getArgNumber());
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-        int64_t &pool = stashValues.try_emplace(value, kUntilBackward)
-                            .first->second;
+        exec::StashPool &pool =
+            stashValues.try_emplace(value, exec::StashPool::UntilBackward)
+                .first->second;
         if (held.contains(unsigned(i)))
-          pool = kHeld;
+          pool = exec::StashPool::Held;
       }
     }
     if (keepsForW)
       for (Value value : ret.getOperands())
         if (!isa<BlockArgument>(value))
-          stashValues.try_emplace(value, kPassed);
+          stashValues.try_emplace(value, exec::StashPool::Passed);
     if (!forward) {
       SmallVector<exec::BufferOp> &from =
           weight ? weightStash[chunk] : chunkStash[chunk];
@@ -249,16 +250,17 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
       targets.push_back(temporary(recv, exec::Arena::Workspace));
     // Into a slot: after the program that last freed a slot of that pool
     // is done with it (the stage's order took this slot after).
-    std::set<int64_t> pools;
+    std::set<exec::StashPool> pools;
     for (exec::BufferOp target : targets)
       if (target.getArena() == exec::Arena::Stash)
-        pools.insert(int64_t(target.getStashPool().value_or(0)));
-    for (int64_t pool : pools) {
+        pools.insert(target.getPool());
+    for (exec::StashPool pool : pools) {
       exec::EventOp &freed = slotFreed[{chunk, pool}];
       if (!freed)
         freed = event("freed:chunk" + std::to_string(chunk) +
-                      (pool == kUntilBackward ? ""
-                                              : ":pool" + std::to_string(pool)));
+                      (pool == exec::StashPool::UntilBackward
+                           ? ""
+                           : (":" + exec::stringifyStashPool(pool)).str()));
       exec::waitEvent(body, loc, freed, exec::Stream::Comm);
     }
     for (auto [recv, target] : llvm::zip(recvs, targets))
@@ -290,7 +292,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
         return ret.emitOpError()
                << "returns a value that cannot be stashed (a view, a "
                   "parameter or an input): only computed activations are";
-      if (keepsForW && buffer.getStashPool().value_or(0) == kUntilBackward)
+      if (keepsForW && buffer.getPool() == exec::StashPool::UntilBackward)
         return ret.emitOpError()
                << "passes W a value its slot frees at B";
       (forward ? chunkStash : weightStash)[chunk].push_back(buffer);
@@ -304,7 +306,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     exec::recordEvent(body, loc, computed, exec::Stream::Compute);
   // Lowered after the programs that wait for it (F, then B), whose
   // receives made it.
-  for (int64_t pool : freesPools)
+  for (exec::StashPool pool : freesPools)
     if (exec::EventOp freed = slotFreed[{chunk, pool}])
       exec::recordEvent(body, loc, freed, exec::Stream::Compute);
   if (!sends.empty()) {
@@ -331,15 +333,16 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   // its chunk, and its backward for the same microbatch frees it. With the
   // backward cut in two, the forward also takes a held slot and B a passed
   // one, both freed by W.
-  using Key = std::pair<int64_t, int64_t>;                    // (chunk, pool)
-  std::map<Key, std::vector<bool>> busy;                      // by chunk, pool
-  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> slotOf; // +mb
-  SmallVector<int64_t> slots[3]; // per pool, per chunk of the stage: most
-  std::set<int64_t> cut;         // chunks whose backward is cut in two
+  using Pool = exec::StashPool;
+  constexpr Pool kPools[] = {Pool::UntilBackward, Pool::Held, Pool::Passed};
+  std::map<std::pair<int64_t, Pool>, std::vector<bool>> busy; // chunk, pool
+  std::map<std::tuple<int64_t, int64_t, Pool>, int64_t> slotOf; // +mb
+  std::map<Pool, SmallVector<int64_t>> slots; // per chunk of the stage: most
+  std::set<int64_t> cut; // chunks whose backward is cut in two
   for (auto &entry : programByName)
     if (entry.second.getPhase() == exec::Phase::Weight)
       cut.insert(int64_t(*entry.second.getChunk()));
-  auto take = [&](int64_t chunk, int64_t mb, int64_t pool) {
+  auto take = [&](int64_t chunk, int64_t mb, Pool pool) {
     std::vector<bool> &used = busy[{chunk, pool}];
     int64_t slot = std::find(used.begin(), used.end(), false) - used.begin();
     if (slot == int64_t(used.size()))
@@ -347,13 +350,14 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
     used[slot] = true;
     slotOf[{chunk, mb, pool}] = slot;
     int64_t group = chunk / coords.ppSize;
-    if (int64_t(slots[pool].size()) <= group)
-      slots[pool].resize(group + 1, 0);
-    slots[pool][group] = std::max(slots[pool][group], slot + 1);
+    SmallVector<int64_t> &most = slots[pool];
+    if (int64_t(most.size()) <= group)
+      most.resize(group + 1, 0);
+    most[group] = std::max(most[group], slot + 1);
     return slot;
   };
   // The slot (chunk, mb) holds in `pool`, freed; -1 if it holds none.
-  auto release = [&](int64_t chunk, int64_t mb, int64_t pool) -> int64_t {
+  auto release = [&](int64_t chunk, int64_t mb, Pool pool) -> int64_t {
     auto it = slotOf.find({chunk, mb, pool});
     if (it == slotOf.end())
       return -1;
@@ -368,7 +372,7 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
     if (!program)
       return step.emitOpError() << "runs '" << step.getFunction()
                                 << "', which this stage has no program for";
-    int64_t slot[3] = {-1, -1, -1};
+    std::map<Pool, int64_t> slot; // the step's, by pool
     if (std::optional<uint64_t> chunkOf = program.getChunk()) {
       if (!step.getMicrobatch())
         return step.emitOpError() << "runs a chunk without a microbatch";
@@ -376,46 +380,46 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
       bool split = cut.count(chunk);
       switch (program.getPhase()) {
       case exec::Phase::Forward:
-        slot[kUntilBackward] = take(chunk, mb, kUntilBackward);
+        slot[Pool::UntilBackward] = take(chunk, mb, Pool::UntilBackward);
         if (split)
-          slot[kHeld] = take(chunk, mb, kHeld);
+          slot[Pool::Held] = take(chunk, mb, Pool::Held);
         break;
       case exec::Phase::Backward:
-        slot[kUntilBackward] = release(chunk, mb, kUntilBackward);
-        if (slot[kUntilBackward] < 0)
+        slot[Pool::UntilBackward] = release(chunk, mb, Pool::UntilBackward);
+        if (slot[Pool::UntilBackward] < 0)
           return step.emitOpError()
                  << "runs the backward of chunk " << chunk << " for microbatch "
                  << mb << " before its forward";
         if (split) {
-          slot[kHeld] = slotOf[{chunk, mb, kHeld}];
-          slot[kPassed] = take(chunk, mb, kPassed);
+          slot[Pool::Held] = slotOf.at({chunk, mb, Pool::Held});
+          slot[Pool::Passed] = take(chunk, mb, Pool::Passed);
         }
         break;
       default: // W
-        slot[kHeld] = release(chunk, mb, kHeld);
-        slot[kPassed] = release(chunk, mb, kPassed);
-        if (slot[kPassed] < 0)
+        slot[Pool::Held] = release(chunk, mb, Pool::Held);
+        slot[Pool::Passed] = release(chunk, mb, Pool::Passed);
+        if (slot[Pool::Passed] < 0)
           return step.emitOpError()
                  << "runs the weights' gradient of chunk " << chunk
                  << " for microbatch " << mb << " before its backward";
         break;
       }
     }
-    auto attr = [&](int64_t s) {
-      return s < 0 ? IntegerAttr() : b.getI64IntegerAttr(s);
+    auto attr = [&](Pool pool) {
+      auto it = slot.find(pool);
+      return it == slot.end() || it->second < 0
+                 ? IntegerAttr()
+                 : b.getI64IntegerAttr(it->second);
     };
     exec::RunOp::create(steps, step.getLoc(), step.getFunctionAttr(),
-                        step.getMicrobatchAttr(), attr(slot[kUntilBackward]),
-                        step.getExchangeAttr(), attr(slot[kHeld]),
-                        attr(slot[kPassed]));
+                        step.getMicrobatchAttr(), attr(Pool::UntilBackward),
+                        step.getExchangeAttr(), attr(Pool::Held),
+                        attr(Pool::Passed));
   }
   auto stage = op->getParentOfType<exec::TemplateOp>();
-  if (!slots[kUntilBackward].empty())
-    stage.setStashSlotsAttr(b.getDenseI64ArrayAttr(slots[kUntilBackward]));
-  if (!slots[kHeld].empty())
-    stage.setHeldSlotsAttr(b.getDenseI64ArrayAttr(slots[kHeld]));
-  if (!slots[kPassed].empty())
-    stage.setPassedSlotsAttr(b.getDenseI64ArrayAttr(slots[kPassed]));
+  for (Pool pool : kPools)
+    if (!slots[pool].empty())
+      stage.setSlotsOf(pool, b.getDenseI64ArrayAttr(slots[pool]));
   return success();
 }
 

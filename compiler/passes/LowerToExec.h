@@ -284,7 +284,7 @@ private:
         TypeAttr::get(type), exec::ArenaAttr::get(ctx(), arena),
         b.getI64IntegerAttr(-1), alias, viewOffset, DenseI64ArrayAttr(),
         zeroInit ? b.getUnitAttr() : UnitAttr(), IntegerAttr(), IntegerAttr(),
-        IntegerAttr());
+        exec::StashPoolAttr());
   }
   /// A 1-D view of `elements` elements of a flat region.
   exec::BufferOp regionView(StringRef name, exec::BufferOp region,
@@ -314,8 +314,9 @@ private:
         stashed ? exec::Arena::Stash : arena);
     if (stashed) {
       buffer.setStashGroupAttr(b.getI64IntegerAttr(stashGroup));
-      if (pool->second != kUntilBackward)
-        buffer.setStashPoolAttr(b.getI64IntegerAttr(pool->second));
+      if (pool->second != exec::StashPool::UntilBackward)
+        buffer.setStashPoolAttr(
+            exec::StashPoolAttr::get(b.getContext(), pool->second));
     }
     buffers[value] = buffer;
     return buffer;
@@ -375,15 +376,14 @@ private:
   // the forward values among them are held in a pool of their own until
   // W, and B's own values are passed in a third; the rest of the forward's
   // is freed at B. `stashValues` maps each value to its pool.
-  static constexpr int64_t kUntilBackward = 0, kHeld = 1, kPassed = 2;
-  llvm::DenseMap<Value, int64_t> stashValues;
+  llvm::DenseMap<Value, exec::StashPool> stashValues;
   int64_t stashGroup = -1;
   llvm::DenseMap<int64_t, SmallVector<exec::BufferOp>> chunkStash;
   llvm::DenseMap<int64_t, SmallVector<exec::BufferOp>> weightStash;
   // A chunk that receives into a pool of the stash: the program that
   // frees that pool's slot (the backward, B, or W) records when it is done
   // with it. By (chunk, pool).
-  std::map<std::pair<int64_t, int64_t>, exec::EventOp> slotFreed;
+  std::map<std::pair<int64_t, exec::StashPool>, exec::EventOp> slotFreed;
   llvm::DenseMap<StringRef, exec::ProgramOp> programByName;
 };
 

@@ -142,29 +142,23 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
     // Stash: per chunk of the stage and pool, its buffers end to end make
     // one slot; the slots follow each other, and the pools and chunks each
     // other.
-    std::map<std::pair<int64_t, int64_t>, std::vector<exec::BufferOp>> groups;
+    std::map<std::pair<int64_t, exec::StashPool>, std::vector<exec::BufferOp>>
+        groups;
     for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
       if (buffer.getArena() == exec::Arena::Stash && !buffer.getAlias())
-        groups[{int64_t(buffer.getStashGroup().value_or(0)),
-                int64_t(buffer.getStashPool().value_or(0))}]
+        groups[{int64_t(buffer.getStashGroup().value_or(0)), buffer.getPool()}]
             .push_back(buffer);
-    ArrayRef<int64_t> slotsOf[3];
-    const char *slotsName[3] = {"stash_slots", "held_slots", "passed_slots"};
-    if (auto attr = stage.getStashSlotsAttr())
-      slotsOf[0] = attr.asArrayRef();
-    if (auto attr = stage.getHeldSlotsAttr())
-      slotsOf[1] = attr.asArrayRef();
-    if (auto attr = stage.getPassedSlotsAttr())
-      slotsOf[2] = attr.asArrayRef();
     int64_t stash = 0;
     OpBuilder b(stage);
     for (auto &[key, members] : groups) {
       auto [group, pool] = key;
-      ArrayRef<int64_t> slots = slotsOf[pool]; // the verifier keeps pool < 3
+      ArrayRef<int64_t> slots;
+      if (DenseI64ArrayAttr attr = stage.getSlotsOf(pool))
+        slots = attr.asArrayRef();
       if (group < 0 || group >= int64_t(slots.size()))
         return members.front().emitOpError()
                << "is in stash group " << group << ", which the template's "
-               << slotsName[pool] << " do not size";
+               << exec::stringifyStashPool(pool) << " slots do not size";
       int64_t stride = 0;
       for (exec::BufferOp buffer : members) {
         buffer.setOffset(stash + stride);

@@ -86,6 +86,18 @@ private:
   llvm::DenseMap<const void *, uint32_t> locationOf;
 };
 
+static plan::StashPool stashPoolOf(exec::StashPool pool) {
+  switch (pool) {
+  case exec::StashPool::UntilBackward:
+    return plan::StashPool::UntilBackward;
+  case exec::StashPool::Held:
+    return plan::StashPool::Held;
+  case exec::StashPool::Passed:
+    return plan::StashPool::Passed;
+  }
+  return plan::StashPool::UntilBackward;
+}
+
 static plan::Stream streamOf(exec::Stream stream) {
   return stream == exec::Stream::Comm ? plan::Stream::Comm
                                       : plan::Stream::Compute;
@@ -248,7 +260,7 @@ LogicalResult Writer::stageTemplate(exec::TemplateOp stage) {
         builder, builder.CreateString(buffer.getSymName().str()), arena,
         buffer.getPlacedOffset(), dtype, shape, buffer.getZeroInit(),
         buffer.getSlotStride().value_or(0), perRank ? &*perRank : nullptr,
-        static_cast<plan::StashPool>(buffer.getStashPool().value_or(0))));
+        stashPoolOf(buffer.getPool())));
   }
   for (auto event : body.getOps<exec::EventOp>())
     events[event.getSymName()] = events.size();

@@ -181,10 +181,8 @@ LogicalResult BufferOp::verify() {
     return emitOpError() << "offset must be >= 0 (or -1 before planning)";
   if (getArena() == Arena::Stash && !getAlias() && !getStashGroup())
     return emitOpError() << "is in the stash but names no stash_group";
-  if (std::optional<uint64_t> pool = getStashPool();
-      pool && (*pool > 2 || getArena() != Arena::Stash))
-    return emitOpError() << "names stash_pool " << *pool
-                         << ": pools are 0, 1 and 2, of stash buffers";
+  if (getStashPool() && getArena() != Arena::Stash)
+    return emitOpError() << "names a stash_pool but is not in the stash";
   return success();
 }
 
@@ -382,6 +380,29 @@ LogicalResult CollectiveOp::verify() {
 /// One pass over the template: every symbol an op names is a buffer (an
 /// event, a program). Done here rather than per op so that a template with
 /// many thousands of buffers is checked in linear time.
+DenseI64ArrayAttr TemplateOp::getSlotsOf(StashPool pool) {
+  switch (pool) {
+  case StashPool::UntilBackward:
+    return getStashSlotsAttr();
+  case StashPool::Held:
+    return getHeldSlotsAttr();
+  case StashPool::Passed:
+    return getPassedSlotsAttr();
+  }
+  return {};
+}
+
+void TemplateOp::setSlotsOf(StashPool pool, DenseI64ArrayAttr slots) {
+  switch (pool) {
+  case StashPool::UntilBackward:
+    return setStashSlotsAttr(slots);
+  case StashPool::Held:
+    return setHeldSlotsAttr(slots);
+  case StashPool::Passed:
+    return setPassedSlotsAttr(slots);
+  }
+}
+
 LogicalResult TemplateOp::verifyRegions() {
   llvm::StringMap<Operation *> symbols;
   for (Operation &op : getBody().front())

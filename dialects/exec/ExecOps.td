@@ -74,6 +74,16 @@ def Exec_Phase : I32EnumAttr<"Phase", "what a program is to the schedule", [
   let cppNamespace = "::strata::exec";
 }
 
+// Whose slot a stash buffer lives in (plan.fbs's StashPool): held from
+// the forward to the backward (B when cut in two), from the forward to W,
+// or from B to W.
+def Exec_StashPool : I32EnumAttr<"StashPool", "whose slot a stash buffer is in", [
+    I32EnumAttrCase<"UntilBackward", 0, "until_backward">,
+    I32EnumAttrCase<"Held", 1, "held">,
+    I32EnumAttrCase<"Passed", 2, "passed">]> {
+  let cppNamespace = "::strata::exec";
+}
+
 def Exec_Epilogue : I32EnumAttr<"Epilogue", "what a gemm does after", [
     I32EnumAttrCase<"None", 0, "none">,
     I32EnumAttrCase<"Bias", 1, "bias">,
@@ -121,6 +131,12 @@ def Exec_TemplateOp : Exec_Op<"template", [SymbolTable, NoTerminator,
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "`stage` $stage attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The slot counts of a stash pool, per chunk of the stage (null when
+    /// none is set).
+    ::mlir::DenseI64ArrayAttr getSlotsOf(StashPool pool);
+    void setSlotsOf(StashPool pool, ::mlir::DenseI64ArrayAttr slots);
+  }];
 }
 
 def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"TemplateOp">]> {
@@ -149,7 +165,7 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"TemplateOp">]> {
                    UnitAttr:$zero_init,
                    OptionalAttr<I64Attr>:$stash_group,
                    OptionalAttr<I64Attr>:$slot_stride,
-                   OptionalAttr<I64Attr>:$stash_pool);
+                   OptionalAttr<Exec_StashPool>:$stash_pool);
   let assemblyFormat = [{
     $sym_name `:` $type $arena `at` $offset
     (`alias` $alias^ (`+` $view_offset^)?)? attr-dict
@@ -163,6 +179,10 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"TemplateOp">]> {
     }
     /// The offset, signed: -1 before planning (I64Attr reads unsigned).
     int64_t getPlacedOffset() { return static_cast<int64_t>(getOffset()); }
+    /// The stash pool, UntilBackward when absent.
+    StashPool getPool() {
+      return getStashPool().value_or(StashPool::UntilBackward);
+    }
   }];
 }
 

@@ -8,22 +8,29 @@
 
 namespace strata::sim {
 
+const char *letter(Phase phase) {
+  return phase == Phase::Forward    ? "F"
+         : phase == Phase::Backward ? "B"
+                                    : "W";
+}
+
 std::string describe(const Work &work) {
-  const char *letter = work.phase == Phase::Forward    ? "F"
-                       : work.phase == Phase::Backward ? "B"
-                                                       : "W";
-  return letter + std::to_string(work.microbatch) + "." +
+  return letter(work.phase) + std::to_string(work.microbatch) + "." +
          std::to_string(work.chunk);
+}
+
+bool holdsWeights(const std::vector<std::vector<Work>> &orders) {
+  for (const std::vector<Work> &order : orders)
+    for (const Work &w : order)
+      if (w.phase == Phase::Weight)
+        return true;
+  return false;
 }
 
 Costs unitCosts(const std::vector<std::vector<Work>> &orders) {
   Costs costs;
-  for (const std::vector<Work> &order : orders)
-    for (const Work &w : order)
-      if (w.phase == Phase::Weight) {
-        costs.backward = costs.weight = 1;
-        return costs;
-      }
+  if (holdsWeights(orders))
+    costs.backward = costs.weight = 1;
   return costs;
 }
 
@@ -37,10 +44,7 @@ std::string checkCoverage(const std::vector<std::vector<Work>> &orders,
                           int chunks, int microbatches) {
   int stages = int(orders.size());
   std::map<Key, int> forwards, backwards, weights;
-  bool split = false;
-  for (const std::vector<Work> &order : orders)
-    for (const Work &w : order)
-      split |= w.phase == Phase::Weight;
+  bool split = holdsWeights(orders);
   for (int s = 0; s < stages; ++s) {
     for (const Work &w : orders[s]) {
       if (w.chunk < 0 || w.chunk >= chunks || w.microbatch < 0 ||

@@ -32,9 +32,15 @@ struct Work {
   bool operator==(const Work &) const = default;
 };
 
+/// "F", "B" or "W".
+const char *letter(Phase phase);
+
 /// "F3.1": forward of microbatch 3 on chunk 1 (B for backward, W for the
 /// weights' gradient).
 std::string describe(const Work &work);
+
+/// Whether any order holds a W (the backward is cut in two).
+bool holdsWeights(const std::vector<std::vector<Work>> &orders);
 
 /// Costs in any unit. A chunk's forward costs `forward / chunksPerStage`:
 /// the costs are a whole stage's, so that interleaving (more, smaller

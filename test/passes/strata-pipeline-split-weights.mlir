@@ -39,8 +39,8 @@
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1" --strata-layout-optimizer-state --strata-lower-to-exec --strata-plan-memory | FileCheck %s --check-prefix=POOLS
 // POOLS-LABEL: exec.template stage 1 attributes {held_slots = array<i64: 2>, passed_slots = array<i64: 2>, {{.*}}stash_slots = array<i64: 1>
 // POOLS-DAG: stash at {{[0-9]+}} {slot_stride = {{[0-9]+}} : i64, stash_group = 0 : i64}
-// POOLS-DAG: stash at {{[0-9]+}} {slot_stride = {{[0-9]+}} : i64, stash_group = 0 : i64, stash_pool = 1 : i64}
-// POOLS-DAG: stash at {{[0-9]+}} {slot_stride = {{[0-9]+}} : i64, stash_group = 0 : i64, stash_pool = 2 : i64}
+// POOLS-DAG: stash at {{[0-9]+}} {slot_stride = {{[0-9]+}} : i64, stash_group = 0 : i64, stash_pool = 1 : i32}
+// POOLS-DAG: stash at {{[0-9]+}} {slot_stride = {{[0-9]+}} : i64, stash_group = 0 : i64, stash_pool = 2 : i32}
 // POOLS: exec.run @forward_1 microbatch 0 slot 0 held 0 {exchange}
 // POOLS-NEXT: exec.run @backward_1 microbatch 0 slot 0 held 0 passed 0 {exchange}
 // POOLS-NEXT: exec.run @forward_1 microbatch 1 slot 0 held 1 {exchange}

@@ -462,6 +462,13 @@ TEST(ListSchedule, RefusesWhatCannotFinish) {
   problem.weight = {1, 0};
   pipeline::listSchedule(problem, error);
   EXPECT_EQ(error, "chunk 1's costs must be positive");
+  problem.weight = {1};
+  pipeline::listSchedule(problem, error);
+  EXPECT_EQ(error, "every chunk needs a forward, B and W cost");
+  problem.weight = {1, 1};
+  problem.stageOfChunk = {0, 2};
+  pipeline::listSchedule(problem, error);
+  EXPECT_EQ(error, "chunk 1 lives on no stage");
 }
 
 TEST(ListSchedule, FillsTheHolesWithWeightGradients) {

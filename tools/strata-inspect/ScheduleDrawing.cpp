@@ -56,13 +56,6 @@ int localChunk(const Picture &picture, const sim::Work &work) {
 
 } // namespace
 
-/// A work's letter in the text picture and the SVG's class.
-const char *letterOf(sim::Phase phase) {
-  return phase == sim::Phase::Forward    ? "F"
-         : phase == sim::Phase::Backward ? "B"
-                                         : "W";
-}
-
 std::string drawText(const Picture &picture) {
   // Columns of the shortest duration; a forward reads "F3a" (microbatch 3
   // on the stage's first chunk), a backward "B3a" with a tail of '-' to its
@@ -98,7 +91,7 @@ std::string drawText(const Picture &picture) {
       size_t end = size_t(std::llround(t.end / quantum)) * label;
       end = std::min(end, row.size());
       std::string text =
-          letterOf(t.work.phase) + std::to_string(t.work.microbatch);
+          sim::letter(t.work.phase) + std::to_string(t.work.microbatch);
       if (picture.chunksPerStage > 1)
         text += char('a' + localChunk(picture, t.work) % 26);
       char tail = t.work.phase == sim::Phase::Forward    ? ' '
