@@ -18,6 +18,7 @@
 #include "compiler/Mesh.h"
 #include "compiler/Passes.h"
 #include "compiler/PipelineSchedules.h"
+#include "runtime/schedule/TransferGroups.h"
 #include "compiler/StepFunctions.h"
 #include "dialects/dist/DistDialect.h"
 

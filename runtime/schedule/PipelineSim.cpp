@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
-#include <tuple>
 
 namespace strata::sim {
 
@@ -32,6 +30,21 @@ Costs unitCosts(const std::vector<std::vector<Work>> &orders) {
   if (holdsWeights(orders))
     costs.backward = costs.weight = 1;
   return costs;
+}
+
+double workCost(const Costs &costs, const Work &work, int stages,
+                int chunks) {
+  const std::vector<double> &own = work.phase == Phase::Forward
+                                       ? costs.chunkForward
+                                   : work.phase == Phase::Backward
+                                       ? costs.chunkBackward
+                                       : costs.chunkWeight;
+  if (size_t(work.chunk) < own.size())
+    return own[size_t(work.chunk)];
+  double stage = work.phase == Phase::Forward    ? costs.forward
+                 : work.phase == Phase::Backward ? costs.backward
+                                                 : costs.weight;
+  return stage * double(stages) / double(chunks);
 }
 
 namespace {
@@ -93,9 +106,6 @@ SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
   result.deadlock = checkCoverage(orders, chunks, microbatches);
   if (!result.deadlock.empty())
     return result;
-  double perChunk = double(stages) / double(chunks);
-  double forward = costs.forward * perChunk,
-         backward = costs.backward * perChunk, weight = costs.weight * perChunk;
 
   std::map<std::pair<Key, Phase>, double> done; // end time, by work
   std::vector<size_t> next(stages, 0);
@@ -128,9 +138,7 @@ SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
           double transfer = on.chunk % stages == s ? 0 : costs.transfer;
           ready = std::max(ready, it->second + transfer);
         }
-        double cost = w.phase == Phase::Forward    ? forward
-                      : w.phase == Phase::Backward ? backward
-                                                   : weight;
+        double cost = workCost(costs, w, stages, chunks);
         result.stages[s].push_back({w, ready, ready + cost});
         done[{{w.chunk, w.microbatch}, w.phase}] = ready + cost;
         freeAt[s] = ready + cost;
@@ -191,132 +199,6 @@ fromMeasured(const std::vector<std::vector<Work>> &orders,
     }
   result.makespan = last - first;
   return result;
-}
-
-namespace {
-
-/// A transfer between stages: a forward's activation to the next chunk, a
-/// backward's gradient to the previous one.
-struct Transfer {
-  bool gradient = false;
-  int fromChunk = 0, microbatch = 0;
-  auto key() const { return std::tie(gradient, fromChunk, microbatch); }
-  bool operator<(const Transfer &o) const { return key() < o.key(); }
-  bool operator==(const Transfer &o) const { return key() == o.key(); }
-};
-
-struct Group {
-  std::vector<Transfer> sends, receives; // to or from other stages
-  int before = 0;                        // the work index this group precedes
-};
-
-} // namespace
-
-std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
-                                const std::vector<std::vector<bool>> &exchange,
-                                int chunks) {
-  int stages = int(orders.size());
-  auto stageOf = [&](int chunk) { return chunk % stages; };
-  // What a work sends and receives across stages (a W neither).
-  auto sends = [&](const Work &w, std::vector<Transfer> &out) {
-    if (w.phase == Phase::Weight)
-      return;
-    int to = w.phase == Phase::Forward ? w.chunk + 1 : w.chunk - 1;
-    if (to >= 0 && to < chunks && stageOf(to) != stageOf(w.chunk))
-      out.push_back({w.phase == Phase::Backward, w.chunk, w.microbatch});
-  };
-  auto receives = [&](const Work &w, std::vector<Transfer> &out) {
-    if (w.phase == Phase::Weight)
-      return;
-    int from = w.phase == Phase::Forward ? w.chunk - 1 : w.chunk + 1;
-    if (from >= 0 && from < chunks && stageOf(from) != stageOf(w.chunk))
-      out.push_back({w.phase == Phase::Backward, from, w.microbatch});
-  };
-  std::vector<std::vector<Group>> groups(stages);
-  for (int s = 0; s < stages; ++s) {
-    const std::vector<Work> &order = orders[s];
-    std::vector<Transfer> pending;
-    for (size_t i = 0; i <= order.size(); ++i) {
-      bool point = i == order.size() || i == 0 ||
-                   (i < exchange[s].size() && exchange[s][i]);
-      if (!point) {
-        sends(order[i], pending);
-        continue;
-      }
-      Group group;
-      group.before = int(i);
-      group.sends = std::move(pending);
-      pending.clear();
-      for (size_t j = i; j < order.size(); ++j) {
-        if (j > i && j < exchange[s].size() && exchange[s][j])
-          break;
-        receives(order[j], group.receives);
-      }
-      groups[s].push_back(std::move(group));
-      if (i < order.size())
-        sends(order[i], pending);
-    }
-  }
-  // Matched transfers, per stage's current group.
-  std::vector<size_t> at(stages, 0);
-  std::vector<std::set<std::pair<bool, Transfer>>> done(stages);
-  auto current = [&](int s) -> const Group * {
-    return at[s] < groups[s].size() ? &groups[s][at[s]] : nullptr;
-  };
-  auto has = [](const std::vector<Transfer> &list, const Transfer &t) {
-    return std::find(list.begin(), list.end(), t) != list.end();
-  };
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int s = 0; s < stages; ++s) {
-      const Group *group = current(s);
-      if (!group)
-        continue;
-      for (const Transfer &t : group->sends) {
-        if (done[s].count({true, t}))
-          continue;
-        int to = stageOf(t.gradient ? t.fromChunk - 1 : t.fromChunk + 1);
-        const Group *other = current(to);
-        if (other && has(other->receives, t)) {
-          done[s].insert({true, t});
-          done[to].insert({false, t});
-          progress = true;
-        }
-      }
-      if (done[s].size() == group->sends.size() + group->receives.size()) {
-        ++at[s];
-        done[s].clear();
-        progress = true;
-      }
-    }
-  }
-  std::string stuck;
-  for (int s = 0; s < stages; ++s) {
-    const Group *group = current(s);
-    if (!group)
-      continue;
-    std::string what;
-    for (const Transfer &t : group->sends)
-      if (!done[s].count({true, t}))
-        what = "sending " +
-               describe({t.gradient ? Phase::Backward : Phase::Forward,
-                         t.fromChunk, t.microbatch}) +
-               "'s output";
-    for (const Transfer &t : group->receives)
-      if (what.empty() && !done[s].count({false, t}))
-        what = "receiving " +
-               describe({t.gradient ? Phase::Backward : Phase::Forward,
-                         t.fromChunk, t.microbatch}) +
-               "'s output";
-    size_t before = size_t(group->before);
-    stuck +=
-        (stuck.empty() ? "" : "; ") + std::string("stage ") +
-        std::to_string(s) + " waits " + what +
-        (before < orders[s].size() ? " before " + describe(orders[s][before])
-                                   : " after its last work");
-  }
-  return stuck;
 }
 
 int inFlight(const std::vector<Work> &order) {

@@ -51,7 +51,14 @@ struct Costs {
   double forward = 1, backward = 2;
   double transfer = 0; // between dependent work on different stages
   double weight = 0;
+  /// Per chunk, where given (one entry a chunk): its own forward, B (or
+  /// whole backward) and W cost, in place of the stage's share above, so
+  /// that the first chunk's embedding and the last one's loss count.
+  std::vector<double> chunkForward, chunkBackward, chunkWeight;
 };
+
+/// What `work` costs of `costs` with `stages` stages and `chunks` chunks.
+double workCost(const Costs &costs, const Work &work, int stages, int chunks);
 
 /// Unit costs: a stage's forward 1 and backward 2, or, where any order
 /// holds a W, forward, B and W 1 each (the zero-bubble paper's).
@@ -105,19 +112,6 @@ fromMeasured(const std::vector<std::vector<Work>> &orders,
 /// run whose backward has not (whose W has not, where the order holds W's:
 /// W reads what the forward kept).
 int inFlight(const std::vector<Work> &order);
-
-/// Checks that the orders cannot deadlock when a send waits until its
-/// receive is posted (as NCCL's do, unlike transports that copy and post).
-/// Each stage posts its transfers in groups at its exchange points
-/// (`exchange[s][i]`: one before its i-th work; the end is one too): the
-/// sends of the works since the last point and the receives of the works
-/// up to the next, all at once. A transfer completes when both ends are
-/// posted; a group ends when all of its transfers have. Transfers between
-/// chunks of one stage are copies and never wait. Returns "" or where the
-/// stages would wait for each other forever.
-std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
-                                const std::vector<std::vector<bool>> &exchange,
-                                int chunks);
 
 } // namespace strata::sim
 

@@ -1,0 +1,334 @@
+//===- TransferGroups.cpp - a schedule's transfers as the runtime posts them =//
+#include "runtime/schedule/TransferGroups.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+namespace strata::sim {
+
+namespace {
+
+/// A transfer between stages: a forward's activation to the next chunk, a
+/// backward's gradient to the previous one.
+struct Transfer {
+  bool gradient = false;
+  int fromChunk = 0, microbatch = 0;
+  auto key() const { return std::tie(gradient, fromChunk, microbatch); }
+  bool operator<(const Transfer &o) const { return key() < o.key(); }
+  bool operator==(const Transfer &o) const { return key() == o.key(); }
+};
+
+struct Group {
+  std::vector<Transfer> sends, receives; // to or from other stages
+  // The index of the work each send comes from and each receive goes to.
+  std::vector<int> sendWork, receiveWork;
+  int before = 0; // the work index this group precedes
+};
+
+/// Each stage's groups, in the order it posts them.
+struct Groups {
+  int stages = 0, chunks = 0;
+  std::vector<std::vector<Group>> of; // by stage
+  int stageOf(int chunk) const { return chunk % stages; }
+  /// The stage at the other end of `t` from its sender.
+  int receiverOf(const Transfer &t) const {
+    return stageOf(t.gradient ? t.fromChunk - 1 : t.fromChunk + 1);
+  }
+  /// What `w` sends to, or receives from, another stage (a W neither).
+  bool sends(const Work &w, Transfer &out) const {
+    int to = w.phase == Phase::Forward ? w.chunk + 1 : w.chunk - 1;
+    out = {w.phase == Phase::Backward, w.chunk, w.microbatch};
+    return w.phase != Phase::Weight && to >= 0 && to < chunks &&
+           stageOf(to) != stageOf(w.chunk);
+  }
+  bool receives(const Work &w, Transfer &out) const {
+    int from = w.phase == Phase::Forward ? w.chunk - 1 : w.chunk + 1;
+    out = {w.phase == Phase::Backward, from, w.microbatch};
+    return w.phase != Phase::Weight && from >= 0 && from < chunks &&
+           stageOf(from) != stageOf(w.chunk);
+  }
+};
+
+Groups buildGroups(const std::vector<std::vector<Work>> &orders,
+                   const std::vector<std::vector<bool>> &exchange,
+                   int chunks) {
+  Groups groups;
+  groups.stages = int(orders.size());
+  groups.chunks = chunks;
+  groups.of.resize(orders.size());
+  for (size_t s = 0; s < orders.size(); ++s) {
+    const std::vector<Work> &order = orders[s];
+    Group next; // the sends pending for the next point
+    for (size_t i = 0; i <= order.size(); ++i) {
+      bool point = i == order.size() || i == 0 ||
+                   (i < exchange[s].size() && exchange[s][i]);
+      Transfer t;
+      if (point) {
+        Group group = std::move(next);
+        next = Group();
+        group.before = int(i);
+        for (size_t j = i; j < order.size(); ++j) {
+          if (j > i && j < exchange[s].size() && exchange[s][j])
+            break;
+          if (groups.receives(order[j], t)) {
+            group.receives.push_back(t);
+            group.receiveWork.push_back(int(j));
+          }
+        }
+        groups.of[s].push_back(std::move(group));
+      }
+      if (i < order.size() && groups.sends(order[i], t)) {
+        next.sends.push_back(t);
+        next.sendWork.push_back(int(i));
+      }
+    }
+  }
+  return groups;
+}
+
+} // namespace
+
+std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
+                                const std::vector<std::vector<bool>> &exchange,
+                                int chunks) {
+  Groups all = buildGroups(orders, exchange, chunks);
+  int stages = all.stages;
+  // Matched transfers, per stage's current group.
+  std::vector<size_t> at(stages, 0);
+  std::vector<std::set<std::pair<bool, Transfer>>> done(stages);
+  auto current = [&](int s) -> const Group * {
+    return at[s] < all.of[s].size() ? &all.of[s][at[s]] : nullptr;
+  };
+  auto has = [](const std::vector<Transfer> &list, const Transfer &t) {
+    return std::find(list.begin(), list.end(), t) != list.end();
+  };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < stages; ++s) {
+      const Group *group = current(s);
+      if (!group)
+        continue;
+      for (const Transfer &t : group->sends) {
+        if (done[s].count({true, t}))
+          continue;
+        int to = all.receiverOf(t);
+        const Group *other = current(to);
+        if (other && has(other->receives, t)) {
+          done[s].insert({true, t});
+          done[to].insert({false, t});
+          progress = true;
+        }
+      }
+      if (done[s].size() == group->sends.size() + group->receives.size()) {
+        ++at[s];
+        done[s].clear();
+        progress = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (int s = 0; s < stages; ++s) {
+    const Group *group = current(s);
+    if (!group)
+      continue;
+    std::string what;
+    for (const Transfer &t : group->sends)
+      if (!done[s].count({true, t}))
+        what = "sending " +
+               describe({t.gradient ? Phase::Backward : Phase::Forward,
+                         t.fromChunk, t.microbatch}) +
+               "'s output";
+    for (const Transfer &t : group->receives)
+      if (what.empty() && !done[s].count({false, t}))
+        what = "receiving " +
+               describe({t.gradient ? Phase::Backward : Phase::Forward,
+                         t.fromChunk, t.microbatch}) +
+               "'s output";
+    size_t before = size_t(group->before);
+    stuck +=
+        (stuck.empty() ? "" : "; ") + std::string("stage ") +
+        std::to_string(s) + " waits " + what +
+        (before < orders[s].size() ? " before " + describe(orders[s][before])
+                                   : " after its last work");
+  }
+  return stuck;
+}
+
+SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
+                            const std::vector<std::vector<bool>> &exchange,
+                            int chunks, int microbatches, const Costs &costs) {
+  // The data-dependency run checks the orders and finds plain deadlocks.
+  SimResult result = simulate(orders, chunks, microbatches, costs);
+  if (!result.deadlock.empty())
+    return result;
+  if (std::string stuck = checkTransferGroups(orders, exchange, chunks);
+      !stuck.empty()) {
+    result.deadlock = stuck;
+    return result;
+  }
+  Groups all = buildGroups(orders, exchange, chunks);
+  int stages = all.stages;
+  constexpr double kUnknown = -1;
+  struct Stage {
+    std::vector<double> groupStart, groupEnd, workEnd;
+    std::vector<int> receivedIn, sentIn; // each work's groups, or -1
+    std::vector<int> lastRun;            // the same program's run before
+    size_t nextGroup = 0, nextWork = 0;
+    double free = 0, busy = 0;
+  };
+  std::vector<Stage> state(stages);
+  // Where each transfer's two sides are posted: (stage, group).
+  std::map<std::pair<bool, Transfer>, std::pair<int, int>> postedAt;
+  for (int s = 0; s < stages; ++s) {
+    Stage &st = state[s];
+    size_t groups = all.of[s].size(), works = orders[s].size();
+    st.groupStart.assign(groups, kUnknown);
+    st.groupEnd.assign(groups, kUnknown);
+    st.workEnd.assign(works, kUnknown);
+    st.receivedIn.assign(works, -1);
+    st.sentIn.assign(works, -1);
+    st.lastRun.assign(works, -1);
+    for (size_t g = 0; g < groups; ++g) {
+      const Group &group = all.of[s][g];
+      for (size_t k = 0; k < group.sends.size(); ++k) {
+        postedAt[{true, group.sends[k]}] = {s, int(g)};
+        st.sentIn[size_t(group.sendWork[k])] = int(g);
+      }
+      for (size_t k = 0; k < group.receives.size(); ++k) {
+        postedAt[{false, group.receives[k]}] = {s, int(g)};
+        st.receivedIn[size_t(group.receiveWork[k])] = int(g);
+      }
+    }
+    std::map<std::pair<int, Phase>, int> last;
+    for (size_t i = 0; i < works; ++i) {
+      auto [it, fresh] =
+          last.try_emplace({orders[s][i].chunk, orders[s][i].phase}, int(i));
+      if (!fresh)
+        st.lastRun[i] = std::exchange(it->second, int(i));
+    }
+  }
+  // End times of works, for a dependency within one stage (no transfer).
+  std::map<std::pair<std::pair<int, int>, Phase>, double> ended;
+  auto known = [](double t) { return t != kUnknown; };
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int s = 0; s < stages; ++s) {
+      Stage &st = state[s];
+      const std::vector<Group> &groups = all.of[s];
+      // Start the next group once what it needs has ended.
+      while (st.nextGroup < groups.size()) {
+        size_t g = st.nextGroup;
+        const Group &group = groups[g];
+        double start = g > 0 ? st.groupEnd[g - 1] : 0;
+        bool ready = known(start);
+        for (int w : group.sendWork)
+          if (ready && (ready = known(st.workEnd[size_t(w)])))
+            start = std::max(start, st.workEnd[size_t(w)]);
+        for (int w : group.receiveWork) {
+          int before = st.lastRun[size_t(w)];
+          if (ready && before >= 0 &&
+              (ready = known(st.workEnd[size_t(before)])))
+            start = std::max(start, st.workEnd[size_t(before)]);
+        }
+        if (!ready)
+          break;
+        st.groupStart[g] = start;
+        ++st.nextGroup;
+        progress = true;
+      }
+      // End the last started group once every peer has posted its side.
+      if (st.nextGroup > 0 && !known(st.groupEnd[st.nextGroup - 1])) {
+        size_t g = st.nextGroup - 1;
+        const Group &group = groups[g];
+        double end = st.groupStart[g];
+        bool ready = true;
+        auto meet = [&](bool send, const Transfer &t) {
+          auto [peer, at] = postedAt.at({!send, t});
+          double other = state[size_t(peer)].groupStart[size_t(at)];
+          if (!known(other))
+            ready = false;
+          else
+            end = std::max(end, std::max(st.groupStart[g], other) +
+                                    costs.transfer);
+        };
+        for (const Transfer &t : group.sends)
+          meet(true, t);
+        for (const Transfer &t : group.receives)
+          meet(false, t);
+        if (ready) {
+          st.groupEnd[g] = end;
+          progress = true;
+        }
+      }
+      // Run works whose inputs have arrived and whose last sends left.
+      while (st.nextWork < orders[s].size()) {
+        size_t i = st.nextWork;
+        const Work &w = orders[s][i];
+        double start = st.free;
+        bool ready = true;
+        auto after = [&](double t) {
+          if (ready && (ready = known(t)))
+            start = std::max(start, t);
+        };
+        if (st.receivedIn[i] >= 0)
+          after(st.groupEnd[size_t(st.receivedIn[i])]);
+        if (int before = st.lastRun[i];
+            before >= 0 && st.sentIn[size_t(before)] >= 0)
+          after(st.groupEnd[size_t(st.sentIn[size_t(before)])]);
+        // A dependency on a chunk of this stage: no transfer, its end.
+        Transfer t;
+        bool crossStage = all.receives(w, t);
+        if (!crossStage && w.phase != Phase::Weight) {
+          Work on = w;
+          if (w.phase == Phase::Forward && w.chunk > 0)
+            on.chunk = w.chunk - 1;
+          else if (w.phase == Phase::Backward && w.chunk + 1 < chunks)
+            on.chunk = w.chunk + 1;
+          else if (w.phase == Phase::Backward)
+            on.phase = Phase::Forward;
+          if (!(on == w)) {
+            auto it = ended.find({{on.chunk, on.microbatch}, on.phase});
+            after(it == ended.end() ? kUnknown : it->second);
+          }
+        }
+        if (!ready)
+          break;
+        double cost = workCost(costs, w, stages, chunks);
+        st.workEnd[i] = start + cost;
+        st.free = start + cost;
+        st.busy += cost;
+        ended[{{w.chunk, w.microbatch}, w.phase}] = start + cost;
+        result.stages[size_t(s)][i] = {w, start, start + cost};
+        ++st.nextWork;
+        progress = true;
+      }
+    }
+  }
+  result.makespan = result.busy = result.idleWithin = 0;
+  for (int s = 0; s < stages; ++s) {
+    Stage &st = state[s];
+    if (st.nextWork < orders[s].size()) {
+      result.deadlock += (result.deadlock.empty() ? "" : "; ") +
+                         std::string("stage ") + std::to_string(s) +
+                         " waits before " + describe(orders[s][st.nextWork]);
+      continue;
+    }
+    double last = st.free;
+    for (double end : st.groupEnd)
+      last = std::max(last, end);
+    result.makespan = std::max(result.makespan, last);
+    result.busy = std::max(result.busy, st.busy);
+    if (!orders[s].empty())
+      result.idleWithin =
+          std::max(result.idleWithin,
+                   st.free - result.stages[size_t(s)].front().start - st.busy);
+  }
+  return result;
+}
+
+} // namespace strata::sim

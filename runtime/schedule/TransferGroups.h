@@ -1,0 +1,47 @@
+//===- TransferGroups.h - a schedule's transfers as the runtime posts them ===//
+//
+// The runtime posts a stage's pipeline transfers in groups, at the
+// schedule's exchange points (`exchange[s][i]`: one before the stage's i-th
+// work; the end is one too): the sends of the works since the last point
+// and the receives of the works up to the next, all at once, on one
+// transfer stream, one group after another. A send waits until its receive
+// is posted, as NCCL's do; a group ends when all of its transfers have.
+// Transfers between chunks of one stage are copies and never wait.
+//
+// checkTransferGroups proves an order cannot hang that way; simulateTransfers
+// runs it on a clock that way, so that an order whose groups hold a work back
+// (a receive grouped with a send the peer takes late) shows it in its time,
+// which the data-dependency clock (simulate) does not see.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_RUNTIME_SCHEDULE_TRANSFERGROUPS_H
+#define STRATA_RUNTIME_SCHEDULE_TRANSFERGROUPS_H
+
+#include "runtime/schedule/PipelineSim.h"
+
+#include <string>
+#include <vector>
+
+namespace strata::sim {
+
+/// "" or where the stages would wait for each other forever.
+std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
+                                const std::vector<std::vector<bool>> &exchange,
+                                int chunks);
+
+/// Runs `orders` with `costs` as the executor does: a group starts on the
+/// stage's transfer stream when the one before it has ended, the works
+/// whose outputs it sends have ended and the last run of each program it
+/// receives for has (the receive overwrites that run's input); each
+/// transfer ends `costs.transfer` after both of its groups have started; a
+/// work starts once the stage is free, the group holding its receives has
+/// ended, and the group that sent its program's last run's outputs has (it
+/// overwrites them). Not modelled: a receive into a stash slot waiting for
+/// the slot to be freed. A hang is reported in `deadlock`.
+SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
+                            const std::vector<std::vector<bool>> &exchange,
+                            int chunks, int microbatches, const Costs &costs);
+
+} // namespace strata::sim
+
+#endif
