@@ -1,8 +1,10 @@
 //===- ListSchedule.cpp - a pipeline order found on a clock ---------------===//
 #include "compiler/ListSchedule.h"
 
+#include <algorithm>
 #include <deque>
 #include <limits>
+#include <map>
 
 namespace strata::pipeline {
 
@@ -22,13 +24,53 @@ struct Clock {
   std::vector<std::deque<Work>> weights; // per stage, in B's order
   std::vector<double> freeAt;            // per stage
   std::vector<int> held;                 // per stage: F run, W not
+  // Per chunk and pool: microbatches in it now, and the most ever (its
+  // slots); per stage: the bytes of its slots.
+  std::vector<std::array<int, 3>> inPool, slots;
+  std::vector<int64_t> slotBytesOfStage;
+  std::vector<std::vector<int>> chunksOf; // per stage, last chunk first
 
   explicit Clock(const ListScheduleProblem &problem)
       : problem(problem), chunks(int(problem.stageOfChunk.size())),
         forwardEnd(chunks, std::vector<double>(problem.microbatches, kNever)),
         backwardEnd(forwardEnd), nextForward(chunks, 0),
         nextBackward(chunks, 0), weights(problem.stages),
-        freeAt(problem.stages, 0), held(problem.stages, 0) {}
+        freeAt(problem.stages, 0), held(problem.stages, 0),
+        inPool(chunks, {0, 0, 0}), slots(chunks, {0, 0, 0}),
+        slotBytesOfStage(problem.stages, 0), chunksOf(problem.stages) {
+    for (int c = chunks; c-- > 0;)
+      chunksOf[problem.stageOfChunk[c]].push_back(c);
+  }
+
+  bool limitsMemory() const { return !problem.slotBytes.empty(); }
+
+  /// Whether chunk c's next F (or B) fits in its stage's memory limit:
+  /// the slots it would add to the pools it enters.
+  bool fits(int c, Phase phase) const {
+    if (!limitsMemory())
+      return true;
+    int64_t more = 0;
+    auto enter = [&](int pool) {
+      if (inPool[c][pool] + 1 > slots[c][pool])
+        more += problem.slotBytes[c][pool];
+    };
+    // An F also leaves room for its B's passed slot: B goes first, and
+    // could not run past the limit unless a W ahead of it frees one.
+    enter(2);
+    if (phase == Phase::Forward) {
+      enter(0);
+      enter(1);
+    }
+    int s = problem.stageOfChunk[c];
+    return more == 0 || slotBytesOfStage[s] + more <= problem.memoryLimit[s];
+  }
+  void enter(int c, int pool) {
+    if (++inPool[c][pool] > slots[c][pool]) {
+      ++slots[c][pool];
+      if (limitsMemory())
+        slotBytesOfStage[problem.stageOfChunk[c]] += problem.slotBytes[c][pool];
+    }
+  }
 
   /// When `end` on chunk `from` reaches chunk `to`.
   double arrival(double end, int from, int to) const {
@@ -42,12 +84,18 @@ struct Clock {
     int mb = nextForward[c], s = problem.stageOfChunk[c];
     if (mb >= problem.microbatches || held[s] >= problem.inFlightLimit[s])
       return kNever;
+    // Past the memory limit, only a stage that holds nothing goes on.
+    if (held[s] > 0 && !fits(c, Phase::Forward))
+      return kNever;
     double input = c == 0 ? 0 : arrival(forwardEnd[c - 1][mb], c - 1, c);
     return std::max(freeAt[s], input);
   }
   double backwardReady(int c) const {
     int mb = nextBackward[c];
     if (mb >= nextForward[c])
+      return kNever;
+    // A W first where it frees what this B would need past the limit.
+    if (!fits(c, Phase::Backward) && !weights[problem.stageOfChunk[c]].empty())
       return kNever;
     double gradient = c + 1 == chunks
                           ? forwardEnd[c][mb]
@@ -71,9 +119,7 @@ struct Clock {
         rank = priority;
       }
     };
-    for (int c = chunks; c-- > 0;) {
-      if (problem.stageOfChunk[c] != s)
-        continue;
+    for (int c : chunksOf[s]) {
       consider(backwardReady(c), {Phase::Backward, c, nextBackward[c]}, 0);
       consider(forwardReady(c), {Phase::Forward, c, nextForward[c]}, 1);
     }
@@ -91,17 +137,23 @@ struct Clock {
       forwardEnd[c][w.microbatch] = end;
       ++nextForward[c];
       ++held[s];
+      enter(c, 0);
+      enter(c, 1);
       break;
     case Phase::Backward:
       end = start + problem.backward[c];
       backwardEnd[c][w.microbatch] = end;
       ++nextBackward[c];
       weights[s].push_back({Phase::Weight, c, w.microbatch});
+      --inPool[c][0];
+      enter(c, 2);
       break;
     case Phase::Weight:
       end = start + problem.weight[c];
       weights[s].pop_front();
       --held[s];
+      --inPool[c][1];
+      --inPool[c][2];
       break;
     }
     freeAt[s] = end;
@@ -130,6 +182,10 @@ std::vector<std::vector<Work>> listSchedule(const ListScheduleProblem &problem,
     else if (!(problem.forward[c] > 0 && problem.backward[c] > 0 &&
                problem.weight[c] > 0))
       error = "chunk " + std::to_string(c) + "'s costs must be positive";
+  if (error.empty() && !problem.slotBytes.empty() &&
+      (int(problem.slotBytes.size()) != chunks ||
+       int(problem.memoryLimit.size()) != problem.stages))
+    error = "the stash's bytes need one entry a chunk and a limit a stage";
   if (!error.empty())
     return orders;
 
@@ -157,6 +213,33 @@ std::vector<std::vector<Work>> listSchedule(const ListScheduleProblem &problem,
     ++placed;
   }
   return orders;
+}
+
+int64_t stashBytes(const std::vector<Work> &order,
+                   const std::vector<std::array<int64_t, 3>> &slotBytes) {
+  std::map<int, std::array<int, 3>> now, most; // by chunk, per pool
+  auto enter = [&](int c, int pool) {
+    most[c][pool] = std::max(most[c][pool], ++now[c][pool]);
+  };
+  for (const Work &w : order) {
+    int c = w.chunk;
+    if (w.phase == Phase::Forward) {
+      enter(c, 0);
+      enter(c, 1);
+    } else if (w.phase == Phase::Backward) {
+      --now[c][0];
+      enter(c, 2);
+    } else {
+      --now[c][1];
+      --now[c][2];
+    }
+  }
+  int64_t bytes = 0;
+  for (auto &[c, pools] : most)
+    for (int pool = 0; pool < 3; ++pool)
+      if (size_t(c) < slotBytes.size())
+        bytes += int64_t(pools[pool]) * slotBytes[size_t(c)][pool];
+  return bytes;
 }
 
 } // namespace strata::pipeline

@@ -15,6 +15,8 @@
 
 #include "runtime/schedule/PipelineSim.h"
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,21 @@ struct ListScheduleProblem {
   /// Per stage: the most chunk-microbatches it holds at once (from a
   /// forward to its W).
   std::vector<int> inFlightLimit;
+  /// Where given (one entry a chunk): the bytes of one microbatch's stash
+  /// slot in each pool (kept until B, held until W, passed from B to W),
+  /// and per stage the most bytes its slots may take. A pool has as many
+  /// slots as it ever holds at once (the memory plan's count), so a stage
+  /// does not start an F that would need a slot past its limit (counting
+  /// a passed slot for its B), and runs a pending W (which frees slots)
+  /// before a B that would.
+  std::vector<std::array<int64_t, 3>> slotBytes;
+  std::vector<int64_t> memoryLimit;
 };
+
+/// The bytes the stash slots of a stage's `order` take: per chunk and
+/// pool, the most microbatches it holds at once times the slot's bytes.
+int64_t stashBytes(const std::vector<sim::Work> &order,
+                   const std::vector<std::array<int64_t, 3>> &slotBytes);
 
 /// Every stage's order; "" in `error`, else why the stages cannot finish
 /// (a limit below one, a chunk on no stage, costs missing or not

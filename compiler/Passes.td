@@ -204,15 +204,32 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
     per stage) or interleaved (several; Megatron's interleaved 1F1B), by
     default interleaved when a stage holds several chunks and 1f1b when
     one; or, with each backward cut in two (@weight_c beside
-    @backward_c), zb-h1 or zb-h2 — then @optimizer. Every schedule is run
-    on a clock before it is written: one that could deadlock is an error.
+    @backward_c), zb-h1, zb-h2 or zb-auto — then @optimizer. zb-auto
+    searches for the fastest order within a stash limit
+    (compiler/ZeroBubbleAuto.h) from the chunks' costs and stash bytes
+    given here (strata-compile prices them on a cluster), or from unit
+    costs and microbatches in flight. Every schedule is run on a clock
+    before it is written: one that could deadlock is an error.
   }];
   let options = [
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Microbatches per iteration: global batch / (micro batch * dp)">,
     Option<"pipelineSchedule", "pipeline-schedule", "std::string", "\"\"",
-           "gpipe, 1f1b, interleaved, zb-h1 or zb-h2 (default by chunks "
-           "per stage)">
+           "gpipe, 1f1b, interleaved, zb-h1, zb-h2 or zb-auto (default by "
+           "chunks per stage)">,
+    ListOption<"forwardCosts", "forward-costs", "double",
+               "zb-auto: each chunk's forward cost (any unit)">,
+    ListOption<"backwardCosts", "backward-costs", "double",
+               "zb-auto: each chunk's B cost">,
+    ListOption<"weightCosts", "weight-costs", "double",
+               "zb-auto: each chunk's W cost">,
+    Option<"transferCost", "transfer-cost", "double", "0",
+           "zb-auto: a transfer between stages, in the costs' unit">,
+    ListOption<"stashBytes", "stash-bytes", "int64_t",
+               "zb-auto: three numbers a chunk, one microbatch's stash in "
+               "bytes kept until B, held until W and passed from B to W">,
+    Option<"maxStashBytes", "max-stash-bytes", "int64_t", "0",
+           "zb-auto: the most a stage's stash may take (0: 1F1B's most)">
   ];
   let dependentDialects = ["::strata::dist::DistDialect"];
 }

@@ -8,6 +8,8 @@
 #include "runtime/schedule/ScheduleNames.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <array>
+#include <map>
 #include <tuple>
 
 using namespace mlir;
@@ -173,6 +175,13 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     ScheduleOptions schedule;
     schedule.microbatches = options.microbatches();
     schedule.pipelineSchedule = options.pipelineSchedule;
+    const CompileOptions::ZeroBubbleCosts &zb = options.zeroBubble;
+    schedule.forwardCosts.assign(zb.forward.begin(), zb.forward.end());
+    schedule.backwardCosts.assign(zb.backward.begin(), zb.backward.end());
+    schedule.weightCosts.assign(zb.weight.begin(), zb.weight.end());
+    schedule.transferCost = zb.transfer;
+    schedule.stashBytes.assign(zb.stashBytes.begin(), zb.stashBytes.end());
+    schedule.maxStashBytes = zb.maxStashBytes;
     pm.addPass(createSchedule(schedule));
   }
   if (crosses(Level::Exec)) {
@@ -218,6 +227,27 @@ MemoryReport reportMemory(Operation *op) {
   report.workspace = stage.getWorkspaceBytes().value_or(0);
   report.stash = stage.getStashBytes().value_or(0);
   return report;
+}
+
+std::vector<int64_t> stashSlotBytes(mlir::ModuleOp module, int64_t stages) {
+  std::map<int64_t, std::array<int64_t, 3>> byChunk;
+  for (auto stage : module.getOps<exec::TemplateOp>())
+    for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>()) {
+      if (buffer.getArena() != exec::Arena::Stash || buffer.getAlias())
+        continue;
+      int64_t chunk =
+          int64_t(buffer.getStashGroup().value_or(0)) * stages +
+          int64_t(stage.getStage());
+      // A slot is its pool's buffers end to end: the stride of each.
+      byChunk[chunk][size_t(buffer.getPool())] =
+          buffer.getSlotStride().value_or(0);
+    }
+  std::vector<int64_t> flat;
+  int64_t chunks = byChunk.empty() ? 0 : byChunk.rbegin()->first + 1;
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t bytes : byChunk[c])
+      flat.push_back(bytes);
+  return flat;
 }
 
 } // namespace strata

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace strata {
 
@@ -32,6 +33,17 @@ struct CompileOptions : Layout {
   bool overlapParamGather = true; // gather parameters during the forward
   Target target = Target::Cpu;
   std::string cudaArch = "sm_80"; // the cuda target's architecture
+  /// zb-auto's inputs (compiler/ZeroBubbleAuto.h), for the Schedule pass:
+  /// each chunk's forward, B and W cost and the transfer's (strata-compile
+  /// prices them on a cluster; empty: unit costs), each chunk's stash
+  /// bytes by pool (three a chunk; empty: microbatches in flight), and the
+  /// most a stage's stash may take (0: 1F1B's most).
+  struct ZeroBubbleCosts {
+    std::vector<double> forward, backward, weight;
+    double transfer = 0;
+    std::vector<int64_t> stashBytes;
+    int64_t maxStashBytes = 0;
+  } zeroBubble;
 
   /// Whether the step is cut into forward and backward chunk functions:
   /// with pipeline stages, virtual stages, recomputation or a schedule
@@ -89,6 +101,11 @@ struct MemoryReport {
   int64_t peak() const { return persistent + workspace + stash; }
 };
 MemoryReport reportMemory(mlir::Operation *rank);
+
+/// Per chunk of planned exec IR with `stages` pipeline stages, the bytes
+/// of one microbatch's stash slot in each pool: kept until B, held until
+/// W, passed from B to W (zb-auto's stash bytes, flattened).
+std::vector<int64_t> stashSlotBytes(mlir::ModuleOp module, int64_t stages);
 
 } // namespace strata
 

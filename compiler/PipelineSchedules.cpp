@@ -1,6 +1,7 @@
 //===- PipelineSchedules.cpp - the pipeline schedules' orders -------------===//
 #include "compiler/PipelineSchedules.h"
 #include "compiler/ListSchedule.h"
+#include "compiler/ZeroBubbleAuto.h"
 
 #include <algorithm>
 
@@ -38,6 +39,14 @@ int warmupCount(ScheduleKind kind, int p, int v, int m, int stage) {
     return std::min(p - stage - 1, m);
   case ScheduleKind::ZeroBubbleH2:
     return std::min(2 * (p - stage) - 1, m);
+  case ScheduleKind::ZeroBubbleAuto: {
+    std::vector<Work> order = scheduleOrders(kind, p, v, m)[stage];
+    return int(std::find_if(order.begin(), order.end(),
+                            [](const Work &w) {
+                              return w.phase != Phase::Forward;
+                            }) -
+               order.begin());
+  }
   case ScheduleKind::Interleaved: {
     // Megatron: with as many microbatches as stages, all forwards first;
     // otherwise (v−1)·p forwards on every stage plus two per stage after
@@ -107,7 +116,7 @@ std::vector<Work> stageOrder(ScheduleKind kind, int p, int v, int m, int stage,
   std::vector<bool> points;
   if (sim::cutsBackward(kind)) {
     order = kind == ScheduleKind::ZeroBubbleH1 ? zeroBubbleH1(p, m, stage)
-                                               : zeroBubbleH2(p, m)[stage];
+                                               : scheduleOrders(kind, p, v, m)[stage];
     // An exchange point before every work: a B's gradient goes out before
     // the W after it runs, not after.
     if (exchange)
@@ -162,9 +171,15 @@ scheduleOrders(ScheduleKind kind, int p, int v, int m,
   std::vector<std::vector<Work>> orders;
   if (exchange)
     exchange->assign(p, {});
-  if (kind == ScheduleKind::ZeroBubbleH2) {
-    // One list schedule makes every stage's order.
-    orders = zeroBubbleH2(p, m);
+  if (kind == ScheduleKind::ZeroBubbleH2 ||
+      kind == ScheduleKind::ZeroBubbleAuto) {
+    // One list schedule makes every stage's order; zb-auto's here is from
+    // unit costs and memory in microbatches (the Schedule pass gives it
+    // the plan's own).
+    std::string error; // none: unit costs, the default limit
+    orders = kind == ScheduleKind::ZeroBubbleH2
+                 ? zeroBubbleH2(p, m)
+                 : zeroBubbleAuto(ZeroBubbleAutoInput{p, m}, error).orders;
     for (int s = 0; exchange && s < p; ++s)
       (*exchange)[s].assign(orders[s].size(), true);
     return orders;

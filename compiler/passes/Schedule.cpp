@@ -18,12 +18,16 @@
 #include "compiler/Mesh.h"
 #include "compiler/Passes.h"
 #include "compiler/PipelineSchedules.h"
+#include "compiler/ZeroBubbleAuto.h"
 #include "runtime/schedule/TransferGroups.h"
 #include "compiler/StepFunctions.h"
 #include "dialects/dist/DistDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
 
 namespace strata {
 #define GEN_PASS_DEF_SCHEDULE
@@ -91,6 +95,49 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
         IntegerAttr(), /*exchange=*/UnitAttr());
   }
 
+  /// zb-auto's order from the options' costs and stash bytes, if given.
+  FailureOr<std::vector<std::vector<sim::Work>>>
+  zeroBubbleAuto(ModuleOp module, int p, int m) {
+    pipeline::ZeroBubbleAutoInput input{p, m};
+    input.forward.assign(forwardCosts.begin(), forwardCosts.end());
+    input.backward.assign(backwardCosts.begin(), backwardCosts.end());
+    input.weight.assign(weightCosts.begin(), weightCosts.end());
+    input.transfer = transferCost;
+    if (stashBytes.size() % 3 != 0)
+      return module.emitError()
+             << "stash-bytes takes three numbers a chunk (kept until B, "
+                "held until W, passed from B to W), got "
+             << stashBytes.size();
+    for (size_t i = 0; i + 2 < stashBytes.size(); i += 3)
+      input.slotBytes.push_back(
+          {stashBytes[i], stashBytes[i + 1], stashBytes[i + 2]});
+    for (double cost : llvm::concat<const double>(
+             input.forward, input.backward, input.weight))
+      if (!(cost > 0) || !std::isfinite(cost))
+        return module.emitError()
+               << "zb-auto's costs must be positive and finite, got " << cost;
+    if (!(input.transfer >= 0) || !std::isfinite(input.transfer))
+      return module.emitError()
+             << "zb-auto's transfer cost must be at least 0, got "
+             << input.transfer;
+    for (const std::array<int64_t, 3> &pools : input.slotBytes)
+      for (int64_t bytes : pools)
+        if (bytes < 0)
+          return module.emitError()
+                 << "zb-auto's stash bytes must be at least 0, got " << bytes;
+    if (maxStashBytes < 0)
+      return module.emitError()
+             << "zb-auto's stash limit must be at least 0 (0: 1F1B's), got "
+             << static_cast<int64_t>(maxStashBytes);
+    input.memoryLimit = maxStashBytes;
+    std::string error;
+    pipeline::ZeroBubbleAutoResult result =
+        pipeline::zeroBubbleAuto(input, error);
+    if (!error.empty())
+      return module.emitError() << error;
+    return std::move(result.orders);
+  }
+
   LogicalResult schedulePipeline(ModuleOp module, int64_t chunks) {
     int64_t p = meshAxis(module, kPipelineAxis);
     if (chunks % p != 0)
@@ -125,8 +172,27 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     if (std::string error = pipeline::checkSchedule(kind, int(p), v, m);
         !error.empty())
       return module.emitError() << error;
+    bool costed = !forwardCosts.empty() || !backwardCosts.empty() ||
+                  !weightCosts.empty() || !stashBytes.empty() ||
+                  transferCost != 0 || maxStashBytes != 0;
+    if (costed && kind != pipeline::ScheduleKind::ZeroBubbleAuto)
+      return module.emitError()
+             << "costs, stash bytes and their limit are zb-auto's, but the "
+                "schedule is "
+             << pipeline::scheduleName(kind);
     std::vector<std::vector<bool>> exchange;
-    auto orders = pipeline::scheduleOrders(kind, int(p), v, m, &exchange);
+    std::vector<std::vector<sim::Work>> orders;
+    if (kind == pipeline::ScheduleKind::ZeroBubbleAuto) {
+      FailureOr<std::vector<std::vector<sim::Work>>> chosen =
+          zeroBubbleAuto(module, int(p), m);
+      if (failed(chosen))
+        return failure();
+      orders = std::move(*chosen);
+      for (const std::vector<sim::Work> &order : orders)
+        exchange.emplace_back(order.size(), true);
+    } else {
+      orders = pipeline::scheduleOrders(kind, int(p), v, m, &exchange);
+    }
     sim::SimResult run =
         sim::simulate(orders, int(chunks), m, sim::unitCosts(orders));
     if (!run.deadlock.empty())

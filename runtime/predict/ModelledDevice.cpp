@@ -149,6 +149,9 @@ void ModelledDevice::noteStep(const Program &program, const Step &at) {
   // The schedule simulator's names: F3.1 (microbatch 3 on chunk 1), B3.1,
   // W3.1, M3 (a whole microbatch), optimizer.
   step.label = timeline.label(stepName(program, at.microbatch));
+  std::optional<sim::Work> work = workOf(program, at.microbatch);
+  step.chunk = work ? work->chunk : -1;
+  step.phase = work ? uint8_t(work->phase) : 0;
   step.begin = timeline.size(step.lane);
   inStep = true;
 }

@@ -109,6 +109,37 @@ std::string predictIteration(const Plan &plan, const ClusterSpec &spec,
   return "";
 }
 
+sim::Costs pipelineWorkCosts(const Prediction &prediction, int chunks) {
+  sim::Costs costs;
+  const Timeline &timeline = *prediction.timeline;
+  std::vector<double> *of[] = {&costs.chunkForward, &costs.chunkBackward,
+                               &costs.chunkWeight};
+  std::vector<int> counted[3];
+  for (int phase = 0; phase < 3; ++phase) {
+    of[phase]->assign(size_t(chunks), 0);
+    counted[phase].assign(size_t(chunks), 0);
+  }
+  for (const StepSpan &step : timeline.steps()) {
+    if (step.chunk < 0 || step.chunk >= chunks || step.phase > 2)
+      continue;
+    double seconds = 0;
+    for (uint32_t i = step.begin; i < step.end; ++i) {
+      const Op &op = timeline.op({step.lane, i});
+      if (op.work == Work::Compute || op.work == Work::Memory ||
+          op.work == Work::TensorComm)
+        seconds += op.seconds;
+    }
+    (*of[step.phase])[size_t(step.chunk)] += seconds;
+    ++counted[step.phase][size_t(step.chunk)];
+  }
+  for (int phase = 0; phase < 3; ++phase)
+    for (int c = 0; c < chunks; ++c)
+      if (int n = counted[phase][size_t(c)])
+        (*of[phase])[size_t(c)] /= n;
+  costs.transfer = timeline.meanTransferSeconds();
+  return costs;
+}
+
 namespace {
 
 std::string format(const char *pattern, double value) {

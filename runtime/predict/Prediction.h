@@ -17,6 +17,7 @@
 #include "runtime/cluster/ClusterSpec.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/predict/Timeline.h"
+#include "runtime/schedule/PipelineSim.h"
 
 #include <array>
 #include <functional>
@@ -77,6 +78,15 @@ std::string loadForPrediction(
 /// that does not load).
 std::string predictIteration(const Plan &plan, const ClusterSpec &spec,
                              const PredictOptions &options, Prediction &out);
+
+/// The pipeline's work as the schedule simulator prices it
+/// (sim::Costs's per-chunk costs, in seconds): for each of `chunks`
+/// chunks, the mean over its steps of the seconds its forward, backward
+/// (B where cut) and W spend in their own operations on the compute
+/// stream — kernels, copies, tensor-parallel collectives, not waits for
+/// other ranks — and the pipeline transfers' mean. Chunks no simulated
+/// rank ran are 0.
+sim::Costs pipelineWorkCosts(const Prediction &prediction, int chunks);
 
 /// The report strata-run prints: Megatron's iteration line with the
 /// predicted time, then the breakdown and each stage's memory.

@@ -255,6 +255,13 @@ std::string Timeline::describeStuck() const {
   return stuck.empty() ? "" : "the plan deadlocks: " + stuck;
 }
 
+double Timeline::meanTransferSeconds() const {
+  double sum = 0;
+  for (const Transfer &t : transfers)
+    sum += t.seconds;
+  return transfers.empty() ? 0 : sum / double(transfers.size());
+}
+
 double Timeline::makespan() const {
   double last = 0;
   for (const auto &lane : times)

@@ -75,6 +75,8 @@ struct Op {
 /// A run of a lane's ops that one schedule step issued, for a trace.
 struct StepSpan {
   uint32_t lane = 0, label = 0, begin = 0, end = 0; // ops [begin, end)
+  int32_t chunk = -1; // a chunk's forward, B or W: its chunk, and
+  uint8_t phase = 0;  // its sim::Phase
 };
 
 class Timeline {
@@ -123,6 +125,8 @@ public:
   void setTransferSide(uint32_t transfer, uint32_t exchange);
 
   void addStep(const StepSpan &step) { stepSpans.push_back(step); }
+  /// The transfers' mean seconds (0 without any).
+  double meanTransferSeconds() const;
   const std::vector<StepSpan> &steps() const { return stepSpans; }
 
   /// Every op's start and end; "" or the deadlock.

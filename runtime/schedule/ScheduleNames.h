@@ -21,6 +21,7 @@ enum class ScheduleKind {
   Interleaved,
   ZeroBubbleH1,
   ZeroBubbleH2,
+  ZeroBubbleAuto,
 };
 
 struct ScheduleName {
@@ -38,6 +39,7 @@ inline constexpr ScheduleName kScheduleNames[] = {
     {ScheduleKind::Interleaved, "interleaved", "interleaved 1F1B"},
     {ScheduleKind::ZeroBubbleH1, "zb-h1", "ZB-H1", true},
     {ScheduleKind::ZeroBubbleH2, "zb-h2", "ZB-H2", true},
+    {ScheduleKind::ZeroBubbleAuto, "zb-auto", "zb-auto", true},
 };
 
 /// A flag value to its kind; nullopt for anything else.

@@ -80,6 +80,8 @@ class Layout:
             f += ["--num-layers-per-virtual-pipeline-stage", str(self.lpv)]
         if self.sched:
             f += ["--pipeline-schedule", self.sched]
+        if self.sched == "zb-auto":  # its order comes from costs on a cluster
+            f += ["--cluster", os.path.join(args.examples, "clusters", "dgx-h200.json")]
         if self.rc == "uniform":  # Megatron's spelling: each layer's whole forward again
             f += ["--recompute-granularity", "full", "--recompute-method", "uniform",
                   "--recompute-num-layers", "1"]
@@ -139,7 +141,7 @@ def parse_layout(text):
     (uniform: full, as Megatron's --recompute-method uniform runs it)."""
     layout = Layout()
     for part in text.split(","):
-        if part in ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"):
+        if part in ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-auto"):
             layout.sched = part
         elif part in ("full", "selective", "uniform"):
             layout.rc = part

@@ -56,6 +56,30 @@
 // WHOLE: error: the 1f1b schedule runs each backward whole, but it is cut into @backward_c and @weight_c (--strata-pipeline-split split-weights): name a zero-bubble schedule
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split=stages=2 --strata-schedule="microbatches=2 pipeline-schedule=zb-h2" 2>&1 | FileCheck %s --check-prefix=CUT
 // CUT: error: the zb-h2 schedule runs each backward cut in two, but it is whole: run --strata-pipeline-split split-weights
+// zb-auto orders the halves from the costs and stash bytes it is given
+// (strata-compile prices them on a cluster): with a limit of one
+// microbatch's stash (10 + 20 + 40 bytes: kept until B, held until W,
+// passed from B to W) a stage holds one microbatch at a time, its W right
+// after its B and before the next forward.
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto forward-costs=1,1 backward-costs=1,1 weight-costs=1,1 stash-bytes=10,20,40,10,20,40 max-stash-bytes=70" | FileCheck %s --check-prefix=AUTO
+// AUTO-LABEL: dist.schedule stage 0 microbatches 3 attributes {kind = "zb-auto"} {
+// AUTO-NEXT: dist.step @forward_0 microbatch 0 {exchange}
+// AUTO-NEXT: dist.step @backward_0 microbatch 0 {exchange}
+// AUTO-NEXT: dist.step @weight_0 microbatch 0 {exchange}
+// AUTO-NEXT: dist.step @forward_0 microbatch 1 {exchange}
+// What it is given must make sense, and only zb-auto takes it.
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 forward-costs=1,1" 2>&1 | FileCheck %s --check-prefix=NOT-AUTO
+// NOT-AUTO: error: costs, stash bytes and their limit are zb-auto's, but the schedule is zb-h1
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto stash-bytes=1,2" 2>&1 | FileCheck %s --check-prefix=THREE
+// THREE: error: stash-bytes takes three numbers a chunk (kept until B, held until W, passed from B to W), got 2
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto forward-costs=1,0 backward-costs=1,1 weight-costs=1,1" 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: error: zb-auto's costs must be positive and finite, got 0
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto forward-costs=1" 2>&1 | FileCheck %s --check-prefix=EACH
+// EACH: error: zb-auto needs a forward, B and W cost and the stash's bytes for each of the 2 chunks
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto stash-bytes=10,20,40,10,20,40 max-stash-bytes=50" 2>&1 | FileCheck %s --check-prefix=SMALL
+// SMALL: error: no zero-bubble order keeps the stash within 50 bytes a stage
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto max-stash-bytes=-1" 2>&1 | FileCheck %s --check-prefix=NEG
+// NEG: error: zb-auto's stash limit must be at least 0 (0: 1F1B's), got -1
 
 // The forward is as without the split: it stashes the matmul before the
 // gelu and the embedding's output.

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/PipelineSchedules.h"
 #include "compiler/ListSchedule.h"
+#include "compiler/ZeroBubbleAuto.h"
 #include "runtime/schedule/PipelineSim.h"
 #include "runtime/schedule/TransferGroups.h"
 
@@ -515,7 +516,7 @@ TEST(ScheduleNames, EveryKindIsItsFlagAndBack) {
   EXPECT_EQ(sim::parseSchedule("zb-h3"), std::nullopt);
   EXPECT_EQ(sim::parseSchedule(""), std::nullopt);
   EXPECT_EQ(sim::scheduleFlagList(),
-            "gpipe, 1f1b, interleaved, zb-h1 or zb-h2");
+            "gpipe, 1f1b, interleaved, zb-h1, zb-h2 or zb-auto");
   EXPECT_FALSE(sim::cutsBackward(ScheduleKind::OneFOneB));
   EXPECT_TRUE(sim::cutsBackward(ScheduleKind::ZeroBubbleH2));
 }
@@ -595,4 +596,129 @@ TEST(TransferGroups, AHangIsReportedNotRun) {
                 .deadlock,
             "stage 0 waits sending F2.0's output before F3.0; "
             "stage 1 waits sending F0.1's output before F1.1");
+}
+
+/// The most any stage of `orders` keeps in its stash.
+int64_t mostStash(const std::vector<std::vector<sim::Work>> &orders,
+                  const std::vector<std::array<int64_t, 3>> &bytes) {
+  int64_t most = 0;
+  for (const auto &order : orders)
+    most = std::max(most, pipeline::stashBytes(order, bytes));
+  return most;
+}
+
+/// `orders` run as the executor posts them (an exchange before every work).
+sim::SimResult runPosted(const std::vector<std::vector<sim::Work>> &orders,
+                         int p, int m, const sim::Costs &costs) {
+  std::vector<std::vector<bool>> points;
+  for (const auto &order : orders)
+    points.emplace_back(order.size(), true);
+  return sim::simulateTransfers(orders, points, p, m, costs);
+}
+
+TEST(ZeroBubbleAuto, NeverSlowerThanZBH1Or1F1BWithinTheirMemory) {
+  // At unit costs and memory counted in microbatches in flight, zb-auto's
+  // order runs no longer than ZB-H1's or 1F1B's posted as the executor
+  // posts them, holds no more than 1F1B (its W after its B) on any stage,
+  // and cannot hang, for p up to 16 and m from p to 8p.
+  int checked = 0;
+  for (int p : {1, 2, 3, 4, 5, 8, 16})
+    for (int m : {p, 2 * p, 3 * p, 8 * p}) {
+      std::string error;
+      pipeline::ZeroBubbleAutoResult r =
+          pipeline::zeroBubbleAuto({p, m}, error);
+      ASSERT_EQ(error, "") << "p=" << p << " m=" << m;
+      auto h1 = pipeline::scheduleOrders(ScheduleKind::ZeroBubbleH1, p, 1, m);
+      sim::Costs unit = sim::unitCosts(h1);
+      sim::SimResult run = runPosted(r.orders, p, m, unit);
+      ASSERT_EQ(run.deadlock, "") << "p=" << p << " m=" << m;
+      EXPECT_EQ(run.makespan, r.makespan);
+      EXPECT_LE(r.makespan, runPosted(h1, p, m, unit).makespan);
+      EXPECT_LE(r.makespan, r.oneFOneB);
+      std::vector<std::array<int64_t, 3>> units(size_t(p), {0, 1, 0});
+      EXPECT_LE(mostStash(r.orders, units), int64_t(std::min(p, m)));
+      EXPECT_EQ(r.memoryLimit, int64_t(std::min(p, m)));
+      // The plan's order is the same as the one the unit tests see.
+      EXPECT_EQ(pipeline::scheduleOrders(ScheduleKind::ZeroBubbleAuto, p, 1, m),
+                r.orders);
+      ++checked;
+    }
+  EXPECT_EQ(checked, 28);
+}
+
+TEST(ZeroBubbleAuto, KeepsTheStashWithinTheLimitItIsGiven) {
+  // gpt-tiny's stash per microbatch (bytes of each pool: kept until B,
+  // held until W, passed from B to W): a held-back W keeps more than a
+  // forward does, so a stage may hold fewer W's back than ZB-H1's.
+  int p = 4, m = 12;
+  pipeline::ZeroBubbleAutoInput in{p, m};
+  in.slotBytes.assign(size_t(p), {290, 224, 290});
+  std::string error;
+  pipeline::ZeroBubbleAutoResult wide = pipeline::zeroBubbleAuto(in, error);
+  ASSERT_EQ(error, "");
+  // 1F1B's first stage: p forwards (290 + 224 each) and one passed slot.
+  EXPECT_EQ(wide.memoryLimit, 4 * 514 + 290);
+  EXPECT_LE(mostStash(wide.orders, in.slotBytes), wide.memoryLimit);
+  // A tighter limit gives a slower order that fits it.
+  in.memoryLimit = 3 * 514 + 290;
+  pipeline::ZeroBubbleAutoResult tight = pipeline::zeroBubbleAuto(in, error);
+  ASSERT_EQ(error, "");
+  EXPECT_LE(mostStash(tight.orders, in.slotBytes), in.memoryLimit);
+  EXPECT_GT(tight.makespan, wide.makespan);
+  // Below one microbatch's stash nothing fits, and it says so.
+  in.memoryLimit = 500;
+  pipeline::zeroBubbleAuto(in, error);
+  EXPECT_EQ(error,
+            "no zero-bubble order keeps the stash within 500 bytes a stage");
+  // Costs for every chunk, or none.
+  in.memoryLimit = 0;
+  in.forward = {1, 1};
+  pipeline::zeroBubbleAuto(in, error);
+  EXPECT_EQ(error, "zb-auto needs a forward, B and W cost and the stash's "
+                   "bytes for each of the 4 chunks");
+}
+
+TEST(ZeroBubbleAuto, UsesEachChunksOwnCosts) {
+  // The last chunk's forward and B carry the loss and the output layer:
+  // its stage is the bottleneck. zb-auto's order, priced with those costs,
+  // is at least as fast as ZB-H1's and 1F1B's under them.
+  int p = 8, m = 24;
+  pipeline::ZeroBubbleAutoInput in{p, m};
+  in.forward.assign(size_t(p), 1);
+  in.backward.assign(size_t(p), 1.2);
+  in.weight.assign(size_t(p), 0.6);
+  in.forward.back() = 1.6;
+  in.backward.back() = 1.8;
+  in.transfer = 0.05;
+  std::string error;
+  pipeline::ZeroBubbleAutoResult r = pipeline::zeroBubbleAuto(in, error);
+  ASSERT_EQ(error, "");
+  sim::Costs costs;
+  costs.chunkForward = in.forward;
+  costs.chunkBackward = in.backward;
+  costs.chunkWeight = in.weight;
+  costs.transfer = in.transfer;
+  EXPECT_DOUBLE_EQ(runPosted(r.orders, p, m, costs).makespan, r.makespan);
+  EXPECT_LE(r.makespan,
+            runPosted(pipeline::scheduleOrders(ScheduleKind::ZeroBubbleH1, p, 1,
+                                               m),
+                      p, m, costs)
+                .makespan);
+  EXPECT_LT(r.makespan, r.oneFOneB);
+  // The bottleneck stage's work: 24 microbatches of 1.6 + 1.8 + 0.6.
+  EXPECT_GE(r.makespan, 24 * 4.0);
+}
+
+TEST(ZeroBubbleAuto, StashBytesCountEachPoolsMostAtOnce) {
+  // Pools: kept until B (10 bytes), held until W (20), passed B to W (40).
+  // Two forwards before the first B: two slots kept and held; one B
+  // passed at a time: one passed slot.
+  std::vector<std::array<int64_t, 3>> bytes = {{10, 20, 40}};
+  EXPECT_EQ(pipeline::stashBytes(
+                parseOrder("F0.0 F1.0 B0.0 W0.0 B1.0 W1.0"), bytes),
+            2 * 10 + 2 * 20 + 40);
+  // W's held back: the passed pool holds two.
+  EXPECT_EQ(pipeline::stashBytes(
+                parseOrder("F0.0 B0.0 F1.0 B1.0 W0.0 W1.0"), bytes),
+            10 + 2 * 20 + 2 * 40);
 }

@@ -15,6 +15,7 @@
 #include "runtime/plan/Plan.h"
 #include "tools/common/MegatronFlags.h"
 #include "tools/strata-compile/AutoPlan.h"
+#include "tools/strata-compile/ZeroBubblePricing.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -145,9 +146,18 @@ cl::opt<int64_t, true> lastStageLayers(
 
 cl::opt<std::string, true> pipelineSchedule(
     "pipeline-schedule",
-    cl::desc("gpipe, 1f1b, interleaved, zb-h1 or zb-h2 (default: "
+    cl::desc("gpipe, 1f1b, interleaved, zb-h1, zb-h2 or zb-auto (the "
+             "fastest zero-bubble order for the work as priced on "
+             "--cluster, within --max-activation-memory) (default: "
              "interleaved with virtual stages, else 1f1b)"),
     cl::location(flags.pipelineSchedule), cl::cat(category));
+
+cl::opt<std::string> maxActivationMemory(
+    "max-activation-memory",
+    cl::desc("--pipeline-schedule zb-auto: the most a stage may keep for "
+             "the backward, as 24GiB, 512MiB or bytes (default: what 1F1B "
+             "keeps on its first stage)"),
+    cl::cat(category));
 
 cl::opt<std::string> recomputeGranularity(
     "recompute-granularity",
@@ -253,10 +263,11 @@ cl::opt<bool> autoLayout(
     cl::cat(category));
 cl::opt<int64_t> autoGpus("gpus", cl::desc("--auto: how many GPUs"),
                           cl::init(0), cl::cat(category));
-cl::opt<std::string> autoCluster("cluster",
-                                 cl::desc("--auto: the cluster spec "
-                                          "(examples/clusters/)"),
-                                 cl::cat(category));
+cl::opt<std::string>
+    autoCluster("cluster",
+                cl::desc("--auto and --pipeline-schedule zb-auto: the "
+                         "cluster spec (examples/clusters/)"),
+                cl::cat(category));
 cl::opt<int64_t> autoTop("top", cl::desc("--auto: layouts to print (5)"),
                          cl::init(5), cl::cat(category));
 cl::opt<double> autoSeconds(
@@ -594,11 +605,15 @@ int main(int argc, char **argv) {
         },
         outputFile, std::cout, std::cerr);
   }
-  if (autoGpus.getNumOccurrences() || autoCluster.getNumOccurrences() ||
+  bool zeroBubbleAuto = options.pipelineSchedule == "zb-auto";
+  if (autoGpus.getNumOccurrences() ||
+      (autoCluster.getNumOccurrences() && !zeroBubbleAuto) ||
       autoTop.getNumOccurrences() || autoExplain.getNumOccurrences() ||
       autoSeconds.getNumOccurrences())
     return fail("--gpus, --cluster, --top, --explain and --auto-seconds are "
-                "--auto's");
+                "--auto's (--cluster also --pipeline-schedule zb-auto's)");
+  if (maxActivationMemory.getNumOccurrences() && !zeroBubbleAuto)
+    return fail("--max-activation-memory is --pipeline-schedule zb-auto's");
   FailureOr<PlanHeader> header = getPlanHeader(*module);
   if (failed(header))
     return 1;
@@ -623,6 +638,30 @@ int main(int argc, char **argv) {
   if ((from == Level::Step || from == Level::Dist) &&
       failed(verifyEveryParameterTrains(*module)))
     return 1;
+  // zb-auto orders the work by its cost: priced on the cluster first,
+  // wherever this compile writes the schedule.
+  std::string zeroBubbleSaid;
+  if (zeroBubbleAuto && from < Level::Dist && to >= Level::Dist) {
+    if (autoCluster.empty())
+      return fail("--pipeline-schedule zb-auto orders the work by what it "
+                  "costs: give the cluster to price it on with --cluster "
+                  "SPEC (examples/clusters/)");
+    if (maxActivationMemory.getNumOccurrences() &&
+        (!parseBytes(maxActivationMemory, options.zeroBubble.maxStashBytes) ||
+         options.zeroBubble.maxStashBytes <= 0))
+      return fail("--max-activation-memory must be a positive size, as "
+                  "24GiB, 512MiB or a count of bytes, got '" +
+                  maxActivationMemory + "'");
+    runtime::ClusterSpec spec;
+    if (std::string error = runtime::loadClusterSpec(autoCluster, spec);
+        !error.empty())
+      return fail(error);
+    if (std::string error =
+            priceZeroBubble(*module, from, spec, options, zeroBubbleSaid);
+        !error.empty())
+      return fail(error);
+  }
+
   mlir::PassManager pm(&context);
   auto progress = std::make_unique<Progress>(progressAfter);
   Progress *progressOf = progress.get();
@@ -633,6 +672,7 @@ int main(int argc, char **argv) {
 
   std::string summary =
       stats.layers || stats.parameters ? describeStats(stats, options, "") : "";
+  summary += zeroBubbleSaid;
   if (emit == Emit::Summary || emit == Emit::Plan)
     summary += describeMemory(*module, options);
 

@@ -1,0 +1,143 @@
+//===- ZeroBubbleAuto.cpp - a zero-bubble order from the costs ------------===//
+#include "compiler/ZeroBubbleAuto.h"
+#include "compiler/ListSchedule.h"
+#include "compiler/PipelineSchedules.h"
+#include "runtime/schedule/TransferGroups.h"
+
+#include <algorithm>
+#include <set>
+
+namespace strata::pipeline {
+
+using sim::Phase;
+using sim::Work;
+
+namespace {
+
+/// 1F1B with each W right after its B: the zero-bubble programs run in
+/// 1F1B's order, the memory the default limit allows.
+std::vector<std::vector<Work>> oneFOneBWithWeights(int p, int m) {
+  std::vector<std::vector<Work>> orders =
+      scheduleOrders(ScheduleKind::OneFOneB, p, 1, m);
+  for (std::vector<Work> &order : orders) {
+    std::vector<Work> cut;
+    for (const Work &w : order) {
+      cut.push_back(w);
+      if (w.phase == Phase::Backward)
+        cut.push_back({Phase::Weight, w.chunk, w.microbatch});
+    }
+    order = std::move(cut);
+  }
+  return orders;
+}
+
+} // namespace
+
+ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
+                                    std::string &error) {
+  error.clear();
+  ZeroBubbleAutoResult best;
+  int p = input.stages, m = input.microbatches;
+  if (p < 1 || m < 1) {
+    error = "zb-auto needs at least one stage and one microbatch";
+    return best;
+  }
+  ListScheduleProblem problem;
+  problem.stages = p;
+  problem.microbatches = m;
+  for (int c = 0; c < p; ++c)
+    problem.stageOfChunk.push_back(c);
+  problem.forward = input.forward.empty() ? std::vector<double>(p, 1.0)
+                                          : input.forward;
+  problem.backward = input.backward.empty() ? std::vector<double>(p, 1.0)
+                                            : input.backward;
+  problem.weight =
+      input.weight.empty() ? std::vector<double>(p, 1.0) : input.weight;
+  problem.transfer = input.transfer;
+  problem.slotBytes = input.slotBytes.empty()
+                          ? std::vector<std::array<int64_t, 3>>(p, {0, 1, 0})
+                          : input.slotBytes;
+  if (int(problem.forward.size()) != p || int(problem.backward.size()) != p ||
+      int(problem.weight.size()) != p || int(problem.slotBytes.size()) != p) {
+    error = "zb-auto needs a forward, B and W cost and the stash's bytes for "
+            "each of the " +
+            std::to_string(p) + " chunks";
+    return best;
+  }
+  sim::Costs costs;
+  costs.chunkForward = problem.forward;
+  costs.chunkBackward = problem.backward;
+  costs.chunkWeight = problem.weight;
+  costs.transfer = input.transfer;
+  auto mostStash = [&](const std::vector<std::vector<Work>> &orders) {
+    int64_t most = 0;
+    for (const std::vector<Work> &order : orders)
+      most = std::max(most, stashBytes(order, problem.slotBytes));
+    return most;
+  };
+  std::vector<std::vector<Work>> baseline = oneFOneBWithWeights(p, m);
+  int64_t limit = input.memoryLimit > 0 ? input.memoryLimit : mostStash(baseline);
+  best.memoryLimit = limit;
+  problem.memoryLimit.assign(p, limit);
+
+  bool found = false;
+  auto consider = [&](std::vector<std::vector<Work>> orders,
+                      const std::string &name) {
+    int64_t stash = mostStash(orders);
+    if (stash > limit)
+      return;
+    std::vector<std::vector<bool>> points;
+    for (const std::vector<Work> &order : orders)
+      points.emplace_back(order.size(), true);
+    sim::SimResult run = sim::simulateTransfers(orders, points, p, m, costs);
+    if (!run.deadlock.empty())
+      return;
+    ++best.candidates;
+    if (name == "1F1B")
+      best.oneFOneB = run.makespan;
+    if (!found || run.makespan < best.makespan ||
+        (run.makespan == best.makespan && stash < best.stashBytes)) {
+      found = true;
+      best.orders = std::move(orders);
+      best.chosen = name;
+      best.makespan = run.makespan;
+      best.stashBytes = stash;
+    }
+  };
+  consider(baseline, "1F1B");
+  consider(scheduleOrders(ScheduleKind::ZeroBubbleH1, p, 1, m), "ZB-H1");
+  // In-flight limits: the same on every stage (1 .. 2p−1), and 1F1B's
+  // p−s plus k more on stage s; every one for small p, a ladder of them
+  // for large.
+  std::set<int> steps;
+  for (int k = 0; k < 2 * p; k = k < 8 ? k + 1 : k * 2)
+    steps.insert(k);
+  steps.insert(p - 1);
+  steps.insert(2 * p - 2);
+  for (int k : steps) {
+    std::string why;
+    problem.inFlightLimit.assign(p, std::min(m, k + 1));
+    if (k + 1 <= 2 * p - 1) {
+      auto orders = listSchedule(problem, why);
+      if (why.empty())
+        consider(std::move(orders),
+                 "list schedule, at most " + std::to_string(k + 1) +
+                     " in flight a stage");
+    }
+    if (k < p) {
+      for (int s = 0; s < p; ++s)
+        problem.inFlightLimit[s] = std::min(m, p - s + k);
+      auto orders = listSchedule(problem, why);
+      if (why.empty())
+        consider(std::move(orders), "list schedule, at most p-s+" +
+                                        std::to_string(k) +
+                                        " in flight on stage s");
+    }
+  }
+  if (!found)
+    error = "no zero-bubble order keeps the stash within " +
+            std::to_string(limit) + " bytes a stage";
+  return best;
+}
+
+} // namespace strata::pipeline

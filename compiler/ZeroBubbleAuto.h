@@ -1,0 +1,54 @@
+//===- ZeroBubbleAuto.h - a zero-bubble order from the costs ----*- C++ -*-===//
+//
+// zb-auto: the order that runs one iteration soonest under a memory limit,
+// from the chunks' own forward, B and W costs and their stash's bytes. The
+// candidates are the list schedule (compiler/ListSchedule.h) under a range
+// of in-flight limits — the paper's search over the warm-up's length —
+// ZB-H1, and 1F1B with each W right after its B; each is run with its
+// transfers posted as the executor posts them (sim::simulateTransfers), so
+// that an order whose sends would hold back its receives is priced as it
+// runs, and one over the memory limit or that could hang is dropped.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_COMPILER_ZEROBUBBLEAUTO_H
+#define STRATA_COMPILER_ZEROBUBBLEAUTO_H
+
+#include "runtime/schedule/PipelineSim.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::pipeline {
+
+struct ZeroBubbleAutoInput {
+  int stages = 1, microbatches = 1; // one chunk a stage: chunk c on stage c
+  /// Per chunk: its forward's, B's and W's cost (empty: 1 each).
+  std::vector<double> forward, backward, weight;
+  double transfer = 0; // between stages
+  /// Per chunk: one microbatch's stash slot in each pool, in bytes: kept
+  /// until B, held until W, passed from B to W (empty: a unit held until
+  /// W, so that memory counts microbatches in flight).
+  std::vector<std::array<int64_t, 3>> slotBytes;
+  /// The most a stage's stash may take; 0: the most 1F1B's stages take
+  /// (with each W right after its B).
+  int64_t memoryLimit = 0;
+};
+
+struct ZeroBubbleAutoResult {
+  std::vector<std::vector<sim::Work>> orders; // per stage
+  std::string chosen;   // which candidate: "list, in flight ≤ 5", "ZB-H1"
+  double makespan = 0;  // in the costs' unit
+  double oneFOneB = 0;  // 1F1B's (W after B) in the same unit
+  int64_t memoryLimit = 0, stashBytes = 0; // the limit, the most a stage takes
+  int candidates = 0;                      // run and within the limit
+};
+
+/// The order, or "" in `error` and why none can be made.
+ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
+                                    std::string &error);
+
+} // namespace strata::pipeline
+
+#endif

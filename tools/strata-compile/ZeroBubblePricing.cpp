@@ -1,0 +1,135 @@
+//===- ZeroBubblePricing.cpp - zb-auto's costs from the cost model --------===//
+#include "tools/strata-compile/ZeroBubblePricing.h"
+#include "compiler/ZeroBubbleAuto.h"
+#include "compiler/codegen/CompileCode.h"
+#include "compiler/plan/PlanWriter.h"
+#include "runtime/base/WholeFile.h"
+#include "runtime/predict/Prediction.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace strata {
+
+bool parseBytes(const std::string &text, int64_t &bytes) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit((unsigned char)text[digits]))
+    ++digits;
+  if (digits == 0 || digits > 18)
+    return false;
+  std::string unit = text.substr(digits);
+  int shift = unit.empty()       ? 0
+              : unit == "KiB"    ? 10
+              : unit == "MiB"    ? 20
+              : unit == "GiB"    ? 30
+              : unit == "TiB"    ? 40
+                                 : -1;
+  if (shift < 0)
+    return false;
+  int64_t count = std::stoll(text.substr(0, digits));
+  if (count > (INT64_MAX >> shift))
+    return false;
+  bytes = count << shift;
+  return true;
+}
+
+std::string priceZeroBubble(mlir::ModuleOp module, Level from,
+                            const runtime::ClusterSpec &spec,
+                            CompileOptions &options, std::string &said) {
+  // The probe: the same programs (the backward cut in two), ZB-H1's order.
+  CompileOptions probeOptions = options;
+  probeOptions.pipelineSchedule = "zb-h1";
+  probeOptions.zeroBubble = {};
+  mlir::OwningOpRef<mlir::ModuleOp> probe = module.clone();
+  std::string error;
+  mlir::ScopedDiagnosticHandler capture(
+      module.getContext(), [&](mlir::Diagnostic &d) {
+        if (error.empty())
+          error = d.str();
+        return mlir::success();
+      });
+  auto refused = [&](const char *what) {
+    return std::string("pricing zb-auto's work with a ZB-H1 probe: ") + what +
+           (error.empty() ? "" : ": " + error);
+  };
+  mlir::PassManager pm(module.getContext());
+  buildPipeline(pm, probeOptions, from, Level::Exec);
+  if (mlir::failed(pm.run(*probe)))
+    return refused("the compiler refused it");
+  if (options.target == Target::Cuda &&
+      mlir::failed(codegen::compileGeneratedCode(*probe)))
+    return refused("NVRTC refused its kernels");
+  std::vector<uint8_t> bytes;
+  if (mlir::failed(writePlan(*probe, bytes)))
+    return refused("its plan could not be written");
+  runtime::Plan plan;
+  if (std::string why = runtime::predict::loadForPrediction(bytes, false, plan);
+      !why.empty())
+    return refused(why.c_str());
+  runtime::predict::Prediction prediction;
+  if (std::string why = runtime::predict::predictIteration(
+          plan, spec, runtime::predict::PredictOptions(), prediction);
+      !why.empty())
+    return refused(why.c_str());
+
+  int p = int(options.pipelineParallel), m = int(options.microbatches());
+  sim::Costs costs = runtime::predict::pipelineWorkCosts(prediction, p);
+  // An empty program still takes its launch: no cost is zero.
+  constexpr double kLeast = 1e-7;
+  auto atLeast = [&](std::vector<double> seconds) {
+    for (double &s : seconds)
+      s = std::max(s, kLeast);
+    return seconds;
+  };
+  CompileOptions::ZeroBubbleCosts &zb = options.zeroBubble;
+  zb.forward = atLeast(costs.chunkForward);
+  zb.backward = atLeast(costs.chunkBackward);
+  zb.weight = atLeast(costs.chunkWeight);
+  zb.transfer = costs.transfer;
+  zb.stashBytes = stashSlotBytes(*probe, p);
+  if (zb.stashBytes.size() != size_t(3 * p))
+    return refused("its stash does not have three pools a chunk");
+
+  // What the Schedule pass will choose, said before it is written.
+  pipeline::ZeroBubbleAutoInput input{p, m};
+  input.forward = zb.forward;
+  input.backward = zb.backward;
+  input.weight = zb.weight;
+  input.transfer = zb.transfer;
+  for (int c = 0; c < p; ++c)
+    input.slotBytes.push_back({zb.stashBytes[size_t(3 * c)],
+                               zb.stashBytes[size_t(3 * c + 1)],
+                               zb.stashBytes[size_t(3 * c + 2)]});
+  input.memoryLimit = zb.maxStashBytes;
+  std::string why;
+  pipeline::ZeroBubbleAutoResult chosen = pipeline::zeroBubbleAuto(input, why);
+  if (!why.empty())
+    return why;
+  auto ms = [](double seconds) {
+    return llvm::formatv("{0:f3}", seconds * 1e3).str();
+  };
+  said = llvm::formatv(
+             "zb-auto on {0}: chunk 0 forward {1} ms, B {2} ms, W {3} ms; "
+             "last chunk {4}/{5}/{6} ms; transfer {7} ms; chose {8} of {9} "
+             "orders: pipeline {10} ms (1F1B {11} ms, {12:f1}% less); stash "
+             "at most {13} a stage (limit {14})\n",
+             spec.name, ms(zb.forward.front()), ms(zb.backward.front()),
+             ms(zb.weight.front()), ms(zb.forward.back()),
+             ms(zb.backward.back()), ms(zb.weight.back()), ms(zb.transfer),
+             chosen.chosen, chosen.candidates, ms(chosen.makespan),
+             ms(chosen.oneFOneB),
+             chosen.oneFOneB > 0
+                 ? 100 * (1 - chosen.makespan / chosen.oneFOneB)
+                 : 0.0,
+             runtime::humanBytes(chosen.stashBytes),
+             runtime::humanBytes(chosen.memoryLimit))
+             .str();
+  return "";
+}
+
+} // namespace strata

@@ -1,0 +1,38 @@
+//===- ZeroBubblePricing.h - zb-auto's costs from the cost model -*- C++ -*-===//
+//
+// --pipeline-schedule zb-auto orders each stage's forwards, B's and W's
+// from what they cost. strata-compile finds that out before it schedules:
+// it compiles a probe of the model with the same programs under ZB-H1,
+// simulates one iteration of the probe on the --cluster spec, and takes
+// each chunk's forward, B and W seconds (their own operations on the
+// compute stream), the pipeline transfer's, and each chunk's stash bytes
+// by pool from the probe's memory plan; the Schedule pass then searches
+// with them (compiler/ZeroBubbleAuto.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_TOOLS_STRATA_COMPILE_ZEROBUBBLEPRICING_H
+#define STRATA_TOOLS_STRATA_COMPILE_ZEROBUBBLEPRICING_H
+
+#include "compiler/Pipeline.h"
+#include "runtime/cluster/ClusterSpec.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace strata {
+
+/// Fills `options.zeroBubble`'s costs and stash bytes for `module` (at
+/// `from`, before the schedule) and a line for the summary in `said`;
+/// "" or why it cannot.
+std::string priceZeroBubble(mlir::ModuleOp module, Level from,
+                            const runtime::ClusterSpec &spec,
+                            CompileOptions &options, std::string &said);
+
+/// "24GiB", "512MiB", "64KiB" or a count of bytes to bytes; false when the
+/// text is none of these or does not fit 63 bits.
+bool parseBytes(const std::string &text, int64_t &bytes);
+
+} // namespace strata
+
+#endif
