@@ -116,16 +116,18 @@ std::string priceZeroBubble(mlir::ModuleOp module, Level from,
   said = llvm::formatv(
              "zb-auto on {0}: chunk 0 forward {1} ms, B {2} ms, W {3} ms; "
              "last chunk {4}/{5}/{6} ms; transfer {7} ms; chose {8} of {9} "
-             "orders: pipeline {10} ms (1F1B {11} ms, {12:f1}% less); stash "
-             "at most {13} a stage (limit {14})\n",
+             "orders: pipeline {10} ms ({11}); stash at most {12} a stage "
+             "(limit {13})\n",
              spec.name, ms(zb.forward.front()), ms(zb.backward.front()),
              ms(zb.weight.front()), ms(zb.forward.back()),
              ms(zb.backward.back()), ms(zb.weight.back()), ms(zb.transfer),
              chosen.chosen, chosen.candidates, ms(chosen.makespan),
-             ms(chosen.oneFOneB),
              chosen.oneFOneB > 0
-                 ? 100 * (1 - chosen.makespan / chosen.oneFOneB)
-                 : 0.0,
+                 ? llvm::formatv("1F1B {0} ms, {1:f1}% less",
+                                 ms(chosen.oneFOneB),
+                                 100 * (1 - chosen.makespan / chosen.oneFOneB))
+                       .str()
+                 : std::string("1F1B's stash is over the limit"),
              runtime::humanBytes(chosen.stashBytes),
              runtime::humanBytes(chosen.memoryLimit))
              .str();
