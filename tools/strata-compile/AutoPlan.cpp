@@ -23,17 +23,27 @@ struct LayoutChoice {
   int64_t t = 1, p = 1, d = 1, chunks = 1, mbs = 1;
   Recompute recompute = Recompute::None;
   bool sp = false, distopt = false;
+  /// The backward cut in two under zb-auto's order (one chunk a stage),
+  /// instead of 1F1B or the interleaved schedule.
+  bool zeroBubble = false;
 
   std::string name() const {
     return "t" + std::to_string(t) + " p" + std::to_string(p) + " v" +
            std::to_string(chunks) + " d" + std::to_string(d) + " mbs" +
            std::to_string(mbs) + " recompute-" + recomputeName(recompute) +
-           (sp ? " sp" : "") + (distopt ? " distopt" : "");
+           (sp ? " sp" : "") + (distopt ? " distopt" : "") +
+           (zeroBubble ? " zb" : "");
   }
   bool operator==(const LayoutChoice &o) const {
     return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
            mbs == o.mbs && recompute == o.recompute && sp == o.sp &&
-           distopt == o.distopt;
+           distopt == o.distopt && zeroBubble == o.zeroBubble;
+  }
+  /// The same layout under the other family of schedules.
+  bool scheduleTwinOf(const LayoutChoice &o) const {
+    LayoutChoice other = o;
+    other.zeroBubble = !o.zeroBubble;
+    return *this == other;
   }
   /// Whether this layout needs at least `o`'s memory on every stage: the
   /// same sizes, chunks and recomputation, a micro-batch as large or
@@ -47,7 +57,7 @@ struct LayoutChoice {
   bool needsAtLeast(const LayoutChoice &o) const {
     return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
            mbs >= o.mbs && recompute == o.recompute && (o.sp || !sp) &&
-           (o.distopt || !distopt);
+           (o.distopt || !distopt) && zeroBubble == o.zeroBubble;
   }
   /// Whether this layout is `o` recomputing more: it does all of `o`'s
   /// work and more, in the same schedule, so it is not faster (every
@@ -59,7 +69,7 @@ struct LayoutChoice {
   bool slowerTwinOf(const LayoutChoice &o) const {
     return t == o.t && p == o.p && d == o.d && chunks == o.chunks &&
            mbs == o.mbs && sp == o.sp && distopt == o.distopt &&
-           kept(recompute) < kept(o.recompute);
+           zeroBubble == o.zeroBubble && kept(recompute) < kept(o.recompute);
   }
   /// How much of a layer's activations a recomputation keeps.
   static int kept(Recompute recompute) {
@@ -96,6 +106,8 @@ std::string parseLayout(const std::string &text, int64_t gpus,
       out.sp = true;
     else if (word == "distopt")
       out.distopt = true;
+    else if (word == "zb")
+      out.zeroBubble = true;
     else if (word.rfind("mbs", 0) == 0)
       ok = number(word, 3, out.mbs);
     else if (!word.empty() && (word[0] == 't' || word[0] == 'p' ||
@@ -110,7 +122,7 @@ std::string parseLayout(const std::string &text, int64_t gpus,
     if (!ok)
       return "--explain: '" + word +
              "' is not part of a layout (tN, pN, vN, "
-             "dN, mbsN, none, selective, full, sp, distopt; as in "
+             "dN, mbsN, none, selective, full, sp, distopt, zb; as in "
              "t8,p8,v2,mbs1,full,sp,distopt)";
   }
   if (out.t * out.p <= gpus && out.d == 1)
@@ -170,20 +182,24 @@ std::vector<LayoutChoice> enumerate(int64_t gpus, int64_t layers, int64_t node,
             // among layouts of equal bound they need the least memory, and
             // one that does not fit rules out those that need more.
             for (bool sp : {true, false})
-              for (bool distopt : {true, false}) {
-                if ((sp && t == 1) || (distopt && d == 1))
-                  continue;
-                LayoutChoice l;
-                l.t = t;
-                l.p = p;
-                l.d = d;
-                l.chunks = chunks;
-                l.mbs = mbs;
-                l.recompute = recompute;
-                l.sp = sp;
-                l.distopt = distopt;
-                all.push_back(l);
-              }
+              for (bool distopt : {true, false})
+                // A zero-bubble schedule where one chunk a stage pipelines.
+                for (bool zeroBubble : {false, true}) {
+                  if ((sp && t == 1) || (distopt && d == 1) ||
+                      (zeroBubble && (p == 1 || chunks > 1)))
+                    continue;
+                  LayoutChoice l;
+                  l.t = t;
+                  l.p = p;
+                  l.d = d;
+                  l.chunks = chunks;
+                  l.mbs = mbs;
+                  l.recompute = recompute;
+                  l.sp = sp;
+                  l.distopt = distopt;
+                  l.zeroBubble = zeroBubble;
+                  all.push_back(l);
+                }
         }
     }
   }
@@ -203,6 +219,7 @@ CompileOptions optionsOf(const CompileOptions &base, const LayoutChoice &l,
       base.recomputeWholeLayers && l.recompute == Recompute::Full;
   o.sequenceParallel = l.sp;
   o.distributedOptimizer = l.distopt;
+  o.pipelineSchedule = l.zeroBubble ? "zb-auto" : "";
   return o;
 }
 
@@ -274,9 +291,14 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
                    perLayer *
                    costs.collective(CollectiveKind::AllReduceSum, group, bytes);
     }
-    // Stretched by the schedule's bubble as it is for equal stages.
-    c.bound = (flops / double(request.gpus) / peak + tensorComm) *
-              (1 + double(l.p - 1) / (double(l.chunks) * microbatches));
+    // Stretched by the schedule's bubble as it is for equal stages; a
+    // zero-bubble order still waits (p - 1) forwards for the first to
+    // reach the last stage, at least a quarter of a microbatch's work
+    // (B and W cost at most three forwards, one of them recomputed).
+    double bubble = l.zeroBubble
+                        ? double(l.p - 1) / (4 * microbatches)
+                        : double(l.p - 1) / (double(l.chunks) * microbatches);
+    c.bound = (flops / double(request.gpus) / peak + tensorComm) * (1 + bubble);
     if (std::string error = checkOptions(c.options); !error.empty()) {
       c.verdict = error;
       continue;
@@ -510,6 +532,11 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     if (explained->verdict.empty() && !explained->simulated &&
         !outgrows(*explained))
       record(*explained, evaluateSafely(*explained));
+    // And its twin under the other schedule, to say which wins.
+    for (Candidate &twin : candidates)
+      if (twin.layout.scheduleTwinOf(wanted) && twin.verdict.empty() &&
+          !twin.simulated && !outgrows(twin))
+        record(twin, evaluateSafely(twin));
   }
 
   size_t rejected = 0;
@@ -539,8 +566,34 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
               format("%.1f%%", 100 * c.uses[u] / c.seconds);
     return text;
   };
+  // Whether the zero-bubble schedule won, and by how much: the best
+  // against its twin under the other schedule, where both were simulated.
+  auto twinText = [&](const Candidate &c) -> std::string {
+    if (c.layout.p == 1 || c.layout.chunks > 1)
+      return "";
+    for (const Candidate &other : candidates)
+      if (other.layout.scheduleTwinOf(c.layout)) {
+        const Candidate &zb = c.layout.zeroBubble ? c : other;
+        const Candidate &plain = c.layout.zeroBubble ? other : c;
+        if (!other.simulated)
+          return "  its twin under " +
+                 std::string(c.layout.zeroBubble ? "1F1B" : "zb-auto") +
+                 " was not simulated" +
+                 (other.verdict.empty() ? " (left out by the bound)"
+                                        : ": " + other.verdict) +
+                 "\n";
+        return "  zb-auto against 1F1B on this layout: " +
+               format("%+.1f%%", 100 * (plain.seconds / zb.seconds - 1)) +
+               " throughput (" + format("%.3g", zb.seconds) + " s against " +
+               format("%.3g", plain.seconds) + " s), " + gib(zb.peakBytes) +
+               " against " + gib(plain.peakBytes) + " on the largest stage\n";
+      }
+    return "";
+  };
   for (size_t i = 0; i < best.size() && i < size_t(request.top); ++i)
     out << " " << i + 1 << ". " << line(*best[i]) << "\n";
+  if (!best.empty())
+    out << twinText(*best.front());
   if (explained && !explained->verdict.empty()) {
     out << "explain " << explained->layout.name()
         << ": rejected: " << explained->verdict << "\n";
@@ -553,7 +606,8 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
       out << "  against the best (" << best.front()->layout.name() << "): "
           << format("%.1f%%",
                     100 * (explained->seconds / best.front()->seconds - 1))
-          << " slower\n";
+          << " slower\n"
+          << twinText(*explained);
   }
   if (best.empty())
     return fail(

@@ -2,8 +2,10 @@
 //
 // Searches the layouts of a model on N GPUs of a cluster spec for a global
 // batch: tensor, pipeline and data sizes, chunks per stage, the micro-batch
-// size, recomputation (none, selective, full), sequence parallelism and
-// the distributed optimizer. A layout the compiler refuses (divisibility,
+// size, recomputation (none, selective, full), sequence parallelism, the
+// distributed optimizer and, with one chunk a stage, zb-auto's zero-bubble
+// order beside 1F1B (its bound stretched by (p - 1)/(4m), the least a
+// zero-bubble order waits: B and W cost at most three forwards). A layout the compiler refuses (divisibility,
 // schedules) or whose exact memory does not fit the GPU is rejected with
 // the reason; the rest are compiled and simulated (strata-run --backend
 // sim's predictor) in the order of a bound no simulation can beat (their

@@ -40,7 +40,8 @@ bool parseBytes(const std::string &text, int64_t &bytes) {
 
 std::string priceZeroBubble(mlir::ModuleOp module, Level from,
                             const runtime::ClusterSpec &spec,
-                            CompileOptions &options, std::string &said) {
+                            CompileOptions &options, std::string &said,
+                            bool verify) {
   // The probe: the same programs (the backward cut in two), ZB-H1's order.
   CompileOptions probeOptions = options;
   probeOptions.pipelineSchedule = "zb-h1";
@@ -59,6 +60,7 @@ std::string priceZeroBubble(mlir::ModuleOp module, Level from,
   };
   mlir::PassManager pm(module.getContext());
   buildPipeline(pm, probeOptions, from, Level::Exec);
+  pm.enableVerifier(verify);
   if (mlir::failed(pm.run(*probe)))
     return refused("the compiler refused it");
   if (options.target == Target::Cuda &&

@@ -24,10 +24,12 @@ namespace strata {
 
 /// Fills `options.zeroBubble`'s costs and stash bytes for `module` (at
 /// `from`, before the schedule) and a line for the summary in `said`;
-/// "" or why it cannot.
+/// "" or why it cannot. `verify`: MLIR's verifier after each of the
+/// probe's passes.
 std::string priceZeroBubble(mlir::ModuleOp module, Level from,
                             const runtime::ClusterSpec &spec,
-                            CompileOptions &options, std::string &said);
+                            CompileOptions &options, std::string &said,
+                            bool verify = true);
 
 /// "24GiB", "512MiB", "64KiB" or a count of bytes to bytes; false when the
 /// text is none of these or does not fit 63 bits.

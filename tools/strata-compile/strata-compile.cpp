@@ -410,7 +410,8 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
 /// One candidate of --auto compiled in a context of its own, to plan
 /// bytes; "" or the compiler's first diagnostic.
 std::string compileCandidate(const std::string &source,
-                             const CompileOptions &options, bool verify,
+                             CompileOptions options, bool verify,
+                             const runtime::ClusterSpec &spec,
                              std::vector<uint8_t> &bytes) {
   mlir::DialectRegistry registry;
   registerDialects(registry);
@@ -434,6 +435,14 @@ std::string compileCandidate(const std::string &source,
   };
   if (!module)
     return why("the model does not build");
+  // zb-auto's order needs its work priced on the cluster.
+  if (options.pipelineSchedule == "zb-auto") {
+    std::string said;
+    if (std::string error =
+            priceZeroBubble(*module, Level::Graph, spec, options, said, verify);
+        !error.empty())
+      return error;
+  }
   mlir::PassManager pm(&context);
   buildPipeline(pm, options, Level::Graph, Level::Exec);
   // The verifier after every pass is half of a large model's compile.
@@ -597,11 +606,16 @@ int main(int argc, char **argv) {
         return fail("--auto chooses the layout: --" + chosen->ArgStr +
                     " is not given with it");
     std::string text(sourceMgr.getMemoryBuffer(1)->getBuffer());
+    // zb-auto candidates are priced on the cluster the search is for.
+    runtime::ClusterSpec spec;
+    if (std::string error = runtime::loadClusterSpec(autoCluster, spec);
+        !error.empty())
+      return fail(error);
     return autoPlan(
         request, options, stats,
         [&](const CompileOptions &candidate, bool verify,
             std::vector<uint8_t> &bytes) {
-          return compileCandidate(text, candidate, verify, bytes);
+          return compileCandidate(text, candidate, verify, spec, bytes);
         },
         outputFile, std::cout, std::cerr);
   }
