@@ -64,10 +64,11 @@ namespace {
 
 /// ZB-H1 (Qi et al. 2024, §2.1): 1F1B's warm-up, then each B followed by a
 /// W, except that stage r holds its first r W's back (to the cool-down,
-/// where they fill the holes left while the last B's come back). Every
-/// stage then holds p microbatches at most, as 1F1B's first does, and the
-/// bubble is a third of 1F1B's when F, B and W cost the same.
-std::vector<Work> zeroBubbleH1(int p, int m, int stage) {
+/// where they fill the holes left while the last B's come back) — or
+/// `held` of them. Every stage then holds p microbatches at most, as
+/// 1F1B's first does, and the bubble is a third of 1F1B's when F, B and W
+/// cost the same.
+std::vector<Work> zeroBubbleH1(int p, int m, int stage, int held) {
   std::vector<Work> order;
   int warmup = warmupCount(ScheduleKind::ZeroBubbleH1, p, 1, m, stage);
   int weights = 0;
@@ -77,7 +78,7 @@ std::vector<Work> zeroBubbleH1(int p, int m, int stage) {
   for (int k = 0; k < m - warmup; ++k) {
     order.push_back({Phase::Forward, stage, warmup + k});
     order.push_back({Phase::Backward, stage, k});
-    if (k >= stage)
+    if (k >= held)
       weight();
   }
   for (int k = m - warmup; k < m; ++k) {
@@ -115,7 +116,7 @@ std::vector<Work> stageOrder(ScheduleKind kind, int p, int v, int m, int stage,
   std::vector<Work> order;
   std::vector<bool> points;
   if (sim::cutsBackward(kind)) {
-    order = kind == ScheduleKind::ZeroBubbleH1 ? zeroBubbleH1(p, m, stage)
+    order = kind == ScheduleKind::ZeroBubbleH1 ? zeroBubbleH1(p, m, stage, stage)
                                                : scheduleOrders(kind, p, v, m)[stage];
     // An exchange point before every work: a B's gradient goes out before
     // the W after it runs, not after.
@@ -163,6 +164,13 @@ std::vector<Work> stageOrder(ScheduleKind kind, int p, int v, int m, int stage,
   if (exchange)
     *exchange = std::move(points);
   return order;
+}
+
+std::vector<std::vector<Work>> zeroBubbleH1Holding(int p, int m, int most) {
+  std::vector<std::vector<Work>> orders;
+  for (int s = 0; s < p; ++s)
+    orders.push_back(zeroBubbleH1(p, m, s, std::min(s, std::max(most, 0))));
+  return orders;
 }
 
 std::vector<std::vector<Work>>

@@ -51,6 +51,13 @@ std::vector<sim::Work> stageOrder(ScheduleKind kind, int stages,
                                   int stage,
                                   std::vector<bool> *exchange = nullptr);
 
+/// ZB-H1's orders with stage r holding min(r, most) W's back instead of
+/// r: most = 0 is 1F1B with each W right after its B, most = p − 1 ZB-H1.
+/// A held W keeps its microbatch's share of the stash longer; zb-auto
+/// weighs the holes it fills against that.
+std::vector<std::vector<sim::Work>> zeroBubbleH1Holding(int p, int m,
+                                                        int most);
+
 /// Every stage's order (and exchange points).
 std::vector<std::vector<sim::Work>>
 scheduleOrders(ScheduleKind kind, int stages, int chunksPerStage,

@@ -12,27 +12,6 @@ namespace strata::pipeline {
 using sim::Phase;
 using sim::Work;
 
-namespace {
-
-/// 1F1B with each W right after its B: the zero-bubble programs run in
-/// 1F1B's order, the memory the default limit allows.
-std::vector<std::vector<Work>> oneFOneBWithWeights(int p, int m) {
-  std::vector<std::vector<Work>> orders =
-      scheduleOrders(ScheduleKind::OneFOneB, p, 1, m);
-  for (std::vector<Work> &order : orders) {
-    std::vector<Work> cut;
-    for (const Work &w : order) {
-      cut.push_back(w);
-      if (w.phase == Phase::Backward)
-        cut.push_back({Phase::Weight, w.chunk, w.microbatch});
-    }
-    order = std::move(cut);
-  }
-  return orders;
-}
-
-} // namespace
-
 ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
                                     std::string &error) {
   error.clear();
@@ -75,7 +54,8 @@ ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
       most = std::max(most, stashBytes(order, problem.slotBytes));
     return most;
   };
-  std::vector<std::vector<Work>> baseline = oneFOneBWithWeights(p, m);
+  // 1F1B with each W right after its B: what the default limit allows.
+  std::vector<std::vector<Work>> baseline = zeroBubbleH1Holding(p, m, 0);
   int64_t limit = input.memoryLimit > 0 ? input.memoryLimit : mostStash(baseline);
   best.memoryLimit = limit;
   problem.memoryLimit.assign(p, limit);
@@ -104,16 +84,23 @@ ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
       best.stashBytes = stash;
     }
   };
-  consider(baseline, "1F1B");
-  consider(scheduleOrders(ScheduleKind::ZeroBubbleH1, p, 1, m), "ZB-H1");
-  // In-flight limits: the same on every stage (1 .. 2p−1), and 1F1B's
-  // p−s plus k more on stage s; every one for small p, a ladder of them
-  // for large.
+  // Every k for small p, a ladder of them for large.
   std::set<int> steps;
   for (int k = 0; k < 2 * p; k = k < 8 ? k + 1 : k * 2)
     steps.insert(k);
   steps.insert(p - 1);
   steps.insert(2 * p - 2);
+  consider(baseline, "1F1B");
+  // ZB-H1 and the orders between it and 1F1B: stage r holds min(r, k) W's
+  // back, where the stash allows them.
+  for (int k : steps)
+    if (k > 0 && k < p - 1)
+      consider(zeroBubbleH1Holding(p, m, k),
+               "ZB-H1 holding at most " + std::to_string(k) + " W's back");
+  if (p > 1)
+    consider(zeroBubbleH1Holding(p, m, p - 1), "ZB-H1");
+  // The list schedule under in-flight limits: the same on every stage
+  // (1 .. 2p−1), and 1F1B's p−s plus k more on stage s.
   for (int k : steps) {
     std::string why;
     problem.inFlightLimit.assign(p, std::min(m, k + 1));

@@ -4,7 +4,8 @@
 // from the chunks' own forward, B and W costs and their stash's bytes. The
 // candidates are the list schedule (compiler/ListSchedule.h) under a range
 // of in-flight limits — the paper's search over the warm-up's length —
-// ZB-H1, and 1F1B with each W right after its B; each is run with its
+// and ZB-H1 with each stage holding up to k of its W's back (k = 0: 1F1B
+// with each W right after its B; k = p − 1: ZB-H1); each is run with its
 // transfers posted as the executor posts them (sim::simulateTransfers), so
 // that an order whose sends would hold back its receives is priced as it
 // runs, and one over the memory limit or that could hang is dropped.

@@ -722,3 +722,50 @@ TEST(ZeroBubbleAuto, StashBytesCountEachPoolsMostAtOnce) {
                 parseOrder("F0.0 B0.0 F1.0 B1.0 W0.0 W1.0"), bytes),
             10 + 2 * 20 + 2 * 40);
 }
+
+TEST(ZeroBubbleAuto, HoldingFewerWeightsBackTradesBubbleForMemory) {
+  // Between 1F1B with each W after its B (k = 0) and ZB-H1 (k = p - 1),
+  // stage r holds min(r, k) W's back: at unit costs, p = 8, m = 24, the
+  // bubble falls as k grows, the most any stage keeps in flight stays
+  // p (1F1B's), the passed pool's slots grow with k, and no order can
+  // hang where sends block.
+  int p = 8, m = 24;
+  auto oneFOneB = pipeline::scheduleOrders(ScheduleKind::OneFOneB, p, 1, m);
+  auto holdingNone = pipeline::zeroBubbleH1Holding(p, m, 0);
+  for (int s = 0; s < p; ++s) {
+    std::vector<sim::Work> withWeights;
+    for (const sim::Work &w : oneFOneB[size_t(s)]) {
+      withWeights.push_back(w);
+      if (w.phase == sim::Phase::Backward)
+        withWeights.push_back({sim::Phase::Weight, w.chunk, w.microbatch});
+    }
+    EXPECT_EQ(holdingNone[size_t(s)], withWeights) << "stage " << s;
+  }
+  EXPECT_EQ(pipeline::zeroBubbleH1Holding(p, m, p - 1),
+            pipeline::scheduleOrders(ScheduleKind::ZeroBubbleH1, p, 1, m));
+  std::vector<std::array<int64_t, 3>> passed(size_t(p), {0, 0, 1});
+  double last = 1e9;
+  int64_t lastPassed = 0;
+  for (int k = 0; k < p; ++k) {
+    auto orders = pipeline::zeroBubbleH1Holding(p, m, k);
+    std::vector<std::vector<bool>> points;
+    for (const auto &order : orders)
+      points.emplace_back(order.size(), true);
+    sim::SimResult run = sim::simulateTransfers(orders, points, p, m,
+                                                sim::unitCosts(orders));
+    ASSERT_EQ(run.deadlock, "") << "k=" << k;
+    EXPECT_LE(run.makespan, last) << "k=" << k;
+    last = run.makespan;
+    int most = 0;
+    for (const auto &order : orders)
+      most = std::max(most, sim::inFlight(order));
+    EXPECT_EQ(most, p) << "k=" << k;
+    int64_t slots = mostStash(orders, passed);
+    EXPECT_EQ(slots, k + 1) << "k=" << k;
+    EXPECT_GE(slots, lastPassed);
+    lastPassed = slots;
+  }
+  // ZB-H1's bubble is a third of... its makespan is 79, 1F1B's with W
+  // after B 86.
+  EXPECT_EQ(last, 79);
+}
