@@ -15,6 +15,21 @@ namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
+// Byte counts from pass options may be anything non-negative: sums and
+// products saturate instead of overflowing.
+int64_t plus(int64_t a, int64_t b) {
+  int64_t sum;
+  return __builtin_add_overflow(a, b, &sum)
+             ? std::numeric_limits<int64_t>::max()
+             : sum;
+}
+int64_t times(int64_t a, int64_t b) {
+  int64_t product;
+  return __builtin_mul_overflow(a, b, &product)
+             ? std::numeric_limits<int64_t>::max()
+             : product;
+}
+
 /// The state of the clock: what each chunk has run and when it ended.
 struct Clock {
   const ListScheduleProblem &problem;
@@ -52,7 +67,7 @@ struct Clock {
     int64_t more = 0;
     auto enter = [&](int pool) {
       if (inPool[c][pool] + 1 > slots[c][pool])
-        more += problem.slotBytes[c][pool];
+        more = plus(more, problem.slotBytes[c][pool]);
     };
     // An F also leaves room for its B's passed slot: B goes first, and
     // could not run past the limit unless a W ahead of it frees one.
@@ -62,13 +77,16 @@ struct Clock {
       enter(1);
     }
     int s = problem.stageOfChunk[c];
-    return more == 0 || slotBytesOfStage[s] + more <= problem.memoryLimit[s];
+    return more == 0 ||
+           plus(slotBytesOfStage[s], more) <= problem.memoryLimit[s];
   }
   void enter(int c, int pool) {
     if (++inPool[c][pool] > slots[c][pool]) {
       ++slots[c][pool];
       if (limitsMemory())
-        slotBytesOfStage[problem.stageOfChunk[c]] += problem.slotBytes[c][pool];
+        slotBytesOfStage[problem.stageOfChunk[c]] =
+            plus(slotBytesOfStage[problem.stageOfChunk[c]],
+                 problem.slotBytes[c][pool]);
     }
   }
 
@@ -186,6 +204,10 @@ std::vector<std::vector<Work>> listSchedule(const ListScheduleProblem &problem,
       (int(problem.slotBytes.size()) != chunks ||
        int(problem.memoryLimit.size()) != problem.stages))
     error = "the stash's bytes need one entry a chunk and a limit a stage";
+  for (const std::array<int64_t, 3> &pools : problem.slotBytes)
+    for (int64_t bytes : pools)
+      if (error.empty() && bytes < 0)
+        error = "the stash's bytes must be at least 0";
   if (!error.empty())
     return orders;
 
@@ -238,7 +260,7 @@ int64_t stashBytes(const std::vector<Work> &order,
   for (auto &[c, pools] : most)
     for (int pool = 0; pool < 3; ++pool)
       if (size_t(c) < slotBytes.size())
-        bytes += int64_t(pools[pool]) * slotBytes[size_t(c)][pool];
+        bytes = plus(bytes, times(pools[pool], slotBytes[size_t(c)][pool]));
   return bytes;
 }
 

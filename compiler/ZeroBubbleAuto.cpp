@@ -43,6 +43,15 @@ ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
             std::to_string(p) + " chunks";
     return best;
   }
+  for (int c = 0; c < p; ++c)
+    if (!(problem.forward[c] > 0 && problem.backward[c] > 0 &&
+          problem.weight[c] > 0) ||
+        problem.slotBytes[c][0] < 0 || problem.slotBytes[c][1] < 0 ||
+        problem.slotBytes[c][2] < 0 || !(input.transfer >= 0)) {
+      error = "zb-auto's costs must be positive and its stash bytes and "
+              "transfer cost at least 0";
+      return best;
+    }
   sim::Costs costs;
   costs.chunkForward = problem.forward;
   costs.chunkBackward = problem.backward;

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <sstream>
 
 using namespace strata;
@@ -721,6 +722,22 @@ TEST(ZeroBubbleAuto, StashBytesCountEachPoolsMostAtOnce) {
   EXPECT_EQ(pipeline::stashBytes(
                 parseOrder("F0.0 B0.0 F1.0 B1.0 W0.0 W1.0"), bytes),
             10 + 2 * 20 + 2 * 40);
+  // Bytes from pass options can be anything: the sum saturates.
+  int64_t most = std::numeric_limits<int64_t>::max();
+  std::vector<std::array<int64_t, 3>> huge = {{most / 2 + 1, 0, 0}};
+  EXPECT_EQ(pipeline::stashBytes(
+                parseOrder("F0.0 F1.0 B0.0 W0.0 B1.0 W1.0"), huge),
+            most);
+  pipeline::ZeroBubbleAutoInput in{2, 4};
+  in.slotBytes.assign(2, {most / 2 + 1, most / 2 + 1, most / 2 + 1});
+  in.memoryLimit = most;
+  std::string error;
+  EXPECT_FALSE(pipeline::zeroBubbleAuto(in, error).orders.empty());
+  EXPECT_EQ(error, "");
+  in.slotBytes[1][2] = -1;
+  pipeline::zeroBubbleAuto(in, error);
+  EXPECT_EQ(error, "zb-auto's costs must be positive and its stash bytes and "
+                   "transfer cost at least 0");
 }
 
 TEST(ZeroBubbleAuto, HoldingFewerWeightsBackTradesBubbleForMemory) {
