@@ -82,10 +82,15 @@ def simulate(bin_dir, cluster, flags, plan):
                                os.path.join(ROOT, "examples", "gpt-1t.model"), *flags, "-o", plan],
                               capture_output=True, text=True)
     if compiled.returncode != 0:
-        return {"refused": compiled.stderr.strip().splitlines()[-1]}
+        said = compiled.stderr.strip().splitlines()
+        return {"refused": said[-1] if said else f"strata-compile exited {compiled.returncode}"}
     chose = re.search(r"chose (.*?) of \d+ orders", compiled.stdout)
-    out = subprocess.run([os.path.join(bin_dir, "strata-run"), plan, "--backend", "sim",
-                          "--cluster", cluster], check=True, capture_output=True, text=True).stdout
+    run = subprocess.run([os.path.join(bin_dir, "strata-run"), plan, "--backend", "sim",
+                          "--cluster", cluster], capture_output=True, text=True)
+    if run.returncode != 0:
+        said = run.stderr.strip().splitlines()
+        return {"refused": said[-1] if said else f"strata-run exited {run.returncode}"}
+    out = run.stdout
     stages = re.findall(r"memory [0-9.]+ \w+ persistent \+ ([0-9.]+ \w+) workspace \+ "
                         r"([0-9.]+ \w+) stash = [0-9.]+ \w+ \(([0-9,]+) bytes\)", out)
     return {

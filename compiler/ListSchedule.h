@@ -39,8 +39,9 @@ struct ListScheduleProblem {
   /// and per stage the most bytes its slots may take. A pool has as many
   /// slots as it ever holds at once (the memory plan's count), so a stage
   /// does not start an F that would need a slot past its limit (counting
-  /// a passed slot for its B), and runs a pending W (which frees slots)
-  /// before a B that would.
+  /// a passed slot for its B) unless it holds nothing (else it could never
+  /// go on), and runs a pending W (which frees slots) before a B that
+  /// would.
   std::vector<std::array<int64_t, 3>> slotBytes;
   std::vector<int64_t> memoryLimit;
 };

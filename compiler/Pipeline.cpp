@@ -243,7 +243,9 @@ std::vector<int64_t> stashSlotBytes(mlir::ModuleOp module, int64_t stages) {
           buffer.getSlotStride().value_or(0);
     }
   std::vector<int64_t> flat;
-  int64_t chunks = byChunk.empty() ? 0 : byChunk.rbegin()->first + 1;
+  // Every stage has a chunk, whether or not it keeps anything.
+  int64_t chunks =
+      std::max(stages, byChunk.empty() ? 0 : byChunk.rbegin()->first + 1);
   for (int64_t c = 0; c < chunks; ++c)
     for (int64_t bytes : byChunk[c])
       flat.push_back(bytes);

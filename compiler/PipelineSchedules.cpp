@@ -184,10 +184,11 @@ scheduleOrders(ScheduleKind kind, int p, int v, int m,
     // One list schedule makes every stage's order; zb-auto's here is from
     // unit costs and memory in microbatches (the Schedule pass gives it
     // the plan's own).
-    std::string error; // none: unit costs, the default limit
+    std::string error; // only where checkSchedule would refuse p and m
     orders = kind == ScheduleKind::ZeroBubbleH2
                  ? zeroBubbleH2(p, m)
                  : zeroBubbleAuto(ZeroBubbleAutoInput{p, m}, error).orders;
+    orders.resize(size_t(std::max(p, 0)));
     for (int s = 0; exchange && s < p; ++s)
       (*exchange)[s].assign(orders[s].size(), true);
     return orders;

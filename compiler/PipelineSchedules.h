@@ -58,7 +58,10 @@ std::vector<sim::Work> stageOrder(ScheduleKind kind, int stages,
 std::vector<std::vector<sim::Work>> zeroBubbleH1Holding(int p, int m,
                                                         int most);
 
-/// Every stage's order (and exchange points).
+/// Every stage's order (and exchange points). zb-auto's is its search at
+/// unit costs, memory counted in microbatches (run again on each call; the
+/// Schedule pass searches with a plan's own costs, which may give another
+/// order); none where the search refuses p and m.
 std::vector<std::vector<sim::Work>>
 scheduleOrders(ScheduleKind kind, int stages, int chunksPerStage,
                int microbatches,

@@ -5,6 +5,8 @@
 #include "runtime/schedule/TransferGroups.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <set>
 
 namespace strata::pipeline {
@@ -12,15 +14,83 @@ namespace strata::pipeline {
 using sim::Phase;
 using sim::Work;
 
+std::string zeroBubbleInput(int stages, int microbatches,
+                            std::vector<double> forward,
+                            std::vector<double> backward,
+                            std::vector<double> weight, double transfer,
+                            const std::vector<int64_t> &stashBytes,
+                            int64_t memoryLimit, ZeroBubbleAutoInput &out) {
+  if (stashBytes.size() % 3 != 0)
+    return "stash-bytes takes three numbers a chunk (kept until B, held "
+           "until W, passed from B to W), got " +
+           std::to_string(stashBytes.size());
+  out = ZeroBubbleAutoInput{stages, microbatches};
+  out.forward = std::move(forward);
+  out.backward = std::move(backward);
+  out.weight = std::move(weight);
+  out.transfer = transfer;
+  for (size_t i = 0; i + 2 < stashBytes.size(); i += 3)
+    out.slotBytes.push_back(
+        {stashBytes[i], stashBytes[i + 1], stashBytes[i + 2]});
+  out.memoryLimit = memoryLimit;
+  return "";
+}
+
+namespace {
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+/// "" or what is wrong with `input`.
+std::string checkInput(const ZeroBubbleAutoInput &input) {
+  int p = input.stages, m = input.microbatches;
+  if (p < 1 || m < 1)
+    return "zb-auto needs at least one stage and one microbatch";
+  if (int64_t(p) * m > kZeroBubbleAutoMostWork)
+    return "zb-auto searches at most " +
+           std::to_string(kZeroBubbleAutoMostWork) +
+           " stage-microbatches (p x m), and this layout has " +
+           std::to_string(int64_t(p) * m) + ": name zb-h1 or 1f1b";
+  auto each = [&](const auto &list) {
+    return list.empty() || int(list.size()) == p;
+  };
+  if (!each(input.forward) || !each(input.backward) || !each(input.weight) ||
+      !each(input.slotBytes))
+    return "zb-auto needs a forward, B and W cost and the stash's bytes for "
+           "each of the " +
+           std::to_string(p) + " chunks";
+  for (const std::vector<double> *costs :
+       {&input.forward, &input.backward, &input.weight})
+    for (double cost : *costs)
+      if (!(cost > 0) || !std::isfinite(cost))
+        return "zb-auto's costs must be positive and finite, got " +
+               number(cost);
+  if (!(input.transfer >= 0) || !std::isfinite(input.transfer))
+    return "zb-auto's transfer cost must be at least 0, got " +
+           number(input.transfer);
+  for (const std::array<int64_t, 3> &pools : input.slotBytes)
+    for (int64_t bytes : pools)
+      if (bytes < 0)
+        return "zb-auto's stash bytes must be at least 0, got " +
+               std::to_string(bytes);
+  if (input.memoryLimit < 0)
+    return "zb-auto's stash limit must be at least 0 (0: 1F1B's), got " +
+           std::to_string(input.memoryLimit);
+  return "";
+}
+
+} // namespace
+
 ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
                                     std::string &error) {
-  error.clear();
   ZeroBubbleAutoResult best;
-  int p = input.stages, m = input.microbatches;
-  if (p < 1 || m < 1) {
-    error = "zb-auto needs at least one stage and one microbatch";
+  error = checkInput(input);
+  if (!error.empty())
     return best;
-  }
+  int p = input.stages, m = input.microbatches;
   ListScheduleProblem problem;
   problem.stages = p;
   problem.microbatches = m;
@@ -36,22 +106,6 @@ ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
   problem.slotBytes = input.slotBytes.empty()
                           ? std::vector<std::array<int64_t, 3>>(p, {0, 1, 0})
                           : input.slotBytes;
-  if (int(problem.forward.size()) != p || int(problem.backward.size()) != p ||
-      int(problem.weight.size()) != p || int(problem.slotBytes.size()) != p) {
-    error = "zb-auto needs a forward, B and W cost and the stash's bytes for "
-            "each of the " +
-            std::to_string(p) + " chunks";
-    return best;
-  }
-  for (int c = 0; c < p; ++c)
-    if (!(problem.forward[c] > 0 && problem.backward[c] > 0 &&
-          problem.weight[c] > 0) ||
-        problem.slotBytes[c][0] < 0 || problem.slotBytes[c][1] < 0 ||
-        problem.slotBytes[c][2] < 0 || !(input.transfer >= 0)) {
-      error = "zb-auto's costs must be positive and its stash bytes and "
-              "transfer cost at least 0";
-      return best;
-    }
   sim::Costs costs;
   costs.chunkForward = problem.forward;
   costs.chunkBackward = problem.backward;

@@ -46,7 +46,22 @@ struct ZeroBubbleAutoResult {
   int candidates = 0;                      // run and within the limit
 };
 
-/// The order, or "" in `error` and why none can be made.
+/// The input from the Schedule pass's options (and strata-compile's
+/// priced costs): the stash's bytes flat, three a chunk; "" or what is
+/// wrong with them.
+std::string zeroBubbleInput(int stages, int microbatches,
+                            std::vector<double> forward,
+                            std::vector<double> backward,
+                            std::vector<double> weight, double transfer,
+                            const std::vector<int64_t> &stashBytes,
+                            int64_t memoryLimit, ZeroBubbleAutoInput &out);
+
+/// The most stage-microbatches (p x m) zb-auto searches over: its
+/// candidates are run on clocks whose work grows with them.
+inline constexpr int64_t kZeroBubbleAutoMostWork = int64_t(1) << 18;
+
+/// The order, or "" in `error` and why none can be made (what is wrong
+/// with the input, or no order within the limit).
 ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
                                     std::string &error);
 

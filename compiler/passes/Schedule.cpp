@@ -25,9 +25,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/STLExtras.h"
-
-#include <cmath>
 
 namespace strata {
 #define GEN_PASS_DEF_SCHEDULE
@@ -52,6 +49,19 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     if (microbatches < 1) {
       module.emitError() << "microbatches must be at least 1, got "
                          << static_cast<int64_t>(microbatches);
+      return signalPassFailure();
+    }
+    // Costs and stash bytes are zb-auto's: given for any other schedule
+    // (or none), they would be silently ignored.
+    bool costed = !forwardCosts.empty() || !backwardCosts.empty() ||
+                  !weightCosts.empty() || !stashBytes.empty() ||
+                  transferCost != 0 || maxStashBytes != 0;
+    if (costed && pipelineSchedule != "zb-auto") {
+      module.emitError() << "costs, stash bytes and their limit are "
+                            "zb-auto's, but the schedule is "
+                         << (pipelineSchedule.empty()
+                                 ? std::string("not named")
+                                 : std::string(pipelineSchedule));
       return signalPassFailure();
     }
     if (module.lookupSymbol<func::FuncOp>(strata::step::kMicrobatch)) {
@@ -98,41 +108,15 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
   /// zb-auto's order from the options' costs and stash bytes, if given.
   FailureOr<std::vector<std::vector<sim::Work>>>
   zeroBubbleAuto(ModuleOp module, int p, int m) {
-    pipeline::ZeroBubbleAutoInput input{p, m};
-    input.forward.assign(forwardCosts.begin(), forwardCosts.end());
-    input.backward.assign(backwardCosts.begin(), backwardCosts.end());
-    input.weight.assign(weightCosts.begin(), weightCosts.end());
-    input.transfer = transferCost;
-    if (stashBytes.size() % 3 != 0)
-      return module.emitError()
-             << "stash-bytes takes three numbers a chunk (kept until B, "
-                "held until W, passed from B to W), got "
-             << stashBytes.size();
-    for (size_t i = 0; i + 2 < stashBytes.size(); i += 3)
-      input.slotBytes.push_back(
-          {stashBytes[i], stashBytes[i + 1], stashBytes[i + 2]});
-    for (double cost : llvm::concat<const double>(
-             input.forward, input.backward, input.weight))
-      if (!(cost > 0) || !std::isfinite(cost))
-        return module.emitError()
-               << "zb-auto's costs must be positive and finite, got " << cost;
-    if (!(input.transfer >= 0) || !std::isfinite(input.transfer))
-      return module.emitError()
-             << "zb-auto's transfer cost must be at least 0, got "
-             << input.transfer;
-    for (const std::array<int64_t, 3> &pools : input.slotBytes)
-      for (int64_t bytes : pools)
-        if (bytes < 0)
-          return module.emitError()
-                 << "zb-auto's stash bytes must be at least 0, got " << bytes;
-    if (maxStashBytes < 0)
-      return module.emitError()
-             << "zb-auto's stash limit must be at least 0 (0: 1F1B's), got "
-             << static_cast<int64_t>(maxStashBytes);
-    input.memoryLimit = maxStashBytes;
-    std::string error;
-    pipeline::ZeroBubbleAutoResult result =
-        pipeline::zeroBubbleAuto(input, error);
+    pipeline::ZeroBubbleAutoInput input;
+    std::string error = pipeline::zeroBubbleInput(
+        p, m, {forwardCosts.begin(), forwardCosts.end()},
+        {backwardCosts.begin(), backwardCosts.end()},
+        {weightCosts.begin(), weightCosts.end()}, transferCost,
+        {stashBytes.begin(), stashBytes.end()}, maxStashBytes, input);
+    pipeline::ZeroBubbleAutoResult result;
+    if (error.empty())
+      result = pipeline::zeroBubbleAuto(input, error);
     if (!error.empty())
       return module.emitError() << error;
     return std::move(result.orders);
@@ -172,14 +156,6 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     if (std::string error = pipeline::checkSchedule(kind, int(p), v, m);
         !error.empty())
       return module.emitError() << error;
-    bool costed = !forwardCosts.empty() || !backwardCosts.empty() ||
-                  !weightCosts.empty() || !stashBytes.empty() ||
-                  transferCost != 0 || maxStashBytes != 0;
-    if (costed && kind != pipeline::ScheduleKind::ZeroBubbleAuto)
-      return module.emitError()
-             << "costs, stash bytes and their limit are zb-auto's, but the "
-                "schedule is "
-             << pipeline::scheduleName(kind);
     std::vector<std::vector<bool>> exchange;
     std::vector<std::vector<sim::Work>> orders;
     if (kind == pipeline::ScheduleKind::ZeroBubbleAuto) {

@@ -80,6 +80,12 @@
 // SMALL: error: no zero-bubble order keeps the stash within 50 bytes a stage
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto max-stash-bytes=-1" 2>&1 | FileCheck %s --check-prefix=NEG
 // NEG: error: zb-auto's stash limit must be at least 0 (0: 1F1B's), got -1
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto transfer-cost=-1" 2>&1 | FileCheck %s --check-prefix=NEG-TRANSFER
+// NEG-TRANSFER: error: zb-auto's transfer cost must be at least 0, got -1
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto stash-bytes=1,2,-3,4,5,6" 2>&1 | FileCheck %s --check-prefix=NEG-STASH
+// NEG-STASH: error: zb-auto's stash bytes must be at least 0, got -3
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-schedule="microbatches=3 forward-costs=1" 2>&1 | FileCheck %s --check-prefix=NO-PIPELINE
+// NO-PIPELINE: error: costs, stash bytes and their limit are zb-auto's, but the schedule is not named
 
 // The forward is as without the split: it stashes the matmul before the
 // gelu and the embedding's output.

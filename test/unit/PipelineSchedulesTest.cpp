@@ -736,8 +736,14 @@ TEST(ZeroBubbleAuto, StashBytesCountEachPoolsMostAtOnce) {
   EXPECT_EQ(error, "");
   in.slotBytes[1][2] = -1;
   pipeline::zeroBubbleAuto(in, error);
-  EXPECT_EQ(error, "zb-auto's costs must be positive and its stash bytes and "
-                   "transfer cost at least 0");
+  EXPECT_EQ(error, "zb-auto's stash bytes must be at least 0, got -1");
+  in.slotBytes[1][2] = 0;
+  in.microbatches = 1 << 16;
+  in.stages = 8;
+  in.slotBytes.assign(8, {0, 1, 0});
+  pipeline::zeroBubbleAuto(in, error);
+  EXPECT_EQ(error, "zb-auto searches at most 262144 stage-microbatches (p x "
+                   "m), and this layout has 524288: name zb-h1 or 1f1b");
 }
 
 TEST(ZeroBubbleAuto, HoldingFewerWeightsBackTradesBubbleForMemory) {

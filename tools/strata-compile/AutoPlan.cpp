@@ -333,7 +333,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
                 std::to_string(base.globalBatchSize) +
                 " (d = GPUs / (t p), the micro-batch times d must divide "
                 "the batch, v must divide the layers of a stage, t is a "
-                "power of two within a node)");
+                "power of two within a node, zb needs p > 1 and v = 1)");
   std::vector<Candidate *> order;
   for (Candidate &c : candidates)
     order.push_back(&c);
@@ -367,7 +367,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
   // so that candidates are evaluated on several threads at once.
   enum class Outcome { Refused, TooLarge, Simulated };
   auto evaluate = [&](Candidate &c) {
-    if (std::string error = compile(c.options, /*verify=*/false, c.bytes);
+    if (std::string error = compile(c.options, /*verify=*/false, spec, c.bytes);
         !error.empty()) {
       c.verdict = error;
       c.bytes.clear();
@@ -620,7 +620,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
     // pass; the search's copy, compiled without, must be the same.
     std::vector<uint8_t> verified;
     if (std::string error =
-            compile(best.front()->options, /*verify=*/true, verified);
+            compile(best.front()->options, /*verify=*/true, spec, verified);
         !error.empty())
       return fail(best.front()->layout.name() +
                   " does not compile with the verifier on: " + error);

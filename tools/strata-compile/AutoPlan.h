@@ -24,6 +24,7 @@
 
 #include "compiler/ModelStats.h"
 #include "compiler/Pipeline.h"
+#include "runtime/cluster/ClusterSpec.h"
 
 #include <cstdint>
 #include <functional>
@@ -45,9 +46,11 @@ struct AutoPlanRequest {
 };
 
 /// Compiles `options` to plan bytes, with MLIR's verifier after each pass
-/// when `verify`; "" or what the compiler said.
+/// when `verify` (a zero-bubble candidate's work priced on `spec`); "" or
+/// what the compiler said.
 using CompileCandidate = std::function<std::string(
-    const CompileOptions &options, bool verify, std::vector<uint8_t> &bytes)>;
+    const CompileOptions &options, bool verify,
+    const runtime::ClusterSpec &spec, std::vector<uint8_t> &bytes)>;
 
 /// Runs the search from `base` (the model's options: its global batch,
 /// bf16, target; its layout flags are the search's), prints the top K and

@@ -98,18 +98,13 @@ std::string priceZeroBubble(mlir::ModuleOp module, Level from,
     return refused("its stash does not have three pools a chunk");
 
   // What the Schedule pass will choose, said before it is written.
-  pipeline::ZeroBubbleAutoInput input{p, m};
-  input.forward = zb.forward;
-  input.backward = zb.backward;
-  input.weight = zb.weight;
-  input.transfer = zb.transfer;
-  for (int c = 0; c < p; ++c)
-    input.slotBytes.push_back({zb.stashBytes[size_t(3 * c)],
-                               zb.stashBytes[size_t(3 * c + 1)],
-                               zb.stashBytes[size_t(3 * c + 2)]});
-  input.memoryLimit = zb.maxStashBytes;
-  std::string why;
-  pipeline::ZeroBubbleAutoResult chosen = pipeline::zeroBubbleAuto(input, why);
+  pipeline::ZeroBubbleAutoInput input;
+  std::string why = pipeline::zeroBubbleInput(
+      p, m, zb.forward, zb.backward, zb.weight, zb.transfer, zb.stashBytes,
+      zb.maxStashBytes, input);
+  pipeline::ZeroBubbleAutoResult chosen;
+  if (why.empty())
+    chosen = pipeline::zeroBubbleAuto(input, why);
   if (!why.empty())
     return why;
   auto ms = [](double seconds) {

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/ModelStats.h"
 #include "compiler/Pipeline.h"
+#include "compiler/PipelineSchedules.h"
 #include "compiler/Registration.h"
 #include "compiler/codegen/CompileCode.h"
 #include "compiler/plan/PlanWriter.h"
@@ -155,8 +156,8 @@ cl::opt<std::string, true> pipelineSchedule(
 cl::opt<std::string> maxActivationMemory(
     "max-activation-memory",
     cl::desc("--pipeline-schedule zb-auto: the most a stage may keep for "
-             "the backward, as 24GiB, 512MiB or bytes (default: what 1F1B "
-             "keeps on its first stage)"),
+             "the backward, as 24GiB, 512MiB or bytes (default: the most a "
+             "stage keeps under 1F1B's order with each W after its B)"),
     cl::cat(category));
 
 cl::opt<std::string> recomputeGranularity(
@@ -581,6 +582,18 @@ int main(int argc, char **argv) {
       load(context, sourceMgr, options, stats);
   if (!module)
     return 1;
+  // zb-auto's memory limit: checked wherever it is given, used where the
+  // schedule is written.
+  bool zeroBubbleAuto = options.pipelineSchedule == "zb-auto";
+  if (maxActivationMemory.getNumOccurrences()) {
+    if (!zeroBubbleAuto)
+      return fail("--max-activation-memory is --pipeline-schedule zb-auto's");
+    if (!parseBytes(maxActivationMemory, options.zeroBubble.maxStashBytes) ||
+        options.zeroBubble.maxStashBytes <= 0)
+      return fail("--max-activation-memory must be a positive size, as "
+                  "24GiB, 512MiB or a count of bytes, got '" +
+                  maxActivationMemory + "'");
+  }
   if (autoLayout) {
     if (StringRef(inputFile).ends_with(".mlir"))
       return fail("--auto takes a model file, not IR");
@@ -606,28 +619,21 @@ int main(int argc, char **argv) {
         return fail("--auto chooses the layout: --" + chosen->ArgStr +
                     " is not given with it");
     std::string text(sourceMgr.getMemoryBuffer(1)->getBuffer());
-    // zb-auto candidates are priced on the cluster the search is for.
-    runtime::ClusterSpec spec;
-    if (std::string error = runtime::loadClusterSpec(autoCluster, spec);
-        !error.empty())
-      return fail(error);
     return autoPlan(
         request, options, stats,
         [&](const CompileOptions &candidate, bool verify,
-            std::vector<uint8_t> &bytes) {
+            const runtime::ClusterSpec &spec, std::vector<uint8_t> &bytes) {
           return compileCandidate(text, candidate, verify, spec, bytes);
         },
         outputFile, std::cout, std::cerr);
   }
-  bool zeroBubbleAuto = options.pipelineSchedule == "zb-auto";
   if (autoGpus.getNumOccurrences() ||
       (autoCluster.getNumOccurrences() && !zeroBubbleAuto) ||
       autoTop.getNumOccurrences() || autoExplain.getNumOccurrences() ||
       autoSeconds.getNumOccurrences())
     return fail("--gpus, --cluster, --top, --explain and --auto-seconds are "
                 "--auto's (--cluster also --pipeline-schedule zb-auto's)");
-  if (maxActivationMemory.getNumOccurrences() && !zeroBubbleAuto)
-    return fail("--max-activation-memory is --pipeline-schedule zb-auto's");
+
   FailureOr<PlanHeader> header = getPlanHeader(*module);
   if (failed(header))
     return 1;
@@ -660,12 +666,16 @@ int main(int argc, char **argv) {
       return fail("--pipeline-schedule zb-auto orders the work by what it "
                   "costs: give the cluster to price it on with --cluster "
                   "SPEC (examples/clusters/)");
-    if (maxActivationMemory.getNumOccurrences() &&
-        (!parseBytes(maxActivationMemory, options.zeroBubble.maxStashBytes) ||
-         options.zeroBubble.maxStashBytes <= 0))
-      return fail("--max-activation-memory must be a positive size, as "
-                  "24GiB, 512MiB or a count of bytes, got '" +
-                  maxActivationMemory + "'");
+    // Said for zb-auto, before a probe under another schedule says it.
+    int64_t p = options.pipelineParallel, perChunk = options.layersPerVirtualStage;
+    int64_t v = perChunk > 0 && stats.layers > 0 && p > 0
+                    ? std::max<int64_t>(1, stats.layers / (p * perChunk))
+                    : 1;
+    if (std::string error = pipeline::checkSchedule(
+            sim::ScheduleKind::ZeroBubbleAuto, int(p), int(v),
+            int(options.microbatches()));
+        !error.empty())
+      return fail(error);
     runtime::ClusterSpec spec;
     if (std::string error = runtime::loadClusterSpec(autoCluster, spec);
         !error.empty())
