@@ -30,6 +30,27 @@ int64_t times(int64_t a, int64_t b) {
              : product;
 }
 
+/// The stash pools a microbatch enters and leaves with each work (0: kept
+/// until B, 1: held until W, 2: passed from B to W), as the memory plan
+/// takes and frees their slots.
+template <class Enter, class Leave>
+void movePools(Phase phase, Enter &&enter, Leave &&leave) {
+  switch (phase) {
+  case Phase::Forward:
+    enter(0);
+    enter(1);
+    break;
+  case Phase::Backward:
+    leave(0);
+    enter(2);
+    break;
+  case Phase::Weight:
+    leave(1);
+    leave(2);
+    break;
+  }
+}
+
 /// The state of the clock: what each chunk has run and when it ended.
 struct Clock {
   const ListScheduleProblem &problem;
@@ -155,25 +176,22 @@ struct Clock {
       forwardEnd[c][w.microbatch] = end;
       ++nextForward[c];
       ++held[s];
-      enter(c, 0);
-      enter(c, 1);
       break;
     case Phase::Backward:
       end = start + problem.backward[c];
       backwardEnd[c][w.microbatch] = end;
       ++nextBackward[c];
       weights[s].push_back({Phase::Weight, c, w.microbatch});
-      --inPool[c][0];
-      enter(c, 2);
       break;
     case Phase::Weight:
       end = start + problem.weight[c];
       weights[s].pop_front();
       --held[s];
-      --inPool[c][1];
-      --inPool[c][2];
       break;
     }
+    movePools(
+        w.phase, [&](int pool) { enter(c, pool); },
+        [&](int pool) { --inPool[c][pool]; });
     freeAt[s] = end;
   }
 };
@@ -243,19 +261,10 @@ int64_t stashBytes(const std::vector<Work> &order,
   auto enter = [&](int c, int pool) {
     most[c][pool] = std::max(most[c][pool], ++now[c][pool]);
   };
-  for (const Work &w : order) {
-    int c = w.chunk;
-    if (w.phase == Phase::Forward) {
-      enter(c, 0);
-      enter(c, 1);
-    } else if (w.phase == Phase::Backward) {
-      --now[c][0];
-      enter(c, 2);
-    } else {
-      --now[c][1];
-      --now[c][2];
-    }
-  }
+  for (const Work &w : order)
+    movePools(
+        w.phase, [&](int pool) { enter(w.chunk, pool); },
+        [&](int pool) { --now[w.chunk][pool]; });
   int64_t bytes = 0;
   for (auto &[c, pools] : most)
     for (int pool = 0; pool < 3; ++pool)

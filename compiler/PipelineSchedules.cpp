@@ -2,6 +2,7 @@
 #include "compiler/PipelineSchedules.h"
 #include "compiler/ListSchedule.h"
 #include "compiler/ZeroBubbleAuto.h"
+#include "runtime/schedule/TransferGroups.h"
 
 #include <algorithm>
 
@@ -189,8 +190,8 @@ scheduleOrders(ScheduleKind kind, int p, int v, int m,
                  ? zeroBubbleH2(p, m)
                  : zeroBubbleAuto(ZeroBubbleAutoInput{p, m}, error).orders;
     orders.resize(size_t(std::max(p, 0)));
-    for (int s = 0; exchange && s < p; ++s)
-      (*exchange)[s].assign(orders[s].size(), true);
+    if (exchange)
+      *exchange = sim::exchangeBeforeEachWork(orders);
     return orders;
   }
   for (int s = 0; s < p; ++s)

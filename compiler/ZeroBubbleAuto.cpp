@@ -129,10 +129,8 @@ ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
     int64_t stash = mostStash(orders);
     if (stash > limit)
       return;
-    std::vector<std::vector<bool>> points;
-    for (const std::vector<Work> &order : orders)
-      points.emplace_back(order.size(), true);
-    sim::SimResult run = sim::simulateTransfers(orders, points, p, m, costs);
+    sim::SimResult run = sim::simulateTransfers(
+        orders, sim::exchangeBeforeEachWork(orders), p, m, costs);
     if (!run.deadlock.empty())
       return;
     ++best.candidates;

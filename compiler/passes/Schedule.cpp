@@ -164,8 +164,7 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       if (failed(chosen))
         return failure();
       orders = std::move(*chosen);
-      for (const std::vector<sim::Work> &order : orders)
-        exchange.emplace_back(order.size(), true);
+      exchange = sim::exchangeBeforeEachWork(orders);
     } else {
       orders = pipeline::scheduleOrders(kind, int(p), v, m, &exchange);
     }

@@ -1,6 +1,8 @@
 //===- Text.cpp - numbers and strings for messages ------------------------===//
 #include "runtime/base/Text.h"
 
+#include <cctype>
+#include <cstdint>
 #include <cstdio>
 
 namespace strata::runtime {
@@ -40,6 +42,28 @@ std::string printable(const std::string &text) {
     }
   }
   return text.size() > 64 ? out + "..." : out;
+}
+
+bool parseBytes(const std::string &text, int64_t &bytes) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit((unsigned char)text[digits]))
+    ++digits;
+  if (digits == 0 || digits > 18) // 18 digits fit 63 bits
+    return false;
+  std::string unit = text.substr(digits);
+  int shift = unit.empty()    ? 0
+              : unit == "KiB" ? 10
+              : unit == "MiB" ? 20
+              : unit == "GiB" ? 30
+              : unit == "TiB" ? 40
+                              : -1;
+  if (shift < 0)
+    return false;
+  int64_t count = std::stoll(text.substr(0, digits));
+  if (count > (INT64_MAX >> shift))
+    return false;
+  bytes = count << shift;
+  return true;
 }
 
 } // namespace strata::runtime

@@ -91,6 +91,14 @@ Groups buildGroups(const std::vector<std::vector<Work>> &orders,
 
 } // namespace
 
+std::vector<std::vector<bool>>
+exchangeBeforeEachWork(const std::vector<std::vector<Work>> &orders) {
+  std::vector<std::vector<bool>> points;
+  for (const std::vector<Work> &order : orders)
+    points.emplace_back(order.size(), true);
+  return points;
+}
+
 std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
                                 const std::vector<std::vector<bool>> &exchange,
                                 int chunks) {

@@ -24,6 +24,11 @@
 
 namespace strata::sim {
 
+/// Exchange points before every work of every order (the zero-bubble
+/// schedules': a B's gradient leaves before the W after it runs).
+std::vector<std::vector<bool>>
+exchangeBeforeEachWork(const std::vector<std::vector<Work>> &orders);
+
 /// "" or where the stages would wait for each other forever.
 std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
                                 const std::vector<std::vector<bool>> &exchange,

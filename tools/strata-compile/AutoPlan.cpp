@@ -188,17 +188,8 @@ std::vector<LayoutChoice> enumerate(int64_t gpus, int64_t layers, int64_t node,
                   if ((sp && t == 1) || (distopt && d == 1) ||
                       (zeroBubble && (p == 1 || chunks > 1)))
                     continue;
-                  LayoutChoice l;
-                  l.t = t;
-                  l.p = p;
-                  l.d = d;
-                  l.chunks = chunks;
-                  l.mbs = mbs;
-                  l.recompute = recompute;
-                  l.sp = sp;
-                  l.distopt = distopt;
-                  l.zeroBubble = zeroBubble;
-                  all.push_back(l);
+                  all.push_back({t, p, d, chunks, mbs, recompute, sp, distopt,
+                                 zeroBubble});
                 }
         }
     }

@@ -11,32 +11,9 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
 namespace strata {
-
-bool parseBytes(const std::string &text, int64_t &bytes) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit((unsigned char)text[digits]))
-    ++digits;
-  if (digits == 0 || digits > 18)
-    return false;
-  std::string unit = text.substr(digits);
-  int shift = unit.empty()       ? 0
-              : unit == "KiB"    ? 10
-              : unit == "MiB"    ? 20
-              : unit == "GiB"    ? 30
-              : unit == "TiB"    ? 40
-                                 : -1;
-  if (shift < 0)
-    return false;
-  int64_t count = std::stoll(text.substr(0, digits));
-  if (count > (INT64_MAX >> shift))
-    return false;
-  bytes = count << shift;
-  return true;
-}
 
 std::string priceZeroBubble(mlir::ModuleOp module, Level from,
                             const runtime::ClusterSpec &spec,

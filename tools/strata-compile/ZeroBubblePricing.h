@@ -31,10 +31,6 @@ std::string priceZeroBubble(mlir::ModuleOp module, Level from,
                             CompileOptions &options, std::string &said,
                             bool verify = true);
 
-/// "24GiB", "512MiB", "64KiB" or a count of bytes to bytes; false when the
-/// text is none of these or does not fit 63 bits.
-bool parseBytes(const std::string &text, int64_t &bytes);
-
 } // namespace strata
 
 #endif

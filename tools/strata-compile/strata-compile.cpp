@@ -588,7 +588,7 @@ int main(int argc, char **argv) {
   if (maxActivationMemory.getNumOccurrences()) {
     if (!zeroBubbleAuto)
       return fail("--max-activation-memory is --pipeline-schedule zb-auto's");
-    if (!parseBytes(maxActivationMemory, options.zeroBubble.maxStashBytes) ||
+    if (!runtime::parseBytes(maxActivationMemory, options.zeroBubble.maxStashBytes) ||
         options.zeroBubble.maxStashBytes <= 0)
       return fail("--max-activation-memory must be a positive size, as "
                   "24GiB, 512MiB or a count of bytes, got '" +
