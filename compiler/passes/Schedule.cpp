@@ -180,10 +180,7 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
              << "the " << pipeline::scheduleName(kind)
              << " schedule would deadlock where sends wait to be received "
                 "(NCCL): "
-             << stuck
-             << (kind == pipeline::ScheduleKind::GPipe && v > 1
-                     ? "; with virtual stages use the interleaved schedule"
-                     : "");
+             << stuck;
 
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());

@@ -60,8 +60,8 @@ uint64_t availableHostBytes() {
 CpuBackend::CpuBackend(bool asyncCompute, int threads)
     : asyncCompute(asyncCompute) {
   blasOnOneThread();
-  for (Stream stream : {Stream::Compute, Stream::Comm, Stream::Transfer})
-    if (threaded(stream))
+  for (int s = 0; s < kStreams; ++s)
+    if (Stream stream = Stream(s); threaded(stream))
       queues[int(stream)].thread =
           std::thread([this, stream, threads] { worker(stream, threads); });
 }
@@ -143,7 +143,7 @@ void CpuBackend::worker(Stream stream, int threads) {
       if (tracing) {
         TraceEvent event;
         event.name = task.name;
-        event.transfer = stream == Stream::Transfer;
+        event.track = int(stream); // the trace's tracks are the streams
         event.startUs =
             std::chrono::duration<double, std::micro>(start - epoch).count();
         event.durationUs =
@@ -255,9 +255,8 @@ void CpuBackend::drain(Stream stream) {
 }
 
 void CpuBackend::synchronize() {
-  drain(Stream::Compute);
-  drain(Stream::Comm);
-  drain(Stream::Transfer);
+  for (int s = 0; s < kStreams; ++s)
+    drain(Stream(s));
   rethrow();
 }
 

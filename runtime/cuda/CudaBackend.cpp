@@ -378,9 +378,8 @@ void CudaBackend::synchronizeStream(Stream stream) {
 }
 
 void CudaBackend::synchronize() {
-  synchronizeStream(Stream::Compute);
-  synchronizeStream(Stream::Comm);
-  synchronizeStream(Stream::Transfer);
+  for (int s = 0; s < kStreams; ++s)
+    synchronizeStream(Stream(s));
 }
 
 } // namespace strata::runtime::cuda

@@ -59,8 +59,10 @@ std::vector<std::vector<int>> communicatorSets(const Plan &plan,
   };
   for (uint32_t g = 0; g < plan.groups.size(); ++g)
     add(plan.groupMembers(g, rank));
-  if (std::vector<int> line = pipelineLine(plan, rank); line.size() > 1)
+  if (std::vector<int> line = pipelineLine(plan, rank); line.size() > 1) {
+    sets.push_back(line);
     sets.push_back(std::move(line));
+  }
   return sets;
 }
 
@@ -75,7 +77,7 @@ std::string createCommunicators(const NcclApi &api, const Plan &plan,
                                 uint32_t rank, Transport &transport,
                                 Clock::time_point deadline,
                                 std::map<std::vector<int>, ncclComm_t> &comms,
-                                ncclComm_t &line) {
+                                std::array<ncclComm_t, 2> &lines) {
   std::vector<std::vector<int>> sets = communicatorSets(plan, rank);
   bool hasLine = plan.pipelineParallel > 1;
   std::vector<ncclUniqueId> ids(sets.size());
@@ -122,12 +124,13 @@ std::string createCommunicators(const NcclApi &api, const Plan &plan,
     return failure + " (NCCL takes one GPU per rank: --staged-collectives "
                      "runs ranks that share one)";
   }
-  line = nullptr;
+  lines = {nullptr, nullptr};
+  size_t groups = sets.size() - (hasLine ? 2 : 0);
   for (size_t s = 0; s < sets.size(); ++s)
-    if (hasLine && s + 1 == sets.size())
-      line = made[s];
-    else
+    if (s < groups)
       comms[sets[s]] = made[s];
+    else
+      lines[s - groups] = made[s];
   return "";
 }
 

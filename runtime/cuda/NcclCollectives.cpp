@@ -24,8 +24,9 @@ NcclCollectives::~NcclCollectives() {
   for (auto &[set, comm] : comms)
     if (comm)
       api->ncclCommDestroy(comm);
-  if (lineComm)
-    api->ncclCommDestroy(lineComm);
+  for (ncclComm_t comm : lineComms)
+    if (comm)
+      api->ncclCommDestroy(comm);
   for (void *bytes : scratch)
     if (bytes)
       driver().cuMemFree(devicePointer(bytes));
@@ -42,7 +43,7 @@ std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
   device.bind();
   if (std::string error =
           createCommunicators(*api, plan, rank, transport,
-                              Clock::now() + timeout, comms, lineComm);
+                              Clock::now() + timeout, comms, lineComms);
       !error.empty())
     return error;
   // Each plan group's communicator (none for one rank), and the line's.
@@ -201,7 +202,7 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
       queue.pop_front();
     }
   // The others: one NCCL group, so that sends and receives pair up.
-  ncclComm_t comm = lineComm;
+  ncclComm_t comm = lineComms[stream == Stream::TransferDown ? 1 : 0];
   auto index = [&](int peer) { return int(rankIndex(line, peer)); };
   auto nccl = [&](ncclResult_t result, const char *call) {
     if (std::string error = api->error(result, call); !error.empty())

@@ -43,10 +43,11 @@ std::string traceLines(int rank, const std::string &label,
       << ",\"args\":{\"name\":\"" << label << "\"}},\n";
   out << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << rank
       << ",\"args\":{\"sort_index\":" << rank << "}},\n";
-  for (int stream = 0; stream < 3; ++stream)
+  const char *tracks[] = {"compute", "communication", "transfers up",
+                          "transfers down"};
+  for (int track = 0; track < 4; ++track)
     out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << rank
-        << ",\"tid\":" << stream << ",\"args\":{\"name\":\""
-        << (stream == 2 ? "transfers" : stream ? "communication" : "compute")
+        << ",\"tid\":" << track << ",\"args\":{\"name\":\"" << tracks[track]
         << "\"}},\n";
   for (int stream = 0; stream < 2; ++stream)
     for (const TraceEvent &e : stream ? communication : compute) {
@@ -55,7 +56,7 @@ std::string traceLines(int rank, const std::string &label,
               : stream ? "communication"
                        : "kernel")
           << "\",\"ph\":\"X\",\"pid\":" << rank
-          << ",\"tid\":" << (e.transfer ? 2 : stream)
+          << ",\"tid\":" << (stream ? e.track : 0)
           << ",\"ts\":" << number(e.startUs)
           << ",\"dur\":" << number(e.durationUs);
       if (e.step)

@@ -3,9 +3,9 @@
 // strata-run --trace FILE keeps when every step (a program run for a
 // microbatch) and every instruction began and ended, per rank, and writes
 // them in the Chrome trace event format that chrome://tracing and Perfetto
-// open: a process per rank with two tracks, its compute stream (steps,
-// instructions nested in them) and its communication stream (gradient
-// reductions, parameter gathers, pipeline exchanges). One event per line,
+// open: a process per rank with a track for each stream: compute (steps,
+// instructions nested in them), communication (gradient reductions,
+// parameter gathers) and the two of pipeline exchanges (up and down). One event per line,
 // so that strata-inspect can read the steps back without a JSON library.
 //
 //===----------------------------------------------------------------------===//
@@ -27,8 +27,9 @@ struct TraceEvent {
   int chunk = -1, microbatch = -1;
   int64_t iteration = 0;
   double waitUs = 0; // of the duration, time blocked receiving from a peer
-  // Communication only: on the transfer stream (else the collectives').
-  bool transfer = false;
+  // Communication only: the track, 1 for the collectives' stream, 2 and 3
+  // for the transfers toward higher and lower stages.
+  int track = 1;
 };
 
 /// One rank's events as trace lines (each ends in ",\n"): its compute

@@ -347,8 +347,20 @@ void Executor::resolveDeviceTimes() {
 }
 
 void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
-  std::vector<Transfer> sends, receives;
-  uint32_t me = rank.rank;
+  // A group per transfer stream (up and down the stages), each with the
+  // records of the sections it carries.
+  struct Group {
+    std::vector<Transfer> sends, receives;
+    std::vector<uint32_t> records;
+  };
+  constexpr Stream kLanes[] = {Stream::TransferUp, Stream::TransferDown};
+  Group groups[2];
+  uint32_t me = rank.rank, stage = whole.stageOf(me);
+  auto lane = [&](const TransferOp &t) {
+    return transferStream(t.send, stage, t.peerStage) == Stream::TransferUp
+               ? 0
+               : 1;
+  };
   auto transfer = [&](const Instruction &instruction, const Step &step,
                       const std::string &where) {
     const TransferOp &t = *instruction.transfer();
@@ -363,23 +375,30 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
                   where + ")";
     return out;
   };
-  // The sections' events go around the group on the transfer stream (the
+  // A section's events go around its group on its transfer stream (the
   // plan's events of the communication stream that bracket transfers):
-  // their waits before it, their records after it.
-  std::vector<uint32_t> records;
+  // their waits before it, their records after it. A section talks to one
+  // peer stage, so all of its transfers take one stream (the plan's checks
+  // keep it so).
   auto section = [&](size_t s, size_t begin, size_t end, bool sending) {
     const Step &step = rank.schedule[s];
     const Program &program = rank.programs[step.program];
+    int l = 0;
+    for (size_t i = begin; i < end; ++i)
+      if (const TransferOp *t = program.instructions[i].transfer()) {
+        l = lane(*t);
+        break;
+      }
     for (size_t i = begin; i < end; ++i) {
       const Instruction &instruction = program.instructions[i];
       if (instruction.transfer())
-        (sending ? sends : receives)
+        (sending ? groups[l].sends : groups[l].receives)
             .push_back(
                 transfer(instruction, step, programs[step.program].where[i]));
       else if (instruction.event()->record)
-        records.push_back(instruction.event()->event);
+        groups[l].records.push_back(instruction.event()->event);
       else
-        backend.wait(Stream::Transfer, instruction.event()->event);
+        backend.wait(kLanes[l], instruction.event()->event);
     }
   };
   // The trailing sections of the steps since the last point, then the
@@ -394,9 +413,12 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
       break;
     section(s, 0, rank.programs[rank.schedule[s].program].bodyBegin, false);
   }
-  collectives.exchange(Stream::Transfer, std::move(sends), std::move(receives));
-  for (uint32_t event : records)
-    backend.record(Stream::Transfer, event);
+  for (int l = 0; l < 2; ++l) {
+    collectives.exchange(kLanes[l], std::move(groups[l].sends),
+                         std::move(groups[l].receives));
+    for (uint32_t event : groups[l].records)
+      backend.record(kLanes[l], event);
+  }
 }
 
 float Executor::runIteration(int64_t iteration, const Hyper &h,

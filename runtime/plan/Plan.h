@@ -151,11 +151,22 @@ struct EventOp {
 };
 
 /// A rank's streams. Plans name the first two; the executor runs pipeline
-/// transfers on the third, so that they never queue behind the data-parallel
-/// reductions of the communication stream (Megatron's sends have a
-/// communicator of their own).
-enum class Stream : uint8_t { Compute, Comm, Transfer };
-inline constexpr int kStreams = 3;
+/// transfers on the other two, so that they never queue behind the
+/// data-parallel reductions of the communication stream (Megatron's sends
+/// have a communicator of their own): those toward higher stages on one,
+/// those toward lower stages on the other, each with its own communicator,
+/// so that a receive waiting for a peer never holds back a send the other
+/// way (a zero-bubble schedule's forwards and gradients cross on the wire).
+enum class Stream : uint8_t { Compute, Comm, TransferUp, TransferDown };
+inline constexpr int kStreams = 4;
+
+/// The transfer stream of a transfer between `stage` and `peerStage`
+/// (`send`: from this stage): by the direction it travels. A transfer to
+/// the stage itself (virtual stages of one stage) goes up, at both ends.
+inline Stream transferStream(bool send, uint32_t stage, uint32_t peerStage) {
+  uint32_t from = send ? stage : peerStage, to = send ? peerStage : stage;
+  return to < from ? Stream::TransferDown : Stream::TransferUp;
+}
 
 enum class Condition : uint8_t { Always, LastMicrobatch };
 

@@ -546,7 +546,27 @@ private:
         return "instruction " + std::to_string(i) + " (" + code[i].name() +
                ") is a pipeline transfer inside the program's body: "
                "receives lead a program and sends trail it";
-    return "";
+    // Each section talks to one peer stage: the executor posts it, with its
+    // events, on the transfer stream of that direction.
+    auto onePeer = [&](size_t from, size_t to) -> std::string {
+      const TransferOp *first = nullptr;
+      for (size_t i = from; i < to; ++i)
+        if (const TransferOp *t = code[i].transfer()) {
+          if (first && t->peerStage != first->peerStage)
+            return "instruction " + std::to_string(i) + " (" + code[i].name() +
+                   ") talks to stage " + std::to_string(t->peerStage) +
+                   " where the program's other " +
+                   (t->send ? "sends go to stage " : "receives come from stage ") +
+                   std::to_string(first->peerStage) +
+                   ": a program's receives come from one stage and its sends "
+                   "go to one";
+          first = first ? first : t;
+        }
+      return "";
+    };
+    if (std::string error = onePeer(0, program.bodyBegin); !error.empty())
+      return error;
+    return onePeer(program.bodyEnd, code.size());
   }
 
   std::string readTemplate(const plan::Template &in, RankPlan &out) {

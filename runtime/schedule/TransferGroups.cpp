@@ -2,6 +2,7 @@
 #include "runtime/schedule/TransferGroups.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <tuple>
@@ -21,6 +22,13 @@ struct Transfer {
   bool operator==(const Transfer &o) const { return key() == o.key(); }
 };
 
+/// The two transfer streams of a stage: one for the transfers toward
+/// higher stages, one for those toward lower ones (each with its own NCCL
+/// communicator), so that a receive waiting on one never holds back a send
+/// on the other.
+enum Lane { kUp = 0, kDown = 1 };
+constexpr int kLanes = 2;
+
 struct Group {
   std::vector<Transfer> sends, receives; // to or from other stages
   // The index of the work each send comes from and each receive goes to.
@@ -28,14 +36,19 @@ struct Group {
   int before = 0; // the work index this group precedes
 };
 
-/// Each stage's groups, in the order it posts them.
+/// Each stage's groups, per lane, in the order it posts them.
 struct Groups {
   int stages = 0, chunks = 0;
-  std::vector<std::vector<Group>> of; // by stage
+  std::vector<std::array<std::vector<Group>, kLanes>> of; // by stage
   int stageOf(int chunk) const { return chunk % stages; }
+  int senderOf(const Transfer &t) const { return stageOf(t.fromChunk); }
   /// The stage at the other end of `t` from its sender.
   int receiverOf(const Transfer &t) const {
     return stageOf(t.gradient ? t.fromChunk - 1 : t.fromChunk + 1);
+  }
+  /// The lane `t` travels on, at both of its ends.
+  Lane laneOf(const Transfer &t) const {
+    return receiverOf(t) > senderOf(t) ? kUp : kDown;
   }
   /// What `w` sends to, or receives from, another stage (a W neither).
   bool sends(const Work &w, Transfer &out) const {
@@ -61,28 +74,34 @@ Groups buildGroups(const std::vector<std::vector<Work>> &orders,
   groups.of.resize(orders.size());
   for (size_t s = 0; s < orders.size(); ++s) {
     const std::vector<Work> &order = orders[s];
-    Group next; // the sends pending for the next point
+    std::array<Group, kLanes> next; // the sends pending for the next point
     for (size_t i = 0; i <= order.size(); ++i) {
       bool point = i == order.size() || i == 0 ||
                    (i < exchange[s].size() && exchange[s][i]);
       Transfer t;
       if (point) {
-        Group group = std::move(next);
-        next = Group();
-        group.before = int(i);
+        std::array<Group, kLanes> posted = std::move(next);
+        next = {};
         for (size_t j = i; j < order.size(); ++j) {
           if (j > i && j < exchange[s].size() && exchange[s][j])
             break;
           if (groups.receives(order[j], t)) {
+            Group &group = posted[groups.laneOf(t)];
             group.receives.push_back(t);
             group.receiveWork.push_back(int(j));
           }
         }
-        groups.of[s].push_back(std::move(group));
+        for (int lane = 0; lane < kLanes; ++lane) {
+          Group &group = posted[size_t(lane)];
+          group.before = int(i);
+          if (!group.sends.empty() || !group.receives.empty())
+            groups.of[s][size_t(lane)].push_back(std::move(group));
+        }
       }
       if (i < order.size() && groups.sends(order[i], t)) {
-        next.sends.push_back(t);
-        next.sendWork.push_back(int(i));
+        Group &group = next[groups.laneOf(t)];
+        group.sends.push_back(t);
+        group.sendWork.push_back(int(i));
       }
     }
   }
@@ -104,11 +123,15 @@ std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
                                 int chunks) {
   Groups all = buildGroups(orders, exchange, chunks);
   int stages = all.stages;
-  // Matched transfers, per stage's current group.
-  std::vector<size_t> at(stages, 0);
-  std::vector<std::set<std::pair<bool, Transfer>>> done(stages);
-  auto current = [&](int s) -> const Group * {
-    return at[s] < all.of[s].size() ? &all.of[s][at[s]] : nullptr;
+  // Each lane's current group, and its transfers matched so far.
+  std::vector<std::array<size_t, kLanes>> at(stages, {0, 0});
+  std::vector<std::array<std::set<std::pair<bool, Transfer>>, kLanes>> done(
+      stages);
+  auto current = [&](int s, int lane) -> const Group * {
+    const std::vector<Group> &groups = all.of[s][size_t(lane)];
+    return at[s][size_t(lane)] < groups.size()
+               ? &groups[at[s][size_t(lane)]]
+               : nullptr;
   };
   auto has = [](const std::vector<Transfer> &list, const Transfer &t) {
     return std::find(list.begin(), list.end(), t) != list.end();
@@ -116,53 +139,56 @@ std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
   bool progress = true;
   while (progress) {
     progress = false;
-    for (int s = 0; s < stages; ++s) {
-      const Group *group = current(s);
-      if (!group)
-        continue;
-      for (const Transfer &t : group->sends) {
-        if (done[s].count({true, t}))
+    for (int s = 0; s < stages; ++s)
+      for (int lane = 0; lane < kLanes; ++lane) {
+        const Group *group = current(s, lane);
+        if (!group)
           continue;
-        int to = all.receiverOf(t);
-        const Group *other = current(to);
-        if (other && has(other->receives, t)) {
-          done[s].insert({true, t});
-          done[to].insert({false, t});
+        auto &matched = done[s][size_t(lane)];
+        for (const Transfer &t : group->sends) {
+          if (matched.count({true, t}))
+            continue;
+          int to = all.receiverOf(t);
+          const Group *other = current(to, lane);
+          if (other && has(other->receives, t)) {
+            matched.insert({true, t});
+            done[to][size_t(lane)].insert({false, t});
+            progress = true;
+          }
+        }
+        if (matched.size() == group->sends.size() + group->receives.size()) {
+          ++at[s][size_t(lane)];
+          matched.clear();
           progress = true;
         }
       }
-      if (done[s].size() == group->sends.size() + group->receives.size()) {
-        ++at[s];
-        done[s].clear();
-        progress = true;
-      }
-    }
   }
   std::string stuck;
-  for (int s = 0; s < stages; ++s) {
-    const Group *group = current(s);
-    if (!group)
-      continue;
-    std::string what;
-    for (const Transfer &t : group->sends)
-      if (!done[s].count({true, t}))
-        what = "sending " +
-               describe({t.gradient ? Phase::Backward : Phase::Forward,
-                         t.fromChunk, t.microbatch}) +
-               "'s output";
-    for (const Transfer &t : group->receives)
-      if (what.empty() && !done[s].count({false, t}))
-        what = "receiving " +
-               describe({t.gradient ? Phase::Backward : Phase::Forward,
-                         t.fromChunk, t.microbatch}) +
-               "'s output";
-    size_t before = size_t(group->before);
-    stuck +=
-        (stuck.empty() ? "" : "; ") + std::string("stage ") +
-        std::to_string(s) + " waits " + what +
-        (before < orders[s].size() ? " before " + describe(orders[s][before])
-                                   : " after its last work");
-  }
+  for (int s = 0; s < stages; ++s)
+    for (int lane = 0; lane < kLanes; ++lane) {
+      const Group *group = current(s, lane);
+      if (!group)
+        continue;
+      const auto &matched = done[s][size_t(lane)];
+      // The first transfer of the group not matched, sends first.
+      std::string what;
+      auto firstUnmatched = [&](bool send, const std::vector<Transfer> &list) {
+        for (const Transfer &t : list)
+          if (what.empty() && !matched.count({send, t}))
+            what = (send ? "sending " : "receiving ") +
+                   describe({t.gradient ? Phase::Backward : Phase::Forward,
+                             t.fromChunk, t.microbatch}) +
+                   "'s output";
+      };
+      firstUnmatched(true, group->sends);
+      firstUnmatched(false, group->receives);
+      size_t before = size_t(group->before);
+      stuck += (stuck.empty() ? "" : "; ") + std::string("stage ") +
+               std::to_string(s) + " waits " + what +
+               (before < orders[s].size()
+                    ? " before " + describe(orders[s][before])
+                    : " after its last work");
+    }
   return stuck;
 }
 
@@ -181,11 +207,20 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
   Groups all = buildGroups(orders, exchange, chunks);
   int stages = all.stages;
   constexpr double kUnknown = -1;
+  /// A group: its lane and index in that lane.
+  struct At {
+    int lane = -1, group = -1;
+  };
+  struct LaneState {
+    std::vector<double> start, end;
+    size_t next = 0; // the next group to start
+  };
   struct Stage {
-    std::vector<double> groupStart, groupEnd, workEnd;
-    std::vector<int> receivedIn, sentIn; // each work's groups, or -1
-    std::vector<int> lastRun;            // the same program's run before
-    size_t nextGroup = 0, nextWork = 0;
+    std::array<LaneState, kLanes> lanes;
+    std::vector<double> workEnd;
+    std::vector<At> receivedIn, sentIn; // each work's groups
+    std::vector<int> lastRun;           // the same program's run before
+    size_t nextWork = 0;
     double free = 0, busy = 0;
   };
   std::vector<Stage> state(stages);
@@ -193,22 +228,25 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
   std::map<std::pair<bool, Transfer>, std::pair<int, int>> postedAt;
   for (int s = 0; s < stages; ++s) {
     Stage &st = state[s];
-    size_t groups = all.of[s].size(), works = orders[s].size();
-    st.groupStart.assign(groups, kUnknown);
-    st.groupEnd.assign(groups, kUnknown);
+    size_t works = orders[s].size();
     st.workEnd.assign(works, kUnknown);
-    st.receivedIn.assign(works, -1);
-    st.sentIn.assign(works, -1);
+    st.receivedIn.assign(works, At());
+    st.sentIn.assign(works, At());
     st.lastRun.assign(works, -1);
-    for (size_t g = 0; g < groups; ++g) {
-      const Group &group = all.of[s][g];
-      for (size_t k = 0; k < group.sends.size(); ++k) {
-        postedAt[{true, group.sends[k]}] = {s, int(g)};
-        st.sentIn[size_t(group.sendWork[k])] = int(g);
-      }
-      for (size_t k = 0; k < group.receives.size(); ++k) {
-        postedAt[{false, group.receives[k]}] = {s, int(g)};
-        st.receivedIn[size_t(group.receiveWork[k])] = int(g);
+    for (int lane = 0; lane < kLanes; ++lane) {
+      const std::vector<Group> &groups = all.of[s][size_t(lane)];
+      st.lanes[size_t(lane)].start.assign(groups.size(), kUnknown);
+      st.lanes[size_t(lane)].end.assign(groups.size(), kUnknown);
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const Group &group = groups[g];
+        for (size_t k = 0; k < group.sends.size(); ++k) {
+          postedAt[{true, group.sends[k]}] = {s, int(g)};
+          st.sentIn[size_t(group.sendWork[k])] = {lane, int(g)};
+        }
+        for (size_t k = 0; k < group.receives.size(); ++k) {
+          postedAt[{false, group.receives[k]}] = {s, int(g)};
+          st.receivedIn[size_t(group.receiveWork[k])] = {lane, int(g)};
+        }
       }
     }
     std::map<std::pair<int, Phase>, int> last;
@@ -219,6 +257,9 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
         st.lastRun[i] = std::exchange(it->second, int(i));
     }
   }
+  auto groupEnd = [&](int s, At at) {
+    return state[size_t(s)].lanes[size_t(at.lane)].end[size_t(at.group)];
+  };
   // End times of works, for a dependency within one stage (no transfer).
   std::map<std::pair<std::pair<int, int>, Phase>, double> ended;
   auto known = [](double t) { return t != kUnknown; };
@@ -227,50 +268,54 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
     progress = false;
     for (int s = 0; s < stages; ++s) {
       Stage &st = state[s];
-      const std::vector<Group> &groups = all.of[s];
-      // Start the next group once what it needs has ended.
-      while (st.nextGroup < groups.size()) {
-        size_t g = st.nextGroup;
-        const Group &group = groups[g];
-        double start = g > 0 ? st.groupEnd[g - 1] : 0;
-        bool ready = known(start);
-        for (int w : group.sendWork)
-          if (ready && (ready = known(st.workEnd[size_t(w)])))
-            start = std::max(start, st.workEnd[size_t(w)]);
-        for (int w : group.receiveWork) {
-          int before = st.lastRun[size_t(w)];
-          if (ready && before >= 0 &&
-              (ready = known(st.workEnd[size_t(before)])))
-            start = std::max(start, st.workEnd[size_t(before)]);
-        }
-        if (!ready)
-          break;
-        st.groupStart[g] = start;
-        ++st.nextGroup;
-        progress = true;
-      }
-      // End the last started group once every peer has posted its side.
-      if (st.nextGroup > 0 && !known(st.groupEnd[st.nextGroup - 1])) {
-        size_t g = st.nextGroup - 1;
-        const Group &group = groups[g];
-        double end = st.groupStart[g];
-        bool ready = true;
-        auto meet = [&](bool send, const Transfer &t) {
-          auto [peer, at] = postedAt.at({!send, t});
-          double other = state[size_t(peer)].groupStart[size_t(at)];
-          if (!known(other))
-            ready = false;
-          else
-            end = std::max(end, std::max(st.groupStart[g], other) +
-                                    costs.transfer);
-        };
-        for (const Transfer &t : group.sends)
-          meet(true, t);
-        for (const Transfer &t : group.receives)
-          meet(false, t);
-        if (ready) {
-          st.groupEnd[g] = end;
+      for (int lane = 0; lane < kLanes; ++lane) {
+        const std::vector<Group> &groups = all.of[s][size_t(lane)];
+        LaneState &ls = st.lanes[size_t(lane)];
+        // Start the lane's next group once what it needs has ended.
+        while (ls.next < groups.size()) {
+          size_t g = ls.next;
+          const Group &group = groups[g];
+          double start = g > 0 ? ls.end[g - 1] : 0;
+          bool ready = known(start);
+          for (int w : group.sendWork)
+            if (ready && (ready = known(st.workEnd[size_t(w)])))
+              start = std::max(start, st.workEnd[size_t(w)]);
+          for (int w : group.receiveWork) {
+            int before = st.lastRun[size_t(w)];
+            if (ready && before >= 0 &&
+                (ready = known(st.workEnd[size_t(before)])))
+              start = std::max(start, st.workEnd[size_t(before)]);
+          }
+          if (!ready)
+            break;
+          ls.start[g] = start;
+          ++ls.next;
           progress = true;
+        }
+        // End the last started group once every peer has posted its side.
+        if (ls.next > 0 && !known(ls.end[ls.next - 1])) {
+          size_t g = ls.next - 1;
+          const Group &group = groups[g];
+          double end = ls.start[g];
+          bool ready = true;
+          auto meet = [&](bool send, const Transfer &t) {
+            auto [peer, at] = postedAt.at({!send, t});
+            double other =
+                state[size_t(peer)].lanes[size_t(lane)].start[size_t(at)];
+            if (!known(other))
+              ready = false;
+            else
+              end = std::max(end,
+                             std::max(ls.start[g], other) + costs.transfer);
+          };
+          for (const Transfer &t : group.sends)
+            meet(true, t);
+          for (const Transfer &t : group.receives)
+            meet(false, t);
+          if (ready) {
+            ls.end[g] = end;
+            progress = true;
+          }
         }
       }
       // Run works whose inputs have arrived and whose last sends left.
@@ -283,11 +328,11 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
           if (ready && (ready = known(t)))
             start = std::max(start, t);
         };
-        if (st.receivedIn[i] >= 0)
-          after(st.groupEnd[size_t(st.receivedIn[i])]);
+        if (st.receivedIn[i].lane >= 0)
+          after(groupEnd(s, st.receivedIn[i]));
         if (int before = st.lastRun[i];
-            before >= 0 && st.sentIn[size_t(before)] >= 0)
-          after(st.groupEnd[size_t(st.sentIn[size_t(before)])]);
+            before >= 0 && st.sentIn[size_t(before)].lane >= 0)
+          after(groupEnd(s, st.sentIn[size_t(before)]));
         // A dependency on a chunk of this stage: no transfer, its end.
         Transfer t;
         bool crossStage = all.receives(w, t);
@@ -327,8 +372,9 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
       continue;
     }
     double last = st.free;
-    for (double end : st.groupEnd)
-      last = std::max(last, end);
+    for (const LaneState &ls : st.lanes)
+      for (double end : ls.end)
+        last = std::max(last, end);
     result.makespan = std::max(result.makespan, last);
     result.busy = std::max(result.busy, st.busy);
     if (!orders[s].empty())

@@ -3,10 +3,12 @@
 // The runtime posts a stage's pipeline transfers in groups, at the
 // schedule's exchange points (`exchange[s][i]`: one before the stage's i-th
 // work; the end is one too): the sends of the works since the last point
-// and the receives of the works up to the next, all at once, on one
-// transfer stream, one group after another. A send waits until its receive
-// is posted, as NCCL's do; a group ends when all of its transfers have.
-// Transfers between chunks of one stage are copies and never wait.
+// and the receives of the works up to the next, all at once, a group on
+// each of two transfer streams (those toward higher stages on one, toward
+// lower stages on the other), one group after another on each. A send
+// waits until its receive is posted, as NCCL's do; a group ends when all
+// of its transfers have. Transfers between chunks of one stage are copies
+// and never wait.
 //
 // checkTransferGroups proves an order cannot hang that way; simulateTransfers
 // runs it on a clock that way, so that an order whose groups hold a work back
@@ -34,8 +36,8 @@ std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
                                 const std::vector<std::vector<bool>> &exchange,
                                 int chunks);
 
-/// Runs `orders` with `costs` as the executor does: a group starts on the
-/// stage's transfer stream when the one before it has ended, the works
+/// Runs `orders` with `costs` as the executor does: a group starts on its
+/// transfer stream when the one before it there has ended, the works
 /// whose outputs it sends have ended and the last run of each program it
 /// receives for has (the receive overwrites that run's input); each
 /// transfer ends `costs.transfer` after both of its groups have started; a

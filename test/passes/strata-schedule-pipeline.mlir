@@ -2,7 +2,7 @@
 // order of forwards and backwards, then the optimizer.
 // RUN: strata-opt %s --strata-schedule=microbatches=4 | FileCheck %s
 // RUN: strata-opt %s --strata-schedule="microbatches=2 pipeline-schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
-// RUN: not strata-opt %s --strata-schedule="microbatches=4 pipeline-schedule=gpipe" 2>&1 | FileCheck %s --check-prefix=STUCK
+// RUN: strata-opt %s --strata-schedule="microbatches=4 pipeline-schedule=gpipe" | FileCheck %s --check-prefix=GPIPE4
 // RUN: strata-opt %s --strata-schedule=microbatches=3 --verify-diagnostics
 
 // Interleaved 1F1B by default with several chunks per stage: stage 0
@@ -59,9 +59,16 @@
 // GPIPE-NEXT: dist.step @optimizer
 
 // GPipe with virtual stages holds a chunk's outputs back until the next
-// chunk's turn: with more microbatches than stages, sends that wait to be
-// received (NCCL's) would wait forever, so the schedule is refused.
-// STUCK: error: the gpipe schedule would deadlock where sends wait to be received (NCCL): stage 0 waits sending F2.0's output before F3.0; stage 1 waits sending F0.1's output before F1.1; with virtual stages use the interleaved schedule
+// chunk's turn: with more microbatches than stages, stage 1's sends down
+// to stage 0 wait there to be received (NCCL's sends do). They wait on the
+// stream of transfers down the stages only, so stage 1 still receives the
+// forwards stage 0 sends up, and the schedule runs.
+// GPIPE4: dist.schedule stage 1 microbatches 4 attributes {kind = "gpipe"} {
+// GPIPE4-NEXT: dist.step @forward_1 microbatch 0
+// GPIPE4-NEXT: dist.step @forward_1 microbatch 1
+// GPIPE4-NEXT: dist.step @forward_1 microbatch 2
+// GPIPE4-NEXT: dist.step @forward_1 microbatch 3
+// GPIPE4-NEXT: dist.step @forward_3 microbatch 0
 
 // expected-error @below {{the interleaved schedule needs the number of microbatches (3) to be a multiple of the pipeline-parallel size (2)}}
 module {

@@ -1,11 +1,12 @@
 """The parts of a strata-run trace the trace tests read: each rank is a
 process (pid); its compute stream is track 0, its communication stream
-track 1, its transfer stream track 2."""
+track 1, its transfer streams (toward higher and lower stages) tracks 2
+and 3."""
 import json
 
 COMPUTE_TRACK = 0
 COMM_TRACK = 1
-TRANSFER_TRACK = 2
+TRANSFER_TRACKS = (2, 3)
 
 
 def load(path):
@@ -25,6 +26,6 @@ def comm(events, rank):
 
 
 def transfers(events, rank):
-    """The work on the rank's transfer track (the pipeline's exchanges)."""
+    """The work on the rank's transfer tracks (the pipeline's exchanges)."""
     return [e for e in events if e.get("cat") == "communication" and e["pid"] == rank
-            and e["tid"] == TRANSFER_TRACK]
+            and e["tid"] in TRANSFER_TRACKS]
