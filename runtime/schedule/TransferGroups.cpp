@@ -206,6 +206,7 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
   }
   Groups all = buildGroups(orders, exchange, chunks);
   int stages = all.stages;
+  bool cut = holdsWeights(orders);
   constexpr double kUnknown = -1;
   /// A group: its lane and index in that lane.
   struct At {
@@ -220,6 +221,7 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
     std::vector<double> workEnd;
     std::vector<At> receivedIn, sentIn; // each work's groups
     std::vector<int> lastRun;           // the same program's run before
+    std::vector<int> freer; // the work its receive's slot waits for, or -1
     size_t nextWork = 0;
     double free = 0, busy = 0;
   };
@@ -256,6 +258,33 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
       if (!fresh)
         st.lastRun[i] = std::exchange(it->second, int(i));
     }
+    // A receive lands in a stash slot: a forward's input in the chunk's
+    // slot that a B frees, a B's gradient (the backward cut in two) in the
+    // one a W frees. Its section waits for the last such work the stage
+    // issued before posting it (the plan's `freed` event, recorded by each),
+    // whichever slot it takes.
+    st.freer.assign(works, -1);
+    last.clear();
+    std::array<size_t, kLanes> next = {0, 0};
+    for (size_t i = 0; i <= works; ++i) {
+      for (int lane = 0; lane < kLanes; ++lane) {
+        const std::vector<Group> &groups = all.of[s][size_t(lane)];
+        for (; next[lane] < groups.size() &&
+               groups[next[lane]].before == int(i);
+             ++next[lane])
+          for (int w : groups[next[lane]].receiveWork) {
+            const Work &work = orders[s][size_t(w)];
+            if (work.phase == Phase::Backward && !cut)
+              continue;
+            Phase freeing = work.phase == Phase::Forward ? Phase::Backward
+                                                         : Phase::Weight;
+            if (auto it = last.find({work.chunk, freeing}); it != last.end())
+              st.freer[size_t(w)] = it->second;
+          }
+      }
+      if (i < works)
+        last[{orders[s][i].chunk, orders[s][i].phase}] = int(i);
+    }
   }
   auto groupEnd = [&](int s, At at) {
     return state[size_t(s)].lanes[size_t(at.lane)].end[size_t(at.group)];
@@ -280,12 +309,11 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
           for (int w : group.sendWork)
             if (ready && (ready = known(st.workEnd[size_t(w)])))
               start = std::max(start, st.workEnd[size_t(w)]);
-          for (int w : group.receiveWork) {
-            int before = st.lastRun[size_t(w)];
-            if (ready && before >= 0 &&
-                (ready = known(st.workEnd[size_t(before)])))
-              start = std::max(start, st.workEnd[size_t(before)]);
-          }
+          for (int w : group.receiveWork)
+            for (int before : {st.lastRun[size_t(w)], st.freer[size_t(w)]})
+              if (ready && before >= 0 &&
+                  (ready = known(st.workEnd[size_t(before)])))
+                start = std::max(start, st.workEnd[size_t(before)]);
           if (!ready)
             break;
           ls.start[g] = start;

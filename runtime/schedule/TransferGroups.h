@@ -38,13 +38,15 @@ std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
 
 /// Runs `orders` with `costs` as the executor does: a group starts on its
 /// transfer stream when the one before it there has ended, the works
-/// whose outputs it sends have ended and the last run of each program it
-/// receives for has (the receive overwrites that run's input); each
-/// transfer ends `costs.transfer` after both of its groups have started; a
-/// work starts once the stage is free, the group holding its receives has
-/// ended, and the group that sent its program's last run's outputs has (it
-/// overwrites them). Not modelled: a receive into a stash slot waiting for
-/// the slot to be freed. A hang is reported in `deadlock`.
+/// whose outputs it sends have ended, the last run of each program it
+/// receives for has (the receive overwrites that run's input), and so has
+/// the last work issued before it that frees a stash slot of the kind each
+/// receive lands in (a forward's input: the chunk's last B; a B's gradient,
+/// the backward cut in two: its last W), as the plan's `freed` events make
+/// it wait; each transfer ends `costs.transfer` after both of its groups
+/// have started; a work starts once the stage is free, the group holding
+/// its receives has ended, and the group that sent its program's last run's
+/// outputs has (it overwrites them). A hang is reported in `deadlock`.
 SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
                             const std::vector<std::vector<bool>> &exchange,
                             int chunks, int microbatches, const Costs &costs);
