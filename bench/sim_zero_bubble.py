@@ -5,8 +5,9 @@ p=12, micro-batch 1), each compiled as bench/sim_paper.py compiles Table 1
 (Megatron-LM's run settings: full recomputation as its checkpointing ran
 it, gradients all-reduced after the flush, attention unfused, its
 dropouts) under each schedule — interleaved 1F1B (the row's virtual stages,
-or two chunks a stage where the row has none), 1F1B, ZB-H1, ZB-H2 and
-zb-auto (priced on the same cluster, its stash within 1F1B's; and again,
+or two chunks a stage where the row has none), 1F1B, ZB-H1, ZB-H2, ZB-V
+(two chunks a stage in a V) and zb-auto (priced on the same cluster, its
+stash within 1F1B's; and again,
 `zb-auto=`, within the stash of the faster of the paper's two) — and one
 iteration simulated. Prints each schedule's iteration time, pipeline
 bubble, activation memory (the largest stage's workspace and stash) and
@@ -14,8 +15,6 @@ peak, and for each row the best zero-bubble schedule that keeps no more
 activation memory than the best of the paper's two, with its gain. With
 --svg, draws the bubble against the number of microbatches on GPT-3 175B
 (Figure 12's batch sweep) for each schedule.
-
-ZB-V is not built yet (issue 38): it is listed, not run.
 
   /usr/bin/python3 bench/sim_zero_bubble.py [--bin build/bin] [--rows 1008.0,175|all]
       [--cluster examples/clusters/selene.json] [--svg docs/figures/zero-bubble.svg]
@@ -34,7 +33,7 @@ from svg_chart import line_chart
 
 ROOT = sim_paper.ROOT
 GIB = 2**30
-SCHEDULES = ["interleaved", "1f1b", "zb-h1", "zb-h2", "zb-auto"]
+SCHEDULES = ["interleaved", "1f1b", "zb-h1", "zb-h2", "zb-v", "zb-auto"]
 PAPERS = ("interleaved", "1f1b")  # the paper's schedules, the baseline
 UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
@@ -53,7 +52,12 @@ def schedule_flags(row, schedule, cluster, stash=None):
         i = flags.index("--num-layers-per-virtual-pipeline-stage")
         del flags[i:i + 2]
     layers, p = int(row["layers"]), int(row["pp"])
-    if schedule == "interleaved":
+    if schedule == "zb-v":  # two chunks a stage, always
+        if layers % (2 * p):
+            return None
+        flags += ["--num-layers-per-virtual-pipeline-stage", str(layers // (2 * p)),
+                  "--pipeline-schedule", schedule]
+    elif schedule == "interleaved":
         if row["vp_layers_per_stage"] != "-":
             per_chunk = int(row["vp_layers_per_stage"])
         elif layers % (2 * p) == 0:
@@ -177,7 +181,6 @@ def main():
             print(f"{'':>7} {schedule:>11} {r['ms'] / 1e3:>9.2f}s {r['tflops']:>7.1f} "
                   f"{r['bubble']:>5.1f}% {r['activations'] / GIB:>7.1f} GiB {r['peak'] / GIB:>4.0f} GiB"
                   f"{fits}{chose}")
-        print(f"{'':>7} {'zb-v':>11}  not built yet (issue 38)")
         usable = {s: results[(name, s)] for s in SCHEDULES + ["zb-auto="]
                   if (name, s) in results and "refused" not in results[(name, s)]
                   and results[(name, s)]["peak"] <= hbm}

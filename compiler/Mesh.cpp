@@ -29,6 +29,29 @@ int64_t meshAxis(ModuleOp module, int16_t axis) {
   return grid ? grid.getShape()[axis] : 1;
 }
 
+// The attribute's name and its one value: looped is its absence.
+static constexpr llvm::StringLiteral kPlacementAttr = "strata.chunk_placement";
+static constexpr llvm::StringLiteral kVPlacement = "v";
+
+sim::Placement chunkPlacement(ModuleOp module) {
+  auto attr = module->getAttrOfType<StringAttr>(kPlacementAttr);
+  return attr && attr.getValue() == kVPlacement ? sim::Placement::V
+                                                : sim::Placement::Looped;
+}
+
+void setChunkPlacement(ModuleOp module, sim::Placement placement) {
+  if (placement == sim::Placement::V)
+    module->setAttr(kPlacementAttr,
+                    StringAttr::get(module.getContext(), kVPlacement));
+  else
+    module->removeAttr(kPlacementAttr);
+}
+
+int64_t stageOfChunk(ModuleOp module, int64_t chunk) {
+  return sim::stageOf(chunkPlacement(module), int(chunk),
+                      int(meshAxis(module, kPipelineAxis)));
+}
+
 void sumGradientNormOver(func::FuncOp optimizer, int16_t axis) {
   optimizer.walk([&](graph::ClipCoefficientOp clip) {
     Value total = clip.getSumSquares();

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "runtime/schedule/ScheduleNames.h"
 
 namespace strata {
 
@@ -24,6 +25,14 @@ void setMeshAxis(mlir::ModuleOp module, int16_t axis, int64_t size);
 
 /// The size of one axis of @mesh (1 without a mesh).
 int64_t meshAxis(mlir::ModuleOp module, int16_t axis);
+
+/// Where the pipeline split put its chunks on the stages (a module
+/// attribute PipelineSplit sets; looped, chunk c on stage c mod p, without
+/// one).
+sim::Placement chunkPlacement(mlir::ModuleOp module);
+void setChunkPlacement(mlir::ModuleOp module, sim::Placement placement);
+/// The pipeline stage chunk `chunk` lives on.
+int64_t stageOfChunk(mlir::ModuleOp module, int64_t chunk);
 
 /// Makes the gradient norm of `optimizer` sum over `axis` as well: each
 /// rank along it holds the squares of a different part of the gradients

@@ -187,7 +187,11 @@ def PipelineSplit : Pass<"strata-pipeline-split", "mlir::ModuleOp"> {
     Option<"splitWeights", "split-weights", "bool", "false",
            "Cut each chunk's backward in two (zero-bubble schedules): "
            "@backward_c computes what the input's gradient needs (B), "
-           "@weight_c the weights' gradients (W)">
+           "@weight_c the weights' gradients (W)">,
+    Option<"placement", "placement", "std::string", "\"looped\"",
+           "Where the chunks live: looped (chunk c on stage c mod p) or v "
+           "(two chunks a stage in a V, ZB-V's: chunk c on stage c, then "
+           "2p-1-c)">
   ];
   let dependentDialects = ["::strata::dist::DistDialect",
                            "::mlir::shard::ShardDialect",
@@ -204,7 +208,8 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
     per stage) or interleaved (several; Megatron's interleaved 1F1B), by
     default interleaved when a stage holds several chunks and 1f1b when
     one; or, with each backward cut in two (@weight_c beside
-    @backward_c), zb-h1, zb-h2 or zb-auto — then @optimizer. zb-auto
+    @backward_c), zb-h1, zb-h2, zb-auto or, with two chunks a stage in a
+    V (--strata-pipeline-split placement=v), zb-v — then @optimizer. zb-auto
     searches for the fastest order within a stash limit
     (compiler/ZeroBubbleAuto.h) from the chunks' costs and stash bytes
     given here (strata-compile prices them on a cluster), or from unit
@@ -215,8 +220,8 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
     Option<"microbatches", "microbatches", "int64_t", "1",
            "Microbatches per iteration: global batch / (micro batch * dp)">,
     Option<"pipelineSchedule", "pipeline-schedule", "std::string", "\"\"",
-           "gpipe, 1f1b, interleaved, zb-h1, zb-h2 or zb-auto (default by "
-           "chunks per stage)">,
+           "gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-auto or zb-v "
+           "(default by chunks per stage)">,
     ListOption<"forwardCosts", "forward-costs", "double",
                "zb-auto: each chunk's forward cost (any unit)">,
     ListOption<"backwardCosts", "backward-costs", "double",

@@ -170,6 +170,8 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
       std::optional<sim::ScheduleKind> kind =
           sim::parseSchedule(options.pipelineSchedule);
       split.splitWeights = kind && sim::cutsBackward(*kind);
+      split.placement =
+          kind && sim::placementOf(*kind) == sim::Placement::V ? "v" : "looped";
       pm.addPass(createPipelineSplit(split));
     }
     ScheduleOptions schedule;

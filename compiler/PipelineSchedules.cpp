@@ -12,7 +12,13 @@ using sim::Phase;
 using sim::Work;
 
 std::string checkSchedule(ScheduleKind kind, int p, int v, int m) {
-  if (sim::cutsBackward(kind) && v != 1)
+  if (kind == ScheduleKind::ZeroBubbleV && v != 2)
+    return "--pipeline-schedule zb-v runs two chunks a stage in a V, but "
+           "there are " +
+           std::to_string(v) +
+           ": set --num-layers-per-virtual-pipeline-stage to half of each "
+           "stage's layers";
+  if (sim::cutsBackward(kind) && kind != ScheduleKind::ZeroBubbleV && v != 1)
     return std::string("--pipeline-schedule ") + scheduleName(kind) +
            " runs one chunk per stage, but there are " + std::to_string(v) +
            " (virtual stages)";
@@ -40,7 +46,8 @@ int warmupCount(ScheduleKind kind, int p, int v, int m, int stage) {
     return std::min(p - stage - 1, m);
   case ScheduleKind::ZeroBubbleH2:
     return std::min(2 * (p - stage) - 1, m);
-  case ScheduleKind::ZeroBubbleAuto: {
+  case ScheduleKind::ZeroBubbleAuto:
+  case ScheduleKind::ZeroBubbleV: {
     std::vector<Work> order = scheduleOrders(kind, p, v, m)[stage];
     return int(std::find_if(order.begin(), order.end(),
                             [](const Work &w) {
@@ -110,6 +117,61 @@ std::vector<std::vector<Work>> zeroBubbleH2(int p, int m) {
   return listSchedule(problem, error);
 }
 
+/// ZB-V (Qi et al. 2024, appendix; PyTorch's ScheduleZBVZeroBubble): two
+/// chunks a stage in a V, a = r and b = 2p−1−r on stage r, so that the
+/// first stage runs the first forward and the last backward and the turn
+/// from chunk p−1 to p stays on the last stage. Stage r runs
+///   2(p−r)−1 forwards of a; r of (F b, F a); p−r of (F b, B b, W b);
+///   then (F a, B a, W a, F b, B b, W b) until every forward has run;
+///   then r of (B a, B b); p−r of (B a, W a); the W's left, b's first.
+/// It needs 2p−1 microbatches to fill; with fewer, it is made for 2p−1
+/// and the works of the microbatches past m are left out (a microbatch's
+/// works depend on its own only, so what is left cannot wait on them).
+std::vector<Work> zeroBubbleV(int p, int m, int r) {
+  int n = std::max(m, 2 * p - 1);
+  int a = r, b = 2 * p - 1 - r;
+  int fa = 0, fb = 0, ba = 0, bb = 0, wa = 0, wb = 0;
+  std::vector<Work> order;
+  auto add = [&](Phase phase, int chunk, int &count) {
+    if (count < m)
+      order.push_back({phase, chunk, count});
+    ++count;
+  };
+  for (int k = 0; k < 2 * (p - r) - 1; ++k)
+    add(Phase::Forward, a, fa);
+  for (int k = 0; k < r; ++k) {
+    add(Phase::Forward, b, fb);
+    add(Phase::Forward, a, fa);
+  }
+  for (int k = 0; k < p - r; ++k) {
+    add(Phase::Forward, b, fb);
+    add(Phase::Backward, b, bb);
+    add(Phase::Weight, b, wb);
+  }
+  while (fb < n) {
+    if (fa < n)
+      add(Phase::Forward, a, fa);
+    add(Phase::Backward, a, ba);
+    add(Phase::Weight, a, wa);
+    add(Phase::Forward, b, fb);
+    add(Phase::Backward, b, bb);
+    add(Phase::Weight, b, wb);
+  }
+  for (int k = 0; k < r; ++k) {
+    add(Phase::Backward, a, ba);
+    add(Phase::Backward, b, bb);
+  }
+  for (int k = 0; k < p - r; ++k) {
+    add(Phase::Backward, a, ba);
+    add(Phase::Weight, a, wa);
+  }
+  while (wb < n)
+    add(Phase::Weight, b, wb);
+  while (wa < n)
+    add(Phase::Weight, a, wa);
+  return order;
+}
+
 } // namespace
 
 std::vector<Work> stageOrder(ScheduleKind kind, int p, int v, int m, int stage,
@@ -117,8 +179,11 @@ std::vector<Work> stageOrder(ScheduleKind kind, int p, int v, int m, int stage,
   std::vector<Work> order;
   std::vector<bool> points;
   if (sim::cutsBackward(kind)) {
-    order = kind == ScheduleKind::ZeroBubbleH1 ? zeroBubbleH1(p, m, stage, stage)
-                                               : scheduleOrders(kind, p, v, m)[stage];
+    order = kind == ScheduleKind::ZeroBubbleH1
+                ? zeroBubbleH1(p, m, stage, stage)
+            : kind == ScheduleKind::ZeroBubbleV
+                ? zeroBubbleV(p, m, stage)
+                : scheduleOrders(kind, p, v, m)[stage];
     // An exchange point before every work: a B's gradient goes out before
     // the W after it runs, not after.
     if (exchange)

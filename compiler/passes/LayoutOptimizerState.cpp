@@ -109,7 +109,7 @@ struct LayoutOptimizerStatePass
       SmallVector<Member> params;
       llvm::StringSet<> seen;
       for (func::FuncOp function :
-           lower_to_exec::stageFunctions(module, stage, stages)) {
+           lower_to_exec::stageFunctions(module, stage)) {
         int64_t chunk = 0;
         if (IntegerAttr attr =
                 dist::chunk(function.getContext()).getAttr(function))

@@ -188,7 +188,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   if (weight)
     freesPools.append({exec::StashPool::Held, exec::StashPool::Passed});
   auto peerStage = [&](uint64_t of) {
-    return b.getI64IntegerAttr(int64_t(of) % coords.ppSize);
+    return b.getI64IntegerAttr(stageOfChunk(module, int64_t(of)));
   };
   SmallVector<dist::RecvOp> recvs;
   SmallVector<dist::SendOp> sends;
@@ -423,19 +423,20 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   return success();
 }
 
-SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage,
-                                         int64_t stages) {
+SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage) {
   SmallVector<func::FuncOp> functions;
   if (auto microbatch =
           module.lookupSymbol<func::FuncOp>(strata::step::kMicrobatch))
     functions.push_back(microbatch);
-  for (int64_t c = stage;; c += stages) {
+  for (int64_t c = 0;; ++c) {
     auto forward =
         module.lookupSymbol<func::FuncOp>(strata::step::forwardOf(c));
     auto backward =
         module.lookupSymbol<func::FuncOp>(strata::step::backwardOf(c));
     if (!forward || !backward)
       break;
+    if (stageOfChunk(module, c) != stage)
+      continue;
     functions.append({forward, backward});
     if (auto weight =
             module.lookupSymbol<func::FuncOp>(strata::step::weightOf(c)))
@@ -462,7 +463,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
     std::map<int64_t, dist::ScheduleOp> schedules;
     for (auto schedule : module.getOps<dist::ScheduleOp>())
       schedules[int64_t(schedule.getStage())] = schedule;
-    if (stageFunctions(module, 0, coords.ppSize).empty() || !optimizer ||
+    if (stageFunctions(module, 0).empty() || !optimizer ||
         int64_t(schedules.size()) != coords.ppSize) {
       module.emitError() << "lowering needs @microbatch (or pipeline "
                             "chunks), @optimizer and a dist.schedule per "
@@ -484,7 +485,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
           DenseI64ArrayAttr(), DenseI64ArrayAttr());
       op.getBody().emplaceBlock();
       SmallVector<func::FuncOp> functions =
-          stageFunctions(module, stage, coords.ppSize);
+          stageFunctions(module, stage);
       for (func::FuncOp function : functions)
         lowered.insert(function);
       Lowering lowering(module, op, bf16, coords, *facts);

@@ -387,11 +387,10 @@ private:
   llvm::DenseMap<StringRef, exec::ProgramOp> programByName;
 };
 
-/// The functions of pipeline stage `stage` of `stages`, in the order it
-/// lowers them: @microbatch, or its chunks' @forward_c and @backward_c
-/// (and @weight_c, the backward cut in two).
-SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage,
-                                         int64_t stages);
+/// The functions of pipeline stage `stage`, in the order it lowers them:
+/// @microbatch, or the @forward_c and @backward_c (and @weight_c, the
+/// backward cut in two) of the chunks the module's placement puts there.
+SmallVector<func::FuncOp> stageFunctions(ModuleOp module, int64_t stage);
 
 } // namespace strata::lower_to_exec
 

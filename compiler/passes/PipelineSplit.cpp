@@ -457,9 +457,9 @@ void Splitter::tieGradients() {
         continue;
       f.walk([&](Operation *op) {
         if (auto param = dyn_cast<graph::ParamOp>(op))
-          users[param.getName()].insert(c % stages);
+          users[param.getName()].insert(stageOfChunk(module, c));
         else if (auto sink = dyn_cast<graph::AccumulateGradOp>(op))
-          users[sink.getName()].insert(c % stages);
+          users[sink.getName()].insert(stageOfChunk(module, c));
       });
     }
   b.setInsertionPointToStart(&optimizer.getBody().front());
@@ -605,8 +605,25 @@ struct PipelineSplitPass : strata::impl::PipelineSplitBase<PipelineSplitPass> {
     FailureOr<ChunkLayout> layout = chunkLayout(module, step);
     if (failed(layout))
       return signalPassFailure();
+    if (placement != "looped" && placement != "v") {
+      module.emitError() << "placement must be looped or v, got '"
+                         << placement << "'";
+      return signalPassFailure();
+    }
+    bool vShape = placement == "v";
+    if (vShape && layout->chunks() != 2 * stages) {
+      module.emitError()
+          << "the V placement (zb-v) runs two chunks a stage, but the layers "
+             "make "
+          << layout->chunks() << " chunks on " << static_cast<int64_t>(stages)
+          << " stages: set --num-layers-per-virtual-pipeline-stage to half "
+             "of each stage's layers";
+      return signalPassFailure();
+    }
     ensureMesh(module);
     setMeshAxis(module, kPipelineAxis, stages);
+    setChunkPlacement(module,
+                      vShape ? sim::Placement::V : sim::Placement::Looped);
     if (wholeLayers && *kind != Recompute::Full) {
       module.emitError() << "whole-layers recomputes with recompute=full, got '"
                          << recompute << "'";

@@ -153,6 +153,17 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
                        "split-weights): name a zero-bubble schedule"
                      : "each backward cut in two, but it is whole: run "
                        "--strata-pipeline-split split-weights");
+    // The chunks must live where the schedule expects them: a V's orders
+    // on looped chunks would send to the wrong stages, and the reverse.
+    sim::Placement placement = sim::placementOf(kind);
+    if (placement != chunkPlacement(module))
+      return module.emitError()
+             << "the " << pipeline::scheduleName(kind) << " schedule runs "
+             << (placement == sim::Placement::V
+                     ? "two chunks a stage in a V, but the chunks are looped: "
+                       "run --strata-pipeline-split placement=v"
+                     : "looped chunks, but they are in a V "
+                       "(--strata-pipeline-split placement=v): name zb-v");
     if (std::string error = pipeline::checkSchedule(kind, int(p), v, m);
         !error.empty())
       return module.emitError() << error;
@@ -168,13 +179,13 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     } else {
       orders = pipeline::scheduleOrders(kind, int(p), v, m, &exchange);
     }
-    sim::SimResult run =
-        sim::simulate(orders, int(chunks), m, sim::unitCosts(orders));
+    sim::SimResult run = sim::simulate(orders, int(chunks), m,
+                                       sim::unitCosts(orders), placement);
     if (!run.deadlock.empty())
       return module.emitError() << "the " << pipeline::scheduleName(kind)
                                 << " schedule would deadlock: " << run.deadlock;
     if (std::string stuck =
-            sim::checkTransferGroups(orders, exchange, int(chunks));
+            sim::checkTransferGroups(orders, exchange, int(chunks), placement);
         !stuck.empty())
       return module.emitError()
              << "the " << pipeline::scheduleName(kind)

@@ -59,10 +59,9 @@ std::vector<std::vector<int>> communicatorSets(const Plan &plan,
   };
   for (uint32_t g = 0; g < plan.groups.size(); ++g)
     add(plan.groupMembers(g, rank));
-  if (std::vector<int> line = pipelineLine(plan, rank); line.size() > 1) {
-    sets.push_back(line);
-    sets.push_back(std::move(line));
-  }
+  if (std::vector<int> line = pipelineLine(plan, rank); line.size() > 1)
+    for (int s = 0; s < kTransferStreamCount; ++s)
+      sets.push_back(line);
   return sets;
 }
 
@@ -77,7 +76,7 @@ std::string createCommunicators(const NcclApi &api, const Plan &plan,
                                 uint32_t rank, Transport &transport,
                                 Clock::time_point deadline,
                                 std::map<std::vector<int>, ncclComm_t> &comms,
-                                std::array<ncclComm_t, 2> &lines) {
+                                std::array<ncclComm_t, kTransferStreamCount> &lines) {
   std::vector<std::vector<int>> sets = communicatorSets(plan, rank);
   bool hasLine = plan.pipelineParallel > 1;
   std::vector<ncclUniqueId> ids(sets.size());
@@ -124,8 +123,8 @@ std::string createCommunicators(const NcclApi &api, const Plan &plan,
     return failure + " (NCCL takes one GPU per rank: --staged-collectives "
                      "runs ranks that share one)";
   }
-  lines = {nullptr, nullptr};
-  size_t groups = sets.size() - (hasLine ? 2 : 0);
+  lines = {};
+  size_t groups = sets.size() - (hasLine ? kTransferStreamCount : 0);
   for (size_t s = 0; s < sets.size(); ++s)
     if (s < groups)
       comms[sets[s]] = made[s];

@@ -59,15 +59,14 @@ std::vector<int> pipelineLine(const Plan &plan, uint32_t rank);
 
 /// The sets of ranks `rank` needs a communicator for, in the order every
 /// rank creates them: the plan's groups in order, each set once, then the
-/// pipeline line twice, always last and always its own (its transfers run
-/// on two streams of their own, up and down the stages, and NCCL orders the
-/// work of one communicator only within a stream); sets of one rank left
-/// out.
+/// pipeline line once per transfer stream, always last and always its own
+/// (its transfers run on streams of their own, and NCCL orders the work of
+/// one communicator only within a stream); sets of one rank left out.
 std::vector<std::vector<int>> communicatorSets(const Plan &plan, uint32_t rank);
 
 /// Creates the communicators of `rank` (communicatorSets): the groups'
-/// into `comms`, the pipeline line's two into `lines`, for the transfers
-/// up and down the stages (null for one stage).
+/// into `comms`, the pipeline line's into `lines`, one per transfer stream
+/// in kTransferStreams' order (null for one stage).
 /// Each set's first rank makes its unique id and posts it to the others
 /// over `transport`; then the rank joins all its sets in one NCCL group
 /// call, so no order between sets can deadlock. "" or why not.
@@ -75,7 +74,7 @@ std::string createCommunicators(const NcclApi &api, const Plan &plan,
                                 uint32_t rank, Transport &transport,
                                 Clock::time_point deadline,
                                 std::map<std::vector<int>, ncclComm_t> &comms,
-                                std::array<ncclComm_t, 2> &lines);
+                                std::array<ncclComm_t, kTransferStreamCount> &lines);
 
 } // namespace strata::runtime::cuda
 

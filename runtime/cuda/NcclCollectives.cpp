@@ -202,7 +202,7 @@ void NcclCollectives::exchange(Stream stream, std::vector<Transfer> sends,
       queue.pop_front();
     }
   // The others: one NCCL group, so that sends and receives pair up.
-  ncclComm_t comm = lineComms[stream == Stream::TransferDown ? 1 : 0];
+  ncclComm_t comm = lineComms[size_t(transferStreamIndex(stream))];
   auto index = [&](int peer) { return int(rankIndex(line, peer)); };
   auto nccl = [&](ncclResult_t result, const char *call) {
     if (std::string error = api->error(result, call); !error.empty())

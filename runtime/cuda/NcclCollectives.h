@@ -49,7 +49,8 @@ private:
   std::map<std::vector<int>, ncclComm_t> comms; // by set of ranks
   std::vector<ncclComm_t> groupComms;           // per plan group
   std::vector<int> line;                        // the pipeline line
-  std::array<ncclComm_t, 2> lineComms = {}; // transfers up, down the stages
+  // The line's, one per transfer stream (kTransferStreams' order).
+  std::array<ncclComm_t, kTransferStreamCount> lineComms = {};
   // For gathers and scatters along a later dim: one per stream, since a
   // stream's collective may be in flight while the other's runs.
   void *scratch[kStreams] = {};

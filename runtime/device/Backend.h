@@ -2,8 +2,9 @@
 //
 // What the executor needs of a device: arenas, instructions launched on a
 // stream, events between streams, copies in and out, synchronization. Each
-// rank has two streams: compute, and communication, so that gradient
-// reductions and pipeline transfers overlap computation. Work on one stream
+// rank has a compute stream, a communication stream (gradient reductions)
+// and four transfer streams (pipeline transfers, by kind and direction), so
+// that communication overlaps computation. Work on one stream
 // runs in issue order; across streams only events order it (CUDA's rules).
 // The CPU backend (runtime/cpu/) is the first implementation; nothing
 // outside it assumes that device memory is host memory.

@@ -1,6 +1,7 @@
 //===- Trace.cpp - per-instruction timestamps as a Chrome trace -----------===//
 #include "runtime/device/Trace.h"
 #include "runtime/base/WholeFile.h"
+#include "runtime/plan/Plan.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -43,11 +44,9 @@ std::string traceLines(int rank, const std::string &label,
       << ",\"args\":{\"name\":\"" << label << "\"}},\n";
   out << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << rank
       << ",\"args\":{\"sort_index\":" << rank << "}},\n";
-  const char *tracks[] = {"compute", "communication", "transfers up",
-                          "transfers down"};
-  for (int track = 0; track < 4; ++track)
+  for (int track = 0; track < kStreams; ++track)
     out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << rank
-        << ",\"tid\":" << track << ",\"args\":{\"name\":\"" << tracks[track]
+        << ",\"tid\":" << track << ",\"args\":{\"name\":\"" << streamName(Stream(track))
         << "\"}},\n";
   for (int stream = 0; stream < 2; ++stream)
     for (const TraceEvent &e : stream ? communication : compute) {

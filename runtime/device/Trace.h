@@ -5,7 +5,8 @@
 // them in the Chrome trace event format that chrome://tracing and Perfetto
 // open: a process per rank with a track for each stream: compute (steps,
 // instructions nested in them), communication (gradient reductions,
-// parameter gathers) and the two of pipeline exchanges (up and down). One event per line,
+// parameter gathers) and the four of pipeline exchanges (activations and
+// gradients, up and down). One event per line,
 // so that strata-inspect can read the steps back without a JSON library.
 //
 //===----------------------------------------------------------------------===//
@@ -27,8 +28,8 @@ struct TraceEvent {
   int chunk = -1, microbatch = -1;
   int64_t iteration = 0;
   double waitUs = 0; // of the duration, time blocked receiving from a peer
-  // Communication only: the track, 1 for the collectives' stream, 2 and 3
-  // for the transfers toward higher and lower stages.
+  // Communication only: the track, its stream's number (1 for the
+  // collectives', then the four transfer streams).
   int track = 1;
 };
 

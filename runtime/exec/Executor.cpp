@@ -15,9 +15,9 @@ Executor::Executor(const Plan &plan, uint32_t rankIndex, Backend &backend,
       collectives(collectives) {}
 
 std::string Executor::load() {
-  // What the runtime reads and writes: the batch, the loss (on the last
-  // stage), the gradient norm and the hyperparameters.
-  bool lastStage = whole.stageOf(rank.rank) + 1 == whole.pipelineParallel;
+  // What the runtime reads and writes: the batch, the loss (on the stage of
+  // the last chunk), the gradient norm and the hyperparameters.
+  bool lastStage = whole.stageOf(rank.rank) == whole.lossStage();
   tokens = rank.ioBuffer(io_names::kTokens);
   labels = rank.ioBuffer(io_names::kLabels);
   dropoutKeys = rank.ioBuffer(kDropoutKeys);
@@ -38,7 +38,7 @@ std::string Executor::load() {
        {Input{io_names::kTokens, tokens, whole.stageOf(rank.rank) == 0,
               " on its first pipeline stage"},
         Input{io_names::kLabels, labels, lastStage,
-              " on its last pipeline stage"}}) {
+              " on its last chunk's pipeline stage"}}) {
     if (index < 0 && (!pipelined || stageNeedsIt))
       return std::string("the plan has no '") + name + "' input" +
              (pipelined ? where : "");
@@ -62,7 +62,8 @@ std::string Executor::load() {
            rank.buffers[index].elements == 1;
   };
   if ((lastStage || loss >= 0) && !scalar(loss))
-    return "the plan has no f32 'loss' output on the last pipeline stage";
+    return "the plan has no f32 'loss' output on its last chunk's pipeline "
+           "stage";
   if (!scalar(gradNormBuffer))
     return "the plan has no f32 'grad_norm' output";
   if (hyper < 0 || rank.buffers[hyper].dtype != DType::F32 ||
@@ -347,20 +348,14 @@ void Executor::resolveDeviceTimes() {
 }
 
 void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
-  // A group per transfer stream (up and down the stages), each with the
-  // records of the sections it carries.
+  // A group per transfer stream (activations and gradients, up and down
+  // the stages), each with the records of the sections it carries.
   struct Group {
     std::vector<Transfer> sends, receives;
     std::vector<uint32_t> records;
   };
-  constexpr Stream kLanes[] = {Stream::TransferUp, Stream::TransferDown};
-  Group groups[2];
+  Group groups[kTransferStreamCount];
   uint32_t me = rank.rank, stage = whole.stageOf(me);
-  auto lane = [&](const TransferOp &t) {
-    return transferStream(t.send, stage, t.peerStage) == Stream::TransferUp
-               ? 0
-               : 1;
-  };
   auto transfer = [&](const Instruction &instruction, const Step &step,
                       const std::string &where) {
     const TransferOp &t = *instruction.transfer();
@@ -378,15 +373,16 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
   // A section's events go around its group on its transfer stream (the
   // plan's events of the communication stream that bracket transfers):
   // their waits before it, their records after it. A section talks to one
-  // peer stage, so all of its transfers take one stream (the plan's checks
-  // keep it so).
+  // peer stage and carries one kind, so all of its transfers take one
+  // stream (the plan's checks keep it so).
   auto section = [&](size_t s, size_t begin, size_t end, bool sending) {
     const Step &step = rank.schedule[s];
     const Program &program = rank.programs[step.program];
     int l = 0;
     for (size_t i = begin; i < end; ++i)
       if (const TransferOp *t = program.instructions[i].transfer()) {
-        l = lane(*t);
+        l = transferStreamIndex(transferStream(
+            t->send, stage, t->peerStage, program.phase == Phase::Backward));
         break;
       }
     for (size_t i = begin; i < end; ++i) {
@@ -398,7 +394,7 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
       else if (instruction.event()->record)
         groups[l].records.push_back(instruction.event()->event);
       else
-        backend.wait(kLanes[l], instruction.event()->event);
+        backend.wait(kTransferStreams[l], instruction.event()->event);
     }
   };
   // The trailing sections of the steps since the last point, then the
@@ -413,11 +409,11 @@ void Executor::exchangeAt(size_t at, std::vector<size_t> &pending) {
       break;
     section(s, 0, rank.programs[rank.schedule[s].program].bodyBegin, false);
   }
-  for (int l = 0; l < 2; ++l) {
-    collectives.exchange(kLanes[l], std::move(groups[l].sends),
+  for (int l = 0; l < kTransferStreamCount; ++l) {
+    collectives.exchange(kTransferStreams[l], std::move(groups[l].sends),
                          std::move(groups[l].receives));
     for (uint32_t event : groups[l].records)
-      backend.record(kLanes[l], event);
+      backend.record(kTransferStreams[l], event);
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include "runtime/base/Text.h"
 #include "runtime/plan/KernelCatalog.h"
+#include "runtime/schedule/ScheduleNames.h"
 
 #include <array>
 #include <cstdint>
@@ -151,21 +152,51 @@ struct EventOp {
 };
 
 /// A rank's streams. Plans name the first two; the executor runs pipeline
-/// transfers on the other two, so that they never queue behind the
+/// transfers on the other four, so that they never queue behind the
 /// data-parallel reductions of the communication stream (Megatron's sends
-/// have a communicator of their own): those toward higher stages on one,
-/// those toward lower stages on the other, each with its own communicator,
-/// so that a receive waiting for a peer never holds back a send the other
-/// way (a zero-bubble schedule's forwards and gradients cross on the wire).
-enum class Stream : uint8_t { Compute, Comm, TransferUp, TransferDown };
-inline constexpr int kStreams = 4;
+/// have a communicator of their own): a stream, each with its own
+/// communicator, for each kind (a forward's activations, a backward's
+/// gradients) and direction (toward higher stages, toward lower), so that
+/// a receive waiting for a peer never holds back a send of another kind or
+/// the other way. Between two stages each stream then carries one chunk
+/// boundary's transfers, in microbatch order at both ends, whatever the
+/// schedule interleaves (ZB-V sends forwards and gradients the same way).
+enum class Stream : uint8_t {
+  Compute,
+  Comm,
+  ActivationsUp,
+  ActivationsDown,
+  GradientsUp,
+  GradientsDown,
+};
+inline constexpr int kStreams = 6;
+inline constexpr Stream kTransferStreams[] = {
+    Stream::ActivationsUp, Stream::ActivationsDown, Stream::GradientsUp,
+    Stream::GradientsDown};
+inline constexpr int kTransferStreamCount = 4;
+/// "compute", "communication", "activations up", ...: traces' and the
+/// simulator's names for the streams.
+inline const char *streamName(Stream stream) {
+  constexpr const char *kNames[kStreams] = {
+      "compute",        "communication", "activations up",
+      "activations down", "gradients up", "gradients down"};
+  return kNames[int(stream)];
+}
 
 /// The transfer stream of a transfer between `stage` and `peerStage`
-/// (`send`: from this stage): by the direction it travels. A transfer to
-/// the stage itself (virtual stages of one stage) goes up, at both ends.
-inline Stream transferStream(bool send, uint32_t stage, uint32_t peerStage) {
+/// (`send`: from this stage) of a forward's activations or a backward's
+/// `gradient`: by the direction it travels. A transfer to the stage itself
+/// (virtual stages of one stage) goes up, at both ends.
+inline Stream transferStream(bool send, uint32_t stage, uint32_t peerStage,
+                             bool gradient) {
   uint32_t from = send ? stage : peerStage, to = send ? peerStage : stage;
-  return to < from ? Stream::TransferDown : Stream::TransferUp;
+  bool down = to < from;
+  return gradient ? (down ? Stream::GradientsDown : Stream::GradientsUp)
+                  : (down ? Stream::ActivationsDown : Stream::ActivationsUp);
+}
+/// Its place among kTransferStreams.
+inline int transferStreamIndex(Stream stream) {
+  return int(stream) - int(Stream::ActivationsUp);
 }
 
 enum class Condition : uint8_t { Always, LastMicrobatch };
@@ -349,6 +380,16 @@ struct Plan {
   std::string gelu; // the model's: "exact", "tanh", "exact,tanh" or ""
   uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
   std::string pipelineSchedule; // "" without pipeline chunks
+  /// Where the chunks lie on the stages: looped, or (ZB-V) in a V.
+  sim::Placement placement() const {
+    std::optional<sim::ScheduleKind> kind = sim::parseSchedule(pipelineSchedule);
+    return kind ? sim::placementOf(*kind) : sim::Placement::Looped;
+  }
+  /// The stage of the last chunk, which scores the labels and holds the
+  /// loss: the last stage, or in a V the first.
+  uint32_t lossStage() const {
+    return placement() == sim::Placement::V ? 0 : pipelineParallel - 1;
+  }
   std::vector<Group> groups;
   std::vector<std::string> locations; // [0] is ""
   std::vector<CodeObject> code;

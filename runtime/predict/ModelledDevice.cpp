@@ -14,10 +14,9 @@ ModelledDevice::ModelledDevice(Timeline &timeline, const CostModel &costs,
       timeline.addLane(rank, "rank " + std::to_string(rank) + " compute");
   lanes[int(Stream::Comm)] = timeline.addLane(
       rank, "rank " + std::to_string(rank) + " communication");
-  lanes[int(Stream::TransferUp)] = timeline.addLane(
-      rank, "rank " + std::to_string(rank) + " transfers up");
-  lanes[int(Stream::TransferDown)] = timeline.addLane(
-      rank, "rank " + std::to_string(rank) + " transfers down");
+  for (Stream stream : kTransferStreams)
+    lanes[int(stream)] = timeline.addLane(
+        rank, "rank " + std::to_string(rank) + " " + streamName(stream));
   gemmLabel = timeline.label("gemm");
   recordLabel = timeline.label("record");
   waitLabel = timeline.label("wait");

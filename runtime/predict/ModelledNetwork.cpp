@@ -93,9 +93,14 @@ void ModelledNetwork::exchange(Stream stream, std::vector<Transfer> sends,
   OpRef at =
       timeline.addExchange(device.lane(stream), timeline.label("exchange"));
   uint32_t exchange = timeline.exchangeOf(at);
-  auto post = [&](const Transfer &t, int from, int to) {
+  auto post = [&](const Transfer &t, int from, int to, bool sending) {
+    // Between chunks of one stage (ZB-V's turn, virtual stages on one
+    // stage) a transfer is a copy the send makes and the receive takes,
+    // neither waiting for the other (as the backends run it): no meeting.
+    if (from == to)
+      return;
     double bytes = t.buffer.buffer ? double(t.buffer.buffer->bytes) : 0;
-    if (from == me)
+    if (sending)
       sent["pipeline send"] += uint64_t(bytes);
     uint64_t &nth = transfersSoFar[{from, to, t.tag}];
     auto key = std::make_tuple(from, to, t.tag, nth++);
@@ -108,14 +113,14 @@ void ModelledNetwork::exchange(Stream stream, std::vector<Transfer> sends,
     auto [costFrom, costTo] = costedPair(from, to);
     uint32_t transfer = timeline.addTransfer(
         exchange, kNone, shared.costs.transfer(costFrom, costTo, bytes));
-    int peer = from == me ? to : from;
+    int peer = sending ? to : from;
     if (shared.simulates(peer))
-      shared.open.emplace(key, std::make_pair(transfer, from == me));
+      shared.open.emplace(key, std::make_pair(transfer, sending));
   };
   for (const Transfer &t : sends)
-    post(t, me, t.peer);
+    post(t, me, t.peer, true);
   for (const Transfer &t : receives)
-    post(t, t.peer, me);
+    post(t, t.peer, me, false);
 }
 
 } // namespace strata::runtime::predict

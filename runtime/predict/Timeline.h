@@ -1,7 +1,7 @@
 //===- Timeline.h - when each modelled instruction runs ---------*- C++ -*-===//
 //
 // The simulated cluster's clock. While the real executor issues a plan's
-// instructions, each rank's two streams (lanes here) collect operations
+// instructions, each rank's streams (lanes here) collect operations
 // with their modelled cost; nothing is timed then, because a collective
 // or a transfer ends only when its peers, on other ranks, have got there.
 // solve() then gives every operation its start and end as a GPU's streams

@@ -54,7 +54,7 @@ using Key = std::pair<int, int>; // (chunk, microbatch)
 /// Checks that the orders hold each forward and backward once, on the
 /// chunk's stage. "" when they do.
 std::string checkCoverage(const std::vector<std::vector<Work>> &orders,
-                          int chunks, int microbatches) {
+                          int chunks, int microbatches, Placement placement) {
   int stages = int(orders.size());
   std::map<Key, int> forwards, backwards, weights;
   bool split = holdsWeights(orders);
@@ -65,10 +65,10 @@ std::string checkCoverage(const std::vector<std::vector<Work>> &orders,
         return "stage " + std::to_string(s) + " runs " + describe(w) +
                ", outside " + std::to_string(chunks) + " chunks and " +
                std::to_string(microbatches) + " microbatches";
-      if (w.chunk % stages != s)
+      if (int home = stageOf(placement, w.chunk, stages); home != s)
         return "stage " + std::to_string(s) + " runs " + describe(w) +
                ", but chunk " + std::to_string(w.chunk) + " lives on stage " +
-               std::to_string(w.chunk % stages);
+               std::to_string(home);
       auto &seen = w.phase == Phase::Forward    ? forwards
                    : w.phase == Phase::Backward ? backwards
                                                 : weights;
@@ -99,11 +99,11 @@ std::string checkCoverage(const std::vector<std::vector<Work>> &orders,
 } // namespace
 
 SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
-                   int microbatches, const Costs &costs) {
+                   int microbatches, const Costs &costs, Placement placement) {
   SimResult result;
   int stages = int(orders.size());
   result.stages.resize(stages);
-  result.deadlock = checkCoverage(orders, chunks, microbatches);
+  result.deadlock = checkCoverage(orders, chunks, microbatches, placement);
   if (!result.deadlock.empty())
     return result;
 
@@ -135,7 +135,8 @@ SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
           auto it = done.find({{on.chunk, on.microbatch}, on.phase});
           if (it == done.end())
             break;
-          double transfer = on.chunk % stages == s ? 0 : costs.transfer;
+          double transfer =
+              stageOf(placement, on.chunk, stages) == s ? 0 : costs.transfer;
           ready = std::max(ready, it->second + transfer);
         }
         double cost = workCost(costs, w, stages, chunks);

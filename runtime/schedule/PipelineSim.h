@@ -15,6 +15,8 @@
 #ifndef STRATA_RUNTIME_SCHEDULE_PIPELINESIM_H
 #define STRATA_RUNTIME_SCHEDULE_PIPELINESIM_H
 
+#include "runtime/schedule/ScheduleNames.h"
+
 #include <string>
 #include <vector>
 
@@ -93,13 +95,14 @@ struct SimResult {
   }
 };
 
-/// Runs `orders` (one list per stage; chunk c on stage c % stages) with
-/// `costs`. Checks that every (chunk, microbatch) has exactly one forward
-/// and one backward, on its stage, the forward first, and, where any order
-/// holds a W, exactly one W after its backward; a violation is reported in
-/// `deadlock` as well.
+/// Runs `orders` (one list per stage; chunk c on the stage `placement`
+/// puts it on) with `costs`. Checks that every (chunk, microbatch) has
+/// exactly one forward and one backward, on its stage, the forward first,
+/// and, where any order holds a W, exactly one W after its backward; a
+/// violation is reported in `deadlock` as well.
 SimResult simulate(const std::vector<std::vector<Work>> &orders, int chunks,
-                   int microbatches, const Costs &costs);
+                   int microbatches, const Costs &costs,
+                   Placement placement = Placement::Looped);
 
 /// Runs measured start and end times instead of costs: validates the
 /// order the same way and fills the result from `times` (per stage, in

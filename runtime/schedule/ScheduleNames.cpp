@@ -23,6 +23,8 @@ const char *scheduleTitle(ScheduleKind kind) { return rowOf(kind).title; }
 
 bool cutsBackward(ScheduleKind kind) { return rowOf(kind).cutsBackward; }
 
+Placement placementOf(ScheduleKind kind) { return rowOf(kind).placement; }
+
 std::string scheduleFlagList() {
   std::string list;
   size_t count = std::size(kScheduleNames);

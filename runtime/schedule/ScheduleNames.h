@@ -22,7 +22,21 @@ enum class ScheduleKind {
   ZeroBubbleH1,
   ZeroBubbleH2,
   ZeroBubbleAuto,
+  ZeroBubbleV,
 };
+
+/// Where a schedule's chunks live. Looped: chunk c on stage c mod p (the
+/// last stage hands the next chunk back to the first). V: chunk c on stage
+/// c for c < p and on 2p − 1 − c after, so that the first stage holds the
+/// first chunk and the last, and the turn stays on the last stage.
+enum class Placement { Looped, V };
+
+/// The stage chunk `chunk` lives on under `placement` with `stages`.
+inline int stageOf(Placement placement, int chunk, int stages) {
+  if (placement == Placement::V && (chunk / stages) % 2 == 1)
+    return stages - 1 - chunk % stages;
+  return chunk % stages;
+}
 
 struct ScheduleName {
   ScheduleKind kind;
@@ -31,6 +45,7 @@ struct ScheduleName {
   /// Runs each backward cut in two: B, the input's gradient, and W, the
   /// weights' (the zero-bubble schedules, Qi et al. 2024).
   bool cutsBackward = false;
+  Placement placement = Placement::Looped;
 };
 
 inline constexpr ScheduleName kScheduleNames[] = {
@@ -40,6 +55,7 @@ inline constexpr ScheduleName kScheduleNames[] = {
     {ScheduleKind::ZeroBubbleH1, "zb-h1", "ZB-H1", true},
     {ScheduleKind::ZeroBubbleH2, "zb-h2", "ZB-H2", true},
     {ScheduleKind::ZeroBubbleAuto, "zb-auto", "zb-auto", true},
+    {ScheduleKind::ZeroBubbleV, "zb-v", "ZB-V", true, Placement::V},
 };
 
 /// A flag value to its kind; nullopt for anything else.
@@ -50,6 +66,8 @@ const char *scheduleName(ScheduleKind kind);
 const char *scheduleTitle(ScheduleKind kind);
 /// Whether the kind runs the backward cut in two (B and W).
 bool cutsBackward(ScheduleKind kind);
+/// Where the kind places its chunks.
+Placement placementOf(ScheduleKind kind);
 /// Every flag value, for messages: "gpipe, 1f1b, ... or zb-h2".
 std::string scheduleFlagList();
 

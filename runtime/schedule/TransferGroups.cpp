@@ -22,12 +22,11 @@ struct Transfer {
   bool operator==(const Transfer &o) const { return key() == o.key(); }
 };
 
-/// The two transfer streams of a stage: one for the transfers toward
-/// higher stages, one for those toward lower ones (each with its own NCCL
-/// communicator), so that a receive waiting on one never holds back a send
-/// on the other.
-enum Lane { kUp = 0, kDown = 1 };
-constexpr int kLanes = 2;
+/// The transfer streams of a stage, one per kind (activations, gradients)
+/// and direction (toward higher stages, lower ones), each with its own NCCL
+/// communicator, so that a receive waiting on one never holds back a send
+/// on another: the runtime's kTransferStreams.
+constexpr int kLanes = 4;
 
 struct Group {
   std::vector<Transfer> sends, receives; // to or from other stages
@@ -39,16 +38,19 @@ struct Group {
 /// Each stage's groups, per lane, in the order it posts them.
 struct Groups {
   int stages = 0, chunks = 0;
+  Placement placement = Placement::Looped;
   std::vector<std::array<std::vector<Group>, kLanes>> of; // by stage
-  int stageOf(int chunk) const { return chunk % stages; }
+  int stageOf(int chunk) const {
+    return sim::stageOf(placement, chunk, stages);
+  }
   int senderOf(const Transfer &t) const { return stageOf(t.fromChunk); }
   /// The stage at the other end of `t` from its sender.
   int receiverOf(const Transfer &t) const {
     return stageOf(t.gradient ? t.fromChunk - 1 : t.fromChunk + 1);
   }
   /// The lane `t` travels on, at both of its ends.
-  Lane laneOf(const Transfer &t) const {
-    return receiverOf(t) > senderOf(t) ? kUp : kDown;
+  int laneOf(const Transfer &t) const {
+    return (receiverOf(t) < senderOf(t) ? 1 : 0) + (t.gradient ? 2 : 0);
   }
   /// What `w` sends to, or receives from, another stage (a W neither).
   bool sends(const Work &w, Transfer &out) const {
@@ -66,11 +68,12 @@ struct Groups {
 };
 
 Groups buildGroups(const std::vector<std::vector<Work>> &orders,
-                   const std::vector<std::vector<bool>> &exchange,
-                   int chunks) {
+                   const std::vector<std::vector<bool>> &exchange, int chunks,
+                   Placement placement) {
   Groups groups;
   groups.stages = int(orders.size());
   groups.chunks = chunks;
+  groups.placement = placement;
   groups.of.resize(orders.size());
   for (size_t s = 0; s < orders.size(); ++s) {
     const std::vector<Work> &order = orders[s];
@@ -120,11 +123,11 @@ exchangeBeforeEachWork(const std::vector<std::vector<Work>> &orders) {
 
 std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
                                 const std::vector<std::vector<bool>> &exchange,
-                                int chunks) {
-  Groups all = buildGroups(orders, exchange, chunks);
+                                int chunks, Placement placement) {
+  Groups all = buildGroups(orders, exchange, chunks, placement);
   int stages = all.stages;
   // Each lane's current group, and its transfers matched so far.
-  std::vector<std::array<size_t, kLanes>> at(stages, {0, 0});
+  std::vector<std::array<size_t, kLanes>> at(stages, std::array<size_t, kLanes>{});
   std::vector<std::array<std::set<std::pair<bool, Transfer>>, kLanes>> done(
       stages);
   auto current = [&](int s, int lane) -> const Group * {
@@ -194,17 +197,19 @@ std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
 
 SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
                             const std::vector<std::vector<bool>> &exchange,
-                            int chunks, int microbatches, const Costs &costs) {
+                            int chunks, int microbatches, const Costs &costs,
+                            Placement placement) {
   // The data-dependency run checks the orders and finds plain deadlocks.
-  SimResult result = simulate(orders, chunks, microbatches, costs);
+  SimResult result = simulate(orders, chunks, microbatches, costs, placement);
   if (!result.deadlock.empty())
     return result;
-  if (std::string stuck = checkTransferGroups(orders, exchange, chunks);
+  if (std::string stuck =
+          checkTransferGroups(orders, exchange, chunks, placement);
       !stuck.empty()) {
     result.deadlock = stuck;
     return result;
   }
-  Groups all = buildGroups(orders, exchange, chunks);
+  Groups all = buildGroups(orders, exchange, chunks, placement);
   int stages = all.stages;
   bool cut = holdsWeights(orders);
   constexpr double kUnknown = -1;
@@ -265,7 +270,7 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
     // whichever slot it takes.
     st.freer.assign(works, -1);
     last.clear();
-    std::array<size_t, kLanes> next = {0, 0};
+    std::array<size_t, kLanes> next = {};
     for (size_t i = 0; i <= works; ++i) {
       for (int lane = 0; lane < kLanes; ++lane) {
         const std::vector<Group> &groups = all.of[s][size_t(lane)];

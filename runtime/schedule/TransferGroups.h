@@ -4,8 +4,8 @@
 // schedule's exchange points (`exchange[s][i]`: one before the stage's i-th
 // work; the end is one too): the sends of the works since the last point
 // and the receives of the works up to the next, all at once, a group on
-// each of two transfer streams (those toward higher stages on one, toward
-// lower stages on the other), one group after another on each. A send
+// each of four transfer streams (activations and gradients, each toward
+// higher stages and toward lower), one group after another on each. A send
 // waits until its receive is posted, as NCCL's do; a group ends when all
 // of its transfers have. Transfers between chunks of one stage are copies
 // and never wait.
@@ -34,7 +34,8 @@ exchangeBeforeEachWork(const std::vector<std::vector<Work>> &orders);
 /// "" or where the stages would wait for each other forever.
 std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
                                 const std::vector<std::vector<bool>> &exchange,
-                                int chunks);
+                                int chunks,
+                                Placement placement = Placement::Looped);
 
 /// Runs `orders` with `costs` as the executor does: a group starts on its
 /// transfer stream when the one before it there has ended, the works
@@ -49,7 +50,8 @@ std::string checkTransferGroups(const std::vector<std::vector<Work>> &orders,
 /// outputs has (it overwrites them). A hang is reported in `deadlock`.
 SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
                             const std::vector<std::vector<bool>> &exchange,
-                            int chunks, int microbatches, const Costs &costs);
+                            int chunks, int microbatches, const Costs &costs,
+                            Placement placement = Placement::Looped);
 
 } // namespace strata::sim
 

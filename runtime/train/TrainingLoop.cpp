@@ -142,7 +142,7 @@ int TrainingLoop::stopSignalEverywhere(int64_t iteration) {
 }
 
 uint32_t loggingRank(const Plan &plan) {
-  return plan.firstRankOf(plan.pipelineParallel - 1);
+  return plan.firstRankOf(plan.lossStage());
 }
 
 namespace {
@@ -181,7 +181,7 @@ TrainingLoop::TrainingLoop(Executor &executor, const TrainOptions &options,
     dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
   for (uint32_t r = 0; r < plan.world(); ++r)
     everyone.push_back(int(r));
-  lastStage = coords[2] + 1 == plan.pipelineParallel;
+  lastStage = coords[2] == plan.lossStage();
   tokens.resize(size_t(plan.microBatchSize) * plan.seqLength);
   labels.resize(tokens.size());
   dropoutKeys.resize(size_t(plan.microBatchSize));

@@ -141,7 +141,7 @@ def parse_layout(text):
     (uniform: full, as Megatron's --recompute-method uniform runs it)."""
     layout = Layout()
     for part in text.split(","):
-        if part in ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-auto"):
+        if part in ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-auto", "zb-v"):
             layout.sched = part
         elif part in ("full", "selective", "uniform"):
             layout.rc = part

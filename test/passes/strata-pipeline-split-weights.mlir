@@ -84,6 +84,24 @@
 // NEG-TRANSFER: error: zb-auto's transfer cost must be at least 0, got -1
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto stash-bytes=1,2,-3,4,5,6" 2>&1 | FileCheck %s --check-prefix=NEG-STASH
 // NEG-STASH: error: zb-auto's stash bytes must be at least 0, got -3
+// ZB-V's chunks in a V (placement=v): two a stage, chunk c on stage c and
+// then 2p-1-c, so with one stage both are its own; the schedule and the
+// placement must agree.
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=1 layers-per-virtual-stage=1 split-weights=true placement=v" --strata-schedule="microbatches=2 pipeline-schedule=zb-v" | FileCheck %s --check-prefix=V
+// V: dist.schedule stage 0 microbatches 2 attributes {kind = "zb-v"} {
+// V-NEXT: dist.step @forward_0 microbatch 0 {exchange}
+// V-NEXT: dist.step @forward_1 microbatch 0 {exchange}
+// V-NEXT: dist.step @backward_1 microbatch 0 {exchange}
+// V-NEXT: dist.step @weight_1 microbatch 0 {exchange}
+// V-NEXT: dist.step @forward_0 microbatch 1 {exchange}
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true placement=w" 2>&1 | FileCheck %s --check-prefix=PLACEMENT
+// PLACEMENT: error: placement must be looped or v, got 'w'
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true placement=v" 2>&1 | FileCheck %s --check-prefix=V-CHUNKS
+// V-CHUNKS: error: the V placement (zb-v) runs two chunks a stage, but the layers make 2 chunks on 2 stages: set --num-layers-per-virtual-pipeline-stage to half of each stage's layers
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=1 layers-per-virtual-stage=1 split-weights=true placement=v" --strata-schedule="microbatches=2 pipeline-schedule=zb-h1" 2>&1 | FileCheck %s --check-prefix=V-LOOPED
+// V-LOOPED: error: the zb-h1 schedule runs looped chunks, but they are in a V (--strata-pipeline-split placement=v): name zb-v
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=1 layers-per-virtual-stage=1 split-weights=true" --strata-schedule="microbatches=2 pipeline-schedule=zb-v" 2>&1 | FileCheck %s --check-prefix=LOOPED-V
+// LOOPED-V: error: the zb-v schedule runs two chunks a stage in a V, but the chunks are looped: run --strata-pipeline-split placement=v
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-schedule="microbatches=3 forward-costs=1" 2>&1 | FileCheck %s --check-prefix=NO-PIPELINE
 // NO-PIPELINE: error: costs, stash bytes and their limit are zb-auto's, but the schedule is not named
 

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 using namespace strata::runtime;
@@ -299,7 +300,7 @@ TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
   int world = int(plan.world());
   auto hub = makeLocalHub(world);
   std::vector<std::map<std::vector<int>, ncclComm_t>> comms(world);
-  std::vector<std::array<ncclComm_t, 2>> lines(world);
+  std::vector<std::array<ncclComm_t, kTransferStreamCount>> lines(world);
   std::vector<std::thread::id> ids(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
@@ -316,18 +317,18 @@ TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
     thread.join();
   // The tied group (stages 0 and 1) and the pipeline line are the same
   // ranks, each with a communicator of its own: the line's transfers run on
-  // two streams of their own, up and down, each with its communicator.
-  // Rank 0 (tp 0, dp 0, pp 0): tp {0, 1}, dp {0, 2}, the tied group {0,
-  // 4}, dp and pp {0, 2, 4, 6}, the line {0, 4} twice.
+  // four streams of their own, each with its communicator. Rank 0 (tp 0,
+  // dp 0, pp 0): tp {0, 1}, dp {0, 2}, the tied group {0, 4}, dp and pp
+  // {0, 2, 4, 6}, the line {0, 4} four times.
   std::vector<std::vector<int>> expected = {
-      {0, 1}, {0, 2}, {0, 4}, {0, 2, 4, 6}, {0, 4}, {0, 4}};
+      {0, 1}, {0, 2}, {0, 4}, {0, 2, 4, 6}, {0, 4}, {0, 4}, {0, 4}, {0, 4}};
   EXPECT_EQ(communicatorSets(plan, 0), expected);
   std::map<std::string, std::vector<int>> byId; // id: the ranks that joined
   for (int r = 0; r < world; ++r) {
     EXPECT_EQ(comms[r].size(), 4u) << "rank " << r;
-    EXPECT_NE(lines[r][0], nullptr) << "rank " << r;
-    EXPECT_NE(lines[r][1], nullptr) << "rank " << r;
-    EXPECT_NE(lines[r][0], lines[r][1]) << "rank " << r;
+    std::set<ncclComm_t> distinct(lines[r].begin(), lines[r].end());
+    EXPECT_EQ(distinct.size(), size_t(kTransferStreamCount)) << "rank " << r;
+    EXPECT_FALSE(distinct.count(nullptr)) << "rank " << r;
     for (ncclComm_t line : lines[r])
       EXPECT_NE(line, comms[r].at(communicatorSets(plan, uint32_t(r)).back()))
           << "rank " << r;
@@ -338,13 +339,14 @@ TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
       EXPECT_EQ(joins[s].nranks, int(sets[s].size()));
       EXPECT_EQ(sets[s][joins[s].index], r);
       byId[joins[s].id].push_back(r);
-      EXPECT_TRUE(s + 2 >= sets.size() || comms[r].count(sets[s]));
+      EXPECT_TRUE(s + kTransferStreamCount >= sets.size() ||
+                  comms[r].count(sets[s]));
     }
   }
   // Every set of ranks shares one id, made once: 4 tp sets, 4 dp sets, 4
-  // tied groups, 2 dp-and-pp sets, 4 lines twice.
-  EXPECT_EQ(byId.size(), 22u);
-  EXPECT_EQ(fakeIds, 22);
+  // tied groups, 2 dp-and-pp sets, 4 lines four times.
+  EXPECT_EQ(byId.size(), 30u);
+  EXPECT_EQ(fakeIds, 30);
   for (auto &[id, ranks] : byId)
     EXPECT_TRUE(ranks.size() == 2 || ranks.size() == 4) << id;
 }
@@ -356,13 +358,15 @@ TEST(Nccl, AGroupOfSomeStagesIsNotARankOfAnotherStagesSet) {
   plan.pipelineParallel = 3;
   plan.groups = {{{2}, {0, 2}}};
   EXPECT_EQ(communicatorSets(plan, 0),
-            (std::vector<std::vector<int>>{{0, 2}, {0, 1, 2}, {0, 1, 2}}));
+            (std::vector<std::vector<int>>{
+                {0, 2}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2}}));
   EXPECT_EQ(communicatorSets(plan, 1),
-            (std::vector<std::vector<int>>{{0, 1, 2}, {0, 1, 2}}));
+            (std::vector<std::vector<int>>{
+                {0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2}}));
   NcclApi api = fakeNccl();
   auto hub = makeLocalHub(3);
   std::vector<std::map<std::vector<int>, ncclComm_t>> comms(3);
-  std::vector<std::array<ncclComm_t, 2>> lines(3);
+  std::vector<std::array<ncclComm_t, kTransferStreamCount>> lines(3);
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r)
     threads.emplace_back([&, r] {
@@ -378,10 +382,9 @@ TEST(Nccl, AGroupOfSomeStagesIsNotARankOfAnotherStagesSet) {
   EXPECT_EQ(comms[0].size(), 1u);
   EXPECT_EQ(comms[1].size(), 0u);
   EXPECT_EQ(comms[2].size(), 1u);
-  for (int r = 0; r < 3; ++r) {
-    EXPECT_NE(lines[r][0], nullptr) << "rank " << r;
-    EXPECT_NE(lines[r][1], nullptr) << "rank " << r;
-  }
+  for (int r = 0; r < 3; ++r)
+    for (ncclComm_t line : lines[r])
+      EXPECT_NE(line, nullptr) << "rank " << r;
 }
 
 } // namespace

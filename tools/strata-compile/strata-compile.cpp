@@ -147,10 +147,11 @@ cl::opt<int64_t, true> lastStageLayers(
 
 cl::opt<std::string, true> pipelineSchedule(
     "pipeline-schedule",
-    cl::desc("gpipe, 1f1b, interleaved, zb-h1, zb-h2 or zb-auto (the "
-             "fastest zero-bubble order for the work as priced on "
-             "--cluster, within --max-activation-memory) (default: "
-             "interleaved with virtual stages, else 1f1b)"),
+    cl::desc("gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v (two chunks a "
+             "stage in a V) or zb-auto (the fastest zero-bubble order for "
+             "the work as priced on --cluster, within "
+             "--max-activation-memory) (default: interleaved with virtual "
+             "stages, else 1f1b)"),
     cl::location(flags.pipelineSchedule), cl::cat(category));
 
 cl::opt<std::string> maxActivationMemory(
@@ -661,16 +662,24 @@ int main(int argc, char **argv) {
   // zb-auto orders the work by its cost: priced on the cluster first,
   // wherever this compile writes the schedule.
   std::string zeroBubbleSaid;
+  int64_t p = options.pipelineParallel, perChunk = options.layersPerVirtualStage;
+  int64_t v = perChunk > 0 && stats.layers > 0 && p > 0
+                  ? std::max<int64_t>(1, stats.layers / (p * perChunk))
+                  : 1;
+  // ZB-V's chunks in a V, said in its words before the split would.
+  if (options.pipelineSchedule == sim::scheduleName(sim::ScheduleKind::ZeroBubbleV) &&
+      from < Level::Dist && to >= Level::Dist)
+    if (std::string error = pipeline::checkSchedule(
+            sim::ScheduleKind::ZeroBubbleV, int(p), int(v),
+            int(options.microbatches()));
+        !error.empty())
+      return fail(error);
   if (zeroBubbleAuto && from < Level::Dist && to >= Level::Dist) {
     if (autoCluster.empty())
       return fail("--pipeline-schedule zb-auto orders the work by what it "
                   "costs: give the cluster to price it on with --cluster "
                   "SPEC (examples/clusters/)");
     // Said for zb-auto, before a probe under another schedule says it.
-    int64_t p = options.pipelineParallel, perChunk = options.layersPerVirtualStage;
-    int64_t v = perChunk > 0 && stats.layers > 0 && p > 0
-                    ? std::max<int64_t>(1, stats.layers / (p * perChunk))
-                    : 1;
     if (std::string error = pipeline::checkSchedule(
             sim::ScheduleKind::ZeroBubbleAuto, int(p), int(v),
             int(options.microbatches()));

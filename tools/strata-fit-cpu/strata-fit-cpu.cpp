@@ -478,7 +478,7 @@ double streamWake(int threads) {
   for (int i = 0; i < 201; ++i) {
     spin(200e-6);
     double start = now();
-    backend.record(Stream::TransferUp, 0);
+    backend.record(Stream::ActivationsUp, 0);
     backend.wait(Stream::Compute, 0);
     times.push_back(now() - start);
   }

@@ -322,7 +322,7 @@ int main(int argc, char **argv) {
                   std::to_string(picture.microbatches) + " microbatches (m)";
   if (tracePath.empty()) {
     picture.timed = sim::simulate(orders, chunks, picture.microbatches,
-                                  sim::unitCosts(orders));
+                                  sim::unitCosts(orders), plan.placement());
     if (!picture.timed.deadlock.empty())
       return fail("the plan's schedule cannot run: " + picture.timed.deadlock);
   } else {

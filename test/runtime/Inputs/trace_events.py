@@ -1,12 +1,12 @@
 """The parts of a strata-run trace the trace tests read: each rank is a
 process (pid); its compute stream is track 0, its communication stream
-track 1, its transfer streams (toward higher and lower stages) tracks 2
-and 3."""
+track 1, its transfer streams (activations and gradients, toward higher
+and lower stages) tracks 2 to 5."""
 import json
 
 COMPUTE_TRACK = 0
 COMM_TRACK = 1
-TRANSFER_TRACKS = (2, 3)
+TRANSFER_TRACKS = (2, 3, 4, 5)
 
 
 def load(path):
