@@ -23,9 +23,21 @@ struct LayoutChoice {
   int64_t t = 1, p = 1, d = 1, chunks = 1, mbs = 1;
   Recompute recompute = Recompute::None;
   bool sp = false, distopt = false;
-  /// The backward cut in two under zb-auto's order (one chunk a stage),
-  /// instead of 1F1B or the interleaved schedule.
+  /// The backward cut in two under a zero-bubble order, instead of 1F1B or
+  /// the interleaved schedule: zb-auto's with one chunk a stage, ZB-V's
+  /// with two.
   bool zeroBubble = false;
+
+  /// The schedule `--pipeline-schedule` names ("" for the default).
+  const char *schedule() const {
+    return !zeroBubble ? "" : chunks == 2 ? "zb-v" : "zb-auto";
+  }
+  /// Its name in reports, and its twin's (the other family's).
+  const char *scheduleTitle(bool twin = false) const {
+    bool zb = zeroBubble != twin;
+    return chunks == 2 ? (zb ? "ZB-V" : "interleaved")
+                       : (zb ? "zb-auto" : "1F1B");
+  }
 
   std::string name() const {
     return "t" + std::to_string(t) + " p" + std::to_string(p) + " v" +
@@ -183,10 +195,11 @@ std::vector<LayoutChoice> enumerate(int64_t gpus, int64_t layers, int64_t node,
             // one that does not fit rules out those that need more.
             for (bool sp : {true, false})
               for (bool distopt : {true, false})
-                // A zero-bubble schedule where one chunk a stage pipelines.
+                // A zero-bubble schedule where one chunk a stage pipelines
+                // (zb-auto) or two (ZB-V).
                 for (bool zeroBubble : {false, true}) {
                   if ((sp && t == 1) || (distopt && d == 1) ||
-                      (zeroBubble && (p == 1 || chunks > 1)))
+                      (zeroBubble && (p == 1 || chunks > 2)))
                     continue;
                   all.push_back({t, p, d, chunks, mbs, recompute, sp, distopt,
                                  zeroBubble});
@@ -210,7 +223,7 @@ CompileOptions optionsOf(const CompileOptions &base, const LayoutChoice &l,
       base.recomputeWholeLayers && l.recompute == Recompute::Full;
   o.sequenceParallel = l.sp;
   o.distributedOptimizer = l.distopt;
-  o.pipelineSchedule = l.zeroBubble ? "zb-auto" : "";
+  o.pipelineSchedule = l.schedule();
   return o;
 }
 
@@ -283,12 +296,14 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
                    costs.collective(CollectiveKind::AllReduceSum, group, bytes);
     }
     // Stretched by the schedule's bubble as it is for equal stages; a
-    // zero-bubble order still waits (p - 1) forwards for the first to
-    // reach the last stage, at least a quarter of a microbatch's work
-    // (B and W cost at most three forwards, one of them recomputed).
-    double bubble = l.zeroBubble
-                        ? double(l.p - 1) / (4 * microbatches)
-                        : double(l.p - 1) / (double(l.chunks) * microbatches);
+    // zero-bubble order still waits (p - 1) forwards of a chunk for the
+    // first to reach the last stage, at least a quarter of a chunk's
+    // microbatch work (B and W cost at most three forwards, one of them
+    // recomputed).
+    double bubble =
+        l.zeroBubble
+            ? double(l.p - 1) / (4 * double(l.chunks) * microbatches)
+            : double(l.p - 1) / (double(l.chunks) * microbatches);
     c.bound = (flops / double(request.gpus) / peak + tensorComm) * (1 + bubble);
     if (std::string error = checkOptions(c.options); !error.empty()) {
       c.verdict = error;
@@ -324,7 +339,8 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
                 std::to_string(base.globalBatchSize) +
                 " (d = GPUs / (t p), the micro-batch times d must divide "
                 "the batch, v must divide the layers of a stage, t is a "
-                "power of two within a node, zb needs p > 1 and v = 1)");
+                "power of two within a node, zb needs p > 1 and v of 1, "
+                "zb-auto's, or 2, ZB-V's)");
   std::vector<Candidate *> order;
   for (Candidate &c : candidates)
     order.push_back(&c);
@@ -560,7 +576,7 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
   // Whether the zero-bubble schedule won, and by how much: the best
   // against its twin under the other schedule, where both were simulated.
   auto twinText = [&](const Candidate &c) -> std::string {
-    if (c.layout.p == 1 || c.layout.chunks > 1)
+    if (c.layout.p == 1 || c.layout.chunks > 2)
       return "";
     for (const Candidate &other : candidates)
       if (other.layout.scheduleTwinOf(c.layout)) {
@@ -568,12 +584,13 @@ int autoPlan(const AutoPlanRequest &request, const CompileOptions &base,
         const Candidate &plain = c.layout.zeroBubble ? other : c;
         if (!other.simulated)
           return "  its twin under " +
-                 std::string(c.layout.zeroBubble ? "1F1B" : "zb-auto") +
+                 std::string(c.layout.scheduleTitle(true)) +
                  " was not simulated" +
                  (other.verdict.empty() ? " (left out by the bound)"
                                         : ": " + other.verdict) +
                  "\n";
-        return "  zb-auto against 1F1B on this layout: " +
+        return "  " + std::string(zb.layout.scheduleTitle()) + " against " +
+               plain.layout.scheduleTitle() + " on this layout: " +
                format("%+.1f%%", 100 * (plain.seconds / zb.seconds - 1)) +
                " throughput (" + format("%.3g", zb.seconds) + " s against " +
                format("%.3g", plain.seconds) + " s), " + gib(zb.peakBytes) +
