@@ -184,8 +184,14 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     if (!run.deadlock.empty())
       return module.emitError() << "the " << pipeline::scheduleName(kind)
                                 << " schedule would deadlock: " << run.deadlock;
-    if (std::string stuck =
-            sim::checkTransferGroups(orders, exchange, int(chunks), placement);
+    // Posted as the executor posts them, with sends that wait for their
+    // receive (NCCL's): the groups on each transfer stream, and the works
+    // and stash slots they wait for, on one clock.
+    if (std::string stuck = sim::simulateTransfers(orders, exchange,
+                                                   int(chunks), m,
+                                                   sim::unitCosts(orders),
+                                                   placement)
+                                .deadlock;
         !stuck.empty())
       return module.emitError()
              << "the " << pipeline::scheduleName(kind)

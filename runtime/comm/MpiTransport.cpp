@@ -2,8 +2,8 @@
 //
 // Non-blocking sends and receives, polled against the deadline, so that a
 // rank whose peer died or hangs reports it instead of blocking in MPI. A
-// rank's two streams (its thread and its communication thread) both use
-// MPI: every call holds one lock, which MPI_THREAD_SERIALIZED allows. MPI
+// rank's streams (its thread, its communication and transfer threads) all
+// use MPI: every call holds one lock, which MPI_THREAD_SERIALIZED allows. MPI
 // itself is reached through libstrata-mpi.so (MpiShim.h), loaded when the
 // transport is made: strata-run links no MPI.
 //

@@ -6,8 +6,8 @@
 // stuck rank ends the run with a message instead of a hang. The ring
 // collectives (runtime/comm/RingCollectives.h) run the same on every
 // transport: threads of one process (`local`), processes under mpirun or
-// srun (`mpi`). A rank's two streams use its transport at once, with tags
-// of their own.
+// srun (`mpi`). A rank's streams use its transport at once, the
+// collectives' with tags of their own, the transfers' with their channel's.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_COMM_TRANSPORT_H

@@ -1,9 +1,9 @@
 //===- CpuBackend.h - a rank's device on the CPU ----------------*- C++ -*-===//
 //
-// Arenas in host memory and three streams. The communication stream (the
-// collectives a plan puts there) and the transfer stream (the pipeline's
-// transfers, which the executor posts there) are each a thread of its own
-// that takes work in issue order. The compute stream
+// Arenas in host memory and six streams. The communication stream (the
+// collectives a plan puts there) and the four transfer streams (the
+// pipeline's transfers, which the executor posts there by kind and
+// direction) are each a thread of its own that takes work in issue order. The compute stream
 // runs on the rank's own thread as it issues (a launch returns when the
 // kernel is done: traces and profiles time it exactly), or, with
 // `asyncCompute`, on a thread of its own too, as a GPU runs ahead of its

@@ -158,9 +158,10 @@ struct EventOp {
 /// communicator, for each kind (a forward's activations, a backward's
 /// gradients) and direction (toward higher stages, toward lower), so that
 /// a receive waiting for a peer never holds back a send of another kind or
-/// the other way. Between two stages each stream then carries one chunk
-/// boundary's transfers, in microbatch order at both ends, whatever the
-/// schedule interleaves (ZB-V sends forwards and gradients the same way).
+/// the other way. With one chunk a stage, or two in a V, each stream
+/// between two stages then carries one chunk boundary's transfers, in
+/// microbatch order at both ends (ZB-V sends its first chunk's forwards
+/// and its second's gradients the same way).
 enum class Stream : uint8_t {
   Compute,
   Comm,

@@ -264,10 +264,11 @@ SimResult simulateTransfers(const std::vector<std::vector<Work>> &orders,
         st.lastRun[i] = std::exchange(it->second, int(i));
     }
     // A receive lands in a stash slot: a forward's input in the chunk's
-    // slot that a B frees, a B's gradient (the backward cut in two) in the
-    // one a W frees. Its section waits for the last such work the stage
-    // issued before posting it (the plan's `freed` event, recorded by each),
-    // whichever slot it takes.
+    // slot that a B frees (the models here keep a chunk's input until B;
+    // one W read would wait for the W), a B's gradient (the backward cut
+    // in two) in the one a W frees. Its section waits for the last such
+    // work the stage issued before posting it (the plan's `freed` event,
+    // recorded by each), whichever slot it takes.
     st.freer.assign(works, -1);
     last.clear();
     std::array<size_t, kLanes> next = {};

@@ -3,6 +3,7 @@
 // RUN: strata-opt %s --strata-schedule=microbatches=4 | FileCheck %s
 // RUN: strata-opt %s --strata-schedule="microbatches=2 pipeline-schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
 // RUN: strata-opt %s --strata-schedule="microbatches=4 pipeline-schedule=gpipe" | FileCheck %s --check-prefix=GPIPE4
+// RUN: not strata-opt %s --strata-schedule="microbatches=8 pipeline-schedule=gpipe" 2>&1 | FileCheck %s --check-prefix=STUCK
 // RUN: strata-opt %s --strata-schedule=microbatches=3 --verify-diagnostics
 
 // Interleaved 1F1B by default with several chunks per stage: stage 0
@@ -59,10 +60,13 @@
 // GPIPE-NEXT: dist.step @optimizer
 
 // GPipe with virtual stages holds a chunk's outputs back until the next
-// chunk's turn: with more microbatches than stages, stage 1's sends down
-// to stage 0 wait there to be received (NCCL's sends do). They wait on the
-// stream of transfers down the stages only, so stage 1 still receives the
-// forwards stage 0 sends up, and the schedule runs.
+// chunk's turn: stage 1's sends down to stage 0 wait there to be received
+// (NCCL's sends do), on the stream of activations down the stages only,
+// so with 4 microbatches it runs. With 8, stage 1's third forward would
+// overwrite the output its first is still waiting to hand over, and stage
+// 0, still in its first chunk, waits for stage 1 to take its fourth: the
+// schedule is refused.
+// STUCK: error: the gpipe schedule would deadlock where sends wait to be received (NCCL): stage 0 waits before F4.0; stage 1 waits before F2.1
 // GPIPE4: dist.schedule stage 1 microbatches 4 attributes {kind = "gpipe"} {
 // GPIPE4-NEXT: dist.step @forward_1 microbatch 0
 // GPIPE4-NEXT: dist.step @forward_1 microbatch 1

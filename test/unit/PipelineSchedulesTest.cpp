@@ -197,25 +197,34 @@ TEST(PipelineSchedules, ExchangePointsAreMegatrons) {
 }
 
 TEST(PipelineSchedules, TransfersCannotDeadlockWhereSendsWaitToBeReceived) {
-  // Every 1F1B and interleaved schedule, its transfers posted in Megatron's
-  // groups, runs to the end with sends that wait for their receive.
+  // Every 1F1B and interleaved schedule (and GPipe with one chunk a stage),
+  // its transfers posted in Megatron's groups on the transfer streams, runs
+  // to the end with sends that wait for their receive: matched per stream,
+  // and on one clock with the works and stash slots the groups wait for.
   int checked = 0;
   for (int p : {1, 2, 3, 4, 8})
-    for (int v : {1, 2, 3})
-      for (int m : {1, 2, 3, 4, 8, 16})
+    for (int v : {1, 2, 3, 4})
+      for (int m : {1, 2, 3, 4, 8, 16, 32})
         for (ScheduleKind kind :
-             {ScheduleKind::OneFOneB, ScheduleKind::Interleaved}) {
-          if (!pipeline::checkSchedule(kind, p, v, m).empty())
+             {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+              ScheduleKind::Interleaved}) {
+          if (!pipeline::checkSchedule(kind, p, v, m).empty() ||
+              (kind == ScheduleKind::GPipe && v > 1))
             continue;
-          EXPECT_EQ(
-              sim::checkTransferGroups(pipeline::scheduleOrders(kind, p, v, m),
-                                       exchangePoints(kind, p, v, m), p * v),
-              "")
+          auto orders = pipeline::scheduleOrders(kind, p, v, m);
+          auto points = exchangePoints(kind, p, v, m);
+          EXPECT_EQ(sim::checkTransferGroups(orders, points, p * v), "")
+              << pipeline::scheduleName(kind) << " p=" << p << " v=" << v
+              << " m=" << m;
+          EXPECT_EQ(sim::simulateTransfers(orders, points, p * v, m,
+                                           sim::unitCosts(orders))
+                        .deadlock,
+                    "")
               << pipeline::scheduleName(kind) << " p=" << p << " v=" << v
               << " m=" << m;
           ++checked;
         }
-  EXPECT_GT(checked, 50);
+  EXPECT_GT(checked, 100);
 }
 
 /// Stage 1 takes microbatch 1's forward before microbatch 0's, which stage
@@ -245,12 +254,23 @@ TEST(PipelineSchedules, BlockingSendsDeadlockWhereCopiedOnesDoNot) {
   EXPECT_EQ(stuck, "stage 0 waits sending F0.0's output before F1.0; "
                    "stage 1 waits receiving F1.0's output before F1.1");
   // GPipe with two chunks a stage holds chunk 1's outputs back until chunk
-  // 2's turn; it ran into a hang when the transfers both ways shared one
-  // stream, and runs now that each way has its own.
+  // 2's turn; with 4 microbatches its groups hung when the transfers both
+  // ways shared one stream, and run now that each way has its own. With 8
+  // the groups still match stream by stream, but on the clock stage 1's
+  // third forward waits to overwrite the output its first has not handed
+  // over, which stage 0 takes only in its second chunk: only the clock
+  // (simulateTransfers) sees that hang.
   EXPECT_EQ(sim::checkTransferGroups(
                 pipeline::scheduleOrders(ScheduleKind::GPipe, 2, 2, 4),
                 exchangePoints(ScheduleKind::GPipe, 2, 2, 4), 4),
             "");
+  auto gpipe = pipeline::scheduleOrders(ScheduleKind::GPipe, 2, 2, 8);
+  auto gpipePoints = exchangePoints(ScheduleKind::GPipe, 2, 2, 8);
+  EXPECT_EQ(sim::checkTransferGroups(gpipe, gpipePoints, 4), "");
+  EXPECT_EQ(sim::simulateTransfers(gpipe, gpipePoints, 4, 8,
+                                   sim::unitCosts(gpipe))
+                .deadlock,
+            "stage 0 waits before F4.0; stage 1 waits before F2.1");
 }
 
 TEST(PipelineSchedules, TheSimulatorFindsADeadlock) {
@@ -461,6 +481,10 @@ TEST(ZeroBubbleSchedules, NoneDeadlocksUpToSixteenStages) {
         ASSERT_EQ(run.deadlock, "")
             << pipeline::scheduleName(kind) << " p=" << p << " m=" << m;
         ASSERT_EQ(sim::checkTransferGroups(all, points, p), "")
+            << pipeline::scheduleName(kind) << " p=" << p << " m=" << m;
+        ASSERT_EQ(sim::simulateTransfers(all, points, p, m, unitCosts(kind))
+                      .deadlock,
+                  "")
             << pipeline::scheduleName(kind) << " p=" << p << " m=" << m;
         ++checked;
       }
@@ -858,7 +882,14 @@ TEST(ZeroBubbleV, NoneDeadlocksUpToSixteenStages) {
       sim::Costs unit = sim::unitCosts(all);
       sim::SimResult run = sim::simulate(all, 2 * p, m, unit, sim::Placement::V);
       ASSERT_EQ(run.deadlock, "") << "p=" << p << " m=" << m;
+      // The groups matched per stream, then run on one clock with the
+      // works and stash slots they wait for.
       ASSERT_EQ(sim::checkTransferGroups(all, points, 2 * p, sim::Placement::V),
+                "")
+          << "p=" << p << " m=" << m;
+      ASSERT_EQ(sim::simulateTransfers(all, points, 2 * p, m, unit,
+                                       sim::Placement::V)
+                    .deadlock,
                 "")
           << "p=" << p << " m=" << m;
       ++checked;
