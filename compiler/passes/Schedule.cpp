@@ -179,25 +179,27 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     } else {
       orders = pipeline::scheduleOrders(kind, int(p), v, m, &exchange);
     }
-    sim::SimResult run = sim::simulate(orders, int(chunks), m,
-                                       sim::unitCosts(orders), placement);
-    if (!run.deadlock.empty())
-      return module.emitError() << "the " << pipeline::scheduleName(kind)
-                                << " schedule would deadlock: " << run.deadlock;
     // Posted as the executor posts them, with sends that wait for their
     // receive (NCCL's): the groups on each transfer stream, and the works
-    // and stash slots they wait for, on one clock.
+    // and stash slots they wait for, on one clock. (It runs the data
+    // dependencies first; a hang there is said as such.)
+    sim::Costs unit = sim::unitCosts(orders);
     if (std::string stuck = sim::simulateTransfers(orders, exchange,
-                                                   int(chunks), m,
-                                                   sim::unitCosts(orders),
+                                                   int(chunks), m, unit,
                                                    placement)
                                 .deadlock;
-        !stuck.empty())
+        !stuck.empty()) {
+      std::string plain =
+          sim::simulate(orders, int(chunks), m, unit, placement).deadlock;
+      if (!plain.empty())
+        return module.emitError() << "the " << pipeline::scheduleName(kind)
+                                  << " schedule would deadlock: " << plain;
       return module.emitError()
              << "the " << pipeline::scheduleName(kind)
              << " schedule would deadlock where sends wait to be received "
                 "(NCCL): "
              << stuck;
+    }
 
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());

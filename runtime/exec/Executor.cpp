@@ -17,7 +17,7 @@ Executor::Executor(const Plan &plan, uint32_t rankIndex, Backend &backend,
 std::string Executor::load() {
   // What the runtime reads and writes: the batch, the loss (on the stage of
   // the last chunk), the gradient norm and the hyperparameters.
-  bool lastStage = whole.stageOf(rank.rank) == whole.lossStage();
+  bool lossStage = whole.stageOf(rank.rank) == whole.lossStage();
   tokens = rank.ioBuffer(io_names::kTokens);
   labels = rank.ioBuffer(io_names::kLabels);
   dropoutKeys = rank.ioBuffer(kDropoutKeys);
@@ -37,7 +37,7 @@ std::string Executor::load() {
   for (auto [name, index, stageNeedsIt, where] :
        {Input{io_names::kTokens, tokens, whole.stageOf(rank.rank) == 0,
               " on its first pipeline stage"},
-        Input{io_names::kLabels, labels, lastStage,
+        Input{io_names::kLabels, labels, lossStage,
               " on its last chunk's pipeline stage"}}) {
     if (index < 0 && (!pipelined || stageNeedsIt))
       return std::string("the plan has no '") + name + "' input" +
@@ -61,7 +61,7 @@ std::string Executor::load() {
     return index >= 0 && rank.buffers[index].dtype == DType::F32 &&
            rank.buffers[index].elements == 1;
   };
-  if ((lastStage || loss >= 0) && !scalar(loss))
+  if ((lossStage || loss >= 0) && !scalar(loss))
     return "the plan has no f32 'loss' output on its last chunk's pipeline "
            "stage";
   if (!scalar(gradNormBuffer))

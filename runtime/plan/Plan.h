@@ -174,7 +174,7 @@ inline constexpr int kStreams = 6;
 inline constexpr Stream kTransferStreams[] = {
     Stream::ActivationsUp, Stream::ActivationsDown, Stream::GradientsUp,
     Stream::GradientsDown};
-inline constexpr int kTransferStreamCount = 4;
+inline constexpr int kTransferStreamCount = sim::kTransferLanes;
 /// "compute", "communication", "activations up", ...: traces' and the
 /// simulator's names for the streams.
 inline const char *streamName(Stream stream) {
@@ -191,9 +191,7 @@ inline const char *streamName(Stream stream) {
 inline Stream transferStream(bool send, uint32_t stage, uint32_t peerStage,
                              bool gradient) {
   uint32_t from = send ? stage : peerStage, to = send ? peerStage : stage;
-  bool down = to < from;
-  return gradient ? (down ? Stream::GradientsDown : Stream::GradientsUp)
-                  : (down ? Stream::ActivationsDown : Stream::ActivationsUp);
+  return kTransferStreams[sim::transferLane(int(from), int(to), gradient)];
 }
 /// Its place among kTransferStreams.
 inline int transferStreamIndex(Stream stream) {

@@ -38,6 +38,17 @@ inline int stageOf(Placement placement, int chunk, int stages) {
   return chunk % stages;
 }
 
+/// The transfer streams (lanes) a stage posts pipeline transfers on: one
+/// per kind (a forward's activations, a backward's gradients) and
+/// direction, so that a receive waiting on one never holds back a send on
+/// another. A transfer's lane at both of its ends; one to the stage itself
+/// goes up. The runtime's streams are these, in this order
+/// (kTransferStreams).
+inline constexpr int kTransferLanes = 4;
+inline int transferLane(int fromStage, int toStage, bool gradient) {
+  return (toStage < fromStage ? 1 : 0) + (gradient ? 2 : 0);
+}
+
 struct ScheduleName {
   ScheduleKind kind;
   const char *flag;  // --pipeline-schedule's value, the plan's field

@@ -22,11 +22,8 @@ struct Transfer {
   bool operator==(const Transfer &o) const { return key() == o.key(); }
 };
 
-/// The transfer streams of a stage, one per kind (activations, gradients)
-/// and direction (toward higher stages, lower ones), each with its own NCCL
-/// communicator, so that a receive waiting on one never holds back a send
-/// on another: the runtime's kTransferStreams.
-constexpr int kLanes = 4;
+/// The transfer streams of a stage (kTransferLanes, the runtime's).
+constexpr int kLanes = kTransferLanes;
 
 struct Group {
   std::vector<Transfer> sends, receives; // to or from other stages
@@ -50,7 +47,7 @@ struct Groups {
   }
   /// The lane `t` travels on, at both of its ends.
   int laneOf(const Transfer &t) const {
-    return (receiverOf(t) < senderOf(t) ? 1 : 0) + (t.gradient ? 2 : 0);
+    return transferLane(senderOf(t), receiverOf(t), t.gradient);
   }
   /// What `w` sends to, or receives from, another stage (a W neither).
   bool sends(const Work &w, Transfer &out) const {

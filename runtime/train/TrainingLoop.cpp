@@ -181,7 +181,7 @@ TrainingLoop::TrainingLoop(Executor &executor, const TrainOptions &options,
     dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
   for (uint32_t r = 0; r < plan.world(); ++r)
     everyone.push_back(int(r));
-  lastStage = coords[2] == plan.lossStage();
+  holdsLoss = coords[2] == plan.lossStage();
   tokens.resize(size_t(plan.microBatchSize) * plan.seqLength);
   labels.resize(tokens.size());
   dropoutKeys.resize(size_t(plan.microBatchSize));
@@ -244,7 +244,7 @@ bool TrainingLoop::run(std::ostream *log) {
       loadBatch(data, (iteration - 1) * plan.globalBatchSize, mb,
                 /*training=*/true);
     });
-    if (lastStage)
+    if (holdsLoss)
       loss = averageLoss(loss, "iteration " + std::to_string(iteration));
     float norm = executor.gradNorm();
     double seconds =
@@ -382,7 +382,7 @@ void TrainingLoop::evaluate(const Dataset &from, int64_t first,
     float loss = executor.evaluate(iteration, [&](int64_t mb) {
       loadBatch(from, start, mb, /*training=*/false);
     });
-    if (lastStage)
+    if (holdsLoss)
       total += averageLoss(loss, "the " + what + " evaluation");
   }
   for (auto &[kind, bytes] : comm.bytesByKind())

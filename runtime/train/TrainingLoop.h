@@ -158,7 +158,7 @@ private:
   std::array<uint32_t, 3> coords{};    // this rank's tp, dp, pp
   std::vector<int> dpGroup;            // the ranks averaging the loss
   std::vector<int> everyone;           // every rank: agreeing to stop
-  bool lastStage = false;              // the last chunk's: the loss is here
+  bool holdsLoss = false;              // the last chunk's: the loss is here
   std::vector<int32_t> tokens, labels; // host staging for one microbatch
   std::vector<int32_t> dropoutKeys;    // and its samples' dropout keys
   int64_t iterationsRun = 0, firstIteration = 1;
