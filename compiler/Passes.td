@@ -213,7 +213,9 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
     searches for the fastest order within a stash limit
     (compiler/ZeroBubbleAuto.h) from the chunks' costs and stash bytes
     given here (strata-compile prices them on a cluster), or from unit
-    costs and microbatches in flight. Every schedule is run on a clock
+    costs and microbatches in flight. zb-h1 given stash bytes has each
+    stage hold back as many W's (up to the paper's r on stage r) as keep
+    its stash within the limit, by default 1F1B's. Every schedule is run on a clock
     before it is written: one that could deadlock is an error.
   }];
   let options = [
@@ -231,10 +233,12 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
     Option<"transferCost", "transfer-cost", "double", "0",
            "zb-auto: a transfer between stages, in the costs' unit">,
     ListOption<"stashBytes", "stash-bytes", "int64_t",
-               "zb-auto: three numbers a chunk, one microbatch's stash in "
-               "bytes kept until B, held until W and passed from B to W">,
+               "zb-auto and zb-h1: three numbers a chunk, one microbatch's "
+               "stash in bytes kept until B, held until W and passed from B "
+               "to W (zb-h1: each stage holds back the W's they allow)">,
     Option<"maxStashBytes", "max-stash-bytes", "int64_t", "0",
-           "zb-auto: the most a stage's stash may take (0: 1F1B's most)">
+           "zb-auto and zb-h1: the most a stage's stash may take (0: "
+           "1F1B's most)">
   ];
   let dependentDialects = ["::strata::dist::DistDialect"];
 }

@@ -239,6 +239,52 @@ std::vector<std::vector<Work>> zeroBubbleH1Holding(int p, int m, int most) {
   return orders;
 }
 
+std::string zeroBubbleH1Within(
+    int p, int m, const std::vector<std::array<int64_t, 3>> &slotBytes,
+    int64_t limit, std::vector<std::vector<Work>> &orders,
+    std::vector<int> &held) {
+  orders.clear();
+  held.clear();
+  if (int(slotBytes.size()) != p)
+    return "ZB-H1 within a stash limit needs the stash's bytes for each of "
+           "the " +
+           std::to_string(p) + " stages, got " +
+           std::to_string(slotBytes.size());
+  auto bytesOf = [&](int stage, int holding) {
+    return stashBytes(zeroBubbleH1(p, m, stage, holding), slotBytes);
+  };
+  if (limit <= 0)
+    for (int s = 0; s < p; ++s)
+      limit = std::max(limit, bytesOf(s, 0));
+  // A stage's stash grows with each W it holds: take the most that fit.
+  for (int s = 0; s < p; ++s) {
+    int k = s;
+    while (k > 0 && bytesOf(s, k) > limit)
+      --k;
+    if (bytesOf(s, k) > limit)
+      return "ZB-H1 keeps at least " + std::to_string(bytesOf(s, 0)) +
+             " bytes of stash on stage " + std::to_string(s) +
+             " (1F1B's order with each W after its B), over the limit of " +
+             std::to_string(limit);
+    orders.push_back(zeroBubbleH1(p, m, s, k));
+    held.push_back(k);
+  }
+  return "";
+}
+
+std::string describeHeld(const std::vector<int> &held) {
+  if (held.empty())
+    return "";
+  if (held.size() > 8)
+    return std::to_string(*std::min_element(held.begin(), held.end())) +
+           " to " + std::to_string(*std::max_element(held.begin(), held.end())) +
+           " by stage";
+  std::string text;
+  for (int h : held)
+    text += (text.empty() ? "" : ",") + std::to_string(h);
+  return text;
+}
+
 std::vector<std::vector<Work>>
 scheduleOrders(ScheduleKind kind, int p, int v, int m,
                std::vector<std::vector<bool>> *exchange) {

@@ -15,6 +15,8 @@
 #include "runtime/schedule/PipelineSim.h"
 #include "runtime/schedule/ScheduleNames.h"
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +59,24 @@ std::vector<sim::Work> stageOrder(ScheduleKind kind, int stages,
 /// weighs the holes it fills against that.
 std::vector<std::vector<sim::Work>> zeroBubbleH1Holding(int p, int m,
                                                         int most);
+
+/// ZB-H1 within a stash limit: stage r holds back as many of its first r
+/// W's as keep its stash within `limit` bytes, counted from its chunk's
+/// three pools' slot bytes (`slotBytes[r]`: kept until B, held until W,
+/// passed from B to W); limit 0 is what the most-keeping stage keeps under
+/// 1F1B's order with each W right after its B. Each stage's count goes to
+/// `held`. A held W keeps about what a forward in flight keeps once
+/// attention keeps no s x s scores (16 h a token a layer against 16-17 h),
+/// so the paper's "ZB-H1 keeps 1F1B's memory" holds only this way. ""
+/// or, where even holding none is over the limit, why.
+std::string zeroBubbleH1Within(
+    int p, int m, const std::vector<std::array<int64_t, 3>> &slotBytes,
+    int64_t limit, std::vector<std::vector<sim::Work>> &orders,
+    std::vector<int> &held);
+
+/// Each stage's count of W's held back, for a message: "0,0,1,1", or for
+/// more than 8 stages "0 to 11 by stage".
+std::string describeHeld(const std::vector<int> &held);
 
 /// Every stage's order (and exchange points). zb-auto's is its search at
 /// unit costs, memory counted in microbatches (run again on each call; the

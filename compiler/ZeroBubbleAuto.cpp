@@ -160,6 +160,15 @@ ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
                "ZB-H1 holding at most " + std::to_string(k) + " W's back");
   if (p > 1)
     consider(zeroBubbleH1Holding(p, m, p - 1), "ZB-H1");
+  // Each stage holding back as many as its own stash allows (zb-h1's).
+  std::vector<std::vector<Work>> within;
+  std::vector<int> held;
+  if (p > 1 && zeroBubbleH1Within(p, m, problem.slotBytes, limit, within,
+                                  held)
+                   .empty()) {
+    consider(std::move(within),
+             "ZB-H1 holding back " + describeHeld(held) + " W's a stage");
+  }
   // The list schedule under in-flight limits: the same on every stage
   // (1 .. 2p−1), and 1F1B's p−s plus k more on stage s.
   for (int k : steps) {

@@ -51,14 +51,19 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
                          << static_cast<int64_t>(microbatches);
       return signalPassFailure();
     }
-    // Costs and stash bytes are zb-auto's: given for any other schedule
-    // (or none), they would be silently ignored.
+    // Costs are zb-auto's, stash bytes and their limit zb-auto's and
+    // ZB-H1's: given for any other schedule (or none), they would be
+    // silently ignored.
     bool costed = !forwardCosts.empty() || !backwardCosts.empty() ||
-                  !weightCosts.empty() || !stashBytes.empty() ||
-                  transferCost != 0 || maxStashBytes != 0;
-    if (costed && pipelineSchedule != "zb-auto") {
-      module.emitError() << "costs, stash bytes and their limit are "
-                            "zb-auto's, but the schedule is "
+                  !weightCosts.empty() || transferCost != 0;
+    bool stashed = !stashBytes.empty() || maxStashBytes != 0;
+    bool h1 = pipelineSchedule == "zb-h1";
+    if ((costed || stashed) && pipelineSchedule != "zb-auto" &&
+        !(h1 && !costed)) {
+      module.emitError() << (costed ? "costs are zb-auto's"
+                                    : "stash bytes and their limit are "
+                                      "zb-auto's and zb-h1's")
+                         << ", but the schedule is "
                          << (pipelineSchedule.empty()
                                  ? std::string("not named")
                                  : std::string(pipelineSchedule));
@@ -122,6 +127,31 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     return std::move(result.orders);
   }
 
+  /// ZB-H1 with each stage holding back what the stash limit allows,
+  /// where the stash's bytes are given; the paper's ZB-H1 (stage r holds
+  /// r) where not.
+  FailureOr<std::vector<std::vector<sim::Work>>>
+  zeroBubbleH1(ModuleOp module, int p, int m) {
+    if (stashBytes.empty() && maxStashBytes == 0)
+      return pipeline::scheduleOrders(pipeline::ScheduleKind::ZeroBubbleH1,
+                                      p, 1, m);
+    if (stashBytes.size() != size_t(3 * p))
+      return module.emitError()
+             << "zb-h1 within a stash limit takes three stash bytes a stage "
+                "(kept until B, held until W, passed from B to W), got "
+             << stashBytes.size();
+    std::vector<std::array<int64_t, 3>> slotBytes;
+    for (size_t i = 0; i + 2 < stashBytes.size(); i += 3)
+      slotBytes.push_back({stashBytes[i], stashBytes[i + 1], stashBytes[i + 2]});
+    std::vector<std::vector<sim::Work>> orders;
+    std::vector<int> held;
+    if (std::string error = pipeline::zeroBubbleH1Within(
+            p, m, slotBytes, maxStashBytes, orders, held);
+        !error.empty())
+      return module.emitError() << error;
+    return orders;
+  }
+
   LogicalResult schedulePipeline(ModuleOp module, int64_t chunks) {
     int64_t p = meshAxis(module, kPipelineAxis);
     if (chunks % p != 0)
@@ -175,6 +205,13 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       if (failed(chosen))
         return failure();
       orders = std::move(*chosen);
+      exchange = sim::exchangeBeforeEachWork(orders);
+    } else if (kind == pipeline::ScheduleKind::ZeroBubbleH1) {
+      FailureOr<std::vector<std::vector<sim::Work>>> within =
+          zeroBubbleH1(module, int(p), m);
+      if (failed(within))
+        return failure();
+      orders = std::move(*within);
       exchange = sim::exchangeBeforeEachWork(orders);
     } else {
       orders = pipeline::scheduleOrders(kind, int(p), v, m, &exchange);

@@ -67,9 +67,33 @@
 // AUTO-NEXT: dist.step @backward_0 microbatch 0 {exchange}
 // AUTO-NEXT: dist.step @weight_0 microbatch 0 {exchange}
 // AUTO-NEXT: dist.step @forward_0 microbatch 1 {exchange}
-// What it is given must make sense, and only zb-auto takes it.
+// zb-h1 given the stash bytes holds back only the W's that keep a stage
+// within 1F1B's stash (here stage 0's, 2x10 + 2x20 + 40 = 100 bytes):
+// stage 1 holding its first W back would keep 130, so it runs each W
+// after its B; with a limit of 130 it is the paper's ZB-H1.
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20,40,10,20,40" | FileCheck %s --check-prefix=H1-WITHIN
+// H1-WITHIN-LABEL: dist.schedule stage 1 microbatches 3 attributes {kind = "zb-h1"} {
+// H1-WITHIN-NEXT: dist.step @forward_1 microbatch 0 {exchange}
+// H1-WITHIN-NEXT: dist.step @backward_1 microbatch 0 {exchange}
+// H1-WITHIN-NEXT: dist.step @weight_1 microbatch 0 {exchange}
+// H1-WITHIN-NEXT: dist.step @forward_1 microbatch 1 {exchange}
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20,40,10,20,40 max-stash-bytes=130" | FileCheck %s --check-prefix=H1-ROOM
+// H1-ROOM-LABEL: dist.schedule stage 1 microbatches 3 attributes {kind = "zb-h1"} {
+// H1-ROOM-NEXT: dist.step @forward_1 microbatch 0 {exchange}
+// H1-ROOM-NEXT: dist.step @backward_1 microbatch 0 {exchange}
+// H1-ROOM-NEXT: dist.step @forward_1 microbatch 1 {exchange}
+// H1-ROOM-NEXT: dist.step @backward_1 microbatch 1 {exchange}
+// H1-ROOM-NEXT: dist.step @weight_1 microbatch 0 {exchange}
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20,40,10,20,40 max-stash-bytes=99" 2>&1 | FileCheck %s --check-prefix=H1-SMALL
+// H1-SMALL: error: ZB-H1 keeps at least 100 bytes of stash on stage 0 (1F1B's order with each W after its B), over the limit of 99
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20" 2>&1 | FileCheck %s --check-prefix=H1-THREE
+// H1-THREE: error: zb-h1 within a stash limit takes three stash bytes a stage (kept until B, held until W, passed from B to W), got 2
+// What it is given must make sense, and only zb-auto takes costs (zb-h1
+// the stash bytes too).
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 forward-costs=1,1" 2>&1 | FileCheck %s --check-prefix=NOT-AUTO
-// NOT-AUTO: error: costs, stash bytes and their limit are zb-auto's, but the schedule is zb-h1
+// NOT-AUTO: error: costs are zb-auto's, but the schedule is zb-h1
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h2 stash-bytes=10,20,40,10,20,40" 2>&1 | FileCheck %s --check-prefix=NOT-H1
+// NOT-H1: error: stash bytes and their limit are zb-auto's and zb-h1's, but the schedule is zb-h2
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto stash-bytes=1,2" 2>&1 | FileCheck %s --check-prefix=THREE
 // THREE: error: stash-bytes takes three numbers a chunk (kept until B, held until W, passed from B to W), got 2
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto forward-costs=1,0 backward-costs=1,1 weight-costs=1,1" 2>&1 | FileCheck %s --check-prefix=ZERO
@@ -103,7 +127,7 @@
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=1 layers-per-virtual-stage=1 split-weights=true" --strata-schedule="microbatches=2 pipeline-schedule=zb-v" 2>&1 | FileCheck %s --check-prefix=LOOPED-V
 // LOOPED-V: error: the zb-v schedule runs two chunks a stage in a V, but the chunks are looped: run --strata-pipeline-split placement=v
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-schedule="microbatches=3 forward-costs=1" 2>&1 | FileCheck %s --check-prefix=NO-PIPELINE
-// NO-PIPELINE: error: costs, stash bytes and their limit are zb-auto's, but the schedule is not named
+// NO-PIPELINE: error: costs are zb-auto's, but the schedule is not named
 
 // The forward is as without the split: it stashes the matmul before the
 // gelu and the embedding's output.

@@ -836,6 +836,83 @@ TEST(ZeroBubbleAuto, HoldingFewerWeightsBackTradesBubbleForMemory) {
   EXPECT_EQ(last, 79);
 }
 
+TEST(ZeroBubbleSchedules, H1WithinAStashLimitHoldsBackWhatFits) {
+  // gpt-tiny's middle stages' pools a microbatch (kept until B, held until
+  // W, passed from B to W, bytes): a held W keeps as much as a forward in
+  // flight, so the paper's ZB-H1 keeps more than 1F1B. Within 1F1B's
+  // stash each stage holds back the most W's that fit, no more than r.
+  int p = 8, m = 24;
+  std::vector<std::array<int64_t, 3>> pools(size_t(p),
+                                            {296960, 229376, 296960});
+  pools[0] = {0, 526336, 16384}; // the first stage's B only receives
+  pools[size_t(p - 1)] = {313344, 311296, 297472}; // and the LM head
+  auto paper = pipeline::scheduleOrders(ScheduleKind::ZeroBubbleH1, p, 1, m);
+  auto baseline = pipeline::zeroBubbleH1Holding(p, m, 0);
+  int64_t oneFOneB = mostStash(baseline, pools);
+  EXPECT_GT(mostStash(paper, pools), oneFOneB);
+  std::vector<std::vector<sim::Work>> within;
+  std::vector<int> held;
+  ASSERT_EQ(pipeline::zeroBubbleH1Within(p, m, pools, 0, within, held), "");
+  ASSERT_EQ(held.size(), size_t(p));
+  EXPECT_EQ(held[0], 0);
+  for (int s = 0; s < p; ++s) {
+    int64_t bytes = pipeline::stashBytes(within[size_t(s)], pools);
+    EXPECT_LE(bytes, oneFOneB) << "stage " << s;
+    EXPECT_LE(held[size_t(s)], s);
+    // The most that fit: one more would not.
+    if (held[size_t(s)] < s)
+      EXPECT_GT(pipeline::stashBytes(pipeline::zeroBubbleH1Holding(
+                                         p, m, held[size_t(s)] + 1)[size_t(s)],
+                                     pools),
+                oneFOneB)
+          << "stage " << s;
+  }
+  // Later stages keep one forward less each: they have room for more W's.
+  EXPECT_EQ(held, (std::vector<int>{0, 0, 1, 2, 3, 4, 5, 5}));
+  EXPECT_EQ(pipeline::describeHeld(held), "0,0,1,2,3,4,5,5");
+  EXPECT_EQ(pipeline::describeHeld({0, 1, 1, 2, 2, 3, 3, 3, 2}),
+            "0 to 3 by stage");
+  // Between 1F1B's order (86 units, W after B) and the paper's ZB-H1 (79).
+  sim::SimResult run = runPosted(within, p, m, sim::unitCosts(within));
+  ASSERT_EQ(run.deadlock, "");
+  EXPECT_LT(run.makespan, runPosted(baseline, p, m, sim::unitCosts(baseline))
+                              .makespan);
+  EXPECT_GT(run.makespan, 79);
+  // With room for all of them, it is the paper's ZB-H1; below 1F1B's own
+  // stash, it is refused.
+  ASSERT_EQ(pipeline::zeroBubbleH1Within(p, m, pools, int64_t(1) << 40,
+                                         within, held),
+            "");
+  EXPECT_EQ(within, paper);
+  EXPECT_EQ(pipeline::zeroBubbleH1Within(p, m, pools, oneFOneB - 1, within,
+                                         held),
+            "ZB-H1 keeps at least " + std::to_string(oneFOneB) +
+                " bytes of stash on stage 0 (1F1B's order with each W after "
+                "its B), over the limit of " +
+                std::to_string(oneFOneB - 1));
+  EXPECT_NE(pipeline::zeroBubbleH1Within(p, m, {}, 0, within, held), "");
+}
+
+TEST(ZeroBubbleSchedules, H1WithinAnyLimitNeverDeadlocks) {
+  // Each stage holding any count of W's back from 0 to r, for p up to 16
+  // and m from p to 8p, posted as the executor posts them.
+  int checked = 0;
+  for (int p : {2, 3, 4, 8, 16})
+    for (int m : {p, 3 * p, 8 * p})
+      for (int64_t weight : {1, 2, 5}) {
+        // Forward 2 units kept until B and 2 held, W's passed `weight`.
+        std::vector<std::array<int64_t, 3>> pools(size_t(p), {2, 2, weight});
+        std::vector<std::vector<sim::Work>> orders;
+        std::vector<int> held;
+        ASSERT_EQ(pipeline::zeroBubbleH1Within(p, m, pools, 0, orders, held),
+                  "");
+        sim::SimResult run = runPosted(orders, p, m, sim::unitCosts(orders));
+        ASSERT_EQ(run.deadlock, "") << "p=" << p << " m=" << m;
+        ++checked;
+      }
+  EXPECT_EQ(checked, 45);
+}
+
 namespace {
 
 /// ZB-V's orders: two chunks a stage in a V.

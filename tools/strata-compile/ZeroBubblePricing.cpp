@@ -1,5 +1,7 @@
 //===- ZeroBubblePricing.cpp - zb-auto's costs from the cost model --------===//
 #include "tools/strata-compile/ZeroBubblePricing.h"
+#include "compiler/ListSchedule.h"
+#include "compiler/PipelineSchedules.h"
 #include "compiler/ZeroBubbleAuto.h"
 #include "compiler/codegen/CompileCode.h"
 #include "compiler/plan/PlanWriter.h"
@@ -15,31 +17,91 @@
 
 namespace strata {
 
-std::string priceZeroBubble(mlir::ModuleOp module, Level from,
-                            const runtime::ClusterSpec &spec,
-                            CompileOptions &options, std::string &said,
-                            bool verify) {
-  // The probe: the same programs (the backward cut in two), ZB-H1's order.
+namespace {
+
+/// The probe: `module` compiled to exec with the same programs (the
+/// backward cut in two) under ZB-H1's order, stage r holding r W's back;
+/// null and `error` said where the compiler refuses it.
+mlir::OwningOpRef<mlir::ModuleOp> compileProbe(mlir::ModuleOp module,
+                                               Level from,
+                                               const CompileOptions &options,
+                                               bool verify,
+                                               std::string &error) {
   CompileOptions probeOptions = options;
   probeOptions.pipelineSchedule = "zb-h1";
   probeOptions.zeroBubble = {};
   mlir::OwningOpRef<mlir::ModuleOp> probe = module.clone();
-  std::string error;
+  std::string said;
   mlir::ScopedDiagnosticHandler capture(
       module.getContext(), [&](mlir::Diagnostic &d) {
-        if (error.empty())
-          error = d.str();
+        if (said.empty())
+          said = d.str();
         return mlir::success();
       });
-  auto refused = [&](const char *what) {
-    return std::string("pricing zb-auto's work with a ZB-H1 probe: ") + what +
-           (error.empty() ? "" : ": " + error);
-  };
   mlir::PassManager pm(module.getContext());
   buildPipeline(pm, probeOptions, from, Level::Exec);
   pm.enableVerifier(verify);
-  if (mlir::failed(pm.run(*probe)))
-    return refused("the compiler refused it");
+  if (mlir::failed(pm.run(*probe))) {
+    error = "the compiler refused it" + (said.empty() ? "" : ": " + said);
+    return nullptr;
+  }
+  return probe;
+}
+
+} // namespace
+
+std::string measureZeroBubbleStash(mlir::ModuleOp module, Level from,
+                                   CompileOptions &options, std::string &said,
+                                   bool verify) {
+  std::string error;
+  mlir::OwningOpRef<mlir::ModuleOp> probe =
+      compileProbe(module, from, options, verify, error);
+  // Refused, the layout is: the compiler's own run says why, in its words.
+  if (!probe)
+    return "";
+  int p = int(options.pipelineParallel), m = int(options.microbatches());
+  CompileOptions::ZeroBubbleCosts &zb = options.zeroBubble;
+  zb.stashBytes = stashSlotBytes(*probe, p);
+  if (zb.stashBytes.size() != size_t(3 * p))
+    return "measuring zb-h1's stash with a probe: its stash does not have "
+           "three pools a stage";
+  // What the Schedule pass will choose, said before it is written.
+  std::vector<std::array<int64_t, 3>> slotBytes;
+  for (size_t i = 0; i + 2 < zb.stashBytes.size(); i += 3)
+    slotBytes.push_back(
+        {zb.stashBytes[i], zb.stashBytes[i + 1], zb.stashBytes[i + 2]});
+  std::vector<std::vector<sim::Work>> orders;
+  std::vector<int> held;
+  if (std::string why = pipeline::zeroBubbleH1Within(
+          p, m, slotBytes, zb.maxStashBytes, orders, held);
+      !why.empty())
+    return why;
+  int64_t most = 0;
+  for (int s = 0; s < p; ++s)
+    most = std::max(most, pipeline::stashBytes(orders[size_t(s)], slotBytes));
+  std::string counts = pipeline::describeHeld(held);
+  said = llvm::formatv("zb-h1: stages hold back {0} W's of the paper's "
+                       "0 to {1}, the stash at most {2} a stage (limit {3})\n",
+                       counts, p - 1, runtime::humanBytes(most),
+                       zb.maxStashBytes > 0
+                           ? runtime::humanBytes(zb.maxStashBytes)
+                           : std::string("1F1B's"))
+             .str();
+  return "";
+}
+
+std::string priceZeroBubble(mlir::ModuleOp module, Level from,
+                            const runtime::ClusterSpec &spec,
+                            CompileOptions &options, std::string &said,
+                            bool verify) {
+  std::string error;
+  auto refused = [&](const std::string &what) {
+    return "pricing zb-auto's work with a ZB-H1 probe: " + what;
+  };
+  mlir::OwningOpRef<mlir::ModuleOp> probe =
+      compileProbe(module, from, options, verify, error);
+  if (!probe)
+    return refused(error);
   if (options.target == Target::Cuda &&
       mlir::failed(codegen::compileGeneratedCode(*probe)))
     return refused("NVRTC refused its kernels");
@@ -49,12 +111,12 @@ std::string priceZeroBubble(mlir::ModuleOp module, Level from,
   runtime::Plan plan;
   if (std::string why = runtime::predict::loadForPrediction(bytes, false, plan);
       !why.empty())
-    return refused(why.c_str());
+    return refused(why);
   runtime::predict::Prediction prediction;
   if (std::string why = runtime::predict::predictIteration(
           plan, spec, runtime::predict::PredictOptions(), prediction);
       !why.empty())
-    return refused(why.c_str());
+    return refused(why);
 
   int p = int(options.pipelineParallel), m = int(options.microbatches());
   sim::Costs costs = runtime::predict::pipelineWorkCosts(prediction, p);

@@ -156,9 +156,10 @@ cl::opt<std::string, true> pipelineSchedule(
 
 cl::opt<std::string> maxActivationMemory(
     "max-activation-memory",
-    cl::desc("--pipeline-schedule zb-auto: the most a stage may keep for "
-             "the backward, as 24GiB, 512MiB or bytes (default: the most a "
-             "stage keeps under 1F1B's order with each W after its B)"),
+    cl::desc("--pipeline-schedule zb-auto or zb-h1: the most a stage's "
+             "stash may keep for the backward, as 24GiB, 512MiB or bytes "
+             "(default: the most a stage keeps under 1F1B's order with each "
+             "W after its B); zb-h1 holds back only the W's that fit"),
     cl::cat(category));
 
 cl::opt<std::string> recomputeGranularity(
@@ -583,12 +584,14 @@ int main(int argc, char **argv) {
       load(context, sourceMgr, options, stats);
   if (!module)
     return 1;
-  // zb-auto's memory limit: checked wherever it is given, used where the
-  // schedule is written.
+  // zb-auto's and zb-h1's memory limit: checked wherever it is given, used
+  // where the schedule is written.
   bool zeroBubbleAuto = options.pipelineSchedule == "zb-auto";
+  bool zeroBubbleH1 = options.pipelineSchedule == "zb-h1";
   if (maxActivationMemory.getNumOccurrences()) {
-    if (!zeroBubbleAuto)
-      return fail("--max-activation-memory is --pipeline-schedule zb-auto's");
+    if (!zeroBubbleAuto && !zeroBubbleH1)
+      return fail("--max-activation-memory is --pipeline-schedule zb-auto's "
+                  "and zb-h1's");
     if (!runtime::parseBytes(maxActivationMemory, options.zeroBubble.maxStashBytes) ||
         options.zeroBubble.maxStashBytes <= 0)
       return fail("--max-activation-memory must be a positive size, as "
@@ -694,6 +697,14 @@ int main(int argc, char **argv) {
         !error.empty())
       return fail(error);
   }
+
+  // zb-h1 holds back the W's its stage's stash has room for: the probe's
+  // memory plan says how much each takes.
+  if (zeroBubbleH1 && from < Level::Dist && to >= Level::Dist)
+    if (std::string error =
+            measureZeroBubbleStash(*module, from, options, zeroBubbleSaid);
+        !error.empty())
+      return fail(error);
 
   mlir::PassManager pm(&context);
   auto progress = std::make_unique<Progress>(progressAfter);

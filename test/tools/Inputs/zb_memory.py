@@ -1,0 +1,58 @@
+"""Peak activation memory of the zero-bubble schedules against 1F1B's at
+the same p and m (issue 38): each layout compiled under 1f1b, zb-h1 and
+zb-v, the most any stage keeps for activations (its stash and workspace,
+as strata-compile's memory summary says) compared with 1F1B's most.
+
+  zb_memory.py BIN EXAMPLES
+
+Prints a line per layout and schedule, then whether ZB-H1 is within 5%
+of 1F1B on every layout without full recomputation. With it, 1F1B keeps
+each layer's input (h a token) while a cut backward's B must keep every
+output gradient dY its W reads (9h a token a layer) until W, whenever W
+runs: that is printed, not judged. Nor is ZB-V's ratio: its stash
+takes a slot per chunk and pool for the most microbatches that chunk and
+pool ever hold, though a V's two chunks do not peak together
+(docs/scale.md).
+"""
+import re
+import subprocess
+import sys
+
+bin_dir, examples = sys.argv[1:3]
+UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def most_activations(model, flags):
+    out = subprocess.run([f"{bin_dir}/strata-compile", f"{examples}/{model}.model", *flags,
+                          "--emit", "summary"], check=True, capture_output=True, text=True).stdout
+    stages = [float(v) * UNITS[u]
+              for v, u in re.findall(r"activations ([0-9.]+) (bytes|KiB|MiB|GiB)", out)]
+    assert stages, out
+    return max(stages)
+
+
+layouts = [
+    ("gpt-tiny", 2, 8, 4, []),
+    ("gpt-tiny", 4, 16, 8, []),
+    ("gpt-tiny", 4, 32, 8, ["--micro-batch-size", "2"]),
+    ("gpt-tiny", 4, 16, 8, ["--recompute-granularity", "full"]),
+    ("gpt-tiny", 4, 16, 8, ["--recompute-granularity", "selective"]),
+    ("gpt-tiny", 2, 8, 4, ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
+    ("gpt2-124m", 4, 16, 16, ["--bf16"]),
+]
+within = True
+for model, p, m, layers, extra in layouts:
+    base = [*extra, "--set", f"layers={layers}", "--pipeline-model-parallel-size", str(p),
+            "--global-batch-size", str(m * (2 if "--micro-batch-size" in extra else 1))]
+    one = most_activations(model, base + ["--pipeline-schedule", "1f1b"])
+    h1 = most_activations(model, base + ["--pipeline-schedule", "zb-h1"])
+    v = most_activations(model, base + ["--pipeline-schedule", "zb-v",
+                                        "--num-layers-per-virtual-pipeline-stage",
+                                        str(layers // p // 2)])
+    name = " ".join([f"{model} p={p} m={m}", *extra])
+    print(f"{name}: 1F1B {one / 2**20:.2f} MiB, ZB-H1 {h1 / 2**20:.2f} MiB ({h1 / one:.3f}x), "
+          f"ZB-V {v / 2**20:.2f} MiB ({v / one:.3f}x)")
+    if "full" not in extra:
+        within = within and h1 <= 1.05 * one
+print(f"ZB-H1 {'within' if within else 'NOT within'} 5% of 1F1B's peak on every layout "
+      "without full recomputation")
