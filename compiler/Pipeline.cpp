@@ -234,15 +234,11 @@ MemoryReport reportMemory(Operation *op) {
 std::vector<int64_t> stashSlotBytes(mlir::ModuleOp module, int64_t stages) {
   std::map<int64_t, std::array<int64_t, 3>> byChunk;
   for (auto stage : module.getOps<exec::TemplateOp>())
-    for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>()) {
-      if (buffer.getArena() != exec::Arena::Stash || buffer.getAlias())
-        continue;
-      int64_t chunk =
-          int64_t(buffer.getStashGroup().value_or(0)) * stages +
-          int64_t(stage.getStage());
-      // A slot is its pool's buffers end to end: the stride of each.
-      byChunk[chunk][size_t(buffer.getPool())] =
-          buffer.getSlotStride().value_or(0);
+    for (auto &[key, members] : exec::stashMembers(stage)) {
+      // A slot is its pool's buffers end to end (a slot class's stride
+      // may be another pool's, larger).
+      int64_t chunk = key.first * stages + int64_t(stage.getStage());
+      byChunk[chunk][size_t(key.second)] = exec::stashSlotBytes(members);
     }
   std::vector<int64_t> flat;
   // Every stage has a chunk, whether or not it keeps anything.

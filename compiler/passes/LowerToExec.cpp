@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/passes/LowerToExec.h"
 #include "compiler/Passes.h"
+#include "compiler/StashSlots.h"
 #include "compiler/StepFunctions.h"
 #include "runtime/plan/IoNames.h"
 
@@ -309,6 +310,12 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   for (exec::StashPool pool : freesPools)
     if (exec::EventOp freed = slotFreed[{chunk, pool}])
       exec::recordEvent(body, loc, freed, exec::Stream::Compute);
+  // Where the memory plan's slot classes add the records of the events of
+  // pools sharing a class with these (lowerSchedule).
+  if (!freesPools.empty())
+    freedAnchor[program] = body.getInsertionBlock()->empty()
+                               ? nullptr
+                               : &body.getInsertionBlock()->back();
   if (!sends.empty()) {
     exec::waitEvent(body, loc, computed, exec::Stream::Comm);
     for (dist::SendOp send : sends) {
@@ -329,84 +336,85 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
                                      schedule.getKindAttr());
   OpBuilder steps(ctx());
   steps.setInsertionPointToEnd(&op.getBody().emplaceBlock());
-  // Stash slots, per pool: a chunk's forward takes the lowest free slot of
-  // its chunk, and its backward for the same microbatch frees it. With the
-  // backward cut in two, the forward also takes a held slot and B a passed
-  // one, both freed by W.
+  auto stage = op->getParentOfType<exec::TemplateOp>();
   using Pool = exec::StashPool;
   constexpr Pool kPools[] = {Pool::UntilBackward, Pool::Held, Pool::Passed};
-  std::map<std::pair<int64_t, Pool>, std::vector<bool>> busy; // chunk, pool
-  std::map<std::tuple<int64_t, int64_t, Pool>, int64_t> slotOf; // +mb
-  std::map<Pool, SmallVector<int64_t>> slots; // per chunk of the stage: most
   std::set<int64_t> cut; // chunks whose backward is cut in two
   for (auto &entry : programByName)
     if (entry.second.getPhase() == exec::Phase::Weight)
       cut.insert(int64_t(*entry.second.getChunk()));
-  auto take = [&](int64_t chunk, int64_t mb, Pool pool) {
-    std::vector<bool> &used = busy[{chunk, pool}];
-    int64_t slot = std::find(used.begin(), used.end(), false) - used.begin();
-    if (slot == int64_t(used.size()))
-      used.push_back(false);
-    used[slot] = true;
-    slotOf[{chunk, mb, pool}] = slot;
-    int64_t group = chunk / coords.ppSize;
-    SmallVector<int64_t> &most = slots[pool];
-    if (int64_t(most.size()) <= group)
-      most.resize(group + 1, 0);
-    most[group] = std::max(most[group], slot + 1);
-    return slot;
-  };
-  // The slot (chunk, mb) holds in `pool`, freed; -1 if it holds none.
-  auto release = [&](int64_t chunk, int64_t mb, Pool pool) -> int64_t {
-    auto it = slotOf.find({chunk, mb, pool});
-    if (it == slotOf.end())
-      return -1;
-    int64_t slot = it->second;
-    busy[{chunk, pool}][slot] = false;
-    slotOf.erase(it);
-    return slot;
-  };
+
+  // What each step does to the stash: a chunk's forward takes a slot (and
+  // cut in two, a held one too); its backward, B, takes a passed slot and
+  // then frees the forward's (it reads the one while it fills the other);
+  // W frees the held and the passed. Slots by (stash group, pool).
+  using Does = pipeline::StashMove::Does;
+  SmallVector<dist::StepOp> stepOps;
+  std::vector<std::vector<pipeline::StashMove>> moves;
+  std::set<std::tuple<int64_t, int64_t, Pool>> live;
+  std::map<int64_t, int64_t> chunkOfGroup;
   for (auto step : schedule.getBody().front().getOps<dist::StepOp>()) {
     // The stage's programs are lowered by now, each with its phase.
     exec::ProgramOp program = programByName.lookup(step.getFunction());
     if (!program)
       return step.emitOpError() << "runs '" << step.getFunction()
                                 << "', which this stage has no program for";
-    std::map<Pool, int64_t> slot; // the step's, by pool
-    if (std::optional<uint64_t> chunkOf = program.getChunk()) {
-      if (!step.getMicrobatch())
-        return step.emitOpError() << "runs a chunk without a microbatch";
-      int64_t chunk = int64_t(*chunkOf), mb = int64_t(*step.getMicrobatch());
-      bool split = cut.count(chunk);
-      switch (program.getPhase()) {
-      case exec::Phase::Forward:
-        slot[Pool::UntilBackward] = take(chunk, mb, Pool::UntilBackward);
-        if (split)
-          slot[Pool::Held] = take(chunk, mb, Pool::Held);
-        break;
-      case exec::Phase::Backward:
-        slot[Pool::UntilBackward] = release(chunk, mb, Pool::UntilBackward);
-        if (slot[Pool::UntilBackward] < 0)
-          return step.emitOpError()
-                 << "runs the backward of chunk " << chunk << " for microbatch "
-                 << mb << " before its forward";
-        if (split) {
-          slot[Pool::Held] = slotOf.at({chunk, mb, Pool::Held});
-          slot[Pool::Passed] = take(chunk, mb, Pool::Passed);
-        }
-        break;
-      default: // W
-        slot[Pool::Held] = release(chunk, mb, Pool::Held);
-        slot[Pool::Passed] = release(chunk, mb, Pool::Passed);
-        if (slot[Pool::Passed] < 0)
-          return step.emitOpError()
-                 << "runs the weights' gradient of chunk " << chunk
-                 << " for microbatch " << mb << " before its backward";
-        break;
+    std::vector<pipeline::StashMove> &does = moves.emplace_back();
+    stepOps.push_back(step);
+    std::optional<uint64_t> chunkOf = program.getChunk();
+    if (!chunkOf)
+      continue;
+    if (!step.getMicrobatch())
+      return step.emitOpError() << "runs a chunk without a microbatch";
+    int64_t chunk = int64_t(*chunkOf), mb = int64_t(*step.getMicrobatch());
+    int64_t group = chunk / coords.ppSize;
+    chunkOfGroup[group] = chunk;
+    bool split = cut.count(chunk);
+    auto move = [&](Pool pool, Does what) {
+      does.push_back({{group, int(pool)}, mb, what});
+      if (what == Does::Take)
+        live.insert({chunk, mb, pool});
+      else if (what == Does::Free)
+        live.erase({chunk, mb, pool});
+    };
+    switch (program.getPhase()) {
+    case exec::Phase::Forward:
+      move(Pool::UntilBackward, Does::Take);
+      if (split)
+        move(Pool::Held, Does::Take);
+      break;
+    case exec::Phase::Backward:
+      if (!live.count({chunk, mb, Pool::UntilBackward}))
+        return step.emitOpError()
+               << "runs the backward of chunk " << chunk << " for microbatch "
+               << mb << " before its forward";
+      if (split) {
+        move(Pool::Held, Does::Use);
+        move(Pool::Passed, Does::Take);
       }
+      move(Pool::UntilBackward, Does::Free);
+      break;
+    default: // W
+      if (!live.count({chunk, mb, Pool::Passed}))
+        return step.emitOpError()
+               << "runs the weights' gradient of chunk " << chunk
+               << " for microbatch " << mb << " before its backward";
+      move(Pool::Held, Does::Free);
+      move(Pool::Passed, Does::Free);
+      break;
     }
+  }
+  // Each pool's slot bytes, its buffers end to end, as the memory plan
+  // lays them out; then the slots, pools sharing them where that is less.
+  std::map<pipeline::StashKey, int64_t> bytes;
+  for (auto &[key, members] : exec::stashMembers(stage))
+    bytes[{key.first, int(key.second)}] = exec::stashSlotBytes(members);
+  pipeline::StashSlots chosen = pipeline::planStashSlots(moves, bytes);
+
+  for (auto [i, step] : llvm::enumerate(stepOps)) {
+    const std::map<int, int64_t> &slot = chosen.slots[i];
     auto attr = [&](Pool pool) {
-      auto it = slot.find(pool);
+      auto it = slot.find(int(pool));
       return it == slot.end() || it->second < 0
                  ? IntegerAttr()
                  : b.getI64IntegerAttr(it->second);
@@ -416,10 +424,70 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
                         step.getExchangeAttr(), attr(Pool::Held),
                         attr(Pool::Passed));
   }
-  auto stage = op->getParentOfType<exec::TemplateOp>();
+  // Each pool's slot count per chunk of the stage: its class's.
+  std::map<Pool, SmallVector<int64_t>> slots;
+  int64_t groups = 0;
+  for (auto [key, cls] : chosen.classOf) {
+    SmallVector<int64_t> &count = slots[Pool(key.second)];
+    if (int64_t(count.size()) <= key.first)
+      count.resize(size_t(key.first + 1), 0);
+    count[size_t(key.first)] = chosen.slotsOfClass[cls];
+    groups = std::max(groups, key.first + 1);
+  }
   for (Pool pool : kPools)
     if (!slots[pool].empty())
       stage.setSlotsOf(pool, b.getDenseI64ArrayAttr(slots[pool]));
+  if (!chosen.shared)
+    return success();
+
+  using Key = pipeline::StashKey;
+  const std::map<Key, int64_t> &classOf = chosen.classOf;
+  SmallVector<int64_t> table(size_t(groups * 3), -1);
+  for (auto [key, cls] : classOf)
+    table[size_t(key.first * 3 + key.second)] = cls;
+  stage.setStashClassesAttr(b.getDenseI64ArrayAttr(table));
+  // A receive into a pool waits for the event its freeing programs record
+  // (`slotFreed`); sharing a class, the slot it lands in may have been
+  // freed by another member's program, so each program that frees a slot
+  // records the events of every member of its class too.
+  for (exec::ProgramOp program : llvm::make_second_range(programByName)) {
+    std::optional<uint64_t> chunkOf = program.getChunk();
+    if (!chunkOf || program.getPhase() == exec::Phase::Forward)
+      continue;
+    int64_t group = int64_t(*chunkOf) / coords.ppSize;
+    SmallVector<Pool, 2> frees;
+    if (program.getPhase() == exec::Phase::Backward)
+      frees.push_back(Pool::UntilBackward);
+    else
+      frees.append({Pool::Held, Pool::Passed});
+    std::set<Key> own, records; // (its own it records already)
+    for (Pool pool : frees)
+      own.insert({group, int(pool)});
+    for (Key key : own) {
+      auto mine = classOf.find(key);
+      if (mine == classOf.end())
+        continue;
+      for (auto [other, cls] : classOf)
+        if (cls == mine->second && !own.count(other))
+          records.insert(other);
+    }
+    for (Key other : records) {
+      auto event =
+          slotFreed.find({chunkOfGroup[other.first], Pool(other.second)});
+      if (event == slotFreed.end() || !event->second)
+        continue;
+      Operation *anchor = freedAnchor.lookup(program);
+      OpBuilder at(ctx());
+      if (anchor)
+        at.setInsertionPointAfter(anchor);
+      else
+        at.setInsertionPointToStart(&program.getBody().front());
+      freedAnchor[program] = exec::recordEvent(at, program.getLoc(),
+                                               event->second,
+                                               exec::Stream::Compute)
+                                 .getOperation();
+    }
+  }
   return success();
 }
 
@@ -482,7 +550,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
       auto op = exec::TemplateOp::create(
           b, module.getLoc(), b.getI64IntegerAttr(stage), IntegerAttr(),
           IntegerAttr(), IntegerAttr(), DenseI64ArrayAttr(),
-          DenseI64ArrayAttr(), DenseI64ArrayAttr());
+          DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr());
       op.getBody().emplaceBlock();
       SmallVector<func::FuncOp> functions =
           stageFunctions(module, stage);

@@ -36,11 +36,7 @@ using namespace strata;
 
 namespace {
 
-constexpr int64_t kAlignment = 64; // a cache line; CUDA wants 256 later
-
-int64_t alignUp(int64_t bytes) {
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
+int64_t alignUp(int64_t bytes) { return exec::alignToArena(bytes); }
 
 /// A root buffer's life in one program: the instructions from its first
 /// use to its last, inclusive (an instruction never writes over its own
@@ -141,32 +137,57 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
     }
     // Stash: per chunk of the stage and pool, its buffers end to end make
     // one slot; the slots follow each other, and the pools and chunks each
-    // other.
-    std::map<std::pair<int64_t, exec::StashPool>, std::vector<exec::BufferOp>>
-        groups;
-    for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
-      if (buffer.getArena() == exec::Arena::Stash && !buffer.getAlias())
-        groups[{int64_t(buffer.getStashGroup().value_or(0)), buffer.getPool()}]
-            .push_back(buffer);
-    int64_t stash = 0;
-    OpBuilder b(stage);
+    // other — or, with slot classes, each class's members share one region
+    // whose slot is its largest member's, the classes following each other.
+    std::map<std::pair<int64_t, exec::StashPool>, SmallVector<exec::BufferOp>>
+        groups = exec::stashMembers(stage);
+    ArrayRef<int64_t> classes;
+    if (DenseI64ArrayAttr attr = stage.getStashClassesAttr())
+      classes = attr.asArrayRef();
+    // Each (chunk, pool)'s class; without classes, its own.
+    std::map<int64_t, SmallVector<std::pair<int64_t, exec::StashPool>>> byClass;
     for (auto &[key, members] : groups) {
       auto [group, pool] = key;
-      ArrayRef<int64_t> slots;
-      if (DenseI64ArrayAttr attr = stage.getSlotsOf(pool))
-        slots = attr.asArrayRef();
-      if (group < 0 || group >= int64_t(slots.size()))
+      size_t at = size_t(group) * 3 + size_t(pool);
+      int64_t cls = classes.empty() ? int64_t(byClass.size())
+                    : at < classes.size() ? classes[at]
+                                          : -1;
+      if (cls < 0)
         return members.front().emitOpError()
-               << "is in stash group " << group << ", which the template's "
-               << exec::stringifyStashPool(pool) << " slots do not size";
-      int64_t stride = 0;
-      for (exec::BufferOp buffer : members) {
-        buffer.setOffset(stash + stride);
-        stride = alignUp(stride + buffer.getBytes());
+               << "is in stash group " << group << ", pool "
+               << exec::stringifyStashPool(pool)
+               << ", which the template's stash_classes do not place";
+      byClass[classes.empty() ? int64_t(byClass.size()) : cls].push_back(key);
+    }
+    int64_t stash = 0;
+    OpBuilder b(stage);
+    for (auto &[cls, keys] : byClass) {
+      int64_t stride = 0, count = -1;
+      for (auto [group, pool] : keys) {
+        ArrayRef<int64_t> slots;
+        if (DenseI64ArrayAttr attr = stage.getSlotsOf(pool))
+          slots = attr.asArrayRef();
+        exec::BufferOp first = groups[{group, pool}].front();
+        if (group < 0 || group >= int64_t(slots.size()))
+          return first.emitOpError()
+                 << "is in stash group " << group << ", which the template's "
+                 << exec::stringifyStashPool(pool) << " slots do not size";
+        if (count >= 0 && slots[group] != count)
+          return first.emitOpError()
+                 << "is in stash class " << cls << " with " << slots[group]
+                 << " slots, but the class's other pools have " << count;
+        count = slots[group];
+        stride = std::max(stride, exec::stashSlotBytes(groups[{group, pool}]));
       }
-      for (exec::BufferOp buffer : members)
-        buffer.setSlotStrideAttr(b.getI64IntegerAttr(stride));
-      stash += stride * slots[group];
+      for (auto key : keys) {
+        int64_t at = 0;
+        for (exec::BufferOp buffer : groups[key]) {
+          buffer.setOffset(stash + at);
+          buffer.setSlotStrideAttr(b.getI64IntegerAttr(stride));
+          at = exec::alignToArena(at + buffer.getBytes());
+        }
+      }
+      stash += stride * count;
     }
     for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>()) {
       if (auto alias = buffer.getAlias()) {

@@ -11,6 +11,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <map>
 #include <optional>
 
 #include "dialects/exec/ExecDialect.h.inc"
@@ -86,23 +87,45 @@ void clearGeneratedCode(mlir::ModuleOp module);
 inline constexpr llvm::StringLiteral kCudaArchAttr = "strata.cuda_arch";
 
 /// Where a planned buffer's bytes are, the same on every rank and in every
-/// stash slot of a step: its root's arena (and stash group, -1 outside the
-/// stash) and [begin, end), with its element type. Two buffers with equal
-/// places are the same elements under two names.
+/// stash slot of a step: its root's arena (and stash group and pool, -1
+/// outside the stash) and [begin, end), with its element type. Two buffers
+/// with equal places are the same elements under two names. Stash buffers
+/// of two pools (or chunks) never overlap within a step, whatever their
+/// offsets: pools that share a slot class (the template's stash_classes)
+/// lie in one region, but a step's live slots in it are distinct.
 struct BufferPlace {
   Arena arena;
   int64_t stashGroup;
+  int64_t stashPool = -1;
   int64_t begin, end;
   mlir::Type element;
 
   bool overlaps(const BufferPlace &other) const {
-    return arena == other.arena && begin < other.end && other.begin < end;
+    return arena == other.arena && stashGroup == other.stashGroup &&
+           stashPool == other.stashPool && begin < other.end &&
+           other.begin < end;
   }
   bool operator==(const BufferPlace &other) const {
     return arena == other.arena && stashGroup == other.stashGroup &&
-           begin == other.begin && end == other.end && element == other.element;
+           stashPool == other.stashPool && begin == other.begin &&
+           end == other.end && element == other.element;
   }
 };
+/// Arena offsets and stash slots are aligned to a cache line (CUDA wants
+/// 256 later).
+inline constexpr int64_t kArenaAlignment = 64;
+inline int64_t alignToArena(int64_t bytes) {
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+/// A template's stash buffers (roots, not views) by (stash group, pool),
+/// each list in the template's order: one slot of that chunk's pool.
+std::map<std::pair<int64_t, StashPool>, llvm::SmallVector<BufferOp>>
+stashMembers(TemplateOp stage);
+
+/// The bytes of one slot made of `members` laid end to end, each aligned.
+int64_t stashSlotBytes(llvm::ArrayRef<BufferOp> members);
+
 /// `buffer`'s place, looking up aliases in `byName`; nothing for a buffer
 /// placed per rank (its bytes differ between ranks) or not yet planned.
 std::optional<BufferPlace> bufferPlace(BufferOp buffer,

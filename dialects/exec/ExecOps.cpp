@@ -339,6 +339,23 @@ void strata::exec::clearGeneratedCode(mlir::ModuleOp module) {
   module->removeAttr(kCudaArchAttr);
 }
 
+std::map<std::pair<int64_t, StashPool>, llvm::SmallVector<BufferOp>>
+strata::exec::stashMembers(TemplateOp stage) {
+  std::map<std::pair<int64_t, StashPool>, llvm::SmallVector<BufferOp>> members;
+  for (auto buffer : stage.getBody().front().getOps<BufferOp>())
+    if (buffer.getArena() == Arena::Stash && !buffer.getAlias())
+      members[{int64_t(buffer.getStashGroup().value_or(0)), buffer.getPool()}]
+          .push_back(buffer);
+  return members;
+}
+
+int64_t strata::exec::stashSlotBytes(llvm::ArrayRef<BufferOp> members) {
+  int64_t bytes = 0;
+  for (BufferOp buffer : members)
+    bytes = alignToArena(bytes + buffer.getBytes());
+  return bytes;
+}
+
 std::optional<BufferPlace>
 strata::exec::bufferPlace(BufferOp buffer,
                           const llvm::StringMap<BufferOp> &byName) {
@@ -355,6 +372,8 @@ strata::exec::bufferPlace(BufferOp buffer,
   BufferPlace place;
   place.arena = buffer.getArena();
   place.stashGroup = int64_t(root.getStashGroup().value_or(-1));
+  if (place.arena == Arena::Stash)
+    place.stashPool = int64_t(root.getPool());
   place.begin = buffer.getPlacedOffset();
   place.end = place.begin + buffer.getBytes();
   place.element = buffer.getTensorType().getElementType();

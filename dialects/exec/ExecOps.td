@@ -121,13 +121,20 @@ def Exec_TemplateOp : Exec_Op<"template", [SymbolTable, NoTerminator,
     microbatches in flight); with the backward cut in two, `held_slots`
     and `passed_slots` how many its other pools need (a buffer's
     `stash_pool`: 1 held from the forward to W, 2 passed from B to W).
+    `stash_classes`, where set, puts the chunks' pools in slot classes
+    (entry 3 x chunk + pool: its class, -1 for none): the members of a
+    class draw their slots from one set, laid out as one region whose slot
+    is as large as its largest member's, and their slot counts above are
+    the class's. Pools whose busiest times differ (a V's two chunks, a
+    pool B frees and the one it fills) then share slots.
   }];
   let arguments = (ins I64Attr:$stage, OptionalAttr<I64Attr>:$persistent_bytes,
                    OptionalAttr<I64Attr>:$workspace_bytes,
                    OptionalAttr<I64Attr>:$stash_bytes,
                    OptionalAttr<DenseI64ArrayAttr>:$stash_slots,
                    OptionalAttr<DenseI64ArrayAttr>:$held_slots,
-                   OptionalAttr<DenseI64ArrayAttr>:$passed_slots);
+                   OptionalAttr<DenseI64ArrayAttr>:$passed_slots,
+                   OptionalAttr<DenseI64ArrayAttr>:$stash_classes);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "`stage` $stage attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;

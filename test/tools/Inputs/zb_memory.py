@@ -9,10 +9,10 @@ Prints a line per layout and schedule, then whether ZB-H1 is within 5%
 of 1F1B on every layout without full recomputation. With it, 1F1B keeps
 each layer's input (h a token) while a cut backward's B must keep every
 output gradient dY its W reads (9h a token a layer) until W, whenever W
-runs: that is printed, not judged. Nor is ZB-V's ratio: its stash
-takes a slot per chunk and pool for the most microbatches that chunk and
-pool ever hold, though a V's two chunks do not peak together
-(docs/scale.md).
+runs: that is printed, not judged. Nor is ZB-V's ratio (issue 38's
+target, not met): its first stage holds 2p chunk forwards as 1F1B's
+holds p microbatches, but also the loss chunk's logits and B's passed
+slot beside them (docs/design.md).
 """
 import re
 import subprocess

@@ -1,0 +1,62 @@
+//===- StashSlots.h - the stash slot each step of a stage takes -*- C++ -*-===//
+//
+// A pipeline stage keeps, per chunk of the stage and pool (0: forward
+// values B reads, freed at B; 1: forward values W reads, held until W; 2:
+// what B computes for W, passed to W), one stash slot per microbatch from
+// the step that fills it to the step that frees it. LowerToExec runs a
+// stage's order through planStashSlots to give each step its slots and
+// the memory plan each pool's slot count. Pools may draw their slots from
+// one set (a slot class, as large as its largest member's slot), which
+// pays where their busiest times differ: a V's two chunks, the forward's
+// pool B frees and the passed one it fills. Plain C++: the unit tests run
+// it on the schedules' orders.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRATA_COMPILER_STASHSLOTS_H
+#define STRATA_COMPILER_STASHSLOTS_H
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace strata::pipeline {
+
+/// A chunk of the stage (its stash group) and a pool, 0..2.
+using StashKey = std::pair<int64_t, int>;
+
+/// What a step does to one slot of `key` for `microbatch`: fills a new
+/// one, reads one filled before, or reads it and frees it.
+struct StashMove {
+  enum class Does { Take, Use, Free };
+  StashKey key;
+  int64_t microbatch = 0;
+  Does does = Does::Take;
+};
+
+struct StashSlots {
+  /// Per step, the slot of each pool it names.
+  std::vector<std::map<int, int64_t>> slots;
+  /// Each key's class, numbered by the classes' first keys.
+  std::map<StashKey, int64_t> classOf;
+  /// Per class: the most slots it holds at once, and its slot's bytes.
+  std::map<int64_t, int64_t> slotsOfClass, bytesOfClass;
+  /// Σ slots × bytes over the classes.
+  int64_t bytes = 0;
+  /// Whether any class has two keys.
+  bool shared = false;
+};
+
+/// Slots for a stage's steps (each step's moves in order: a take before
+/// a free within a step gets a slot of its own, so that B never fills the
+/// slot it reads), with each key's slot `bytes`. It tries each key alone
+/// (as many slots as the key ever holds), keys of equal bytes together,
+/// each pool's keys together, and all together, and keeps the grouping
+/// whose slots take the fewest bytes (ties: the earlier). A key of zero
+/// bytes stays alone. A use or free of a slot never taken names slot -1.
+StashSlots planStashSlots(const std::vector<std::vector<StashMove>> &steps,
+                          const std::map<StashKey, int64_t> &bytes);
+
+} // namespace strata::pipeline
+
+#endif
