@@ -184,6 +184,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     schedule.transferCost = zb.transfer;
     schedule.stashBytes.assign(zb.stashBytes.begin(), zb.stashBytes.end());
     schedule.maxStashBytes = zb.maxStashBytes;
+    schedule.chosenOrder.assign(zb.order.begin(), zb.order.end());
     pm.addPass(createSchedule(schedule));
   }
   if (crosses(Level::Exec)) {

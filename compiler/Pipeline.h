@@ -43,6 +43,8 @@ struct CompileOptions : Layout {
     double transfer = 0;
     std::vector<int64_t> stashBytes;
     int64_t maxStashBytes = 0;
+    /// zb-auto's choice, flattened (pipeline::flattenOrders), once priced.
+    std::vector<int64_t> order;
   } zeroBubble;
 
   /// Whether the step is cut into forward and backward chunk functions:

@@ -277,8 +277,7 @@ std::string describeHeld(const std::vector<int> &held) {
     return "";
   if (held.size() > 8)
     return std::to_string(*std::min_element(held.begin(), held.end())) +
-           " to " + std::to_string(*std::max_element(held.begin(), held.end())) +
-           " by stage";
+           " to " + std::to_string(*std::max_element(held.begin(), held.end()));
   std::string text;
   for (int h : held)
     text += (text.empty() ? "" : ",") + std::to_string(h);

@@ -75,7 +75,7 @@ std::string zeroBubbleH1Within(
     std::vector<int> &held);
 
 /// Each stage's count of W's held back, for a message: "0,0,1,1", or for
-/// more than 8 stages "0 to 11 by stage".
+/// more than 8 stages "0 to 11".
 std::string describeHeld(const std::vector<int> &held);
 
 /// Every stage's order (and exchange points). zb-auto's is its search at

@@ -5,7 +5,9 @@
 #include "runtime/schedule/TransferGroups.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 
@@ -195,6 +197,47 @@ ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
     error = "no zero-bubble order keeps the stash within " +
             std::to_string(limit) + " bytes a stage";
   return best;
+}
+
+std::vector<int64_t> flattenOrders(
+    const std::vector<std::vector<Work>> &orders) {
+  std::vector<int64_t> flat;
+  for (const std::vector<Work> &order : orders) {
+    flat.push_back(int64_t(order.size()));
+    for (const Work &w : order)
+      flat.insert(flat.end(),
+                  {int64_t(w.phase), int64_t(w.chunk), int64_t(w.microbatch)});
+  }
+  return flat;
+}
+
+std::string unflattenOrders(const std::vector<int64_t> &flat, int stages,
+                            std::vector<std::vector<Work>> &orders) {
+  orders.assign(size_t(std::max(stages, 0)), {});
+  size_t at = 0;
+  for (int s = 0; s < stages; ++s) {
+    if (at >= flat.size())
+      return "the order given ends before stage " + std::to_string(s);
+    int64_t count = flat[at++];
+    if (count < 0 || uint64_t(count) > (flat.size() - at) / 3)
+      return "the order given says stage " + std::to_string(s) + " runs " +
+             std::to_string(count) + " works, but " +
+             std::to_string((flat.size() - at) / 3) + " follow";
+    for (int64_t i = 0; i < count; ++i, at += 3) {
+      int64_t phase = flat[at], chunk = flat[at + 1], mb = flat[at + 2];
+      if (phase < 0 || phase > 2 || chunk < 0 || chunk > INT32_MAX || mb < 0 ||
+          mb > INT32_MAX)
+        return "the order given has a work (" + std::to_string(phase) + ", " +
+               std::to_string(chunk) + ", " + std::to_string(mb) +
+               ") on stage " + std::to_string(s) +
+               " that is not a phase 0-2, a chunk and a microbatch";
+      orders[size_t(s)].push_back({Phase(phase), int(chunk), int(mb)});
+    }
+  }
+  if (at != flat.size())
+    return "the order given has " + std::to_string(flat.size() - at) +
+           " numbers after its " + std::to_string(stages) + " stages";
+  return "";
 }
 
 } // namespace strata::pipeline

@@ -65,6 +65,17 @@ inline constexpr int64_t kZeroBubbleAutoMostWork = int64_t(1) << 18;
 ZeroBubbleAutoResult zeroBubbleAuto(const ZeroBubbleAutoInput &input,
                                     std::string &error);
 
+/// zb-auto's choice flattened for the Schedule pass (strata-compile's
+/// pricing has searched already): per stage its count of works, then each
+/// work's phase (0 forward, 1 B, 2 W), chunk and microbatch.
+std::vector<int64_t> flattenOrders(
+    const std::vector<std::vector<sim::Work>> &orders);
+
+/// `flat` read back into `stages` orders; "" or what is wrong with it (the
+/// works' ranges and coverage are the simulator's to check).
+std::string unflattenOrders(const std::vector<int64_t> &flat, int stages,
+                            std::vector<std::vector<sim::Work>> &orders);
+
 } // namespace strata::pipeline
 
 #endif

@@ -384,8 +384,6 @@ private:
   // frees that pool's slot (the backward, B, or W) records when it is done
   // with it. By (chunk, pool).
   std::map<std::pair<int64_t, exec::StashPool>, exec::EventOp> slotFreed;
-  // Per program that frees a slot (B, W): the op its freed records end at.
-  llvm::DenseMap<Operation *, Operation *> freedAnchor;
   llvm::DenseMap<StringRef, exec::ProgramOp> programByName;
 };
 

@@ -55,7 +55,8 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     // ZB-H1's: given for any other schedule (or none), they would be
     // silently ignored.
     bool costed = !forwardCosts.empty() || !backwardCosts.empty() ||
-                  !weightCosts.empty() || transferCost != 0;
+                  !weightCosts.empty() || transferCost != 0 ||
+                  !chosenOrder.empty();
     bool stashed = !stashBytes.empty() || maxStashBytes != 0;
     bool h1 = pipelineSchedule == "zb-h1";
     if ((costed || stashed) && pipelineSchedule != "zb-auto" &&
@@ -113,6 +114,21 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
   /// zb-auto's order from the options' costs and stash bytes, if given.
   FailureOr<std::vector<std::vector<sim::Work>>>
   zeroBubbleAuto(ModuleOp module, int p, int m) {
+    // Chosen already (strata-compile searched to say what it chose): the
+    // clock below checks it as it checks any order.
+    if (!chosenOrder.empty()) {
+      std::vector<std::vector<sim::Work>> orders;
+      if (std::string error = pipeline::unflattenOrders(
+              {chosenOrder.begin(), chosenOrder.end()}, p, orders);
+          !error.empty())
+        return module.emitError() << error;
+      if (std::string wrong = sim::simulate(orders, p, m, sim::unitCosts(orders))
+                                  .deadlock;
+          !wrong.empty())
+        return module.emitError() << "the order given is not a schedule: "
+                                  << wrong;
+      return orders;
+    }
     pipeline::ZeroBubbleAutoInput input;
     std::string error = pipeline::zeroBubbleInput(
         p, m, {forwardCosts.begin(), forwardCosts.end()},

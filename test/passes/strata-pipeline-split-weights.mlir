@@ -88,6 +88,30 @@
 // H1-SMALL: error: ZB-H1 keeps at least 100 bytes of stash on stage 0 (1F1B's order with each W after its B), over the limit of 99
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20" 2>&1 | FileCheck %s --check-prefix=H1-THREE
 // H1-THREE: error: zb-h1 within a stash limit takes three stash bytes a stage (kept until B, held until W, passed from B to W), got 2
+// zb-auto's order chosen already (strata-compile's pricing searched to
+// say what it chose, and passes the choice on): per stage its count of
+// works, then phase (0 F, 1 B, 2 W), chunk, microbatch. It is checked as
+// any order is: every work once, on its chunk's stage, after what it needs.
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto order=9,0,0,0,0,0,1,1,0,0,2,0,0,0,0,2,1,0,1,2,0,1,1,0,2,2,0,2,9,0,1,0,1,1,0,2,1,0,0,1,1,1,1,1,2,1,1,0,1,2,1,1,2,2,1,2" | FileCheck %s --check-prefix=GIVEN
+// GIVEN-LABEL: dist.schedule stage 0 microbatches 3 attributes {kind = "zb-auto"} {
+// GIVEN-NEXT: dist.step @forward_0 microbatch 0 {exchange}
+// GIVEN-NEXT: dist.step @forward_0 microbatch 1 {exchange}
+// GIVEN-NEXT: dist.step @backward_0 microbatch 0 {exchange}
+// GIVEN-NEXT: dist.step @weight_0 microbatch 0 {exchange}
+// GIVEN-LABEL: dist.schedule stage 1 microbatches 3 attributes {kind = "zb-auto"} {
+// GIVEN-NEXT: dist.step @forward_1 microbatch 0 {exchange}
+// GIVEN-NEXT: dist.step @backward_1 microbatch 0 {exchange}
+// GIVEN-NEXT: dist.step @weight_1 microbatch 0 {exchange}
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto order=9,0,0,0" 2>&1 | FileCheck %s --check-prefix=GIVEN-SHORT
+// GIVEN-SHORT: error: the order given says stage 0 runs 9 works, but 1 follow
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto order=1,3,0,0,0" 2>&1 | FileCheck %s --check-prefix=GIVEN-PHASE
+// GIVEN-PHASE: error: the order given has a work (3, 0, 0) on stage 0 that is not a phase 0-2, a chunk and a microbatch
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto order=1,0,0,0,0,5" 2>&1 | FileCheck %s --check-prefix=GIVEN-LONG
+// GIVEN-LONG: error: the order given has 1 numbers after its 2 stages
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto order=1,0,1,0,0" 2>&1 | FileCheck %s --check-prefix=GIVEN-WRONG
+// GIVEN-WRONG: error: the order given is not a schedule: stage 0 runs F0.1, but chunk 1 lives on stage 1
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto order=1,0,0,0,0" 2>&1 | FileCheck %s --check-prefix=GIVEN-MISSING
+// GIVEN-MISSING: error: the order given is not a schedule: no stage runs B0.0
 // What it is given must make sense, and only zb-auto takes costs (zb-h1
 // the stash bytes too).
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 forward-costs=1,1" 2>&1 | FileCheck %s --check-prefix=NOT-AUTO

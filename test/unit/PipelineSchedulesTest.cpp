@@ -871,7 +871,7 @@ TEST(ZeroBubbleSchedules, H1WithinAStashLimitHoldsBackWhatFits) {
   EXPECT_EQ(held, (std::vector<int>{0, 0, 1, 2, 3, 4, 5, 5}));
   EXPECT_EQ(pipeline::describeHeld(held), "0,0,1,2,3,4,5,5");
   EXPECT_EQ(pipeline::describeHeld({0, 1, 1, 2, 2, 3, 3, 3, 2}),
-            "0 to 3 by stage");
+            "0 to 3");
   // Between 1F1B's order (86 units, W after B) and the paper's ZB-H1 (79).
   sim::SimResult run = runPosted(within, p, m, sim::unitCosts(within));
   ASSERT_EQ(run.deadlock, "");

@@ -146,6 +146,8 @@ std::string priceZeroBubble(mlir::ModuleOp module, Level from,
     chosen = pipeline::zeroBubbleAuto(input, why);
   if (!why.empty())
     return why;
+  // The Schedule pass writes this order rather than search again.
+  zb.order = pipeline::flattenOrders(chosen.orders);
   auto ms = [](double seconds) {
     return llvm::formatv("{0:f3}", seconds * 1e3).str();
   };
