@@ -1,5 +1,6 @@
 //===- ListSchedule.cpp - a pipeline order found on a clock ---------------===//
 #include "compiler/ListSchedule.h"
+#include "compiler/StashSlots.h"
 
 #include <algorithm>
 #include <deque>
@@ -257,20 +258,38 @@ std::vector<std::vector<Work>> listSchedule(const ListScheduleProblem &problem,
 
 int64_t stashBytes(const std::vector<Work> &order,
                    const std::vector<std::array<int64_t, 3>> &slotBytes) {
-  std::map<int, std::array<int, 3>> now, most; // by chunk, per pool
-  auto enter = [&](int c, int pool) {
-    most[c][pool] = std::max(most[c][pool], ++now[c][pool]);
-  };
-  for (const Work &w : order)
-    movePools(
-        w.phase, [&](int pool) { enter(w.chunk, pool); },
-        [&](int pool) { --now[w.chunk][pool]; });
-  int64_t bytes = 0;
-  for (auto &[c, pools] : most)
-    for (int pool = 0; pool < 3; ++pool)
-      if (size_t(c) < slotBytes.size())
-        bytes = plus(bytes, times(pools[pool], slotBytes[size_t(c)][pool]));
-  return bytes;
+  // As the lowering lays the stash out (compiler/StashSlots.h): a forward
+  // takes a slot kept until B and one held until W, B takes a passed slot
+  // before it frees the kept one, W frees the other two.
+  using Does = StashMove::Does;
+  std::vector<std::vector<StashMove>> steps;
+  std::map<StashKey, int64_t> bytes;
+  for (const Work &w : order) {
+    std::vector<StashMove> &does = steps.emplace_back();
+    auto move = [&](int pool, Does what) {
+      StashKey key{w.chunk, pool};
+      does.push_back({key, w.microbatch, what});
+      bytes[key] = size_t(w.chunk) < slotBytes.size() && w.chunk >= 0
+                       ? slotBytes[size_t(w.chunk)][size_t(pool)]
+                       : 0;
+    };
+    switch (w.phase) {
+    case Phase::Forward:
+      move(0, Does::Take);
+      move(1, Does::Take);
+      break;
+    case Phase::Backward:
+      move(1, Does::Use);
+      move(2, Does::Take);
+      move(0, Does::Free);
+      break;
+    case Phase::Weight:
+      move(1, Does::Free);
+      move(2, Does::Free);
+      break;
+    }
+  }
+  return planStashSlots(steps, bytes).bytes;
 }
 
 } // namespace strata::pipeline

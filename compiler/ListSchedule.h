@@ -46,8 +46,10 @@ struct ListScheduleProblem {
   std::vector<int64_t> memoryLimit;
 };
 
-/// The bytes the stash slots of a stage's `order` take: per chunk and
-/// pool, the most microbatches it holds at once times the slot's bytes.
+/// The bytes the stash slots of a stage's `order` take, as the lowering
+/// lays them out (compiler/StashSlots.h: per chunk and pool the most
+/// microbatches it holds at once times the slot's bytes, or less where
+/// pools share their slots).
 int64_t stashBytes(const std::vector<sim::Work> &order,
                    const std::vector<std::array<int64_t, 3>> &slotBytes);
 

@@ -2,6 +2,7 @@
 #include "compiler/StashSlots.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <tuple>
 
@@ -10,6 +11,17 @@ namespace strata::pipeline {
 namespace {
 
 using Classes = std::map<StashKey, int64_t>;
+
+/// Sums and products of byte counts that saturate (sizes can come from a
+/// pass's options).
+int64_t plus(int64_t a, int64_t b) {
+  int64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
+}
+int64_t times(int64_t a, int64_t b) {
+  int64_t product;
+  return __builtin_mul_overflow(a, b, &product) ? INT64_MAX : product;
+}
 
 /// The slots of `steps` under `classOf`: a take gets its class's lowest
 /// free slot.
@@ -52,7 +64,7 @@ StashSlots assign(const std::vector<std::vector<StashMove>> &steps,
     out.shared = out.shared || ++members[cls] > 1;
   }
   for (auto [cls, count] : out.slotsOfClass)
-    out.bytes += count * out.bytesOfClass[cls];
+    out.bytes = plus(out.bytes, times(count, out.bytesOfClass[cls]));
   return out;
 }
 
