@@ -134,7 +134,7 @@ def main():
     parser.add_argument("--rows", default="1008.0",
                         help="params (billions) of the rows, comma-separated; 175 is GPT-3 at "
                              "Figure 12's settings; all: every row with p > 1 (default: 1008.0, "
-                             "the 1T row, 59-60 s on 2 cores; with 175, 64 s)")
+                             "the 1T row, 44-45 s on 2 cores)")
     parser.add_argument("--svg", help="draw the bubble against m on GPT-3 175B to this file")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--work", help="where the plans go (default: a temporary folder)")
