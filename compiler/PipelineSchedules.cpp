@@ -250,24 +250,35 @@ std::string zeroBubbleH1Within(
            "the " +
            std::to_string(p) + " stages, got " +
            std::to_string(slotBytes.size());
+  for (const std::array<int64_t, 3> &pools : slotBytes)
+    for (int64_t bytes : pools)
+      if (bytes < 0)
+        return "ZB-H1's stash bytes must be at least 0, got " +
+               std::to_string(bytes);
+  if (limit < 0)
+    return "ZB-H1's stash limit must be at least 0 (0: 1F1B's), got " +
+           std::to_string(limit);
   auto bytesOf = [&](int stage, int holding) {
     return stashBytes(zeroBubbleH1(p, m, stage, holding), slotBytes);
   };
-  if (limit <= 0)
+  if (limit == 0)
     for (int s = 0; s < p; ++s)
       limit = std::max(limit, bytesOf(s, 0));
-  // A stage's stash grows with each W it holds: take the most that fit.
+  // A stage's stash grows with each W it holds (each is held longer):
+  // the most that fit, by bisection.
   for (int s = 0; s < p; ++s) {
-    int k = s;
-    while (k > 0 && bytesOf(s, k) > limit)
-      --k;
-    if (bytesOf(s, k) > limit)
-      return "ZB-H1 keeps at least " + std::to_string(bytesOf(s, 0)) +
+    if (int64_t least = bytesOf(s, 0); least > limit)
+      return "ZB-H1 keeps at least " + std::to_string(least) +
              " bytes of stash on stage " + std::to_string(s) +
              " (1F1B's order with each W after its B), over the limit of " +
              std::to_string(limit);
-    orders.push_back(zeroBubbleH1(p, m, s, k));
-    held.push_back(k);
+    int fits = 0, over = s + 1; // bytesOf(fits) <= limit < bytesOf(over)
+    while (over - fits > 1) {
+      int k = fits + (over - fits) / 2;
+      (bytesOf(s, k) <= limit ? fits : over) = k;
+    }
+    orders.push_back(zeroBubbleH1(p, m, s, fits));
+    held.push_back(fits);
   }
   return "";
 }

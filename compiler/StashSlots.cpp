@@ -27,7 +27,8 @@ int64_t times(int64_t a, int64_t b) {
 /// free slot.
 StashSlots assign(const std::vector<std::vector<StashMove>> &steps,
                   const Classes &classOf,
-                  const std::map<StashKey, int64_t> &bytes) {
+                  const std::map<StashKey, int64_t> &bytes,
+                  const std::map<StashKey, int64_t> &ifShared) {
   StashSlots out;
   out.classOf = classOf;
   std::map<int64_t, std::vector<bool>> busy;
@@ -65,6 +66,11 @@ StashSlots assign(const std::vector<std::vector<StashMove>> &steps,
   }
   for (auto [cls, count] : out.slotsOfClass)
     out.bytes = plus(out.bytes, times(count, out.bytesOfClass[cls]));
+  for (auto [key, extra] : ifShared) {
+    auto cls = classOf.find(key);
+    if (cls != classOf.end() && members[cls->second] > 1)
+      out.bytes = plus(out.bytes, std::max<int64_t>(extra, 0));
+  }
   return out;
 }
 
@@ -88,7 +94,8 @@ Classes grouping(const std::map<StashKey, int64_t> &bytes,
 } // namespace
 
 StashSlots planStashSlots(const std::vector<std::vector<StashMove>> &steps,
-                          const std::map<StashKey, int64_t> &bytes) {
+                          const std::map<StashKey, int64_t> &bytes,
+                          const std::map<StashKey, int64_t> &ifShared) {
   // Every key a step names has a size (zero where none is given).
   std::map<StashKey, int64_t> sizes;
   for (const std::vector<StashMove> &moves : steps)
@@ -104,7 +111,8 @@ StashSlots planStashSlots(const std::vector<std::vector<StashMove>> &steps,
   StashSlots best;
   bool first = true;
   for (const auto &together : groupings) {
-    StashSlots tried = assign(steps, grouping(sizes, together), sizes);
+    StashSlots tried =
+        assign(steps, grouping(sizes, together), sizes, ifShared);
     if (first || tried.bytes < best.bytes)
       best = std::move(tried);
     first = false;

@@ -41,7 +41,7 @@ struct StashSlots {
   std::map<StashKey, int64_t> classOf;
   /// Per class: the most slots it holds at once, and its slot's bytes.
   std::map<int64_t, int64_t> slotsOfClass, bytesOfClass;
-  /// Σ slots × bytes over the classes.
+  /// Σ slots × bytes over the classes, and what sharing costs besides.
   int64_t bytes = 0;
   /// Whether any class has two keys.
   bool shared = false;
@@ -54,8 +54,12 @@ struct StashSlots {
 /// each pool's keys together, and all together, and keeps the grouping
 /// whose slots take the fewest bytes (ties: the earlier). A key of zero
 /// bytes stays alone. A use or free of a slot never taken names slot -1.
+/// `ifShared`: bytes a key costs besides when it shares its slots (a
+/// receive into it then lands in a buffer of its own), counted in the
+/// comparison and in `bytes`.
 StashSlots planStashSlots(const std::vector<std::vector<StashMove>> &steps,
-                          const std::map<StashKey, int64_t> &bytes);
+                          const std::map<StashKey, int64_t> &bytes,
+                          const std::map<StashKey, int64_t> &ifShared = {});
 
 } // namespace strata::pipeline
 

@@ -401,10 +401,23 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   }
   // Each pool's slot bytes, its buffers end to end, as the memory plan
   // lays them out; then the slots, pools sharing them where that is less.
-  std::map<pipeline::StashKey, int64_t> bytes;
+  std::map<pipeline::StashKey, int64_t> bytes, landing;
   for (auto &[key, members] : exec::stashMembers(stage))
     bytes[{key.first, int(key.second)}] = exec::stashSlotBytes(members);
-  pipeline::StashSlots chosen = pipeline::planStashSlots(moves, bytes);
+  // What a pool's receives would cost if it shared (see the end).
+  llvm::StringMap<exec::BufferOp> byName;
+  for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
+    byName[buffer.getSymName()] = buffer;
+  for (auto program : stage.getBody().front().getOps<exec::ProgramOp>())
+    for (auto recv : program.getBody().front().getOps<exec::RecvOp>())
+      if (exec::BufferOp target = byName.lookup(recv.getBuffer());
+          target && target.getArena() == exec::Arena::Stash &&
+          !target.getAlias()) {
+        int64_t &extra = landing[{int64_t(target.getStashGroup().value_or(0)),
+                                  int(target.getPool())}];
+        extra = exec::alignToArena(extra + target.getBytes());
+      }
+  pipeline::StashSlots chosen = pipeline::planStashSlots(moves, bytes, landing);
 
   for (auto [i, step] : llvm::enumerate(stepOps)) {
     const std::map<int, int64_t> &slot = chosen.slots[i];
@@ -453,10 +466,8 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   std::map<int64_t, int> membersOf;
   for (auto [key, cls] : classOf)
     ++membersOf[cls];
-  llvm::StringMap<exec::BufferOp> byName;
-  for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
-    byName[buffer.getSymName()] = buffer;
-  for (exec::ProgramOp program : llvm::make_second_range(programByName)) {
+  for (auto program : llvm::make_early_inc_range(
+           stage.getBody().front().getOps<exec::ProgramOp>())) {
     Block &block = program.getBody().front();
     SmallVector<std::pair<exec::RecvOp, exec::BufferOp>> staged;
     std::set<StringRef> unwaited; // freed events no receive waits for now

@@ -127,6 +127,12 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
           !wrong.empty())
         return module.emitError() << "the order given is not a schedule: "
                                   << wrong;
+      // zb-auto cuts the backward: every B has its W (the simulator asks
+      // for them only once an order has one).
+      if (!sim::holdsWeights(orders))
+        return module.emitError()
+               << "the order given runs no W, but each backward is cut in "
+                  "two: every B needs its W";
       return orders;
     }
     pipeline::ZeroBubbleAutoInput input;

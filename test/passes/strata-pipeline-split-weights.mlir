@@ -86,6 +86,10 @@
 // H1-ROOM-NEXT: dist.step @weight_1 microbatch 0 {exchange}
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20,40,10,20,40 max-stash-bytes=99" 2>&1 | FileCheck %s --check-prefix=H1-SMALL
 // H1-SMALL: error: ZB-H1 keeps at least 100 bytes of stash on stage 0 (1F1B's order with each W after its B), over the limit of 99
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20,-40,10,20,40" 2>&1 | FileCheck %s --check-prefix=H1-NEGATIVE
+// H1-NEGATIVE: error: ZB-H1's stash bytes must be at least 0, got -40
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20,40,10,20,40 max-stash-bytes=-5" 2>&1 | FileCheck %s --check-prefix=H1-LIMIT
+// H1-LIMIT: error: ZB-H1's stash limit must be at least 0 (0: 1F1B's), got -5
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20" 2>&1 | FileCheck %s --check-prefix=H1-THREE
 // H1-THREE: error: zb-h1 within a stash limit takes three stash bytes a stage (kept until B, held until W, passed from B to W), got 2
 // zb-auto's order chosen already (strata-compile's pricing searched to
@@ -108,6 +112,8 @@
 // GIVEN-PHASE: error: the order given has a work (3, 0, 0) on stage 0 that is not a phase 0-2, a chunk and a microbatch
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto order=1,0,0,0,0,5" 2>&1 | FileCheck %s --check-prefix=GIVEN-LONG
 // GIVEN-LONG: error: the order given has 1 numbers after its 2 stages
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=1 pipeline-schedule=zb-auto order=2,0,0,0,1,0,0,2,0,1,0,1,1,0" 2>&1 | FileCheck %s --check-prefix=GIVEN-NO-W
+// GIVEN-NO-W: error: the order given runs no W, but each backward is cut in two: every B needs its W
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto order=1,0,1,0,0" 2>&1 | FileCheck %s --check-prefix=GIVEN-WRONG
 // GIVEN-WRONG: error: the order given is not a schedule: stage 0 runs F0.1, but chunk 1 lives on stage 1
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto order=1,0,0,0,0" 2>&1 | FileCheck %s --check-prefix=GIVEN-MISSING

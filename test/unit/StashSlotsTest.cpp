@@ -208,3 +208,24 @@ TEST(StashSlots, APoolOfNoBytesStaysAlone) {
   EXPECT_EQ(slots.bytes, 1024); // held and passed live together in B
   EXPECT_EQ(replay(steps, slots), "");
 }
+
+TEST(StashSlots, SharingPaysForTheReceivesItMovesOut) {
+  // Two pools of 100 bytes busiest at different times: sharing takes one
+  // slot of 100 instead of two. A receive into a shared pool lands in a
+  // buffer of its own: at 40 bytes sharing still pays, at 150 it does not.
+  std::vector<std::vector<StashMove>> steps = {
+      {{{0, 0}, 0, Does::Take}}, {{{0, 0}, 0, Does::Free}},
+      {{{1, 0}, 0, Does::Take}}, {{{1, 0}, 0, Does::Free}}};
+  std::map<StashKey, int64_t> bytes = {{{0, 0}, 100}, {{1, 0}, 100}};
+  pipeline::StashSlots shared = pipeline::planStashSlots(steps, bytes);
+  EXPECT_TRUE(shared.shared);
+  EXPECT_EQ(shared.bytes, 100);
+  shared = pipeline::planStashSlots(steps, bytes, {{{1, 0}, 40}});
+  EXPECT_TRUE(shared.shared);
+  EXPECT_EQ(shared.bytes, 140);
+  pipeline::StashSlots alone =
+      pipeline::planStashSlots(steps, bytes, {{{1, 0}, 150}});
+  EXPECT_FALSE(alone.shared);
+  EXPECT_EQ(alone.bytes, 200);
+  EXPECT_EQ(replay(steps, alone), "");
+}

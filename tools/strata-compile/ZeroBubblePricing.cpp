@@ -56,9 +56,12 @@ std::string measureZeroBubbleStash(mlir::ModuleOp module, Level from,
   std::string error;
   mlir::OwningOpRef<mlir::ModuleOp> probe =
       compileProbe(module, from, options, verify, error);
-  // Refused, the layout is: the compiler's own run says why, in its words.
-  if (!probe)
+  // Refused, the layout is: the compiler's own run says why, in its words
+  // (with no limit left for the Schedule pass to want bytes for).
+  if (!probe) {
+    options.zeroBubble.maxStashBytes = 0;
     return "";
+  }
   int p = int(options.pipelineParallel), m = int(options.microbatches());
   CompileOptions::ZeroBubbleCosts &zb = options.zeroBubble;
   zb.stashBytes = stashSlotBytes(*probe, p);
