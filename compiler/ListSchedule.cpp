@@ -258,36 +258,15 @@ std::vector<std::vector<Work>> listSchedule(const ListScheduleProblem &problem,
 
 int64_t stashBytes(const std::vector<Work> &order,
                    const std::vector<std::array<int64_t, 3>> &slotBytes) {
-  // As the lowering lays the stash out (compiler/StashSlots.h): a forward
-  // takes a slot kept until B and one held until W, B takes a passed slot
-  // before it frees the kept one, W frees the other two.
-  using Does = StashMove::Does;
+  // As the lowering lays the stash out (compiler/StashSlots.h).
   std::vector<std::vector<StashMove>> steps;
   std::map<StashKey, int64_t> bytes;
   for (const Work &w : order) {
-    std::vector<StashMove> &does = steps.emplace_back();
-    auto move = [&](int pool, Does what) {
-      StashKey key{w.chunk, pool};
-      does.push_back({key, w.microbatch, what});
-      bytes[key] = size_t(w.chunk) < slotBytes.size() && w.chunk >= 0
-                       ? slotBytes[size_t(w.chunk)][size_t(pool)]
-                       : 0;
-    };
-    switch (w.phase) {
-    case Phase::Forward:
-      move(0, Does::Take);
-      move(1, Does::Take);
-      break;
-    case Phase::Backward:
-      move(1, Does::Use);
-      move(2, Does::Take);
-      move(0, Does::Free);
-      break;
-    case Phase::Weight:
-      move(1, Does::Free);
-      move(2, Does::Free);
-      break;
-    }
+    steps.push_back(stashMoves(w.phase, w.chunk, w.microbatch, true));
+    for (const StashMove &move : steps.back())
+      bytes[move.key] = size_t(w.chunk) < slotBytes.size() && w.chunk >= 0
+                            ? slotBytes[size_t(w.chunk)][size_t(move.key.second)]
+                            : 0;
   }
   return planStashSlots(steps, bytes).bytes;
 }

@@ -237,9 +237,10 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
                "stash in bytes kept until B, held until W and passed from B "
                "to W (zb-h1: each stage holds back the W's they allow)">,
     ListOption<"chosenOrder", "order", "int64_t",
-               "zb-auto: the order already chosen (strata-compile's pricing "
-               "searched): per stage its count of works, then each work's "
-               "phase (0 F, 1 B, 2 W), chunk and microbatch">,
+               "zb-auto and zb-h1: the order chosen already (strata-compile "
+               "searched, or held back, to say what it chose): per stage its "
+               "count of works, then each work's phase (0 F, 1 B, 2 W), "
+               "chunk and microbatch">,
     Option<"maxStashBytes", "max-stash-bytes", "int64_t", "0",
            "zb-auto and zb-h1: the most a stage's stash may take (0: "
            "1F1B's most)">

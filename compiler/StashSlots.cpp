@@ -93,6 +93,27 @@ Classes grouping(const std::map<StashKey, int64_t> &bytes,
 
 } // namespace
 
+std::vector<StashMove> stashMoves(sim::Phase phase, int64_t group,
+                                  int64_t microbatch, bool cut) {
+  using Does = StashMove::Does;
+  auto move = [&](int pool, Does does) {
+    return StashMove{{group, pool}, microbatch, does};
+  };
+  switch (phase) {
+  case sim::Phase::Forward:
+    if (cut)
+      return {move(0, Does::Take), move(1, Does::Take)};
+    return {move(0, Does::Take)};
+  case sim::Phase::Backward:
+    if (cut)
+      return {move(1, Does::Use), move(2, Does::Take), move(0, Does::Free)};
+    return {move(0, Does::Free)};
+  case sim::Phase::Weight:
+    return {move(1, Does::Free), move(2, Does::Free)};
+  }
+  return {};
+}
+
 StashSlots planStashSlots(const std::vector<std::vector<StashMove>> &steps,
                           const std::map<StashKey, int64_t> &bytes,
                           const std::map<StashKey, int64_t> &ifShared) {

@@ -15,6 +15,8 @@
 #ifndef STRATA_COMPILER_STASHSLOTS_H
 #define STRATA_COMPILER_STASHSLOTS_H
 
+#include "runtime/schedule/PipelineSim.h"
+
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -33,6 +35,16 @@ struct StashMove {
   int64_t microbatch = 0;
   Does does = Does::Take;
 };
+
+/// What a step of `phase` does to its chunk's stash (stash group `group`)
+/// for `microbatch`: a forward takes a slot kept until B (and, the
+/// backward `cut` in two, one held until W); B reads the held one, takes a
+/// passed slot and then frees the kept one (it reads one while it fills
+/// the other); a whole backward frees the kept one; W frees the held and
+/// the passed. The one statement of it, for the lowering and the
+/// schedules' memory counts.
+std::vector<StashMove> stashMoves(sim::Phase phase, int64_t group,
+                                  int64_t microbatch, bool cut);
 
 struct StashSlots {
   /// Per step, the slot of each pool it names.

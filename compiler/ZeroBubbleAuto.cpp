@@ -5,7 +5,6 @@
 #include "runtime/schedule/TransferGroups.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -16,24 +15,32 @@ namespace strata::pipeline {
 using sim::Phase;
 using sim::Work;
 
+std::string stashBytesByChunk(const std::vector<int64_t> &flat,
+                              std::vector<std::array<int64_t, 3>> &out) {
+  out.clear();
+  if (flat.size() % 3 != 0)
+    return "stash-bytes takes three numbers a chunk (kept until B, held "
+           "until W, passed from B to W), got " +
+           std::to_string(flat.size());
+  for (size_t i = 0; i + 2 < flat.size(); i += 3)
+    out.push_back({flat[i], flat[i + 1], flat[i + 2]});
+  return "";
+}
+
 std::string zeroBubbleInput(int stages, int microbatches,
                             std::vector<double> forward,
                             std::vector<double> backward,
                             std::vector<double> weight, double transfer,
                             const std::vector<int64_t> &stashBytes,
                             int64_t memoryLimit, ZeroBubbleAutoInput &out) {
-  if (stashBytes.size() % 3 != 0)
-    return "stash-bytes takes three numbers a chunk (kept until B, held "
-           "until W, passed from B to W), got " +
-           std::to_string(stashBytes.size());
   out = ZeroBubbleAutoInput{stages, microbatches};
+  if (std::string error = stashBytesByChunk(stashBytes, out.slotBytes);
+      !error.empty())
+    return error;
   out.forward = std::move(forward);
   out.backward = std::move(backward);
   out.weight = std::move(weight);
   out.transfer = transfer;
-  for (size_t i = 0; i + 2 < stashBytes.size(); i += 3)
-    out.slotBytes.push_back(
-        {stashBytes[i], stashBytes[i + 1], stashBytes[i + 2]});
   out.memoryLimit = memoryLimit;
   return "";
 }

@@ -46,6 +46,11 @@ struct ZeroBubbleAutoResult {
   int candidates = 0;                      // run and within the limit
 };
 
+/// Stash bytes given flat, three a chunk (kept until B, held until W,
+/// passed from B to W), as one array a chunk; "" or what is wrong.
+std::string stashBytesByChunk(const std::vector<int64_t> &flat,
+                              std::vector<std::array<int64_t, 3>> &out);
+
 /// The input from the Schedule pass's options (and strata-compile's
 /// priced costs): the stash's bytes flat, three a chunk; "" or what is
 /// wrong with them.

@@ -339,10 +339,8 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
     if (entry.second.getPhase() == exec::Phase::Weight)
       cut.insert(int64_t(*entry.second.getChunk()));
 
-  // What each step does to the stash: a chunk's forward takes a slot (and
-  // cut in two, a held one too); its backward, B, takes a passed slot and
-  // then frees the forward's (it reads the one while it fills the other);
-  // W frees the held and the passed. Slots by (stash group, pool).
+  // What each step does to the stash (pipeline::stashMoves), by (stash
+  // group, pool); a backward before its forward, a W before its B, refused.
   using Does = pipeline::StashMove::Does;
   SmallVector<dist::StepOp> stepOps;
   std::vector<std::vector<pipeline::StashMove>> moves;
@@ -364,40 +362,26 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
     int64_t chunk = int64_t(*chunkOf), mb = int64_t(*step.getMicrobatch());
     int64_t group = chunk / coords.ppSize;
     chunkOfGroup[group] = chunk;
-    bool split = cut.count(chunk);
-    auto move = [&](Pool pool, Does what) {
-      does.push_back({{group, int(pool)}, mb, what});
-      if (what == Does::Take)
-        live.insert({chunk, mb, pool});
-      else if (what == Does::Free)
-        live.erase({chunk, mb, pool});
-    };
-    switch (program.getPhase()) {
-    case exec::Phase::Forward:
-      move(Pool::UntilBackward, Does::Take);
-      if (split)
-        move(Pool::Held, Does::Take);
-      break;
-    case exec::Phase::Backward:
-      if (!live.count({chunk, mb, Pool::UntilBackward}))
-        return step.emitOpError()
-               << "runs the backward of chunk " << chunk << " for microbatch "
-               << mb << " before its forward";
-      if (split) {
-        move(Pool::Held, Does::Use);
-        move(Pool::Passed, Does::Take);
-      }
-      move(Pool::UntilBackward, Does::Free);
-      break;
-    default: // W
-      if (!live.count({chunk, mb, Pool::Passed}))
-        return step.emitOpError()
-               << "runs the weights' gradient of chunk " << chunk
-               << " for microbatch " << mb << " before its backward";
-      move(Pool::Held, Does::Free);
-      move(Pool::Passed, Does::Free);
-      break;
-    }
+    exec::Phase phase = program.getPhase();
+    if (phase == exec::Phase::Backward &&
+        !live.count({chunk, mb, Pool::UntilBackward}))
+      return step.emitOpError()
+             << "runs the backward of chunk " << chunk << " for microbatch "
+             << mb << " before its forward";
+    if (phase == exec::Phase::Weight && !live.count({chunk, mb, Pool::Passed}))
+      return step.emitOpError()
+             << "runs the weights' gradient of chunk " << chunk
+             << " for microbatch " << mb << " before its backward";
+    does = pipeline::stashMoves(phase == exec::Phase::Forward ? sim::Phase::Forward
+                                : phase == exec::Phase::Weight
+                                    ? sim::Phase::Weight
+                                    : sim::Phase::Backward,
+                                group, mb, cut.count(chunk));
+    for (const pipeline::StashMove &move : does)
+      if (move.does == Does::Take)
+        live.insert({chunk, mb, Pool(move.key.second)});
+      else if (move.does == Does::Free)
+        live.erase({chunk, mb, Pool(move.key.second)});
   }
   // Each pool's slot bytes, its buffers end to end, as the memory plan
   // lays them out; then the slots, pools sharing them where that is less.

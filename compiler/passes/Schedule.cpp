@@ -51,19 +51,20 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
                          << static_cast<int64_t>(microbatches);
       return signalPassFailure();
     }
-    // Costs are zb-auto's, stash bytes and their limit zb-auto's and
-    // ZB-H1's: given for any other schedule (or none), they would be
-    // silently ignored.
+    // Costs are zb-auto's; stash bytes, their limit and an order chosen
+    // already zb-auto's and zb-h1's: given for any other schedule (or
+    // none), they would be silently ignored.
     bool costed = !forwardCosts.empty() || !backwardCosts.empty() ||
-                  !weightCosts.empty() || transferCost != 0 ||
-                  !chosenOrder.empty();
-    bool stashed = !stashBytes.empty() || maxStashBytes != 0;
+                  !weightCosts.empty() || transferCost != 0;
+    bool stashed =
+        !stashBytes.empty() || maxStashBytes != 0 || !chosenOrder.empty();
     bool h1 = pipelineSchedule == "zb-h1";
     if ((costed || stashed) && pipelineSchedule != "zb-auto" &&
         !(h1 && !costed)) {
       module.emitError() << (costed ? "costs are zb-auto's"
-                                    : "stash bytes and their limit are "
-                                      "zb-auto's and zb-h1's")
+                                    : "stash bytes, their limit and an "
+                                      "order chosen already are zb-auto's "
+                                      "and zb-h1's")
                          << ", but the schedule is "
                          << (pipelineSchedule.empty()
                                  ? std::string("not named")
@@ -111,30 +112,32 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
         IntegerAttr(), /*exchange=*/UnitAttr());
   }
 
+  /// The order strata-compile chose already (having searched to say what
+  /// it chose), checked as any order is and for its W's.
+  FailureOr<std::vector<std::vector<sim::Work>>>
+  givenOrder(ModuleOp module, int p, int m) {
+    std::vector<std::vector<sim::Work>> orders;
+    if (std::string error = pipeline::unflattenOrders(
+            {chosenOrder.begin(), chosenOrder.end()}, p, orders);
+        !error.empty())
+      return module.emitError() << error;
+    if (std::string wrong =
+            sim::simulate(orders, p, m, sim::unitCosts(orders)).deadlock;
+        !wrong.empty())
+      return module.emitError() << "the order given is not a schedule: "
+                                << wrong;
+    // The zero-bubble schedules cut the backward: every B has its W (the
+    // simulator asks for them only once an order has one).
+    if (!sim::holdsWeights(orders))
+      return module.emitError()
+             << "the order given runs no W, but each backward is cut in "
+                "two: every B needs its W";
+    return orders;
+  }
+
   /// zb-auto's order from the options' costs and stash bytes, if given.
   FailureOr<std::vector<std::vector<sim::Work>>>
   zeroBubbleAuto(ModuleOp module, int p, int m) {
-    // Chosen already (strata-compile searched to say what it chose): the
-    // clock below checks it as it checks any order.
-    if (!chosenOrder.empty()) {
-      std::vector<std::vector<sim::Work>> orders;
-      if (std::string error = pipeline::unflattenOrders(
-              {chosenOrder.begin(), chosenOrder.end()}, p, orders);
-          !error.empty())
-        return module.emitError() << error;
-      if (std::string wrong = sim::simulate(orders, p, m, sim::unitCosts(orders))
-                                  .deadlock;
-          !wrong.empty())
-        return module.emitError() << "the order given is not a schedule: "
-                                  << wrong;
-      // zb-auto cuts the backward: every B has its W (the simulator asks
-      // for them only once an order has one).
-      if (!sim::holdsWeights(orders))
-        return module.emitError()
-               << "the order given runs no W, but each backward is cut in "
-                  "two: every B needs its W";
-      return orders;
-    }
     pipeline::ZeroBubbleAutoInput input;
     std::string error = pipeline::zeroBubbleInput(
         p, m, {forwardCosts.begin(), forwardCosts.end()},
@@ -157,14 +160,11 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     if (stashBytes.empty() && maxStashBytes == 0)
       return pipeline::scheduleOrders(pipeline::ScheduleKind::ZeroBubbleH1,
                                       p, 1, m);
-    if (stashBytes.size() != size_t(3 * p))
-      return module.emitError()
-             << "zb-h1 within a stash limit takes three stash bytes a stage "
-                "(kept until B, held until W, passed from B to W), got "
-             << stashBytes.size();
     std::vector<std::array<int64_t, 3>> slotBytes;
-    for (size_t i = 0; i + 2 < stashBytes.size(); i += 3)
-      slotBytes.push_back({stashBytes[i], stashBytes[i + 1], stashBytes[i + 2]});
+    if (std::string error = pipeline::stashBytesByChunk(
+            {stashBytes.begin(), stashBytes.end()}, slotBytes);
+        !error.empty())
+      return module.emitError() << error;
     std::vector<std::vector<sim::Work>> orders;
     std::vector<int> held;
     if (std::string error = pipeline::zeroBubbleH1Within(
@@ -221,19 +221,18 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       return module.emitError() << error;
     std::vector<std::vector<bool>> exchange;
     std::vector<std::vector<sim::Work>> orders;
-    if (kind == pipeline::ScheduleKind::ZeroBubbleAuto) {
+    // zb-auto's and zb-h1's orders depend on the plan's costs and stash,
+    // given here (or chosen already); the others are fixed.
+    if (kind == pipeline::ScheduleKind::ZeroBubbleAuto ||
+        kind == pipeline::ScheduleKind::ZeroBubbleH1) {
       FailureOr<std::vector<std::vector<sim::Work>>> chosen =
-          zeroBubbleAuto(module, int(p), m);
+          !chosenOrder.empty() ? givenOrder(module, int(p), m)
+          : kind == pipeline::ScheduleKind::ZeroBubbleAuto
+              ? zeroBubbleAuto(module, int(p), m)
+              : zeroBubbleH1(module, int(p), m);
       if (failed(chosen))
         return failure();
       orders = std::move(*chosen);
-      exchange = sim::exchangeBeforeEachWork(orders);
-    } else if (kind == pipeline::ScheduleKind::ZeroBubbleH1) {
-      FailureOr<std::vector<std::vector<sim::Work>>> within =
-          zeroBubbleH1(module, int(p), m);
-      if (failed(within))
-        return failure();
-      orders = std::move(*within);
       exchange = sim::exchangeBeforeEachWork(orders);
     } else {
       orders = pipeline::scheduleOrders(kind, int(p), v, m, &exchange);

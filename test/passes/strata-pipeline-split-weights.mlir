@@ -91,7 +91,7 @@
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20,40,10,20,40 max-stash-bytes=-5" 2>&1 | FileCheck %s --check-prefix=H1-LIMIT
 // H1-LIMIT: error: ZB-H1's stash limit must be at least 0 (0: 1F1B's), got -5
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 stash-bytes=10,20" 2>&1 | FileCheck %s --check-prefix=H1-THREE
-// H1-THREE: error: zb-h1 within a stash limit takes three stash bytes a stage (kept until B, held until W, passed from B to W), got 2
+// H1-THREE: error: stash-bytes takes three numbers a chunk (kept until B, held until W, passed from B to W), got 2
 // zb-auto's order chosen already (strata-compile's pricing searched to
 // say what it chose, and passes the choice on): per stage its count of
 // works, then phase (0 F, 1 B, 2 W), chunk, microbatch. It is checked as
@@ -123,7 +123,7 @@
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 forward-costs=1,1" 2>&1 | FileCheck %s --check-prefix=NOT-AUTO
 // NOT-AUTO: error: costs are zb-auto's, but the schedule is zb-h1
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h2 stash-bytes=10,20,40,10,20,40" 2>&1 | FileCheck %s --check-prefix=NOT-H1
-// NOT-H1: error: stash bytes and their limit are zb-auto's and zb-h1's, but the schedule is zb-h2
+// NOT-H1: error: stash bytes, their limit and an order chosen already are zb-auto's and zb-h1's, but the schedule is zb-h2
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto stash-bytes=1,2" 2>&1 | FileCheck %s --check-prefix=THREE
 // THREE: error: stash-bytes takes three numbers a chunk (kept until B, held until W, passed from B to W), got 2
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto forward-costs=1,0 backward-costs=1,1 weight-costs=1,1" 2>&1 | FileCheck %s --check-prefix=ZERO

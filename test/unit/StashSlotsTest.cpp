@@ -23,36 +23,15 @@ using Does = StashMove::Does;
 
 namespace {
 
-/// A stage's order as stash moves (LowerToExec's): F takes the forward's
-/// slot (and cut, a held one), B reads the held, takes a passed slot and
-/// frees the forward's, W frees the held and the passed. A chunk's stash
-/// group is its index on the stage, `group(chunk)`.
+/// A stage's order as stash moves (pipeline::stashMoves, as the lowering
+/// makes them); a chunk's stash group is its index on the stage.
 std::vector<std::vector<StashMove>>
 movesOf(const std::vector<sim::Work> &order, bool cut,
         const std::function<int64_t(int)> &group) {
   std::vector<std::vector<StashMove>> steps;
-  for (const sim::Work &w : order) {
-    auto &does = steps.emplace_back();
-    auto key = [&](int pool) { return StashKey{group(w.chunk), pool}; };
-    switch (w.phase) {
-    case sim::Phase::Forward:
-      does.push_back({key(0), w.microbatch, Does::Take});
-      if (cut)
-        does.push_back({key(1), w.microbatch, Does::Take});
-      break;
-    case sim::Phase::Backward:
-      if (cut) {
-        does.push_back({key(1), w.microbatch, Does::Use});
-        does.push_back({key(2), w.microbatch, Does::Take});
-      }
-      does.push_back({key(0), w.microbatch, Does::Free});
-      break;
-    case sim::Phase::Weight:
-      does.push_back({key(1), w.microbatch, Does::Free});
-      does.push_back({key(2), w.microbatch, Does::Free});
-      break;
-    }
-  }
+  for (const sim::Work &w : order)
+    steps.push_back(
+        pipeline::stashMoves(w.phase, group(w.chunk), w.microbatch, cut));
   return steps;
 }
 

@@ -68,17 +68,18 @@ std::string measureZeroBubbleStash(mlir::ModuleOp module, Level from,
   if (zb.stashBytes.size() != size_t(3 * p))
     return "measuring zb-h1's stash with a probe: its stash does not have "
            "three pools a stage";
-  // What the Schedule pass will choose, said before it is written.
+  // The order, said here and written by the Schedule pass as it is.
   std::vector<std::array<int64_t, 3>> slotBytes;
-  for (size_t i = 0; i + 2 < zb.stashBytes.size(); i += 3)
-    slotBytes.push_back(
-        {zb.stashBytes[i], zb.stashBytes[i + 1], zb.stashBytes[i + 2]});
   std::vector<std::vector<sim::Work>> orders;
   std::vector<int> held;
+  if (std::string why = pipeline::stashBytesByChunk(zb.stashBytes, slotBytes);
+      !why.empty())
+    return why;
   if (std::string why = pipeline::zeroBubbleH1Within(
           p, m, slotBytes, zb.maxStashBytes, orders, held);
       !why.empty())
     return why;
+  zb.order = pipeline::flattenOrders(orders);
   int64_t most = 0;
   for (int s = 0; s < p; ++s)
     most = std::max(most, pipeline::stashBytes(orders[size_t(s)], slotBytes));
