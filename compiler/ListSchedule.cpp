@@ -16,21 +16,6 @@ namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
-// Byte counts from pass options may be anything non-negative: sums and
-// products saturate instead of overflowing.
-int64_t plus(int64_t a, int64_t b) {
-  int64_t sum;
-  return __builtin_add_overflow(a, b, &sum)
-             ? std::numeric_limits<int64_t>::max()
-             : sum;
-}
-int64_t times(int64_t a, int64_t b) {
-  int64_t product;
-  return __builtin_mul_overflow(a, b, &product)
-             ? std::numeric_limits<int64_t>::max()
-             : product;
-}
-
 /// The stash pools a microbatch enters and leaves with each work (0: kept
 /// until B, 1: held until W, 2: passed from B to W), as the memory plan
 /// takes and frees their slots.
@@ -89,7 +74,7 @@ struct Clock {
     int64_t more = 0;
     auto enter = [&](int pool) {
       if (inPool[c][pool] + 1 > slots[c][pool])
-        more = plus(more, problem.slotBytes[c][pool]);
+        more = saturatingAdd(more, problem.slotBytes[c][pool]);
     };
     // An F also leaves room for its B's passed slot: B goes first, and
     // could not run past the limit unless a W ahead of it frees one.
@@ -100,14 +85,14 @@ struct Clock {
     }
     int s = problem.stageOfChunk[c];
     return more == 0 ||
-           plus(slotBytesOfStage[s], more) <= problem.memoryLimit[s];
+           saturatingAdd(slotBytesOfStage[s], more) <= problem.memoryLimit[s];
   }
   void enter(int c, int pool) {
     if (++inPool[c][pool] > slots[c][pool]) {
       ++slots[c][pool];
       if (limitsMemory())
         slotBytesOfStage[problem.stageOfChunk[c]] =
-            plus(slotBytesOfStage[problem.stageOfChunk[c]],
+            saturatingAdd(slotBytesOfStage[problem.stageOfChunk[c]],
                  problem.slotBytes[c][pool]);
     }
   }

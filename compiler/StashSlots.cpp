@@ -8,20 +8,19 @@
 
 namespace strata::pipeline {
 
-namespace {
-
-using Classes = std::map<StashKey, int64_t>;
-
-/// Sums and products of byte counts that saturate (sizes can come from a
-/// pass's options).
-int64_t plus(int64_t a, int64_t b) {
+int64_t saturatingAdd(int64_t a, int64_t b) {
   int64_t sum;
   return __builtin_add_overflow(a, b, &sum) ? INT64_MAX : sum;
 }
-int64_t times(int64_t a, int64_t b) {
+
+int64_t saturatingMul(int64_t a, int64_t b) {
   int64_t product;
   return __builtin_mul_overflow(a, b, &product) ? INT64_MAX : product;
 }
+
+namespace {
+
+using Classes = std::map<StashKey, int64_t>;
 
 /// The slots of `steps` under `classOf`: a take gets its class's lowest
 /// free slot.
@@ -65,11 +64,12 @@ StashSlots assign(const std::vector<std::vector<StashMove>> &steps,
     out.shared = out.shared || ++members[cls] > 1;
   }
   for (auto [cls, count] : out.slotsOfClass)
-    out.bytes = plus(out.bytes, times(count, out.bytesOfClass[cls]));
+    out.bytes = saturatingAdd(out.bytes,
+                              saturatingMul(count, out.bytesOfClass[cls]));
   for (auto [key, extra] : ifShared) {
     auto cls = classOf.find(key);
     if (cls != classOf.end() && members[cls->second] > 1)
-      out.bytes = plus(out.bytes, std::max<int64_t>(extra, 0));
+      out.bytes = saturatingAdd(out.bytes, std::max<int64_t>(extra, 0));
   }
   return out;
 }

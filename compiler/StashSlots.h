@@ -24,6 +24,11 @@
 
 namespace strata::pipeline {
 
+/// Sums and products of byte counts that saturate at INT64_MAX (sizes can
+/// come from a pass's options).
+int64_t saturatingAdd(int64_t a, int64_t b);
+int64_t saturatingMul(int64_t a, int64_t b);
+
 /// A chunk of the stage (its stash group) and a pool, 0..2.
 using StashKey = std::pair<int64_t, int>;
 

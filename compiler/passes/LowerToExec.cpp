@@ -270,7 +270,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
                            b.getI64IntegerAttr(int64_t(recv.getChannel())));
     exec::EventOp received = event(("received:" + func.getSymName()).str());
     exec::recordEvent(body, loc, received, exec::Stream::Comm);
-    exec::waitEvent(body, loc, received, exec::Stream::Compute);
+    receivedWait[program] =
+        exec::waitEvent(body, loc, received, exec::Stream::Compute);
   }
   if (!sends.empty()) {
     sent = event(("sent:" + func.getSymName()).str());
@@ -476,29 +477,24 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
     // The compute stream's wait for the receives, and the waits after it
     // that lead the body: the copies follow them (the body from there on,
     // launches only, can be one graph).
-    Operation *after = nullptr;
-    for (Operation &op : block) {
-      auto wait = dyn_cast<exec::WaitOp>(op);
-      if (!after) {
-        if (wait && exec::instructionStream(wait) == exec::Stream::Compute &&
-            wait.getEvent().starts_with("received:"))
-          after = wait;
-        continue;
-      }
+    Operation *after = receivedWait.lookup(program);
+    if (!after)
+      return program.emitOpError()
+             << "receives into the stash but never waits for its receives";
+    for (Operation *next = after->getNextNode(); next;
+         next = next->getNextNode()) {
+      auto wait = dyn_cast<exec::WaitOp>(next);
       if (!wait || exec::instructionStream(wait) != exec::Stream::Compute)
         break;
       after = wait;
     }
-    if (!after)
-      return program.emitOpError()
-             << "receives into the stash but never waits for its receives";
     for (auto [recv, target] : staged) {
-      exec::BufferOp landing = makeBuffer(
+      exec::BufferOp own = makeBuffer(
           ("r" + std::to_string(counter++)).c_str(), target.getTensorType(),
           exec::Arena::Workspace);
-      recv.setBufferAttr(ref(landing));
+      recv.setBufferAttr(ref(own));
       body.setInsertionPointAfter(after);
-      after = launch(recv.getLoc(), kernel::Copy{.x = landing, .y = target});
+      after = launch(recv.getLoc(), kernel::Copy{.x = own, .y = target});
     }
     for (auto wait : llvm::make_early_inc_range(block.getOps<exec::WaitOp>()))
       if (exec::instructionStream(wait) == exec::Stream::Comm &&

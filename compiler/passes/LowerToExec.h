@@ -384,6 +384,8 @@ private:
   // frees that pool's slot (the backward, B, or W) records when it is done
   // with it. By (chunk, pool).
   std::map<std::pair<int64_t, exec::StashPool>, exec::EventOp> slotFreed;
+  // Per program that receives: the compute stream's wait for its receives.
+  llvm::DenseMap<Operation *, Operation *> receivedWait;
   llvm::DenseMap<StringRef, exec::ProgramOp> programByName;
 };
 
