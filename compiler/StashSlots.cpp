@@ -1,9 +1,12 @@
 //===- StashSlots.cpp - the stash slot each step of a stage takes ---------===//
 #include "compiler/StashSlots.h"
+#include "compiler/BestFit.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <set>
 #include <tuple>
 
 namespace strata::pipeline {
@@ -19,6 +22,13 @@ int64_t saturatingMul(int64_t a, int64_t b) {
 }
 
 namespace {
+
+/// The coarsest granule tried: slot numbers are int32, so 2^31 of these
+/// cover any stash a plan can size.
+constexpr int64_t kMostGranule = int64_t(1) << 40;
+/// The most takes times lanes the lane placement scans.
+constexpr int64_t kMostLaneWork = int64_t(1) << 27;
+
 
 using Classes = std::map<StashKey, int64_t>;
 
@@ -37,6 +47,13 @@ StashSlots assign(const std::vector<std::vector<StashMove>> &steps,
     for (const StashMove &move : moves) {
       int64_t cls = classOf.at(move.key);
       std::pair<StashKey, int64_t> at{move.key, move.microbatch};
+      // A pool of no bytes needs no slot; naming one would only tell the
+      // runtime's recorded graphs apart for nothing.
+      auto size = bytes.find(move.key);
+      if (size == bytes.end() || size->second <= 0) {
+        slot[move.key.second] = -1;
+        continue;
+      }
       std::vector<bool> &used = busy[cls];
       if (move.does == StashMove::Does::Take) {
         int64_t free = std::find(used.begin(), used.end(), false) - used.begin();
@@ -91,6 +108,173 @@ Classes grouping(const std::map<StashKey, int64_t> &bytes,
   return classOf;
 }
 
+/// Every key of nonzero bytes in one class whose slot is `granule` bytes,
+/// each take's bytes placed, in the steps' order, the fewer of two ways:
+/// best fit among the blocks free then (freed blocks merged with their
+/// neighbours), as the memory plan places a program's workspace; or lanes,
+/// each take the free lane that holds it with the least to spare, else the
+/// last lane grown where it is free, else a new lane of its size. Bytes
+/// are free again after the step that frees them (a step's takes come
+/// before its frees, so B's passed bytes never land on the slot it frees).
+/// Keys of unequal bytes that come and go by turns (a V's first and last
+/// chunk on the first stage, the pool B frees and the one it fills) then
+/// share bytes without each rounding up to the largest. A step's slot is
+/// its place in granules; a program meets about as many places as a slot
+/// class has slots, not more as the microbatches grow (each is a CUDA
+/// graph of its own). Keys of zero bytes name no slot. Nothing where fewer
+/// than two keys have bytes (the classes above do that), or where a place
+/// would not fit in a slot number (int32, as the plan has them).
+std::optional<StashSlots>
+assignBytes(const std::vector<std::vector<StashMove>> &steps,
+            const std::map<StashKey, int64_t> &bytes,
+            const std::map<StashKey, int64_t> &ifShared, int64_t granule) {
+  Classes classOf;
+  int64_t shared = 0, next = 1, sized = 0;
+  for (auto [key, size] : bytes) {
+    classOf[key] = size > 0 ? shared : next++;
+    sized += size > 0;
+  }
+  if (sized < 2)
+    return std::nullopt;
+  // The lives: [first step, last step] of each take of a key with bytes.
+  struct Life {
+    int64_t first, last, size, place = -1;
+  };
+  std::vector<Life> lives;
+  std::map<std::pair<StashKey, int64_t>, size_t> open;
+  int64_t count = int64_t(steps.size());
+  for (int64_t step = 0; step < count; ++step)
+    for (const StashMove &move : steps[size_t(step)]) {
+      int64_t size = bytes.at(move.key);
+      if (size <= 0)
+        continue;
+      std::pair<StashKey, int64_t> at{move.key, move.microbatch};
+      if (move.does == StashMove::Does::Take) {
+        open[at] = lives.size();
+        lives.push_back({step, count - 1, (size + granule - 1) / granule});
+      } else if (move.does == StashMove::Does::Free) {
+        auto it = open.find(at);
+        if (it != open.end()) {
+          lives[it->second].last = step;
+          open.erase(it);
+        }
+      }
+    }
+  // The steps' slots once each life has its place (`most` granules).
+  auto placed = [&](int64_t most) {
+    StashSlots out;
+    out.classOf = classOf;
+    out.shared = true;
+    size_t nextLife = 0;
+    std::map<std::pair<StashKey, int64_t>, int64_t> placeOf;
+    for (const std::vector<StashMove> &moves : steps) {
+      std::map<int, int64_t> &slot = out.slots.emplace_back();
+      for (const StashMove &move : moves) {
+        int64_t size = bytes.at(move.key);
+        std::pair<StashKey, int64_t> at{move.key, move.microbatch};
+        if (size <= 0) { // no bytes, no slot (as assign's)
+          slot[move.key.second] = -1;
+          continue;
+        }
+        if (move.does == StashMove::Does::Take) {
+          int64_t place = lives[nextLife++].place;
+          placeOf[at] = place;
+          slot[move.key.second] = place;
+          continue;
+        }
+        auto it = placeOf.find(at);
+        slot[move.key.second] = it == placeOf.end() ? -1 : it->second;
+        if (move.does == StashMove::Does::Free && it != placeOf.end())
+          placeOf.erase(it);
+      }
+    }
+    out.slotsOfClass[shared] = most;
+    for (auto [key, cls] : classOf)
+      out.bytesOfClass[cls] = cls == shared ? granule : 0;
+    out.bytes = saturatingMul(most, granule);
+    for (auto [key, extra] : ifShared)
+      if (classOf.count(key) && classOf.at(key) == shared)
+        out.bytes = saturatingAdd(out.bytes, std::max<int64_t>(extra, 0));
+    return std::optional<StashSlots>(std::move(out));
+  };
+  std::vector<std::vector<size_t>> endingAt(static_cast<size_t>(count));
+  for (size_t i = 0; i < lives.size(); ++i)
+    endingAt[size_t(lives[i].last)].push_back(i);
+  // Best fit among the free blocks (merged with their neighbours), in
+  // the steps' order.
+  int64_t fitMost = 0;
+  {
+    BestFit arena;
+    size_t life = 0;
+    for (int64_t step = 0; step < count; ++step) {
+      for (; life < lives.size() && lives[life].first == step; ++life) {
+        lives[life].place = arena.take(lives[life].size);
+        fitMost = std::max(fitMost, arena.top());
+      }
+      for (size_t ended : endingAt[size_t(step)])
+        arena.release(lives[ended].place, lives[ended].size);
+    }
+  }
+  // Lanes are scanned for each take: skipped where that would be slow (a
+  // GPipe of thousands of microbatches holds as many at once).
+  std::vector<int64_t> starting(static_cast<size_t>(count) + 1, 0);
+  for (const Life &life : lives) {
+    ++starting[size_t(life.first)];
+    --starting[size_t(life.last) + 1];
+  }
+  int64_t live = 0, mostLive = 0;
+  for (int64_t step = 0; step < count; ++step)
+    mostLive = std::max(mostLive, live += starting[size_t(step)]);
+  if (saturatingMul(int64_t(lives.size()), mostLive) > kMostLaneWork) {
+    if (fitMost > INT32_MAX)
+      return std::nullopt;
+    return placed(fitMost);
+  }
+  struct Lane {
+    int64_t place, size;
+    bool free;
+  };
+  std::vector<Lane> lanes;
+  std::vector<size_t> laneOf(lives.size());
+  std::vector<int64_t> fitPlace(lives.size());
+  for (size_t i = 0; i < lives.size(); ++i)
+    fitPlace[i] = lives[i].place;
+  int64_t most = 0;
+  size_t life = 0;
+  for (int64_t step = 0; step < count; ++step) {
+    for (; life < lives.size() && lives[life].first == step; ++life) {
+      int64_t size = lives[life].size;
+      size_t best = lanes.size();
+      for (size_t l = 0; l < lanes.size(); ++l)
+        if (lanes[l].free && lanes[l].size >= size &&
+            (best == lanes.size() || lanes[l].size < lanes[best].size))
+          best = l;
+      if (best == lanes.size() && !lanes.empty() && lanes.back().free) {
+        best = lanes.size() - 1;
+        most += size - lanes[best].size;
+        lanes[best].size = size;
+      }
+      if (best == lanes.size()) {
+        lanes.push_back({most, size, true});
+        most = saturatingAdd(most, size);
+      }
+      lanes[best].free = false;
+      laneOf[life] = best;
+      lives[life].place = lanes[best].place;
+    }
+    for (size_t ended : endingAt[size_t(step)])
+      lanes[laneOf[ended]].free = true;
+  }
+  if (fitMost < most) {
+    for (size_t i = 0; i < lives.size(); ++i)
+      lives[i].place = fitPlace[i];
+    most = fitMost;
+  }
+  if (most > INT32_MAX)
+    return std::nullopt;
+  return placed(most);
+}
+
 } // namespace
 
 std::vector<StashMove> stashMoves(sim::Phase phase, int64_t group,
@@ -138,6 +322,16 @@ StashSlots planStashSlots(const std::vector<std::vector<StashMove>> &steps,
       best = std::move(tried);
     first = false;
   }
+  // Bytes placed anywhere: at the arena's alignment, or coarser where the
+  // places would not fit a slot number.
+  std::optional<StashSlots> placed;
+  int64_t sized = std::count_if(sizes.begin(), sizes.end(),
+                                [](auto &entry) { return entry.second > 0; });
+  for (int64_t granule = kStashGranule; sized >= 2 && !placed && granule <= kMostGranule;
+       granule *= 2)
+    placed = assignBytes(steps, sizes, ifShared, granule);
+  if (placed && placed->bytes < best.bytes)
+    best = std::move(*placed);
   return best;
 }
 

@@ -51,6 +51,10 @@ struct StashMove {
 std::vector<StashMove> stashMoves(sim::Phase phase, int64_t group,
                                   int64_t microbatch, bool cut);
 
+/// The bytes a slot of a class placed by bytes takes (the arena's
+/// alignment, exec::kArenaAlignment): its members lie at multiples of it.
+inline constexpr int64_t kStashGranule = 64;
+
 struct StashSlots {
   /// Per step, the slot of each pool it names.
   std::vector<std::map<int, int64_t>> slots;
@@ -69,8 +73,11 @@ struct StashSlots {
 /// slot it reads), with each key's slot `bytes`. It tries each key alone
 /// (as many slots as the key ever holds), keys of equal bytes together,
 /// each pool's keys together, and all together, and keeps the grouping
-/// whose slots take the fewest bytes (ties: the earlier). A key of zero
-/// bytes stays alone. A use or free of a slot never taken names slot -1.
+/// whose slots take the fewest bytes (ties: the earlier); and all keys in
+/// one class whose slot is kStashGranule bytes, each take placed where
+/// its bytes fit best among those free then (its slot number is where, in
+/// granules), which pays where slots of unequal sizes would round up. A
+/// key of zero bytes stays alone. A use or free of a slot never taken names slot -1.
 /// `ifShared`: bytes a key costs besides when it shares its slots (a
 /// receive into it then lands in a buffer of its own), counted in the
 /// comparison and in `bytes`.

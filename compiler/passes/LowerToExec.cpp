@@ -258,10 +258,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     for (exec::StashPool pool : pools) {
       exec::EventOp &freed = slotFreed[{chunk, pool}];
       if (!freed)
-        freed = event("freed:chunk" + std::to_string(chunk) +
-                      (pool == exec::StashPool::UntilBackward
-                           ? ""
-                           : (":" + exec::stringifyStashPool(pool)).str()));
+        freed = event(freedEventName(chunk, pool));
       exec::waitEvent(body, loc, freed, exec::Stream::Comm);
     }
     for (auto [recv, target] : llvm::zip(recvs, targets))
@@ -327,6 +324,10 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   return success();
 }
 
+// A class placed by bytes puts its members at multiples of the granule:
+// each must start where the arena's alignment allows.
+static_assert(pipeline::kStashGranule % exec::kArenaAlignment == 0);
+
 LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   auto op = exec::ScheduleOp::create(programs, schedule.getLoc(),
                                      schedule.getKindAttr());
@@ -385,24 +386,42 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
         live.erase({chunk, mb, Pool(move.key.second)});
   }
   // Each pool's slot bytes, its buffers end to end, as the memory plan
-  // lays them out; then the slots, pools sharing them where that is less.
+  // lays them out, and what its receives would cost if it shared (see the
+  // end); then the slots, pools sharing them where that is less. B's
+  // values for W written over what it has read (StashInPlace.cpp) where
+  // the slots then take fewer bytes.
   std::map<pipeline::StashKey, int64_t> bytes, landing;
-  for (auto &[key, members] : exec::stashMembers(stage))
-    bytes[{key.first, int(key.second)}] = exec::stashSlotBytes(members);
-  // What a pool's receives would cost if it shared (see the end).
+  stashKeyBytes(stage, {}, bytes, landing);
+  pipeline::StashSlots chosen = pipeline::planStashSlots(moves, bytes, landing);
+  // Each subset of the chunks that can (every one where the stage has
+  // many), the one whose slots take the fewest bytes: in place, a chunk
+  // keeps its forward's slot until W, which costs where W's wait.
+  PassedInPlace canPlace = planPassedInPlace(stage, coords.ppSize), best;
+  std::vector<int64_t> placeable;
+  for (auto &entry : canPlace.byGroup)
+    placeable.push_back(entry.first);
+  constexpr size_t kMostSubsetsOf = 4;
+  uint64_t subsets = placeable.size() <= kMostSubsetsOf
+                         ? (uint64_t(1) << placeable.size())
+                         : 2;
+  for (uint64_t subset = 1; subset < subsets; ++subset) {
+    PassedInPlace trial;
+    for (size_t i = 0; i < placeable.size(); ++i)
+      if (subsets == 2 || (subset >> i & 1))
+        trial.byGroup[placeable[i]] = canPlace.byGroup[placeable[i]];
+    stashKeyBytes(stage, trial, bytes, landing);
+    pipeline::StashSlots placed =
+        pipeline::planStashSlots(moves, bytes, landing);
+    if (placed.bytes < chosen.bytes) {
+      chosen = std::move(placed);
+      best = std::move(trial);
+    }
+  }
+  if (!best.byGroup.empty() && failed(placePassedInPlace(stage, best)))
+    return failure();
   llvm::StringMap<exec::BufferOp> byName;
   for (auto buffer : stage.getBody().front().getOps<exec::BufferOp>())
     byName[buffer.getSymName()] = buffer;
-  for (auto program : stage.getBody().front().getOps<exec::ProgramOp>())
-    for (auto recv : program.getBody().front().getOps<exec::RecvOp>())
-      if (exec::BufferOp target = byName.lookup(recv.getBuffer());
-          target && target.getArena() == exec::Arena::Stash &&
-          !target.getAlias()) {
-        int64_t &extra = landing[{int64_t(target.getStashGroup().value_or(0)),
-                                  int(target.getPool())}];
-        extra = exec::alignToArena(extra + target.getBytes());
-      }
-  pipeline::StashSlots chosen = pipeline::planStashSlots(moves, bytes, landing);
 
   for (auto [i, step] : llvm::enumerate(stepOps)) {
     const std::map<int, int64_t> &slot = chosen.slots[i];
@@ -439,6 +458,13 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   for (auto [key, cls] : classOf)
     table[size_t(key.first * 3 + key.second)] = cls;
   stage.setStashClassesAttr(b.getDenseI64ArrayAttr(table));
+  SmallVector<int64_t> strides;
+  for (auto [cls, stride] : chosen.bytesOfClass) {
+    if (int64_t(strides.size()) <= cls)
+      strides.resize(size_t(cls + 1), 0);
+    strides[size_t(cls)] = stride;
+  }
+  stage.setStashStridesAttr(b.getDenseI64ArrayAttr(strides));
   // A receive into a slot waits for the program that freed it (`slotFreed`,
   // recorded by the pool's freeing program). Sharing a class, the slot may
   // have been freed by another pool's program, often the one just before,
@@ -563,7 +589,8 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
       auto op = exec::TemplateOp::create(
           b, module.getLoc(), b.getI64IntegerAttr(stage), IntegerAttr(),
           IntegerAttr(), IntegerAttr(), DenseI64ArrayAttr(),
-          DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr());
+          DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
+          DenseI64ArrayAttr());
       op.getBody().emplaceBlock();
       SmallVector<func::FuncOp> functions =
           stageFunctions(module, stage);

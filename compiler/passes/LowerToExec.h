@@ -19,6 +19,7 @@
 #define STRATA_COMPILER_PASSES_LOWERTOEXEC_H
 
 #include "compiler/Mesh.h"
+#include "compiler/StashSlots.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/exec/ExecDialect.h"
 #include "dialects/graph/GraphOps.h"
@@ -32,7 +33,9 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <map>
 #include <optional>
+#include <string>
 
 namespace strata::lower_to_exec {
 
@@ -142,6 +145,34 @@ struct OptimizerFacts {
 /// Reads `optimizer`; an op the flat optimizer does not know is an error.
 FailureOr<OptimizerFacts> readOptimizerFacts(func::FuncOp optimizer);
 
+/// The event the program that frees `chunk`'s slot of `pool` records, for
+/// a receive into that pool to wait for: "freed:chunk3", "freed:chunk3:held".
+std::string freedEventName(int64_t chunk, exec::StashPool pool);
+
+/// Which of B's values for W can be written over forward values B has read
+/// for the last time (StashInPlace.cpp): per stash group of a cut chunk,
+/// each such passed buffer, the kept buffer it lies in and where.
+struct PassedInPlace {
+  struct Placement {
+    exec::BufferOp passed, host;
+    int64_t offset = 0;
+  };
+  struct Chunk {
+    int64_t chunk = 0;
+    SmallVector<Placement> placed;
+  };
+  std::map<int64_t, Chunk> byGroup;
+};
+/// The placements for `stage`'s lowered programs (`stages`: the pipeline's
+/// size, a chunk's stash group being chunk / stages); nothing is changed.
+PassedInPlace planPassedInPlace(exec::TemplateOp stage, int64_t stages);
+/// One slot's bytes per (stash group, pool), and what each pool's receives
+/// would cost if it shared its slots, as `stage` lays them out with `plan`
+/// placed (an empty plan: as it stands).
+void stashKeyBytes(exec::TemplateOp stage, const PassedInPlace &plan,
+                   std::map<pipeline::StashKey, int64_t> &bytes,
+                   std::map<pipeline::StashKey, int64_t> &landing);
+
 class Lowering {
 public:
   Lowering(ModuleOp module, exec::TemplateOp stage, bool bf16,
@@ -161,6 +192,11 @@ public:
   /// The flat optimizer program (LowerOptimizer.cpp).
   void lowerOptimizer(func::FuncOp optimizer);
   LogicalResult lowerSchedule(dist::ScheduleOp schedule);
+  /// Makes `plan` so (StashInPlace.cpp): each placed passed buffer (and its
+  /// views) a view of its kept buffer, the chunk's kept pool held until W,
+  /// and a receive into it waiting for W's free.
+  LogicalResult placePassedInPlace(exec::TemplateOp stage,
+                                   const PassedInPlace &plan);
 
   // What the per-op lowering rules (compiler/rules/) build with.
 

@@ -14,6 +14,7 @@
 // tens of thousands of buffers; no step looks at all of them.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/BestFit.h"
 #include "compiler/Passes.h"
 #include "dialects/exec/ExecDialect.h"
 
@@ -159,6 +160,9 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
                << ", which the template's stash_classes do not place";
       byClass[classes.empty() ? int64_t(byClass.size()) : cls].push_back(key);
     }
+    ArrayRef<int64_t> strides;
+    if (DenseI64ArrayAttr attr = stage.getStashStridesAttr())
+      strides = attr.asArrayRef();
     int64_t stash = 0;
     OpBuilder b(stage);
     for (auto &[cls, keys] : byClass) {
@@ -178,6 +182,16 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
                  << " slots, but the class's other pools have " << count;
         count = slots[group];
         stride = std::max(stride, exec::stashSlotBytes(groups[{group, pool}]));
+      }
+      // A class given its stride: the schedule placed its members' slots.
+      if (!strides.empty()) {
+        if (cls >= int64_t(strides.size()) || strides[size_t(cls)] < 1 ||
+            strides[size_t(cls)] % exec::kArenaAlignment != 0)
+          return stage.emitOpError()
+                 << "gives stash class " << cls
+                 << " no stride that is a positive multiple of "
+                 << exec::kArenaAlignment << " bytes";
+        stride = strides[size_t(cls)];
       }
       for (auto key : keys) {
         int64_t at = 0;
@@ -224,59 +238,19 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
         return a->bytes > b->bytes;
       return a->buffer.getSymName() < b->buffer.getSymName();
     });
-    std::map<int64_t, int64_t> freeAt;            // offset -> size
-    std::set<std::pair<int64_t, int64_t>> bySize; // (size, offset)
-    auto addFree = [&](int64_t offset, int64_t size) {
-      auto next = freeAt.lower_bound(offset);
-      if (next != freeAt.end() && next->first == offset + size) {
-        size += next->second;
-        bySize.erase({next->second, next->first});
-        next = freeAt.erase(next);
-      }
-      if (next != freeAt.begin()) {
-        auto previous = std::prev(next);
-        if (previous->first + previous->second == offset) {
-          bySize.erase({previous->second, previous->first});
-          offset = previous->first;
-          size += previous->second;
-          freeAt.erase(previous);
-        }
-      }
-      freeAt[offset] = size;
-      bySize.insert({size, offset});
-    };
+    BestFit arena;
     // Live buffers by their last step, the earliest on top.
     std::priority_queue<std::pair<int64_t, Life *>,
                         std::vector<std::pair<int64_t, Life *>>, std::greater<>>
         live;
-    int64_t top = 0, size = 0;
+    int64_t size = 0;
     for (Life *life : order) {
       while (!live.empty() && live.top().first < life->first) {
         Life *dead = live.top().second;
         live.pop();
-        addFree(dead->offset, alignUp(dead->bytes));
+        arena.release(dead->offset, alignUp(dead->bytes));
       }
-      int64_t need = alignUp(life->bytes);
-      auto fit = bySize.lower_bound({need, INT64_MIN});
-      if (fit != bySize.end()) {
-        auto [blockSize, blockOffset] = *fit;
-        bySize.erase(fit);
-        freeAt.erase(blockOffset);
-        life->offset = blockOffset;
-        if (blockSize > need)
-          addFree(blockOffset + need, blockSize - need);
-      } else if (!freeAt.empty() &&
-                 freeAt.rbegin()->first + freeAt.rbegin()->second == top) {
-        // The free block at the top grows into fresh memory.
-        auto [blockOffset, blockSize] = *freeAt.rbegin();
-        bySize.erase({blockSize, blockOffset});
-        freeAt.erase(blockOffset);
-        life->offset = blockOffset;
-        top = blockOffset + need;
-      } else {
-        life->offset = top;
-        top += need;
-      }
+      life->offset = arena.take(alignUp(life->bytes));
       life->buffer.setOffset(base + life->offset);
       live.push({life->last, life});
       size = std::max(size, life->offset + life->bytes);

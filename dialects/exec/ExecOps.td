@@ -126,7 +126,11 @@ def Exec_TemplateOp : Exec_Op<"template", [SymbolTable, NoTerminator,
     class draw their slots from one set, laid out as one region whose slot
     is as large as its largest member's, and their slot counts above are
     the class's. Pools whose busiest times differ (a V's two chunks, a
-    pool B frees and the one it fills) then share slots.
+    pool B frees and the one it fills) then share slots. `stash_strides`,
+    where set, gives each class its slot's bytes instead: a class whose
+    slot is a few bytes (the arena's alignment) has its members placed at
+    any multiple of them, a step's slot number saying where (the schedule
+    has placed every microbatch's bytes apart from the others').
   }];
   let arguments = (ins I64Attr:$stage, OptionalAttr<I64Attr>:$persistent_bytes,
                    OptionalAttr<I64Attr>:$workspace_bytes,
@@ -134,7 +138,8 @@ def Exec_TemplateOp : Exec_Op<"template", [SymbolTable, NoTerminator,
                    OptionalAttr<DenseI64ArrayAttr>:$stash_slots,
                    OptionalAttr<DenseI64ArrayAttr>:$held_slots,
                    OptionalAttr<DenseI64ArrayAttr>:$passed_slots,
-                   OptionalAttr<DenseI64ArrayAttr>:$stash_classes);
+                   OptionalAttr<DenseI64ArrayAttr>:$stash_classes,
+                   OptionalAttr<DenseI64ArrayAttr>:$stash_strides);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "`stage` $stage attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;
