@@ -122,7 +122,8 @@ std::vector<std::vector<Work>> zeroBubbleH2(int p, int m) {
 /// first stage runs the first forward and the last backward and the turn
 /// from chunk p−1 to p stays on the last stage. Stage r runs
 ///   2(p−r)−1 forwards of a; r of (F b, F a); p−r of (F b, B b, W b);
-///   then (F a, B a, W a, F b, B b, W b) until every forward has run;
+///   then (F a, B a, W a, F b, B b, W b) until every forward has run
+///   (stage 0: (B a, W a, F a, F b, B b, W b));
 ///   then r of (B a, B b); p−r of (B a, W a); the W's left, b's first.
 /// It needs 2p−1 microbatches to fill; with fewer, it is made for 2p−1
 /// and the works of the microbatches past m are left out (a microbatch's
@@ -149,10 +150,21 @@ std::vector<Work> zeroBubbleV(int p, int m, int r) {
     add(Phase::Weight, b, wb);
   }
   while (fb < n) {
+    // The first stage's first chunk sends no gradient (its B is empty, W
+    // is its whole backward): it runs the oldest microbatch's W before
+    // the next forward, so that it never holds that forward beside 2p − 1
+    // others and the last chunk's (a slot that cannot move needs room
+    // for both), at no cost in time (its forward has slack there).
+    if (r == 0) {
+      add(Phase::Backward, a, ba);
+      add(Phase::Weight, a, wa);
+    }
     if (fa < n)
       add(Phase::Forward, a, fa);
-    add(Phase::Backward, a, ba);
-    add(Phase::Weight, a, wa);
+    if (r != 0) {
+      add(Phase::Backward, a, ba);
+      add(Phase::Weight, a, wa);
+    }
     add(Phase::Forward, b, fb);
     add(Phase::Backward, b, bb);
     add(Phase::Weight, b, wb);

@@ -26,8 +26,7 @@ namespace {
 /// The coarsest granule tried: slot numbers are int32, so 2^31 of these
 /// cover any stash a plan can size.
 constexpr int64_t kMostGranule = int64_t(1) << 40;
-/// The most takes times lanes the lane placement scans.
-constexpr int64_t kMostLaneWork = int64_t(1) << 27;
+
 
 
 using Classes = std::map<StashKey, int64_t>;
@@ -127,7 +126,9 @@ Classes grouping(const std::map<StashKey, int64_t> &bytes,
 std::optional<StashSlots>
 assignBytes(const std::vector<std::vector<StashMove>> &steps,
             const std::map<StashKey, int64_t> &bytes,
-            const std::map<StashKey, int64_t> &ifShared, int64_t granule) {
+            const std::map<StashKey, int64_t> &ifShared, int64_t granule,
+            int64_t toBeat, bool &tooFine) {
+  tooFine = false;
   Classes classOf;
   int64_t shared = 0, next = 1, sized = 0;
   for (auto [key, size] : bytes) {
@@ -197,6 +198,23 @@ assignBytes(const std::vector<std::vector<StashMove>> &steps,
         out.bytes = saturatingAdd(out.bytes, std::max<int64_t>(extra, 0));
     return std::optional<StashSlots>(std::move(out));
   };
+  // What no placement goes under, the most granules live at one step and
+  // the shared keys' receives: where that does not beat `toBeat`, nothing
+  // to place (the searches price many orders).
+  int64_t extra = 0;
+  for (auto [key, more] : ifShared)
+    if (classOf.count(key) && classOf.at(key) == shared)
+      extra = saturatingAdd(extra, std::max<int64_t>(more, 0));
+  std::vector<int64_t> starting(static_cast<size_t>(count) + 1, 0);
+  for (const Life &life : lives) {
+    starting[size_t(life.first)] += life.size;
+    starting[size_t(life.last) + 1] -= life.size;
+  }
+  int64_t live = 0, mostLive = 0;
+  for (int64_t step = 0; step < count; ++step)
+    mostLive = std::max(mostLive, live += starting[size_t(step)]);
+  if (saturatingAdd(saturatingMul(mostLive, granule), extra) >= toBeat)
+    return std::nullopt;
   std::vector<std::vector<size_t>> endingAt(static_cast<size_t>(count));
   for (size_t i = 0; i < lives.size(); ++i)
     endingAt[size_t(lives[i].last)].push_back(i);
@@ -215,26 +233,12 @@ assignBytes(const std::vector<std::vector<StashMove>> &steps,
         arena.release(lives[ended].place, lives[ended].size);
     }
   }
-  // Lanes are scanned for each take: skipped where that would be slow (a
-  // GPipe of thousands of microbatches holds as many at once).
-  std::vector<int64_t> starting(static_cast<size_t>(count) + 1, 0);
-  for (const Life &life : lives) {
-    ++starting[size_t(life.first)];
-    --starting[size_t(life.last) + 1];
-  }
-  int64_t live = 0, mostLive = 0;
-  for (int64_t step = 0; step < count; ++step)
-    mostLive = std::max(mostLive, live += starting[size_t(step)]);
-  if (saturatingMul(int64_t(lives.size()), mostLive) > kMostLaneWork) {
-    if (fitMost > INT32_MAX)
-      return std::nullopt;
-    return placed(fitMost);
-  }
   struct Lane {
     int64_t place, size;
     bool free;
   };
   std::vector<Lane> lanes;
+  std::set<std::pair<int64_t, size_t>> freeLanes; // (size, lane)
   std::vector<size_t> laneOf(lives.size());
   std::vector<int64_t> fitPlace(lives.size());
   for (size_t i = 0; i < lives.size(); ++i)
@@ -245,16 +249,15 @@ assignBytes(const std::vector<std::vector<StashMove>> &steps,
     for (; life < lives.size() && lives[life].first == step; ++life) {
       int64_t size = lives[life].size;
       size_t best = lanes.size();
-      for (size_t l = 0; l < lanes.size(); ++l)
-        if (lanes[l].free && lanes[l].size >= size &&
-            (best == lanes.size() || lanes[l].size < lanes[best].size))
-          best = l;
-      if (best == lanes.size() && !lanes.empty() && lanes.back().free) {
+      if (auto fit = freeLanes.lower_bound({size, 0}); fit != freeLanes.end()) {
+        best = fit->second;
+        freeLanes.erase(fit);
+      } else if (!lanes.empty() && lanes.back().free) {
         best = lanes.size() - 1;
+        freeLanes.erase({lanes[best].size, best});
         most += size - lanes[best].size;
         lanes[best].size = size;
-      }
-      if (best == lanes.size()) {
+      } else {
         lanes.push_back({most, size, true});
         most = saturatingAdd(most, size);
       }
@@ -262,16 +265,21 @@ assignBytes(const std::vector<std::vector<StashMove>> &steps,
       laneOf[life] = best;
       lives[life].place = lanes[best].place;
     }
-    for (size_t ended : endingAt[size_t(step)])
-      lanes[laneOf[ended]].free = true;
+    for (size_t ended : endingAt[size_t(step)]) {
+      Lane &lane = lanes[laneOf[ended]];
+      lane.free = true;
+      freeLanes.insert({lane.size, laneOf[ended]});
+    }
   }
   if (fitMost < most) {
     for (size_t i = 0; i < lives.size(); ++i)
       lives[i].place = fitPlace[i];
     most = fitMost;
   }
-  if (most > INT32_MAX)
+  if (most > INT32_MAX) {
+    tooFine = true;
     return std::nullopt;
+  }
   return placed(most);
 }
 
@@ -327,9 +335,10 @@ StashSlots planStashSlots(const std::vector<std::vector<StashMove>> &steps,
   std::optional<StashSlots> placed;
   int64_t sized = std::count_if(sizes.begin(), sizes.end(),
                                 [](auto &entry) { return entry.second > 0; });
-  for (int64_t granule = kStashGranule; sized >= 2 && !placed && granule <= kMostGranule;
+  bool tooFine = sized >= 2;
+  for (int64_t granule = kStashGranule; tooFine && granule <= kMostGranule;
        granule *= 2)
-    placed = assignBytes(steps, sizes, ifShared, granule);
+    placed = assignBytes(steps, sizes, ifShared, granule, best.bytes, tooFine);
   if (placed && placed->bytes < best.bytes)
     best = std::move(*placed);
   return best;

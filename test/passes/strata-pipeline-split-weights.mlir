@@ -139,14 +139,17 @@
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto stash-bytes=1,2,-3,4,5,6" 2>&1 | FileCheck %s --check-prefix=NEG-STASH
 // NEG-STASH: error: zb-auto's stash bytes must be at least 0, got -3
 // ZB-V's chunks in a V (placement=v): two a stage, chunk c on stage c and
-// then 2p-1-c, so with one stage both are its own; the schedule and the
-// placement must agree.
+// then 2p-1-c, so with one stage both are its own (the first stage runs
+// its first chunk's W before that chunk's next forward); the schedule and
+// the placement must agree.
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=1 layers-per-virtual-stage=1 split-weights=true placement=v" --strata-schedule="microbatches=2 pipeline-schedule=zb-v" | FileCheck %s --check-prefix=V
 // V: dist.schedule stage 0 microbatches 2 attributes {kind = "zb-v"} {
 // V-NEXT: dist.step @forward_0 microbatch 0 {exchange}
 // V-NEXT: dist.step @forward_1 microbatch 0 {exchange}
 // V-NEXT: dist.step @backward_1 microbatch 0 {exchange}
 // V-NEXT: dist.step @weight_1 microbatch 0 {exchange}
+// V-NEXT: dist.step @backward_0 microbatch 0 {exchange}
+// V-NEXT: dist.step @weight_0 microbatch 0 {exchange}
 // V-NEXT: dist.step @forward_0 microbatch 1 {exchange}
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true placement=w" 2>&1 | FileCheck %s --check-prefix=PLACEMENT
 // PLACEMENT: error: placement must be looped or v, got 'w'
