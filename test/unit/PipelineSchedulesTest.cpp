@@ -1001,3 +1001,23 @@ TEST(ZeroBubbleV, TheIssuesTargetsAtEightStagesAndTwentyFourMicrobatches) {
   EXPECT_EQ(sim::inFlight(orders[0]), 2 * p);
   EXPECT_EQ(mostInFlight(ScheduleKind::OneFOneB, p, m), p);
 }
+
+TEST(ZeroBubbleV, TheFirstStageNeverHoldsAnotherFirstChunkForward) {
+  // Stage 0 runs its first chunk's W (that chunk's whole backward: it
+  // sends no gradient, so its B is empty) before that chunk's next
+  // forward: it holds at most 2p - 1 of its forwards, never 2p beside the
+  // loss chunk's, whose slot is larger (the stash cannot move a slot to
+  // make room). The steady state once ran F, B, W of the first chunk in
+  // that order and held 2p of them from each forward to the W after it.
+  for (int p = 2; p <= 16; p *= 2)
+    for (int m : {p, 3 * p, 8 * p}) {
+      auto orders = zeroBubbleV(p, m);
+      int held = 0, most = 0;
+      for (const sim::Work &w : orders[0])
+        if (w.chunk == 0 && w.phase == sim::Phase::Forward)
+          most = std::max(most, ++held);
+        else if (w.chunk == 0 && w.phase == sim::Phase::Weight)
+          --held;
+      EXPECT_EQ(most, std::min(m, 2 * p - 1)) << "p=" << p << " m=" << m;
+    }
+}
