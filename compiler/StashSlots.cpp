@@ -27,8 +27,6 @@ namespace {
 /// cover any stash a plan can size.
 constexpr int64_t kMostGranule = int64_t(1) << 40;
 
-
-
 using Classes = std::map<StashKey, int64_t>;
 
 /// The slots of `steps` under `classOf`: a take gets its class's lowest
@@ -152,7 +150,8 @@ assignBytes(const std::vector<std::vector<StashMove>> &steps,
       std::pair<StashKey, int64_t> at{move.key, move.microbatch};
       if (move.does == StashMove::Does::Take) {
         open[at] = lives.size();
-        lives.push_back({step, count - 1, (size + granule - 1) / granule});
+        lives.push_back(
+            {step, count - 1, size / granule + (size % granule != 0)});
       } else if (move.does == StashMove::Does::Free) {
         auto it = open.find(at);
         if (it != open.end()) {
@@ -205,15 +204,15 @@ assignBytes(const std::vector<std::vector<StashMove>> &steps,
   for (auto [key, more] : ifShared)
     if (classOf.count(key) && classOf.at(key) == shared)
       extra = saturatingAdd(extra, std::max<int64_t>(more, 0));
-  std::vector<int64_t> starting(static_cast<size_t>(count) + 1, 0);
+  std::vector<__int128> starting(static_cast<size_t>(count) + 1, 0);
   for (const Life &life : lives) {
     starting[size_t(life.first)] += life.size;
     starting[size_t(life.last) + 1] -= life.size;
   }
-  int64_t live = 0, mostLive = 0;
+  __int128 live = 0, mostLive = 0;
   for (int64_t step = 0; step < count; ++step)
     mostLive = std::max(mostLive, live += starting[size_t(step)]);
-  if (saturatingAdd(saturatingMul(mostLive, granule), extra) >= toBeat)
+  if (mostLive * granule + extra >= toBeat)
     return std::nullopt;
   std::vector<std::vector<size_t>> endingAt(static_cast<size_t>(count));
   for (size_t i = 0; i < lives.size(); ++i)

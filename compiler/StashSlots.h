@@ -52,13 +52,15 @@ std::vector<StashMove> stashMoves(sim::Phase phase, int64_t group,
                                   int64_t microbatch, bool cut);
 
 /// The bytes a slot of a class placed by bytes takes (the arena's
-/// alignment, exec::kArenaAlignment): its members lie at multiples of it.
+/// alignment, exec::kArenaAlignment; a multiple of it where the places
+/// would not fit a slot number): its members lie at multiples of it.
 inline constexpr int64_t kStashGranule = 64;
 
 struct StashSlots {
   /// Per step, the slot of each pool it names.
   std::vector<std::map<int, int64_t>> slots;
-  /// Each key's class, numbered by the classes' first keys.
+  /// Each key's class, numbered by the classes' first keys (placed by
+  /// bytes: 0 for every key with bytes, one of its own for each without).
   std::map<StashKey, int64_t> classOf;
   /// Per class: the most slots it holds at once, and its slot's bytes.
   std::map<int64_t, int64_t> slotsOfClass, bytesOfClass;

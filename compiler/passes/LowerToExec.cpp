@@ -324,6 +324,26 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   return success();
 }
 
+namespace {
+
+/// Whether a receive into `key`'s slot lands in a buffer of its own (and
+/// is copied in at its program's start) under `slots`: where the key
+/// shares its class with another, or its chunk's B writes W's values in
+/// place (the slot freed by W then), as the end of lowerSchedule says.
+bool landsApart(const pipeline::StashSlots &slots, pipeline::StashKey key,
+                const PassedInPlace &inPlace) {
+  auto cls = slots.classOf.find(key);
+  if (cls == slots.classOf.end())
+    return false;
+  if (inPlace.byGroup.count(key.first))
+    return true;
+  return llvm::count_if(slots.classOf, [&](auto &entry) {
+           return entry.second == cls->second;
+         }) > 1;
+}
+
+} // namespace
+
 // A class placed by bytes puts its members at multiples of the granule:
 // each must start where the arena's alignment allows.
 static_assert(pipeline::kStashGranule % exec::kArenaAlignment == 0);
@@ -414,13 +434,10 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
     stashKeyBytes(stage, trial, bytes, landing);
     pipeline::StashSlots placed =
         pipeline::planStashSlots(moves, bytes, landing);
-    std::map<int64_t, int> sharing; // keys per class
-    for (auto [key, cls] : placed.classOf)
-      ++sharing[cls];
+    // planStashSlots counted the shared keys' landing buffers.
     int64_t trialBytes = placed.bytes;
     for (auto [key, extra] : landing)
-      if (trial.byGroup.count(key.first) &&
-          sharing[placed.classOf.at(key)] < 2) // else counted already
+      if (landsApart(placed, key, trial) && !landsApart(placed, key, {}))
         trialBytes = pipeline::saturatingAdd(trialBytes, extra);
     if (trialBytes < fewest) {
       fewest = trialBytes;
@@ -489,9 +506,6 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
   // freeing program by then, copies it into the slot. So does a receive
   // into the pool of a chunk whose B writes W's values in place, freed by
   // W, not B (1% on three Table 1 rows' ZB-H1, waiting for W).
-  std::map<int64_t, int> membersOf;
-  for (auto [key, cls] : classOf)
-    ++membersOf[cls];
   for (auto program : llvm::make_early_inc_range(
            stage.getBody().front().getOps<exec::ProgramOp>())) {
     Block &block = program.getBody().front();
@@ -504,9 +518,7 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
         continue;
       Key key{int64_t(target.getStashGroup().value_or(0)),
               int(target.getPool())};
-      auto cls = classOf.find(key);
-      if (cls == classOf.end() ||
-          (membersOf[cls->second] < 2 && !best.byGroup.count(key.first)))
+      if (!landsApart(chosen, key, best))
         continue;
       staged.push_back({recv, target});
       auto freed =

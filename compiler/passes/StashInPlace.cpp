@@ -10,9 +10,13 @@
 // of the kept pool that B has read for the last time before the
 // instruction that first writes it (the compute stream runs B's
 // instructions in order), as a view of it; the kept pool is then held
-// until W, which frees the passed values with it. What finds no such
-// buffer (the first layer B reaches has read little by then) stays in the
-// passed pool.
+// until W, which frees the passed values with it. A pointwise launch may
+// also write its output over an input of the same bytes that it reads for
+// the last time, element by element (gelu_bwd, the GELU's input gradient
+// over its input). What finds no such buffer (the first layer B reaches
+// has read little by then) stays in the passed pool. A receive into the
+// chunk's pools lands in a buffer of its own (LowerToExec's staged
+// receives), since the slot is now freed by W.
 //
 // The kept pool held until W is the held pool with more members, so the
 // schedules' memory counts and the slot classes need nothing new: a cut
@@ -99,14 +103,25 @@ PassedInPlace planPassedInPlace(exec::TemplateOp stage, int64_t stages) {
         int id = runtime::findKernel(launch.getKernel().str());
         exec::BufferOp out = byName.lookup(
             cast<FlatSymbolRefAttr>(launch.getOutputs()[0]).getValue());
-        if (id >= 0 && codegen::isPointwise(runtime::KernelId(id)) && out &&
+        // Not a copy (memcpy onto itself), nor an input the launch also
+        // reads through another operand (a broadcast view of it is read at
+        // other elements than the one being written).
+        if (id >= 0 && codegen::isPointwise(runtime::KernelId(id)) &&
+            runtime::KernelId(id) != runtime::KernelId::Copy && out &&
             !out.getAlias())
-          for (Attribute input : launch.getInputs())
-            if (exec::BufferOp in = byName.lookup(
-                    cast<FlatSymbolRefAttr>(input).getValue());
-                in && !in.getAlias() &&
-                in.getTensorType() == out.getTensorType())
+          for (Attribute input : launch.getInputs()) {
+            exec::BufferOp in =
+                byName.lookup(cast<FlatSymbolRefAttr>(input).getValue());
+            if (!in || in.getAlias() ||
+                in.getTensorType() != out.getTensorType())
+              continue;
+            int64_t named = llvm::count_if(
+                exec::launchOperands(launch), [&](FlatSymbolRefAttr ref) {
+                  return rootOf(ref.getValue()) == in;
+                });
+            if (named == 1)
               overwritable[out].push_back(in);
+          }
       }
       SmallVector<FlatSymbolRefAttr> refs;
       exec::instructionBuffers(&op, refs, refs);
@@ -250,7 +265,8 @@ LogicalResult Lowering::placePassedInPlace(exec::TemplateOp stage,
     for (exec::BufferOp kept : members[{group, Pool::UntilBackward}])
       kept.setStashPoolAttr(exec::StashPoolAttr::get(ctx(), Pool::Held));
 
-    // A receive into the kept pool now waits for W, which frees it, not B.
+    // The kept pool is freed by W now, not B: a wait for B's free (before
+    // the receives are staged) waits for W's.
     auto keptFreed = slotFreed.find({chunk, Pool::UntilBackward});
     if (keptFreed == slotFreed.end() || !keptFreed->second)
       continue;
