@@ -29,6 +29,41 @@ constexpr int64_t kMostGranule = int64_t(1) << 40;
 
 using Classes = std::map<StashKey, int64_t>;
 
+/// Each step's slot of each pool it names: a take's from `take(move)`, a
+/// use's and a free's the one its take got (`release(move, slot)` is told
+/// of each free), -1 for a use or free never taken. A pool of no bytes
+/// names none: a slot would only tell the runtime's recorded graphs apart
+/// for nothing.
+template <class Take, class Release>
+std::vector<std::map<int, int64_t>>
+slotsOfSteps(const std::vector<std::vector<StashMove>> &steps,
+             const std::map<StashKey, int64_t> &bytes, Take &&take,
+             Release &&release) {
+  std::vector<std::map<int, int64_t>> out;
+  std::map<std::pair<StashKey, int64_t>, int64_t> slotOf;
+  for (const std::vector<StashMove> &moves : steps) {
+    std::map<int, int64_t> &slot = out.emplace_back();
+    for (const StashMove &move : moves) {
+      int64_t &named = slot[move.key.second];
+      auto size = bytes.find(move.key);
+      std::pair<StashKey, int64_t> at{move.key, move.microbatch};
+      if (size == bytes.end() || size->second <= 0) {
+        named = -1;
+      } else if (move.does == StashMove::Does::Take) {
+        named = slotOf[at] = take(move);
+      } else {
+        auto it = slotOf.find(at);
+        named = it == slotOf.end() ? -1 : it->second;
+        if (move.does == StashMove::Does::Free && it != slotOf.end()) {
+          release(move, it->second);
+          slotOf.erase(it);
+        }
+      }
+    }
+  }
+  return out;
+}
+
 /// The slots of `steps` under `classOf`: a take gets its class's lowest
 /// free slot.
 StashSlots assign(const std::vector<std::vector<StashMove>> &steps,
@@ -38,38 +73,21 @@ StashSlots assign(const std::vector<std::vector<StashMove>> &steps,
   StashSlots out;
   out.classOf = classOf;
   std::map<int64_t, std::vector<bool>> busy;
-  std::map<std::pair<StashKey, int64_t>, int64_t> slotOf;
-  for (const std::vector<StashMove> &moves : steps) {
-    std::map<int, int64_t> &slot = out.slots.emplace_back();
-    for (const StashMove &move : moves) {
-      int64_t cls = classOf.at(move.key);
-      std::pair<StashKey, int64_t> at{move.key, move.microbatch};
-      // A pool of no bytes needs no slot; naming one would only tell the
-      // runtime's recorded graphs apart for nothing.
-      auto size = bytes.find(move.key);
-      if (size == bytes.end() || size->second <= 0) {
-        slot[move.key.second] = -1;
-        continue;
-      }
-      std::vector<bool> &used = busy[cls];
-      if (move.does == StashMove::Does::Take) {
+  out.slots = slotsOfSteps(
+      steps, bytes,
+      [&](const StashMove &move) {
+        int64_t cls = classOf.at(move.key);
+        std::vector<bool> &used = busy[cls];
         int64_t free = std::find(used.begin(), used.end(), false) - used.begin();
         if (free == int64_t(used.size()))
           used.push_back(false);
         used[size_t(free)] = true;
-        slotOf[at] = free;
         out.slotsOfClass[cls] = std::max(out.slotsOfClass[cls], free + 1);
-        slot[move.key.second] = free;
-        continue;
-      }
-      auto it = slotOf.find(at);
-      slot[move.key.second] = it == slotOf.end() ? -1 : it->second;
-      if (move.does == StashMove::Does::Free && it != slotOf.end()) {
-        used[size_t(it->second)] = false;
-        slotOf.erase(it);
-      }
-    }
-  }
+        return free;
+      },
+      [&](const StashMove &move, int64_t slot) {
+        busy[classOf.at(move.key)][size_t(slot)] = false;
+      });
   std::map<int64_t, int> members;
   for (auto [key, cls] : classOf) {
     auto size = bytes.find(key);
@@ -106,180 +124,57 @@ Classes grouping(const std::map<StashKey, int64_t> &bytes,
 }
 
 /// Every key of nonzero bytes in one class whose slot is `granule` bytes,
-/// each take's bytes placed, in the steps' order, the fewer of two ways:
-/// best fit among the blocks free then (freed blocks merged with their
-/// neighbours), as the memory plan places a program's workspace; or lanes,
-/// each take the free lane that holds it with the least to spare, else the
-/// last lane grown where it is free, else a new lane of its size. Bytes
-/// are free again after the step that frees them (a step's takes come
-/// before its frees, so B's passed bytes never land on the slot it frees).
-/// Keys of unequal bytes that come and go by turns (a V's first and last
-/// chunk on the first stage, the pool B frees and the one it fills) then
-/// share bytes without each rounding up to the largest. A step's slot is
-/// its place in granules; a program meets about as many places as a slot
-/// class has slots, not more as the microbatches grow (each is a CUDA
-/// graph of its own). Keys of zero bytes name no slot. Nothing where fewer
-/// than two keys have bytes (the classes above do that), or where a place
-/// would not fit in a slot number (int32, as the plan has them).
+/// each take's bytes placed, in the steps' order, where they fit best
+/// among the blocks free then (compiler/BestFit.h, as the memory plan
+/// places a program's workspace); bytes are free again at the move that
+/// frees them (a step's takes come before its frees, so B's passed bytes
+/// never land on the slot it frees). Keys of unequal bytes that come and
+/// go by turns (a V's first and last chunk on the first stage, the pool B
+/// frees and the one it fills) then share bytes without each rounding up
+/// to the largest. A step's slot is its place in granules; a program meets
+/// about as many places as a slot class has slots, not more as the
+/// microbatches grow (each is a CUDA graph of its own). Nothing where
+/// fewer than two keys have bytes (the classes above do that); `tooFine`
+/// where a place would not fit in a slot number (int32, as the plan has
+/// them).
 std::optional<StashSlots>
 assignBytes(const std::vector<std::vector<StashMove>> &steps,
             const std::map<StashKey, int64_t> &bytes,
             const std::map<StashKey, int64_t> &ifShared, int64_t granule,
-            int64_t toBeat, bool &tooFine) {
+            bool &tooFine) {
   tooFine = false;
-  Classes classOf;
+  StashSlots out;
   int64_t shared = 0, next = 1, sized = 0;
   for (auto [key, size] : bytes) {
-    classOf[key] = size > 0 ? shared : next++;
+    out.classOf[key] = size > 0 ? shared : next++;
     sized += size > 0;
   }
   if (sized < 2)
     return std::nullopt;
-  // The lives: [first step, last step] of each take of a key with bytes.
-  struct Life {
-    int64_t first, last, size, place = -1;
+  auto granules = [&](const StashMove &move) {
+    int64_t size = bytes.at(move.key);
+    return size / granule + (size % granule != 0);
   };
-  std::vector<Life> lives;
-  std::map<std::pair<StashKey, int64_t>, size_t> open;
-  int64_t count = int64_t(steps.size());
-  for (int64_t step = 0; step < count; ++step)
-    for (const StashMove &move : steps[size_t(step)]) {
-      int64_t size = bytes.at(move.key);
-      if (size <= 0)
-        continue;
-      std::pair<StashKey, int64_t> at{move.key, move.microbatch};
-      if (move.does == StashMove::Does::Take) {
-        open[at] = lives.size();
-        lives.push_back(
-            {step, count - 1, size / granule + (size % granule != 0)});
-      } else if (move.does == StashMove::Does::Free) {
-        auto it = open.find(at);
-        if (it != open.end()) {
-          lives[it->second].last = step;
-          open.erase(it);
-        }
-      }
-    }
-  // The steps' slots once each life has its place (`most` granules).
-  auto placed = [&](int64_t most) {
-    StashSlots out;
-    out.classOf = classOf;
-    out.shared = true;
-    size_t nextLife = 0;
-    std::map<std::pair<StashKey, int64_t>, int64_t> placeOf;
-    for (const std::vector<StashMove> &moves : steps) {
-      std::map<int, int64_t> &slot = out.slots.emplace_back();
-      for (const StashMove &move : moves) {
-        int64_t size = bytes.at(move.key);
-        std::pair<StashKey, int64_t> at{move.key, move.microbatch};
-        if (size <= 0) { // no bytes, no slot (as assign's)
-          slot[move.key.second] = -1;
-          continue;
-        }
-        if (move.does == StashMove::Does::Take) {
-          int64_t place = lives[nextLife++].place;
-          placeOf[at] = place;
-          slot[move.key.second] = place;
-          continue;
-        }
-        auto it = placeOf.find(at);
-        slot[move.key.second] = it == placeOf.end() ? -1 : it->second;
-        if (move.does == StashMove::Does::Free && it != placeOf.end())
-          placeOf.erase(it);
-      }
-    }
-    out.slotsOfClass[shared] = most;
-    for (auto [key, cls] : classOf)
-      out.bytesOfClass[cls] = cls == shared ? granule : 0;
-    out.bytes = saturatingMul(most, granule);
-    for (auto [key, extra] : ifShared)
-      if (classOf.count(key) && classOf.at(key) == shared)
-        out.bytes = saturatingAdd(out.bytes, std::max<int64_t>(extra, 0));
-    return std::optional<StashSlots>(std::move(out));
-  };
-  // What no placement goes under, the most granules live at one step and
-  // the shared keys' receives: where that does not beat `toBeat`, nothing
-  // to place (the searches price many orders).
-  int64_t extra = 0;
-  for (auto [key, more] : ifShared)
-    if (classOf.count(key) && classOf.at(key) == shared)
-      extra = saturatingAdd(extra, std::max<int64_t>(more, 0));
-  std::vector<__int128> starting(static_cast<size_t>(count) + 1, 0);
-  for (const Life &life : lives) {
-    starting[size_t(life.first)] += life.size;
-    starting[size_t(life.last) + 1] -= life.size;
-  }
-  __int128 live = 0, mostLive = 0;
-  for (int64_t step = 0; step < count; ++step)
-    mostLive = std::max(mostLive, live += starting[size_t(step)]);
-  if (mostLive * granule + extra >= toBeat)
-    return std::nullopt;
-  std::vector<std::vector<size_t>> endingAt(static_cast<size_t>(count));
-  for (size_t i = 0; i < lives.size(); ++i)
-    endingAt[size_t(lives[i].last)].push_back(i);
-  // Best fit among the free blocks (merged with their neighbours), in
-  // the steps' order.
-  int64_t fitMost = 0;
-  {
-    BestFit arena;
-    size_t life = 0;
-    for (int64_t step = 0; step < count; ++step) {
-      for (; life < lives.size() && lives[life].first == step; ++life) {
-        lives[life].place = arena.take(lives[life].size);
-        fitMost = std::max(fitMost, arena.top());
-      }
-      for (size_t ended : endingAt[size_t(step)])
-        arena.release(lives[ended].place, lives[ended].size);
-    }
-  }
-  struct Lane {
-    int64_t place, size;
-    bool free;
-  };
-  std::vector<Lane> lanes;
-  std::set<std::pair<int64_t, size_t>> freeLanes; // (size, lane)
-  std::vector<size_t> laneOf(lives.size());
-  std::vector<int64_t> fitPlace(lives.size());
-  for (size_t i = 0; i < lives.size(); ++i)
-    fitPlace[i] = lives[i].place;
-  int64_t most = 0;
-  size_t life = 0;
-  for (int64_t step = 0; step < count; ++step) {
-    for (; life < lives.size() && lives[life].first == step; ++life) {
-      int64_t size = lives[life].size;
-      size_t best = lanes.size();
-      if (auto fit = freeLanes.lower_bound({size, 0}); fit != freeLanes.end()) {
-        best = fit->second;
-        freeLanes.erase(fit);
-      } else if (!lanes.empty() && lanes.back().free) {
-        best = lanes.size() - 1;
-        freeLanes.erase({lanes[best].size, best});
-        most += size - lanes[best].size;
-        lanes[best].size = size;
-      } else {
-        lanes.push_back({most, size, true});
-        most = saturatingAdd(most, size);
-      }
-      lanes[best].free = false;
-      laneOf[life] = best;
-      lives[life].place = lanes[best].place;
-    }
-    for (size_t ended : endingAt[size_t(step)]) {
-      Lane &lane = lanes[laneOf[ended]];
-      lane.free = true;
-      freeLanes.insert({lane.size, laneOf[ended]});
-    }
-  }
-  if (fitMost < most) {
-    for (size_t i = 0; i < lives.size(); ++i)
-      lives[i].place = fitPlace[i];
-    most = fitMost;
-  }
-  if (most > INT32_MAX) {
+  BestFit arena;
+  out.slots = slotsOfSteps(
+      steps, bytes,
+      [&](const StashMove &move) { return arena.take(granules(move)); },
+      [&](const StashMove &move, int64_t at) {
+        arena.release(at, granules(move));
+      });
+  if (arena.top() > INT32_MAX) {
     tooFine = true;
     return std::nullopt;
   }
-  return placed(most);
+  out.shared = true;
+  out.slotsOfClass[shared] = arena.top();
+  for (auto [key, cls] : out.classOf)
+    out.bytesOfClass[cls] = cls == shared ? granule : 0;
+  out.bytes = saturatingMul(arena.top(), granule);
+  for (auto [key, extra] : ifShared)
+    if (out.classOf.count(key) && out.classOf.at(key) == shared)
+      out.bytes = saturatingAdd(out.bytes, std::max<int64_t>(extra, 0));
+  return out;
 }
 
 } // namespace
@@ -337,7 +232,7 @@ StashSlots planStashSlots(const std::vector<std::vector<StashMove>> &steps,
   bool tooFine = sized >= 2;
   for (int64_t granule = kStashGranule; tooFine && granule <= kMostGranule;
        granule *= 2)
-    placed = assignBytes(steps, sizes, ifShared, granule, best.bytes, tooFine);
+    placed = assignBytes(steps, sizes, ifShared, granule, tooFine);
   if (placed && placed->bytes < best.bytes)
     best = std::move(*placed);
   return best;

@@ -194,8 +194,8 @@ public:
   LogicalResult lowerSchedule(dist::ScheduleOp schedule);
   /// Makes `plan` so (StashInPlace.cpp): each placed passed buffer (and its
   /// views) a view of its kept buffer, the chunk's kept pool held until W,
-  /// and a wait for B's free of it one for W's (lowerSchedule then stages
-  /// the chunk's receives).
+  /// and B's free of it, which nothing waits for now (lowerSchedule stages
+  /// the chunk's receives), gone.
   LogicalResult placePassedInPlace(exec::TemplateOp stage,
                                    const PassedInPlace &plan);
 

@@ -16,7 +16,7 @@
 // over its input). What finds no such buffer (the first layer B reaches
 // has read little by then) stays in the passed pool. A receive into the
 // chunk's pools lands in a buffer of its own (LowerToExec's staged
-// receives), since the slot is now freed by W.
+// receives), since the slot is now freed by W: no receive waits for a free.
 //
 // The kept pool held until W is the held pool with more members, so the
 // schedules' memory counts and the slot classes need nothing new: a cut
@@ -237,17 +237,17 @@ void stashKeyBytes(exec::TemplateOp stage, const PassedInPlace &plan,
 LogicalResult Lowering::placePassedInPlace(exec::TemplateOp stage,
                                            const PassedInPlace &plan) {
   Block &block = stage.getBody().front();
+  // Views of a guest view the kept buffer it lies in.
+  llvm::StringMap<exec::BufferOp> byName;
+  for (auto buffer : block.getOps<exec::BufferOp>())
+    byName[buffer.getSymName()] = buffer;
+  llvm::DenseMap<Operation *, SmallVector<exec::BufferOp>> viewsOf;
+  for (auto buffer : block.getOps<exec::BufferOp>())
+    if (auto alias = buffer.getAlias())
+      if (exec::BufferOp root = byName.lookup(*alias))
+        viewsOf[root].push_back(buffer);
+  auto members = exec::stashMembers(stage);
   for (auto &[group, chunkPlan] : plan.byGroup) {
-    int64_t chunk = chunkPlan.chunk;
-    // Views of a guest view the kept buffer it lies in.
-    llvm::DenseMap<Operation *, SmallVector<exec::BufferOp>> viewsOf;
-    llvm::StringMap<exec::BufferOp> byName;
-    for (auto buffer : block.getOps<exec::BufferOp>())
-      byName[buffer.getSymName()] = buffer;
-    for (auto buffer : block.getOps<exec::BufferOp>())
-      if (auto alias = buffer.getAlias())
-        if (exec::BufferOp root = byName.lookup(*alias))
-          viewsOf[root].push_back(buffer);
     for (PassedInPlace::Placement p : chunkPlan.placed) {
       auto host = FlatSymbolRefAttr::get(p.host.getSymNameAttr());
       for (exec::BufferOp view : viewsOf.lookup(p.passed)) {
@@ -261,46 +261,24 @@ LogicalResult Lowering::placePassedInPlace(exec::TemplateOp stage,
       p.passed.removeStashGroupAttr();
       p.passed.removeStashPoolAttr();
     }
-    auto members = exec::stashMembers(stage);
     for (exec::BufferOp kept : members[{group, Pool::UntilBackward}])
       kept.setStashPoolAttr(exec::StashPoolAttr::get(ctx(), Pool::Held));
-
-    // The kept pool is freed by W now, not B: a wait for B's free (before
-    // the receives are staged) waits for W's.
-    auto keptFreed = slotFreed.find({chunk, Pool::UntilBackward});
+    // B no longer frees the kept pool, and the chunk's receives land in
+    // buffers of their own (lowerSchedule stages them): what waited for
+    // B's free waits for nothing, and B records it no more.
+    auto keptFreed = slotFreed.find({chunkPlan.chunk, Pool::UntilBackward});
     if (keptFreed == slotFreed.end() || !keptFreed->second)
       continue;
     exec::EventOp gone = keptFreed->second;
     slotFreed.erase(keptFreed);
-    exec::EventOp &held = slotFreed[{chunk, Pool::Held}];
-    bool recorded = bool(held);
-    if (!held)
-      held = event(freedEventName(chunk, Pool::Held));
-    auto heldRef = FlatSymbolRefAttr::get(held.getSymNameAttr());
-    exec::ProgramOp weight;
-    for (auto program : block.getOps<exec::ProgramOp>()) {
-      if (program.getPhase() == exec::Phase::Weight &&
-          program.getChunk() && int64_t(*program.getChunk()) == chunk)
-        weight = program;
+    for (auto program : block.getOps<exec::ProgramOp>())
       for (Operation &op :
-           llvm::make_early_inc_range(program.getBody().front())) {
-        if (auto wait = dyn_cast<exec::WaitOp>(op);
-            wait && wait.getEvent() == gone.getSymName())
-          wait.setEventAttr(heldRef);
-        else if (auto record = dyn_cast<exec::RecordOp>(op);
-                 record && record.getEvent() == gone.getSymName())
-          record.erase();
-      }
-    }
-    if (!weight)
-      return stage.emitOpError()
-             << "has no W program for chunk " << chunk
-             << ", whose B passes its values in place";
-    if (!recorded) {
-      OpBuilder at(ctx());
-      at.setInsertionPointToEnd(&weight.getBody().front());
-      exec::recordEvent(at, weight.getLoc(), held, exec::Stream::Compute);
-    }
+           llvm::make_early_inc_range(program.getBody().front()))
+        if ((isa<exec::WaitOp>(op) &&
+             cast<exec::WaitOp>(op).getEvent() == gone.getSymName()) ||
+            (isa<exec::RecordOp>(op) &&
+             cast<exec::RecordOp>(op).getEvent() == gone.getSymName()))
+          op.erase();
     gone.erase();
   }
   return success();
