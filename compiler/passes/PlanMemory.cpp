@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <map>
 #include <queue>
-#include <set>
 
 namespace strata {
 #define GEN_PASS_DEF_PLANMEMORY
