@@ -87,6 +87,14 @@ std::string checkOptions(const CompileOptions &options) {
            ", got '" + options.pipelineSchedule + "'";
   if (options.bucketElements < 1)
     return "--ddp-bucket-size must be at least 1";
+  if (options.lossBlockRows < 0)
+    return "--loss-block-rows must be at least 1, got " +
+           std::to_string(options.lossBlockRows);
+  if (options.lossBlockRows > 0 && options.tensorParallel > 1)
+    return "--loss-block-rows computes the whole vocabulary's loss in "
+           "blocks; with --tensor-model-parallel-size " +
+           std::to_string(options.tensorParallel) +
+           " the loss is vocabulary-parallel, which it does not block yet";
   if (!codegen::isCudaArch(options.cudaArch))
     return "--cuda-arch must be " + std::string(codegen::kCudaArchs) +
            ", got '" + options.cudaArch + "'";
@@ -158,6 +166,11 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     data.bucketElements = options.bucketElements;
     pm.addPass(createDataParallel(data));
     pm.addPass(createFuseLoss());
+    if (options.lossBlockRows > 0) {
+      FuseOutputLayerOptions output;
+      output.blockRows = options.lossBlockRows;
+      pm.addPass(createFuseOutputLayer(output));
+    }
     if (options.splitsPipeline()) {
       PipelineSplitOptions split;
       split.stages = options.pipelineParallel;

@@ -37,9 +37,11 @@ void perRow(KernelCode &code, int64_t rows) {
 }
 
 /// cross_entropy_fwd, _bwd and _with_grad.
+/// `meanRows`: the expression of the rows the mean is over (the launch's
+/// own, or cross_entropy_with_grad's mean_rows).
 std::string crossEntropyRows(const LaunchDesc &launch, KernelCode &code,
                              int64_t columns, int64_t rows, bool loss,
-                             bool grad) {
+                             bool grad, const std::string &meanRows) {
   perRow(code, rows);
   std::string total = loss ? totalScratch(rows, code.globals) : "{}";
   std::string dtype =
@@ -50,7 +52,7 @@ std::string crossEntropyRows(const LaunchDesc &launch, KernelCode &code,
               (grad ? "dloss" : "(const float *)nullptr") + ", " +
               (loss ? "loss" : "(float *)nullptr") + ", " +
               (grad ? "dlogits" : "(float *)nullptr") + ", " + num(rows) +
-              ", vocab_size,\n      aligned16(logits)" +
+              ", " + meanRows + ", vocab_size,\n      aligned16(logits)" +
               (grad ? " && aligned16(dlogits)" : "") + ", " + total + ");\n";
   return "";
 }
@@ -60,13 +62,15 @@ std::string crossEntropyRows(const LaunchDesc &launch, KernelCode &code,
 std::string emitCrossEntropyFwd(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   return crossEntropyRows(launch, code, v.lastDim(CrossEntropyFwd::op::logits),
-                          v.count(CrossEntropyFwd::op::labels), true, false);
+                          v.count(CrossEntropyFwd::op::labels), true, false,
+                          num(v.count(CrossEntropyFwd::op::labels)));
 }
 
 std::string emitCrossEntropyBwd(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   return crossEntropyRows(launch, code, v.lastDim(CrossEntropyBwd::op::logits),
-                          v.count(CrossEntropyBwd::op::labels), false, true);
+                          v.count(CrossEntropyBwd::op::labels), false, true,
+                          num(v.count(CrossEntropyBwd::op::labels)));
 }
 
 std::string emitCrossEntropyWithGrad(const LaunchDesc &launch,
@@ -74,7 +78,7 @@ std::string emitCrossEntropyWithGrad(const LaunchDesc &launch,
   View v{launch};
   return crossEntropyRows(
       launch, code, v.lastDim(CrossEntropyWithGrad::op::logits),
-      v.count(CrossEntropyWithGrad::op::labels), true, true);
+      v.count(CrossEntropyWithGrad::op::labels), true, true, "mean_rows");
 }
 
 namespace {

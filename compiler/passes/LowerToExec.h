@@ -266,6 +266,17 @@ public:
                       RankedTensorType::get({elements}, element), of.getArena(),
                       of, first * exec::elementBytes(element));
   }
+  /// Rows [first, first + count) of `of`, viewed as [count, its last
+  /// dimension].
+  exec::BufferOp rows(exec::BufferOp of, int64_t first, int64_t count) {
+    RankedTensorType type = of.getTensorType();
+    int64_t columns = type.getShape().empty() ? 1 : type.getShape().back();
+    return makeBuffer(
+        "t" + std::to_string(counter++),
+        RankedTensorType::get({count, columns}, type.getElementType()),
+        of.getArena(), of,
+        first * columns * exec::elementBytes(type.getElementType()));
+  }
   /// A workspace buffer that no value names, of `type`'s shape (stored as
   /// the step's tensors are).
   exec::BufferOp scratch(Type type) {

@@ -245,6 +245,10 @@ bool Splitter::shouldStash(Operation *def) const {
   if (isa<graph::CrossEntropyWithGradOp,
           graph::CrossEntropyWithGradFromStatsOp>(def))
     return true;
+  // The output layer in blocks adds into a gradient as it goes: run again,
+  // it would add twice.
+  if (isa<graph::LinearCrossEntropyWithGradOp>(def))
+    return true;
   if (recompute == Recompute::Selective && isa<graph::AttentionOp>(def))
     return false;
   if (recompute == Recompute::Full)

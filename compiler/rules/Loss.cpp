@@ -39,6 +39,11 @@ template <typename Op> std::pair<int64_t, int64_t> vocabOf(Op op) {
   return {columns, realVocab(op.getVocabSize(), columns)};
 }
 
+/// The rows of `labels` (a label a row of logits).
+int64_t rowCount(Value labels) {
+  return cast<RankedTensorType>(labels.getType()).getNumElements();
+}
+
 LogicalResult crossEntropyGradient(CrossEntropyOp loss, GradientBuilder &g,
                                    ArrayRef<Value> dys) {
   g.contribute(loss.getLogits(),
@@ -162,7 +167,70 @@ LogicalResult withGradLowering(CrossEntropyWithGradOp fused, Lowering &l) {
                                .dloss = l.operand(fused.getGrad()),
                                .loss = l.result(fused.getLoss()),
                                .dlogits = l.result(fused.getLogitsGrad()),
-                               .vocab_size = vocabOf(fused).second});
+                               .vocab_size = vocabOf(fused).second,
+                               .mean_rows = rowCount(fused.getLabels())});
+  return success();
+}
+
+/// The output layer and its loss a block of rows at a time: for each block,
+/// its logits (a gemm), their loss and gradient (the mean over all rows),
+/// the input's gradient rows (a gemm) and the weight's gradient added into
+/// its accumulator (a gemm, beta 1). Two block-sized buffers serve every
+/// block; the blocks' losses add up in the loss.
+LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
+                                 Lowering &l) {
+  auto inputType = cast<RankedTensorType>(op.getInput().getType());
+  auto weightType = cast<RankedTensorType>(op.getWeight().getType());
+  bool tb = op.getTransposeB();
+  int64_t hidden = inputType.getShape().back();
+  int64_t vocab = weightType.getDimSize(tb ? 0 : 1);
+  int64_t rows = inputType.getNumElements() / hidden;
+  int64_t block = std::min<int64_t>(int64_t(op.getBlockRows()), rows);
+  lower_to_exec::ParamBuffers *param = l.paramBuffers(op.getWeightName());
+  if (!param)
+    return op.emitOpError() << "adds into '" << op.getWeightName()
+                            << "', which is not a parameter";
+  exec::BufferOp input = l.operand(op.getInput());
+  exec::BufferOp weight = l.operand(op.getWeight());
+  exec::BufferOp labels = l.operand(op.getLabels());
+  exec::BufferOp seed = l.operand(op.getGrad());
+  exec::BufferOp loss = l.result(op.getLoss());
+  exec::BufferOp inputGrad = l.result(op.getInputGrad());
+  Type logitsType = RankedTensorType::get({block, vocab},
+                                          inputType.getElementType());
+  exec::BufferOp logits = l.scratch(logitsType);
+  exec::BufferOp logitsGrad = l.scratch(logitsType);
+  exec::BufferOp share = rows > block ? l.scratch(op.getLoss().getType())
+                                      : exec::BufferOp();
+  int64_t real = op.getVocabSize() ? int64_t(*op.getVocabSize()) : vocab;
+  Location loc = op.getLoc();
+  for (int64_t first = 0; first < rows; first += block) {
+    int64_t count = std::min(block, rows - first);
+    exec::BufferOp x = l.rows(input, first, count);
+    exec::BufferOp dx = l.rows(inputGrad, first, count);
+    exec::BufferOp z = count == block ? logits : l.rows(logits, 0, count);
+    exec::BufferOp dz =
+        count == block ? logitsGrad : l.rows(logitsGrad, 0, count);
+    // logits = x · Wᵀ ([vocab, hidden]) or x · W ([hidden, vocab]).
+    l.gemm(loc, x, weight, z, count, vocab, hidden, false, tb, false);
+    l.launch(loc, kernel::CrossEntropyWithGrad{
+                      .logits = z,
+                      .labels = l.slice(labels, first, count),
+                      .dloss = seed,
+                      .loss = first == 0 ? loss : share,
+                      .dlogits = dz,
+                      .vocab_size = real,
+                      .mean_rows = rows});
+    if (first > 0)
+      l.launch(loc, kernel::Accumulate{.x = share, .y = loss});
+    // dx = dlogits · W, or dlogits · Wᵀ.
+    l.gemm(loc, dz, weight, dx, count, hidden, vocab, false, !tb, false);
+    // dW += dlogitsᵀ · x ([vocab, hidden]), or xᵀ · dlogits.
+    if (tb)
+      l.gemm(loc, dz, x, param->grad, vocab, hidden, count, true, false, true);
+    else
+      l.gemm(loc, x, dz, param->grad, hidden, vocab, count, true, false, true);
+  }
   return success();
 }
 
@@ -255,6 +323,11 @@ void OpRules<CrossEntropyGradOp>::attach(MLIRContext &context) {
 // their instructions.
 void OpRules<CrossEntropyWithGradOp>::attach(MLIRContext &context) {
   attachLowering<CrossEntropyWithGradOp, withGradLowering>(context);
+}
+// Made by strata-fuse-output-layer, after autodiff and the layouts: only
+// its instructions.
+void OpRules<LinearCrossEntropyWithGradOp>::attach(MLIRContext &context) {
+  attachLowering<LinearCrossEntropyWithGradOp, linearLossLowering>(context);
 }
 void OpRules<LogitsMaxOp>::attach(MLIRContext &context) {
   attachLowering<LogitsMaxOp, logitsMaxLowering>(context);

@@ -327,6 +327,30 @@ LogicalResult CrossEntropyWithGradOp::verify() {
                     "the logits' gradient");
 }
 
+LogicalResult LinearCrossEntropyWithGradOp::verify() {
+  auto input = getInput().getType(), weight = getWeight().getType();
+  if (weight.getRank() != 2 || input.getRank() < 1)
+    return emitOpError() << "takes a rank-2 weight and an input of rank 1 "
+                            "or more";
+  int64_t hidden = input.getShape().back();
+  int64_t k = weight.getDimSize(getTransposeB() ? 1 : 0);
+  int64_t vocab = weight.getDimSize(getTransposeB() ? 0 : 1);
+  if (k != hidden)
+    return emitOpError() << "multiplies an input of " << hidden
+                         << " columns by a weight of " << k << " rows";
+  int64_t rows = input.getNumElements() / std::max<int64_t>(hidden, 1);
+  if (getLabels().getType().getNumElements() != rows)
+    return emitOpError() << "has " << getLabels().getType().getNumElements()
+                         << " labels for " << rows << " rows";
+  if (getBlockRows() <= 0)
+    return emitOpError() << "has block_rows " << getBlockRows()
+                         << ": a block is one row or more";
+  if (auto size = getVocabSize(); size && (*size <= 0 || int64_t(*size) > vocab))
+    return emitOpError() << "has vocab_size " << *size << " for " << vocab
+                         << " columns";
+  return expectType(*this, getInputGrad(), input, "the input's gradient");
+}
+
 //===----------------------------------------------------------------------===//
 // The loss from row statistics
 //===----------------------------------------------------------------------===//

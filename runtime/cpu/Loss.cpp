@@ -40,9 +40,11 @@ static double logSumExp(const float *row, int64_t vocab) {
 /// loss gradient `dloss` into `grad`, where given.
 static void crossEntropy(const float *logits, const int32_t *labels,
                          int64_t tokens, int64_t vocab, int64_t valid,
-                         float *loss, const float *dloss, float *grad) {
+                         float *loss, const float *dloss, float *grad,
+                         int64_t meanRows = 0) {
+  double over = double(meanRows ? meanRows : tokens);
   double total = 0;
-  double perToken = grad ? double(*dloss) / double(tokens) : 0.0;
+  double perToken = grad ? double(*dloss) / over : 0.0;
 #pragma omp parallel for reduction(+ : total) if (tokens * vocab > kCheap)
   for (int64_t i = 0; i < tokens; ++i) {
     const float *row = logits + i * vocab;
@@ -60,7 +62,7 @@ static void crossEntropy(const float *logits, const int32_t *labels,
     }
   }
   if (loss)
-    *loss = static_cast<float>(total / double(tokens));
+    *loss = static_cast<float>(total / over);
 }
 
 void runCrossEntropyFwd(const KernelArgs &args) {
@@ -84,7 +86,8 @@ void runCrossEntropyWithGrad(const KernelArgs &args) {
   int64_t vocab = args.shape(op::logits).back();
   crossEntropy(args.f(op::logits), args.ids(op::labels), args.count(op::labels),
                vocab, validColumns(args.i(attr::vocab_size), vocab),
-               args.f(op::loss), args.f(op::dloss), args.f(op::dlogits));
+               args.f(op::loss), args.f(op::dloss), args.f(op::dlogits),
+               args.i(attr::mean_rows));
 }
 
 namespace {

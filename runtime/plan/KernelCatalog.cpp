@@ -439,6 +439,10 @@ void checkCrossEntropyWithGrad(Rules &r) {
   r.scalar(op::dloss);
   r.scalar(op::loss);
   r.sameCount(op::logits, op::dlogits);
+  int64_t rows = r.at(op::labels).elements, over = r.i(attr::mean_rows);
+  r.require(over >= rows, "mean_rows " + std::to_string(over) +
+                              " is fewer than the launch's " +
+                              std::to_string(rows) + " rows");
 }
 
 void checkSlice(Rules &r) {

@@ -136,6 +136,7 @@ LaunchDesc sample(KernelId id, DType dtype) {
   attrs["causal"].i = 1;
   attrs["group_size"].i = 2;
   attrs["vocab_size"].i = 9;
+  attrs["mean_rows"].i = 12;
   attrs["dim"].i = 1;
   attrs["parts"].i = 2;
   attrs["part"].perRank = true;

@@ -61,7 +61,8 @@ TEST_P(Kernels, CrossEntropyWithItsGradientInOneLaunch) {
   h.run("cross_entropy_with_grad",
         {h.input({tokens, width}, logits), h.ids({tokens}, labels),
          h.input({}, {seed})},
-        {out, grad}, {{"vocab_size", intArg(vocab)}});
+        {out, grad},
+        {{"vocab_size", intArg(vocab)}, {"mean_rows", intArg(tokens)}});
   expectClose(h.read(out), loss(logits), kTol, "cross_entropy_with_grad loss");
   expectClose(h.read(grad), vjp(loss, logits, {seed}), kTol,
               "cross_entropy_with_grad gradient");
@@ -81,7 +82,8 @@ TEST_P(Kernels, CrossEntropyWithGradientOverManyBlocks) {
   h.run("cross_entropy_with_grad",
         {h.input({tokens, width}, logits, DType::BF16), h.ids({tokens}, labels),
          h.input({}, {seed})},
-        {out, grad}, {{"vocab_size", intArg(vocab)}});
+        {out, grad},
+        {{"vocab_size", intArg(vocab)}, {"mean_rows", intArg(tokens)}});
   double loss = 0;
   Vec expected(tokens * width, 0.0);
   for (int64_t r = 0; r < tokens; ++r) {
@@ -103,6 +105,39 @@ TEST_P(Kernels, CrossEntropyWithGradientOverManyBlocks) {
     largest = std::max(largest, std::fabs(e));
   expectClose(h.read(grad), roundedToBf16(expected), kTolBf16 * largest,
               "gradient");
+}
+
+TEST_P(Kernels, CrossEntropyWithGradientOfOneBlockOfAMicrobatchsRows) {
+  // strata-fuse-output-layer's launch: 70 of a microbatch's 300 rows, the
+  // mean over all 300 (mean_rows), a vocabulary of 45 padded to 48.
+  // Against the loss's share and the gradient by their formulas in
+  // float64.
+  const int64_t tokens = 70, over = 300, vocab = 45, width = 48;
+  Vec logits = randomVec(tokens * width, 2.5);
+  auto labels = randomIds(tokens, vocab);
+  const double seed = 1.5;
+  Harness h(on());
+  uint32_t out = h.add({}), grad = h.add({tokens, width});
+  h.run("cross_entropy_with_grad",
+        {h.input({tokens, width}, logits), h.ids({tokens}, labels),
+         h.input({}, {seed})},
+        {out, grad},
+        {{"vocab_size", intArg(vocab)}, {"mean_rows", intArg(over)}});
+  double loss = 0;
+  Vec expected(tokens * width, 0.0);
+  for (int64_t r = 0; r < tokens; ++r) {
+    const double *z = &logits[r * width];
+    double sum = 0;
+    for (int64_t c = 0; c < vocab; ++c)
+      sum += std::exp(z[c]);
+    double lse = std::log(sum);
+    loss += lse - z[labels[r]];
+    for (int64_t c = 0; c < vocab; ++c)
+      expected[r * width + c] =
+          (std::exp(z[c] - lse) - (c == labels[r] ? 1.0 : 0.0)) * seed / over;
+  }
+  expectClose(h.read(out), {loss / over}, kTol, "the block's share of the loss");
+  expectClose(h.read(grad), expected, kTol, "the block's gradient");
 }
 
 TEST_P(Kernels, VocabularyParallelLossFromRowStatistics) {

@@ -2,8 +2,10 @@
 //
 // Per row r of logits z (columns at or past `valid` are the vocabulary's
 // padding, or another rank's):
-//   lse_r = log Σ_j exp(z_rj),  loss = mean_r (lse_r - z_r,label_r)
-//   dlogits_rj = dloss / rows · (exp(z_rj - lse_r) - [j = label_r])
+//   lse_r = log Σ_j exp(z_rj),  loss = Σ_r (lse_r - z_r,label_r) / n
+//   dlogits_rj = dloss / n · (exp(z_rj - lse_r) - [j = label_r])
+// where n is the rows (cross_entropy_with_grad: mean_rows, the microbatch's
+// rows where the launch is one block of them)
 // and the vocabulary-parallel kernels' row statistics (max, Σ exp(z - max),
 // the target's logit), all-reduced between launches.
 //
@@ -102,8 +104,8 @@ template <int COLUMNS, int THREADS, bool LOSS, bool GRAD, typename T,
           typename TD>
 __device__ __forceinline__ void
 crossEntropy(const T *logits, const int *labels, const float *dloss,
-             float *loss, TD *dlogits, i64 rows, i64 vocabSize, bool vectors,
-             GridTotal<float> total) {
+             float *loss, TD *dlogits, i64 rows, i64 meanRows, i64 vocabSize,
+             bool vectors, GridTotal<float> total) {
   const i64 r = blockIdx.x;
   const int valid = vocabSize < 0         ? 0
                     : vocabSize > COLUMNS ? COLUMNS
@@ -122,7 +124,7 @@ crossEntropy(const T *logits, const int *labels, const float *dloss,
     stats = rowMaxSum<COLUMNS, THREADS, 1>(row, valid);
   const float lse = stats.max + logf(stats.sum);
   if constexpr (GRAD) {
-    const float scale = dloss[0] / rows;
+    const float scale = dloss[0] / meanRows;
     if (wide)
       rowGradient<COLUMNS, THREADS, 8>(row, dlogits + r * COLUMNS, valid, lse,
                                        label, scale);
@@ -135,7 +137,7 @@ crossEntropy(const T *logits, const int *labels, const float *dloss,
     if (threadIdx.x == 0)
       rowLoss = lse - (label >= 0 && label < COLUMNS ? load(row, label) : 0.0f);
     addGridTotal<THREADS>(total, rowLoss,
-                          [&](float sum) { loss[0] = sum / rows; });
+                          [&](float sum) { loss[0] = sum / meanRows; });
   }
 }
 
