@@ -151,21 +151,24 @@ def FuseLoss : Pass<"strata-fuse-loss", "mlir::ModuleOp"> {
 
 def FuseOutputLayer : Pass<"strata-fuse-output-layer", "mlir::ModuleOp"> {
   let summary = "Compute the output layer, the loss and their gradients in "
-                "blocks of rows, in the forward";
+                "blocks of the vocabulary, in the forward";
   let description = [{
     Where the logits are a parameter's product read only by a
     cross_entropy_with_grad, whose gradient only the output layer's two
     gradient products read (the input's, and the weight's into its
     accumulator), the five become one linear_cross_entropy_with_grad at the
-    loss's place that runs them `block-rows` rows at a time: no more than a
-    block's logits and their gradient are held, and the forward leaves the
-    input's gradient for the backward instead of the logits'. With
-    block-rows 0 (the default) nothing changes; given and finding no such
-    layer, the pass fails (the vocabulary-parallel loss is not one).
+    loss's place that runs them `block-columns` of the vocabulary at a
+    time: no more than a block's logits and their gradient are held, and
+    the forward leaves the input's gradient for the backward instead of the
+    logits'. Each block's logits are computed twice (the row statistics
+    first, then the gradients): four products of the layer's size instead
+    of three. With block-columns 0 (the default) nothing changes; given and
+    finding no such layer, the pass fails (the vocabulary-parallel loss is
+    not one).
   }];
   let options = [
-    Option<"blockRows", "block-rows", "int64_t", "0",
-           "Rows of logits a block (0: leave the output layer as it is)">
+    Option<"blockColumns", "block-columns", "int64_t", "0",
+           "Vocabulary columns a block (0: leave the output layer as it is)">
   ];
 }
 

@@ -87,11 +87,11 @@ std::string checkOptions(const CompileOptions &options) {
            ", got '" + options.pipelineSchedule + "'";
   if (options.bucketElements < 1)
     return "--ddp-bucket-size must be at least 1";
-  if (options.lossBlockRows < 0)
-    return "--loss-block-rows must be at least 1, got " +
-           std::to_string(options.lossBlockRows);
-  if (options.lossBlockRows > 0 && options.tensorParallel > 1)
-    return "--loss-block-rows computes the whole vocabulary's loss in "
+  if (options.lossVocabBlock < 0)
+    return "--loss-vocab-block must be at least 1, got " +
+           std::to_string(options.lossVocabBlock);
+  if (options.lossVocabBlock > 0 && options.tensorParallel > 1)
+    return "--loss-vocab-block computes the whole vocabulary's loss in "
            "blocks; with --tensor-model-parallel-size " +
            std::to_string(options.tensorParallel) +
            " the loss is vocabulary-parallel, which it does not block yet";
@@ -166,9 +166,9 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     data.bucketElements = options.bucketElements;
     pm.addPass(createDataParallel(data));
     pm.addPass(createFuseLoss());
-    if (options.lossBlockRows > 0) {
+    if (options.lossVocabBlock > 0) {
       FuseOutputLayerOptions output;
-      output.blockRows = options.lossBlockRows;
+      output.blockColumns = options.lossVocabBlock;
       pm.addPass(createFuseOutputLayer(output));
     }
     if (options.splitsPipeline()) {

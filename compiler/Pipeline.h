@@ -29,7 +29,7 @@ struct CompileOptions : Layout {
   bool recomputeWholeLayers = false;      // full, as Megatron's uniform runs it
   std::string attentionBackend = "fused"; // fused, or unfused: Megatron 2021's
   int64_t bucketElements = 40000000;      // Megatron's --ddp-bucket-size
-  int64_t lossBlockRows = 0; // the output layer and loss in blocks (0: whole)
+  int64_t lossVocabBlock = 0; // the output layer and loss in blocks (0: whole)
   bool overlapGradReduce = true;          // reduce buckets during the backward
   bool overlapParamGather = true; // gather parameters during the forward
   Target target = Target::Cpu;

@@ -37,11 +37,9 @@ void perRow(KernelCode &code, int64_t rows) {
 }
 
 /// cross_entropy_fwd, _bwd and _with_grad.
-/// `meanRows`: the expression of the rows the mean is over (the launch's
-/// own, or cross_entropy_with_grad's mean_rows).
 std::string crossEntropyRows(const LaunchDesc &launch, KernelCode &code,
                              int64_t columns, int64_t rows, bool loss,
-                             bool grad, const std::string &meanRows) {
+                             bool grad) {
   perRow(code, rows);
   std::string total = loss ? totalScratch(rows, code.globals) : "{}";
   std::string dtype =
@@ -52,7 +50,7 @@ std::string crossEntropyRows(const LaunchDesc &launch, KernelCode &code,
               (grad ? "dloss" : "(const float *)nullptr") + ", " +
               (loss ? "loss" : "(float *)nullptr") + ", " +
               (grad ? "dlogits" : "(float *)nullptr") + ", " + num(rows) +
-              ", " + meanRows + ", vocab_size,\n      aligned16(logits)" +
+              ", vocab_size,\n      aligned16(logits)" +
               (grad ? " && aligned16(dlogits)" : "") + ", " + total + ");\n";
   return "";
 }
@@ -62,15 +60,13 @@ std::string crossEntropyRows(const LaunchDesc &launch, KernelCode &code,
 std::string emitCrossEntropyFwd(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   return crossEntropyRows(launch, code, v.lastDim(CrossEntropyFwd::op::logits),
-                          v.count(CrossEntropyFwd::op::labels), true, false,
-                          num(v.count(CrossEntropyFwd::op::labels)));
+                          v.count(CrossEntropyFwd::op::labels), true, false);
 }
 
 std::string emitCrossEntropyBwd(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   return crossEntropyRows(launch, code, v.lastDim(CrossEntropyBwd::op::logits),
-                          v.count(CrossEntropyBwd::op::labels), false, true,
-                          num(v.count(CrossEntropyBwd::op::labels)));
+                          v.count(CrossEntropyBwd::op::labels), false, true);
 }
 
 std::string emitCrossEntropyWithGrad(const LaunchDesc &launch,
@@ -78,7 +74,7 @@ std::string emitCrossEntropyWithGrad(const LaunchDesc &launch,
   View v{launch};
   return crossEntropyRows(
       launch, code, v.lastDim(CrossEntropyWithGrad::op::logits),
-      v.count(CrossEntropyWithGrad::op::labels), true, true, "mean_rows");
+      v.count(CrossEntropyWithGrad::op::labels), true, true);
 }
 
 namespace {
@@ -140,6 +136,19 @@ std::string emitLogitsTarget(const LaunchDesc &launch, KernelCode &code) {
 
 std::string emitLogitsSumExp(const LaunchDesc &launch, KernelCode &code) {
   return rowStat(launch, code, true);
+}
+
+std::string emitLogitsMaxSum(const LaunchDesc &launch, KernelCode &code) {
+  View v{launch};
+  int64_t columns = v.lastDim(LogitsMaxSum::op::logits);
+  int64_t rows = v.count(LogitsMaxSum::op::logits) / columns;
+  perRow(code, rows);
+  code.body = "  logitsMaxSum<" + std::to_string(columns) + ", " +
+              std::to_string(kRowThreads) + ", " +
+              (v.flag(LogitsMaxSum::attr::accumulate) ? "true" : "false") +
+              ">(\n      logits, max, sum, vocab_size, vocab_offset, "
+              "aligned16(logits));\n";
+  return "";
 }
 
 std::string emitCrossEntropyFromStats(const LaunchDesc &launch,

@@ -8,13 +8,17 @@
 // under ZB-V it sits on the first stage beside p microbatches of
 // activations. This pass makes the output layer's product, the fused loss
 // and both gradient products one op in the forward that runs them
-// `block-rows` rows at a time: a block's logits and their gradient are all
-// it holds, the input's gradient is what it leaves for the backward (the
-// layer's input's size), and the weight's gradient is added into its
-// accumulator as each block is done. The cost: the weight is read once a
-// block by three products, and its fp32 accumulator read and written once a
-// block. The loss is the whole-vocabulary one; the vocabulary-parallel loss
-// (tensor parallelism) is left as it is.
+// `block-columns` of the vocabulary at a time: a block's logits and their
+// gradient are all it holds, the input's gradient is what it leaves for
+// the backward (the layer's input's size), and each block of the weight's
+// gradient is added into its accumulator once. The cost: each block's
+// logits are computed twice, in a first pass for the rows' statistics and
+// a second for the gradients (four products of the layer's size instead of
+// three). Blocks of rows would need none again but add the whole weight's
+// fp32 gradient once a block, which for GPT-2's 1,024 tokens a microbatch
+// in blocks of 128 cost more than the product (docs/design.md). The loss is
+// the whole-vocabulary one; the vocabulary-parallel loss (tensor
+// parallelism) is left as it is.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
@@ -95,7 +99,7 @@ struct FuseOutputLayerPass
   using FuseOutputLayerBase::FuseOutputLayerBase;
 
   void runOnOperation() override {
-    if (blockRows <= 0)
+    if (blockColumns <= 0)
       return;
     SmallVector<graph::CrossEntropyWithGradOp> losses;
     getOperation().walk(
@@ -112,7 +116,7 @@ struct FuseOutputLayerPass
           layer->product.getRhs(), loss.getLabels(), loss.getGrad(),
           b.getStringAttr(paramName(layer->product.getRhs())),
           layer->product.getTransposeB() ? b.getUnitAttr() : UnitAttr(),
-          b.getI64IntegerAttr(blockRows), loss.getVocabSizeAttr());
+          b.getI64IntegerAttr(blockColumns), loss.getVocabSizeAttr());
       layer->inputGrad.getResult().replaceAllUsesWith(op.getInputGrad());
       loss.getLoss().replaceAllUsesWith(op.getLoss());
       layer->accumulate->erase();
@@ -126,7 +130,7 @@ struct FuseOutputLayerPass
     if (fused == 0) {
       // At the module's place, not on it: the module is not the culprit.
       mlir::emitError(getOperation().getLoc())
-          << "--loss-block-rows: no output layer to compute in blocks (a "
+          << "--loss-vocab-block: no output layer to compute in blocks (a "
              "parameter's product read only by the loss, whose gradient only "
              "the layer's two gradient products read; the vocabulary-parallel "
              "loss of tensor parallelism is not one)";

@@ -277,6 +277,20 @@ public:
         of.getArena(), of,
         first * columns * exec::elementBytes(type.getElementType()));
   }
+  /// `of`'s first elements viewed as `shape`.
+  exec::BufferOp shaped(exec::BufferOp of, ArrayRef<int64_t> shape) {
+    return makeBuffer(
+        "t" + std::to_string(counter++),
+        RankedTensorType::get(shape, of.getTensorType().getElementType()),
+        of.getArena(), of);
+  }
+  /// A gemm that adds into its output (beta 1).
+  void accumulate(exec::GemmOp g) { g.setBetaAttr(b.getF32FloatAttr(1.0f)); }
+  /// A workspace buffer that no value names, of `type`'s shape in f32.
+  exec::BufferOp scratchF32(Type type) {
+    return makeBuffer("t" + std::to_string(counter++), asF32(type),
+                      exec::Arena::Workspace);
+  }
   /// A workspace buffer that no value names, of `type`'s shape (stored as
   /// the step's tensors are).
   exec::BufferOp scratch(Type type) {

@@ -39,11 +39,6 @@ template <typename Op> std::pair<int64_t, int64_t> vocabOf(Op op) {
   return {columns, realVocab(op.getVocabSize(), columns)};
 }
 
-/// The rows of `labels` (a label a row of logits).
-int64_t rowCount(Value labels) {
-  return cast<RankedTensorType>(labels.getType()).getNumElements();
-}
-
 LogicalResult crossEntropyGradient(CrossEntropyOp loss, GradientBuilder &g,
                                    ArrayRef<Value> dys) {
   g.contribute(loss.getLogits(),
@@ -167,70 +162,124 @@ LogicalResult withGradLowering(CrossEntropyWithGradOp fused, Lowering &l) {
                                .dloss = l.operand(fused.getGrad()),
                                .loss = l.result(fused.getLoss()),
                                .dlogits = l.result(fused.getLogitsGrad()),
-                               .vocab_size = vocabOf(fused).second,
-                               .mean_rows = rowCount(fused.getLabels())});
+                               .vocab_size = vocabOf(fused).second});
   return success();
 }
 
-/// The output layer and its loss a block of rows at a time: for each block,
-/// its logits (a gemm), their loss and gradient (the mean over all rows),
-/// the input's gradient rows (a gemm) and the weight's gradient added into
-/// its accumulator (a gemm, beta 1). Two block-sized buffers serve every
-/// block; the blocks' losses add up in the loss.
+/// The output layer and its loss a block of the vocabulary's columns at a
+/// time, in two passes over the blocks, each computing the block's logits
+/// (a gemm): the first combines each row's max and sum of exponentials and
+/// picks the target's logit (the vocabulary-parallel loss's statistics,
+/// over blocks instead of ranks), from which the loss follows; the second
+/// computes the block's logits' gradient from them, adds its product with
+/// the block's weights into the input's gradient (f32) and writes the
+/// block's rows (or columns) of the weight's gradient into its accumulator
+/// (beta 1), each once. Two block-sized buffers serve every block.
 LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
                                  Lowering &l) {
   auto inputType = cast<RankedTensorType>(op.getInput().getType());
   auto weightType = cast<RankedTensorType>(op.getWeight().getType());
-  bool tb = op.getTransposeB();
+  bool tb = op.getTransposeB(); // weight [vocab, hidden], else [hidden, vocab]
   int64_t hidden = inputType.getShape().back();
   int64_t vocab = weightType.getDimSize(tb ? 0 : 1);
   int64_t rows = inputType.getNumElements() / hidden;
-  int64_t block = std::min<int64_t>(int64_t(op.getBlockRows()), rows);
+  int64_t block = std::min<int64_t>(int64_t(op.getBlockColumns()), vocab);
+  int64_t real = op.getVocabSize() ? int64_t(*op.getVocabSize()) : vocab;
   lower_to_exec::ParamBuffers *param = l.paramBuffers(op.getWeightName());
   if (!param)
     return op.emitOpError() << "adds into '" << op.getWeightName()
                             << "', which is not a parameter";
-  exec::BufferOp input = l.operand(op.getInput());
+  Location loc = op.getLoc();
+  exec::BufferOp input = l.rows(l.operand(op.getInput()), 0, rows);
   exec::BufferOp weight = l.operand(op.getWeight());
   exec::BufferOp labels = l.operand(op.getLabels());
   exec::BufferOp seed = l.operand(op.getGrad());
   exec::BufferOp loss = l.result(op.getLoss());
   exec::BufferOp inputGrad = l.result(op.getInputGrad());
-  Type logitsType = RankedTensorType::get({block, vocab},
-                                          inputType.getElementType());
-  exec::BufferOp logits = l.scratch(logitsType);
-  exec::BufferOp logitsGrad = l.scratch(logitsType);
-  exec::BufferOp share = rows > block ? l.scratch(op.getLoss().getType())
-                                      : exec::BufferOp();
-  int64_t real = op.getVocabSize() ? int64_t(*op.getVocabSize()) : vocab;
-  Location loc = op.getLoc();
-  for (int64_t first = 0; first < rows; first += block) {
-    int64_t count = std::min(block, rows - first);
-    exec::BufferOp x = l.rows(input, first, count);
-    exec::BufferOp dx = l.rows(inputGrad, first, count);
-    exec::BufferOp z = count == block ? logits : l.rows(logits, 0, count);
-    exec::BufferOp dz =
-        count == block ? logitsGrad : l.rows(logitsGrad, 0, count);
-    // logits = x · Wᵀ ([vocab, hidden]) or x · W ([hidden, vocab]).
-    l.gemm(loc, x, weight, z, count, vocab, hidden, false, tb, false);
-    l.launch(loc, kernel::CrossEntropyWithGrad{
-                      .logits = z,
-                      .labels = l.slice(labels, first, count),
-                      .dloss = seed,
-                      .loss = first == 0 ? loss : share,
-                      .dlogits = dz,
-                      .vocab_size = real,
-                      .mean_rows = rows});
-    if (first > 0)
-      l.launch(loc, kernel::Accumulate{.x = share, .y = loss});
-    // dx = dlogits · W, or dlogits · Wᵀ.
-    l.gemm(loc, dz, weight, dx, count, hidden, vocab, false, !tb, false);
-    // dW += dlogitsᵀ · x ([vocab, hidden]), or xᵀ · dlogits.
+  Type element = inputType.getElementType();
+  exec::BufferOp logits = l.scratch(RankedTensorType::get({rows, block}, element));
+  exec::BufferOp logitsGrad =
+      l.scratch(RankedTensorType::get({rows, block}, element));
+  auto f32 = [&](ArrayRef<int64_t> shape) {
+    return l.scratchF32(RankedTensorType::get(shape, element));
+  };
+  exec::BufferOp max = f32({rows}), sum = f32({rows}), target = f32({rows});
+  exec::BufferOp targetPart = block < vocab ? f32({rows}) : exec::BufferOp();
+  // The input's gradient adds up over blocks in f32, then takes its type.
+  bool narrow = inputGrad.getTensorType().getElementType() !=
+                Float32Type::get(op.getContext());
+  exec::BufferOp inputGradSum =
+      narrow ? f32({rows, hidden}) : l.rows(inputGrad, 0, rows);
+
+  // logits[:, c0 : c0 + count] = x · W_blockᵀ (tb) or x · W[:, block].
+  auto blockLogits = [&](int64_t c0, int64_t count, exec::BufferOp z) {
     if (tb)
-      l.gemm(loc, dz, x, param->grad, vocab, hidden, count, true, false, true);
+      l.gemm(loc, input, l.rows(weight, c0, count), z, rows, count, hidden,
+             false, true, false);
     else
-      l.gemm(loc, x, dz, param->grad, hidden, vocab, count, true, false, true);
+      l.gemm(loc, input, l.slice(weight, c0, (hidden - 1) * vocab + count), z,
+             {.m = rows, .n = count, .k = hidden, .lda = hidden, .ldb = vocab,
+              .ldd = count});
+  };
+  auto blockOf = [&](exec::BufferOp whole, int64_t count) {
+    return count == block ? whole : l.shaped(whole, {rows, count});
+  };
+  for (int64_t c0 = 0; c0 < vocab; c0 += block) {
+    int64_t count = std::min(block, vocab - c0);
+    exec::BufferOp z = blockOf(logits, count);
+    blockLogits(c0, count, z);
+    l.launch(loc, kernel::LogitsMaxSum{.logits = z,
+                                       .max = max,
+                                       .sum = sum,
+                                       .vocab_size = real,
+                                       .vocab_offset = c0,
+                                       .accumulate = c0 > 0});
+    l.launch(loc, kernel::LogitsTarget{.logits = z,
+                                       .labels = labels,
+                                       .target = c0 == 0 ? target : targetPart,
+                                       .vocab_size = real,
+                                       .vocab_offset = c0});
+    if (c0 > 0)
+      l.launch(loc, kernel::Accumulate{.x = targetPart, .y = target});
   }
+  l.launch(loc, kernel::CrossEntropyFromStats{
+                    .max = max, .sum = sum, .target = target, .loss = loss});
+  for (int64_t c0 = 0; c0 < vocab; c0 += block) {
+    int64_t count = std::min(block, vocab - c0);
+    exec::BufferOp z = blockOf(logits, count), dz = blockOf(logitsGrad, count);
+    if (block < vocab) // else the first pass's logits are still there
+      blockLogits(c0, count, z);
+    l.launch(loc, kernel::CrossEntropyGradFromStats{.logits = z,
+                                                    .labels = labels,
+                                                    .max = max,
+                                                    .sum = sum,
+                                                    .dloss = seed,
+                                                    .dlogits = dz,
+                                                    .vocab_size = real,
+                                                    .vocab_offset = c0});
+    if (tb) {
+      // dx (+)= dz · W_block; dW[c0 : c0 + count] += dzᵀ · x.
+      l.gemm(loc, dz, l.rows(weight, c0, count), inputGradSum, rows, hidden,
+             count, false, false, c0 > 0);
+      l.gemm(loc, dz, input, l.rows(param->grad, c0, count), count, hidden,
+             rows, true, false, true);
+    } else {
+      // dx (+)= dz · W[:, block]ᵀ; dW[:, block] += xᵀ · dz.
+      exec::GemmOp dx = l.gemm(
+          loc, dz, l.slice(weight, c0, (hidden - 1) * vocab + count),
+          inputGradSum,
+          {.m = rows, .n = hidden, .k = count, .transposeB = true,
+           .lda = count, .ldb = vocab, .ldd = hidden});
+      if (c0 > 0)
+        l.accumulate(dx);
+      l.accumulate(l.gemm(
+          loc, input, dz, l.slice(param->grad, c0, (hidden - 1) * vocab + count),
+          {.m = hidden, .n = count, .k = rows, .transposeA = true,
+           .lda = hidden, .ldb = count, .ldd = vocab}));
+    }
+  }
+  if (narrow)
+    l.launch(loc, kernel::Copy{.x = inputGradSum, .y = inputGrad});
   return success();
 }
 

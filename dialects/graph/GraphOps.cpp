@@ -342,9 +342,9 @@ LogicalResult LinearCrossEntropyWithGradOp::verify() {
   if (getLabels().getType().getNumElements() != rows)
     return emitOpError() << "has " << getLabels().getType().getNumElements()
                          << " labels for " << rows << " rows";
-  if (getBlockRows() <= 0)
-    return emitOpError() << "has block_rows " << getBlockRows()
-                         << ": a block is one row or more";
+  if (getBlockColumns() <= 0)
+    return emitOpError() << "has block_columns " << getBlockColumns()
+                         << ": a block is one column or more";
   if (auto size = getVocabSize(); size && (*size <= 0 || int64_t(*size) > vocab))
     return emitOpError() << "has vocab_size " << *size << " for " << vocab
                          << " columns";

@@ -178,21 +178,23 @@ def Graph_CrossEntropyWithGradOp
 def Graph_LinearCrossEntropyWithGradOp
     : Graph_Op<"linear_cross_entropy_with_grad"> {
   let summary = "the output layer, the loss and both their gradients, a "
-                "block of rows at a time";
+                "block of the vocabulary at a time";
   let description = [{
     logits = input · weight (weightᵀ with `transpose_b`, a tied [vocab,
     hidden] table), then cross_entropy_with_grad of them, then the input's
     gradient dlogits · weightᵀ (weight with `transpose_b`) as the result
     and the weight's added into the accumulator of parameter `weight_name`
-    (accumulate_grad): `block_rows` rows at a time, so that no more than a
-    block's logits and their gradient are ever held, in the forward
-    (strata-fuse-output-layer). The loss is the mean over all the rows.
-    Not pure: it adds into a gradient.
+    (accumulate_grad): `block_columns` of the vocabulary at a time, so that
+    no more than a block's logits and their gradient are ever held, in the
+    forward (strata-fuse-output-layer). A first pass over the blocks takes
+    each row's statistics (as the vocabulary-parallel loss does over
+    ranks), a second their gradients, each block's logits computed in
+    both. Not pure: it adds into a gradient.
   }];
   let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$weight,
                    Graph_IdTensor:$labels, Graph_Scalar:$grad,
                    StrAttr:$weight_name, UnitAttr:$transpose_b,
-                   I64Attr:$block_rows, OptionalAttr<I64Attr>:$vocab_size);
+                   I64Attr:$block_columns, OptionalAttr<I64Attr>:$vocab_size);
   let results = (outs Graph_Scalar:$loss, Graph_FloatTensor:$input_grad);
   let assemblyFormat = [{
     $weight_name `,` $input `,` $weight `,` $labels `,` $grad attr-dict `:`

@@ -40,11 +40,9 @@ static double logSumExp(const float *row, int64_t vocab) {
 /// loss gradient `dloss` into `grad`, where given.
 static void crossEntropy(const float *logits, const int32_t *labels,
                          int64_t tokens, int64_t vocab, int64_t valid,
-                         float *loss, const float *dloss, float *grad,
-                         int64_t meanRows = 0) {
-  double over = double(meanRows ? meanRows : tokens);
+                         float *loss, const float *dloss, float *grad) {
   double total = 0;
-  double perToken = grad ? double(*dloss) / over : 0.0;
+  double perToken = grad ? double(*dloss) / double(tokens) : 0.0;
 #pragma omp parallel for reduction(+ : total) if (tokens * vocab > kCheap)
   for (int64_t i = 0; i < tokens; ++i) {
     const float *row = logits + i * vocab;
@@ -62,7 +60,7 @@ static void crossEntropy(const float *logits, const int32_t *labels,
     }
   }
   if (loss)
-    *loss = static_cast<float>(total / over);
+    *loss = static_cast<float>(total / double(tokens));
 }
 
 void runCrossEntropyFwd(const KernelArgs &args) {
@@ -86,8 +84,7 @@ void runCrossEntropyWithGrad(const KernelArgs &args) {
   int64_t vocab = args.shape(op::logits).back();
   crossEntropy(args.f(op::logits), args.ids(op::labels), args.count(op::labels),
                vocab, validColumns(args.i(attr::vocab_size), vocab),
-               args.f(op::loss), args.f(op::dloss), args.f(op::dlogits),
-               args.i(attr::mean_rows));
+               args.f(op::loss), args.f(op::dloss), args.f(op::dlogits));
 }
 
 namespace {
@@ -142,6 +139,32 @@ void runLogitsSumExp(const KernelArgs &args) {
     for (int64_t c = 0; c < v.valid; ++c)
       sum += std::exp(double(logits[i * v.columns + c]) - max[i]);
     out[i] = static_cast<float>(sum);
+  }
+}
+
+void runLogitsMaxSum(const KernelArgs &args) {
+  VocabShard v(args);
+  const float *logits = args.f(LogitsMaxSum::op::logits);
+  float *maxOut = args.f(LogitsMaxSum::op::max);
+  float *sumOut = args.f(LogitsMaxSum::op::sum);
+  bool combine = args.flag(LogitsMaxSum::attr::accumulate);
+#pragma omp parallel for if (v.rows * v.columns > kCheap)
+  for (int64_t i = 0; i < v.rows; ++i) {
+    const float *row = logits + i * v.columns;
+    double max = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < v.valid; ++c)
+      max = std::max(max, double(row[c]));
+    for (int64_t c = 0; c < v.valid; ++c)
+      sum += std::exp(double(row[c]) - max);
+    if (combine) {
+      double before = maxOut[i], most = std::max(before, max);
+      sum = most == -INFINITY ? 0.0
+                              : double(sumOut[i]) * std::exp(before - most) +
+                                    sum * std::exp(max - most);
+      max = most;
+    }
+    maxOut[i] = static_cast<float>(max);
+    sumOut[i] = static_cast<float>(sum);
   }
 }
 

@@ -92,6 +92,8 @@ std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
     return S{logits, stat, stat};
   case KernelId::LogitsSumExp:
     return S{logits, stat, stat};
+  case KernelId::LogitsMaxSum:
+    return S{logits, stat, stat};
   case KernelId::CrossEntropyFromStats:
     return S{stat, stat, stat, one};
   case KernelId::CrossEntropyGradFromStats:
@@ -136,7 +138,6 @@ LaunchDesc sample(KernelId id, DType dtype) {
   attrs["causal"].i = 1;
   attrs["group_size"].i = 2;
   attrs["vocab_size"].i = 9;
-  attrs["mean_rows"].i = 12;
   attrs["dim"].i = 1;
   attrs["parts"].i = 2;
   attrs["part"].perRank = true;

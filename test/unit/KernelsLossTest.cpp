@@ -61,8 +61,7 @@ TEST_P(Kernels, CrossEntropyWithItsGradientInOneLaunch) {
   h.run("cross_entropy_with_grad",
         {h.input({tokens, width}, logits), h.ids({tokens}, labels),
          h.input({}, {seed})},
-        {out, grad},
-        {{"vocab_size", intArg(vocab)}, {"mean_rows", intArg(tokens)}});
+        {out, grad}, {{"vocab_size", intArg(vocab)}});
   expectClose(h.read(out), loss(logits), kTol, "cross_entropy_with_grad loss");
   expectClose(h.read(grad), vjp(loss, logits, {seed}), kTol,
               "cross_entropy_with_grad gradient");
@@ -82,8 +81,7 @@ TEST_P(Kernels, CrossEntropyWithGradientOverManyBlocks) {
   h.run("cross_entropy_with_grad",
         {h.input({tokens, width}, logits, DType::BF16), h.ids({tokens}, labels),
          h.input({}, {seed})},
-        {out, grad},
-        {{"vocab_size", intArg(vocab)}, {"mean_rows", intArg(tokens)}});
+        {out, grad}, {{"vocab_size", intArg(vocab)}});
   double loss = 0;
   Vec expected(tokens * width, 0.0);
   for (int64_t r = 0; r < tokens; ++r) {
@@ -107,37 +105,41 @@ TEST_P(Kernels, CrossEntropyWithGradientOverManyBlocks) {
               "gradient");
 }
 
-TEST_P(Kernels, CrossEntropyWithGradientOfOneBlockOfAMicrobatchsRows) {
-  // strata-fuse-output-layer's launch: 70 of a microbatch's 300 rows, the
-  // mean over all 300 (mean_rows), a vocabulary of 45 padded to 48.
-  // Against the loss's share and the gradient by their formulas in
-  // float64.
-  const int64_t tokens = 70, over = 300, vocab = 45, width = 48;
-  Vec logits = randomVec(tokens * width, 2.5);
-  auto labels = randomIds(tokens, vocab);
-  const double seed = 1.5;
-  Harness h(on());
-  uint32_t out = h.add({}), grad = h.add({tokens, width});
-  h.run("cross_entropy_with_grad",
-        {h.input({tokens, width}, logits), h.ids({tokens}, labels),
-         h.input({}, {seed})},
-        {out, grad},
-        {{"vocab_size", intArg(vocab)}, {"mean_rows", intArg(over)}});
-  double loss = 0;
-  Vec expected(tokens * width, 0.0);
-  for (int64_t r = 0; r < tokens; ++r) {
-    const double *z = &logits[r * width];
-    double sum = 0;
+TEST_P(Kernels, RowStatisticsCombinedOverBlocksOfColumns) {
+  // strata-fuse-output-layer's first pass: a vocabulary of 45 padded to 64,
+  // in blocks of 16 columns, the third with 13 real columns and the fourth
+  // all padding; each block's max and sum of exponentials combined with
+  // the blocks' before it. Against the whole rows' in float64.
+  const int64_t tokens = 9, vocab = 45, width = 64, columns = 16;
+  Vec logits = randomVec(tokens * width, 4.0);
+  Vec max(tokens, -INFINITY), sum(tokens, 0.0);
+  for (int64_t i = 0; i < tokens; ++i) {
     for (int64_t c = 0; c < vocab; ++c)
-      sum += std::exp(z[c]);
-    double lse = std::log(sum);
-    loss += lse - z[labels[r]];
+      max[i] = std::max(max[i], logits[i * width + c]);
     for (int64_t c = 0; c < vocab; ++c)
-      expected[r * width + c] =
-          (std::exp(z[c] - lse) - (c == labels[r] ? 1.0 : 0.0)) * seed / over;
+      sum[i] += std::exp(logits[i * width + c] - max[i]);
   }
-  expectClose(h.read(out), {loss / over}, kTol, "the block's share of the loss");
-  expectClose(h.read(grad), expected, kTol, "the block's gradient");
+  // A launch a block, each starting from the statistics the last left (a
+  // harness runs once).
+  Vec runningMax(tokens, 0.0), runningSum(tokens, 0.0);
+  for (int64_t offset = 0; offset < width; offset += columns) {
+    Vec block;
+    for (int64_t i = 0; i < tokens; ++i)
+      block.insert(block.end(), logits.begin() + i * width + offset,
+                   logits.begin() + i * width + offset + columns);
+    Harness h(on());
+    uint32_t in = h.input({tokens, columns}, block),
+             maxOut = h.input({tokens}, runningMax),
+             sumOut = h.input({tokens}, runningSum);
+    h.run("logits_max_sum", {in}, {maxOut, sumOut},
+          {{"vocab_size", intArg(vocab)},
+           {"vocab_offset", intArg(offset)},
+           {"accumulate", boolArg(offset > 0)}});
+    runningMax = h.read(maxOut);
+    runningSum = h.read(sumOut);
+  }
+  expectClose(runningMax, max, 0, "logits_max_sum max");
+  expectClose(runningSum, sum, kTol, "logits_max_sum sum");
 }
 
 TEST_P(Kernels, VocabularyParallelLossFromRowStatistics) {

@@ -218,13 +218,14 @@ cl::opt<int64_t, true> bucketSize(
              "40,000,000)"),
     cl::location(flags.bucketElements), cl::cat(category));
 
-cl::opt<int64_t, true> lossBlockRows(
-    "loss-block-rows",
+cl::opt<int64_t, true> lossVocabBlock(
+    "loss-vocab-block",
     cl::desc("Compute the output layer, the loss and their gradients this "
-             "many rows (tokens) at a time, in the forward, so that a "
-             "microbatch's whole logits are never held (default: all at "
-             "once, the logits' gradient kept for the backward)"),
-    cl::location(flags.lossBlockRows), cl::cat(category));
+             "many vocabulary entries at a time, in the forward, so that a "
+             "microbatch's whole logits are never held; each block's logits "
+             "are computed twice (default: all at once, the logits' gradient "
+             "kept for the backward)"),
+    cl::location(flags.lossVocabBlock), cl::cat(category));
 
 cl::opt<bool> noOverlapGradReduce(
     "no-overlap-grad-reduce",

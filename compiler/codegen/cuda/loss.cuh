@@ -2,10 +2,8 @@
 //
 // Per row r of logits z (columns at or past `valid` are the vocabulary's
 // padding, or another rank's):
-//   lse_r = log Σ_j exp(z_rj),  loss = Σ_r (lse_r - z_r,label_r) / n
-//   dlogits_rj = dloss / n · (exp(z_rj - lse_r) - [j = label_r])
-// where n is the rows (cross_entropy_with_grad: mean_rows, the microbatch's
-// rows where the launch is one block of them)
+//   lse_r = log Σ_j exp(z_rj),  loss = mean_r (lse_r - z_r,label_r)
+//   dlogits_rj = dloss / rows · (exp(z_rj - lse_r) - [j = label_r])
 // and the vocabulary-parallel kernels' row statistics (max, Σ exp(z - max),
 // the target's logit), all-reduced between launches.
 //
@@ -80,6 +78,17 @@ __device__ __forceinline__ MaxSum rowMaxSum(const T *row, int valid) {
   return blockMaxSum<THREADS>(mine);
 }
 
+// rowMaxSum in chunks of 8 where the row is 16-byte aligned (`vectors`)
+// and its columns come in eights, else one at a time.
+template <int COLUMNS, int THREADS, typename T>
+__device__ __forceinline__ MaxSum rowStats(const T *row, int valid,
+                                           bool vectors) {
+  if constexpr (COLUMNS % 8 == 0)
+    if (vectors)
+      return rowMaxSum<COLUMNS, THREADS, 8>(row, valid);
+  return rowMaxSum<COLUMNS, THREADS, 1>(row, valid);
+}
+
 // dlogits of the row: scale · (exp(z - lse) - [column = label]) for the
 // columns [0, valid), 0 past them.
 template <int COLUMNS, int THREADS, int V, typename T, typename TD>
@@ -104,27 +113,19 @@ template <int COLUMNS, int THREADS, bool LOSS, bool GRAD, typename T,
           typename TD>
 __device__ __forceinline__ void
 crossEntropy(const T *logits, const int *labels, const float *dloss,
-             float *loss, TD *dlogits, i64 rows, i64 meanRows, i64 vocabSize,
-             bool vectors, GridTotal<float> total) {
+             float *loss, TD *dlogits, i64 rows, i64 vocabSize, bool vectors,
+             GridTotal<float> total) {
   const i64 r = blockIdx.x;
   const int valid = vocabSize < 0         ? 0
                     : vocabSize > COLUMNS ? COLUMNS
                                           : (int)vocabSize;
   const T *row = logits + r * COLUMNS;
   const i64 label = labels[r];
-  MaxSum stats;
-  bool wide = false;
-  if constexpr (COLUMNS % 8 == 0) {
-    if (vectors) {
-      stats = rowMaxSum<COLUMNS, THREADS, 8>(row, valid);
-      wide = true;
-    }
-  }
-  if (!wide)
-    stats = rowMaxSum<COLUMNS, THREADS, 1>(row, valid);
+  MaxSum stats = rowStats<COLUMNS, THREADS>(row, valid, vectors);
   const float lse = stats.max + logf(stats.sum);
+  const bool wide = COLUMNS % 8 == 0 && vectors;
   if constexpr (GRAD) {
-    const float scale = dloss[0] / meanRows;
+    const float scale = dloss[0] / rows;
     if (wide)
       rowGradient<COLUMNS, THREADS, 8>(row, dlogits + r * COLUMNS, valid, lse,
                                        label, scale);
@@ -137,7 +138,7 @@ crossEntropy(const T *logits, const int *labels, const float *dloss,
     if (threadIdx.x == 0)
       rowLoss = lse - (label >= 0 && label < COLUMNS ? load(row, label) : 0.0f);
     addGridTotal<THREADS>(total, rowLoss,
-                          [&](float sum) { loss[0] = sum / meanRows; });
+                          [&](float sum) { loss[0] = sum / rows; });
   }
 }
 
@@ -183,6 +184,25 @@ __device__ __forceinline__ void logitsRowStat(const T *logits, const float *max,
   float stat = SUM ? blockSum<THREADS>(mine) : blockMax<THREADS>(mine);
   if (threadIdx.x == 0)
     out[r] = stat;
+}
+
+// logits_max_sum: a block per row, the row's max and Σ exp(z - max) over
+// this block of columns in one pass, combined with the blocks' before it
+// (ACCUMULATE).
+template <int COLUMNS, int THREADS, bool ACCUMULATE, typename T>
+__device__ __forceinline__ void logitsMaxSum(const T *logits, float *max,
+                                             float *sum, i64 vocabSize,
+                                             i64 vocabOffset, bool vectors) {
+  const i64 r = blockIdx.x;
+  const int valid = validColumns<COLUMNS>(vocabSize, vocabOffset);
+  const T *row = logits + r * COLUMNS;
+  MaxSum stats = rowStats<COLUMNS, THREADS>(row, valid, vectors);
+  if (threadIdx.x == 0) {
+    if constexpr (ACCUMULATE)
+      stats = combine(MaxSum{max[r], sum[r]}, stats);
+    max[r] = stats.max;
+    sum[r] = stats.sum;
+  }
 }
 
 // cross_entropy_grad_from_stats and _with_grad_from_stats: a block per

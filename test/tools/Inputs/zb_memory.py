@@ -85,22 +85,22 @@ print(f"ZB-V {'within' if v_within else 'NOT within'} 5% of 1F1B's peak with sev
       "layers a chunk")
 
 # ZB-V's first stage holds the loss chunk beside p microbatches in flight:
-# with the output layer and its loss a block of rows at a time
-# (--loss-block-rows), it holds no microbatch's whole logits. Both
+# with the output layer and its loss a block of the vocabulary at a time
+# (--loss-vocab-block), it holds no microbatch's whole logits. Both
 # schedules compiled so; judged for GPT-2 124M (50257 logits a token
 # against 768 hidden), printed for gpt-tiny with one layer a chunk, whose
 # last stage (the V's turn) still keeps 6% more.
 blocks_within = True
-for model, p, m, layers, rows, extra, judged in [
-        ("gpt2-124m", 4, 16, 16, 128, ["--bf16"], True),
-        ("gpt-tiny", 4, 16, 8, 16, [], False)]:
+for model, p, m, layers, block, extra, judged in [
+        ("gpt2-124m", 4, 16, 16, 4096, ["--bf16"], True),
+        ("gpt-tiny", 4, 16, 8, 64, [], False)]:
     base = [*extra, "--set", f"layers={layers}", "--pipeline-model-parallel-size", str(p),
-            "--global-batch-size", str(m), "--loss-block-rows", str(rows)]
+            "--global-batch-size", str(m), "--loss-vocab-block", str(block)]
     one = most_activations(model, base + ["--pipeline-schedule", "1f1b"])
     v = activations(model, base + ["--pipeline-schedule", "zb-v",
                                    "--num-layers-per-virtual-pipeline-stage",
                                    str(layers // p // 2)])
-    print(f"{' '.join([model, f'{layers} layers p={p} m={m}', *extra])} --loss-block-rows {rows}: "
+    print(f"{' '.join([model, f'{layers} layers p={p} m={m}', *extra])} --loss-vocab-block {block}: "
           f"1F1B {one / 2**20:.2f} MiB, ZB-V {max(v) / 2**20:.2f} MiB ({max(v) / one:.3f}x; "
           f"first stage {v[0] / one:.3f}x, the others at most {max(v[1:]) / one:.3f}x)")
     if judged:
