@@ -113,6 +113,10 @@ LogicalResult verifyEveryParameterTrains(ModuleOp module) {
   llvm::StringSet<> accumulated;
   module.walk(
       [&](graph::AccumulateGradOp op) { accumulated.insert(op.getName()); });
+  // The output layer in blocks adds into its weight's gradient itself.
+  module.walk([&](graph::LinearCrossEntropyWithGradOp op) {
+    accumulated.insert(op.getWeightName());
+  });
   WalkResult walk = module.walk([&](graph::ParamOp param) {
     if (accumulated.contains(param.getName()))
       return WalkResult::advance();

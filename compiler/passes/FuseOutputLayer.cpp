@@ -1,4 +1,4 @@
-//===- FuseOutputLayer.cpp - the output layer and its loss in row blocks --===//
+//===- FuseOutputLayer.cpp - the output layer and its loss in blocks ------===//
 //
 // After strata-fuse-loss the forward still holds a microbatch's logits
 // (rows × vocabulary) while the loss reads them, and leaves their

@@ -204,7 +204,7 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
     return l.scratchF32(RankedTensorType::get(shape, element));
   };
   exec::BufferOp max = f32({rows}), sum = f32({rows}), target = f32({rows});
-  exec::BufferOp targetPart = block < vocab ? f32({rows}) : exec::BufferOp();
+  exec::BufferOp targetPart = block < real ? f32({rows}) : exec::BufferOp();
   // The input's gradient adds up over blocks in f32, then takes its type.
   bool narrow = inputGrad.getTensorType().getElementType() !=
                 Float32Type::get(op.getContext());
@@ -224,7 +224,10 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
   auto blockOf = [&](exec::BufferOp whole, int64_t count) {
     return count == block ? whole : l.shaped(whole, {rows, count});
   };
-  for (int64_t c0 = 0; c0 < vocab; c0 += block) {
+  // Blocks wholly in the padding add nothing (their logits are left out,
+  // their gradient is zero): they are not computed.
+  int64_t end = std::min(vocab, (real + block - 1) / block * block);
+  for (int64_t c0 = 0; c0 < end; c0 += block) {
     int64_t count = std::min(block, vocab - c0);
     exec::BufferOp z = blockOf(logits, count);
     blockLogits(c0, count, z);
@@ -244,10 +247,10 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
   }
   l.launch(loc, kernel::CrossEntropyFromStats{
                     .max = max, .sum = sum, .target = target, .loss = loss});
-  for (int64_t c0 = 0; c0 < vocab; c0 += block) {
+  for (int64_t c0 = 0; c0 < end; c0 += block) {
     int64_t count = std::min(block, vocab - c0);
     exec::BufferOp z = blockOf(logits, count), dz = blockOf(logitsGrad, count);
-    if (block < vocab) // else the first pass's logits are still there
+    if (block < real) // else the first pass's logits are still there
       blockLogits(c0, count, z);
     l.launch(loc, kernel::CrossEntropyGradFromStats{.logits = z,
                                                     .labels = labels,

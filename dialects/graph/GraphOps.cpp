@@ -342,12 +342,14 @@ LogicalResult LinearCrossEntropyWithGradOp::verify() {
   if (getLabels().getType().getNumElements() != rows)
     return emitOpError() << "has " << getLabels().getType().getNumElements()
                          << " labels for " << rows << " rows";
-  if (getBlockColumns() <= 0)
-    return emitOpError() << "has block_columns " << getBlockColumns()
+  // I64Attr reads unsigned: a negative value is a huge one here.
+  if (int64_t block = int64_t(getBlockColumns()); block <= 0)
+    return emitOpError() << "has block_columns " << block
                          << ": a block is one column or more";
-  if (auto size = getVocabSize(); size && (*size <= 0 || int64_t(*size) > vocab))
-    return emitOpError() << "has vocab_size " << *size << " for " << vocab
-                         << " columns";
+  if (auto size = getVocabSize();
+      size && (int64_t(*size) <= 0 || int64_t(*size) > vocab))
+    return emitOpError() << "has vocab_size " << int64_t(*size) << " for "
+                         << vocab << " columns";
   return expectType(*this, getInputGrad(), input, "the input's gradient");
 }
 

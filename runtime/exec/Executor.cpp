@@ -82,8 +82,8 @@ std::string Executor::load() {
       !error.empty())
     return error;
 
-  // A program reads the batch where it reads any of its bytes: a view of
-  // the labels (a block of rows of the loss) too.
+  // A program reads the batch where it reads any of its bytes, through a
+  // view of it too.
   auto readsBatch = [&](uint32_t in) {
     const Buffer &read = rank.buffers[in];
     for (int input : {tokens, labels, dropoutKeys}) {
