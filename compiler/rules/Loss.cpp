@@ -170,8 +170,9 @@ LogicalResult withGradLowering(CrossEntropyWithGradOp fused, Lowering &l) {
 /// time, in two passes over the blocks, each computing the block's logits
 /// (a gemm): the first combines each row's max and sum of exponentials and
 /// picks the target's logit (the vocabulary-parallel loss's statistics,
-/// over blocks instead of ranks), from which the loss follows; the second
-/// computes the block's logits' gradient from them, adds its product with
+/// over blocks instead of ranks), from which the loss follows; the second,
+/// from the last block back (whose logits the first left), computes the
+/// block's logits' gradient from them, adds its product with
 /// the block's weights into the input's gradient (f32) and writes the
 /// block's rows (or columns) of the weight's gradient into its accumulator
 /// (beta 1), each once. Two block-sized buffers serve every block.
@@ -247,10 +248,14 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
   }
   l.launch(loc, kernel::CrossEntropyFromStats{
                     .max = max, .sum = sum, .target = target, .loss = loss});
-  for (int64_t c0 = 0; c0 < end; c0 += block) {
+  // Backwards over the blocks: the last one's logits are still there from
+  // the first pass.
+  int64_t last = (end - 1) / block * block;
+  for (int64_t c0 = last; c0 >= 0; c0 -= block) {
     int64_t count = std::min(block, vocab - c0);
     exec::BufferOp z = blockOf(logits, count), dz = blockOf(logitsGrad, count);
-    if (block < real) // else the first pass's logits are still there
+    bool adds = c0 != last; // into the input's gradient the blocks wrote
+    if (adds)
       blockLogits(c0, count, z);
     l.launch(loc, kernel::CrossEntropyGradFromStats{.logits = z,
                                                     .labels = labels,
@@ -263,7 +268,7 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
     if (tb) {
       // dx (+)= dz · W_block; dW[c0 : c0 + count] += dzᵀ · x.
       l.gemm(loc, dz, l.rows(weight, c0, count), inputGradSum, rows, hidden,
-             count, false, false, c0 > 0);
+             count, false, false, adds);
       l.gemm(loc, dz, input, l.rows(param->grad, c0, count), count, hidden,
              rows, true, false, true);
     } else {
@@ -273,7 +278,7 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
           inputGradSum,
           {.m = rows, .n = hidden, .k = count, .transposeB = true,
            .lda = count, .ldb = vocab, .ldd = hidden});
-      if (c0 > 0)
+      if (adds)
         l.accumulate(dx);
       l.accumulate(l.gemm(
           loc, input, dz, l.slice(param->grad, c0, (hidden - 1) * vocab + count),
