@@ -116,7 +116,8 @@ exec::GemmOp Lowering::gemm(Location loc, exec::BufferOp a,
       g.transposeA ? b.getUnitAttr() : UnitAttr(),
       g.transposeB ? b.getUnitAttr() : UnitAttr(), i64(g.lda), i64(g.ldb),
       i64(g.ldd), i64(g.batch), i64(g.strideA), i64(g.strideB), i64(g.strideD),
-      b.getF32FloatAttr(float(g.alpha)), FloatAttr(), exec::EpilogueAttr(),
+      b.getF32FloatAttr(float(g.alpha)),
+      g.accumulate ? b.getF32FloatAttr(1.0f) : FloatAttr(), exec::EpilogueAttr(),
       exec::StreamAttr(), exec::ConditionAttr());
 }
 

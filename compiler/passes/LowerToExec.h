@@ -256,6 +256,7 @@ public:
     int64_t lda = 0, ldb = 0, ldd = 0;
     int64_t batch = 1, strideA = 0, strideB = 0, strideD = 0;
     double alpha = 1;
+    bool accumulate = false; // D += (beta 1)
   };
   exec::GemmOp gemm(Location loc, exec::BufferOp a, exec::BufferOp bMatrix,
                     exec::BufferOp d, const StridedGemm &g);
@@ -284,8 +285,6 @@ public:
         RankedTensorType::get(shape, of.getTensorType().getElementType()),
         of.getArena(), of);
   }
-  /// A gemm that adds into its output (beta 1).
-  void accumulate(exec::GemmOp g) { g.setBetaAttr(b.getF32FloatAttr(1.0f)); }
   /// A workspace buffer that no value names, of `type`'s shape in f32.
   exec::BufferOp scratchF32(Type type) {
     return makeBuffer("t" + std::to_string(counter++), asF32(type),

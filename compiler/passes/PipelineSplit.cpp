@@ -241,13 +241,10 @@ bool Splitter::shouldStash(Operation *def) const {
   // The fused loss's gradient is kept, as Megatron's fused cross-entropy
   // keeps its softmax, under any policy: recomputing it would run the
   // whole loss again (its all-reduces too) in the backward, and the last
-  // stage's backward follows its forward at once.
-  if (isa<graph::CrossEntropyWithGradOp,
-          graph::CrossEntropyWithGradFromStatsOp>(def))
-    return true;
-  // The output layer in blocks adds into a gradient as it goes: run again,
-  // it would add twice.
-  if (isa<graph::LinearCrossEntropyWithGradOp>(def))
+  // stage's backward follows its forward at once. The output layer in
+  // blocks adds into a gradient as it goes: run again, it would add twice.
+  if (isa<graph::CrossEntropyWithGradOp, graph::CrossEntropyWithGradFromStatsOp,
+          graph::LinearCrossEntropyWithGradOp>(def))
     return true;
   if (recompute == Recompute::Selective && isa<graph::AttentionOp>(def))
     return false;

@@ -212,78 +212,85 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
   exec::BufferOp inputGradSum =
       narrow ? f32({rows, hidden}) : l.rows(inputGrad, 0, rows);
 
-  // logits[:, c0 : c0 + count] = x · W_blockᵀ (tb) or x · W[:, block].
-  auto blockLogits = [&](int64_t c0, int64_t count, exec::BufferOp z) {
-    if (tb)
-      l.gemm(loc, input, l.rows(weight, c0, count), z, rows, count, hidden,
-             false, true, false);
-    else
-      l.gemm(loc, input, l.slice(weight, c0, (hidden - 1) * vocab + count), z,
-             {.m = rows, .n = count, .k = hidden, .lda = hidden, .ldb = vocab,
-              .ldd = count});
+  // Each block's views, made once: its part of the weight and of the
+  // weight's gradient (rows of a [vocab, hidden] table, or columns of a
+  // [hidden, vocab] head, strided), and of the two logits buffers. Blocks
+  // wholly in the padding add nothing (their logits are left out, their
+  // gradient is zero): they are not computed.
+  struct Block {
+    int64_t first, count;
+    exec::BufferOp weight, grad, z, dz;
   };
-  auto blockOf = [&](exec::BufferOp whole, int64_t count) {
-    return count == block ? whole : l.shaped(whole, {rows, count});
-  };
-  // Blocks wholly in the padding add nothing (their logits are left out,
-  // their gradient is zero): they are not computed.
-  int64_t end = std::min(vocab, (real + block - 1) / block * block);
-  for (int64_t c0 = 0; c0 < end; c0 += block) {
+  SmallVector<Block> blocks;
+  for (int64_t c0 = 0; c0 < real; c0 += block) {
     int64_t count = std::min(block, vocab - c0);
-    exec::BufferOp z = blockOf(logits, count);
-    blockLogits(c0, count, z);
-    l.launch(loc, kernel::LogitsMaxSum{.logits = z,
+    auto part = [&](exec::BufferOp of) {
+      return tb ? l.rows(of, c0, count)
+                : l.slice(of, c0, (hidden - 1) * vocab + count);
+    };
+    auto narrowed = [&](exec::BufferOp of) {
+      return count == block ? of : l.shaped(of, {rows, count});
+    };
+    blocks.push_back({c0, count, part(weight), part(param->grad),
+                      narrowed(logits), narrowed(logitsGrad)});
+  }
+  // z = x · W_blockᵀ (tb) or x · W[:, block].
+  auto blockLogits = [&](const Block &k) {
+    if (tb)
+      l.gemm(loc, input, k.weight, k.z, rows, k.count, hidden, false, true,
+             false);
+    else
+      l.gemm(loc, input, k.weight, k.z,
+             {.m = rows, .n = k.count, .k = hidden, .lda = hidden,
+              .ldb = vocab, .ldd = k.count});
+  };
+  for (const Block &k : blocks) {
+    bool first = k.first == 0;
+    blockLogits(k);
+    l.launch(loc, kernel::LogitsMaxSum{.logits = k.z,
                                        .max = max,
                                        .sum = sum,
                                        .vocab_size = real,
-                                       .vocab_offset = c0,
-                                       .accumulate = c0 > 0});
-    l.launch(loc, kernel::LogitsTarget{.logits = z,
+                                       .vocab_offset = k.first,
+                                       .accumulate = !first});
+    l.launch(loc, kernel::LogitsTarget{.logits = k.z,
                                        .labels = labels,
-                                       .target = c0 == 0 ? target : targetPart,
+                                       .target = first ? target : targetPart,
                                        .vocab_size = real,
-                                       .vocab_offset = c0});
-    if (c0 > 0)
+                                       .vocab_offset = k.first});
+    if (!first)
       l.launch(loc, kernel::Accumulate{.x = targetPart, .y = target});
   }
   l.launch(loc, kernel::CrossEntropyFromStats{
                     .max = max, .sum = sum, .target = target, .loss = loss});
   // Backwards over the blocks: the last one's logits are still there from
   // the first pass.
-  int64_t last = (end - 1) / block * block;
-  for (int64_t c0 = last; c0 >= 0; c0 -= block) {
-    int64_t count = std::min(block, vocab - c0);
-    exec::BufferOp z = blockOf(logits, count), dz = blockOf(logitsGrad, count);
-    bool adds = c0 != last; // into the input's gradient the blocks wrote
+  for (const Block &k : llvm::reverse(blocks)) {
+    bool adds = &k != &blocks.back(); // into what the blocks before wrote
     if (adds)
-      blockLogits(c0, count, z);
-    l.launch(loc, kernel::CrossEntropyGradFromStats{.logits = z,
+      blockLogits(k);
+    l.launch(loc, kernel::CrossEntropyGradFromStats{.logits = k.z,
                                                     .labels = labels,
                                                     .max = max,
                                                     .sum = sum,
                                                     .dloss = seed,
-                                                    .dlogits = dz,
+                                                    .dlogits = k.dz,
                                                     .vocab_size = real,
-                                                    .vocab_offset = c0});
+                                                    .vocab_offset = k.first});
     if (tb) {
-      // dx (+)= dz · W_block; dW[c0 : c0 + count] += dzᵀ · x.
-      l.gemm(loc, dz, l.rows(weight, c0, count), inputGradSum, rows, hidden,
-             count, false, false, adds);
-      l.gemm(loc, dz, input, l.rows(param->grad, c0, count), count, hidden,
-             rows, true, false, true);
+      // dx (+)= dz · W_block; dW[block] += dzᵀ · x.
+      l.gemm(loc, k.dz, k.weight, inputGradSum, rows, hidden, k.count, false,
+             false, adds);
+      l.gemm(loc, k.dz, input, k.grad, k.count, hidden, rows, true, false,
+             true);
     } else {
       // dx (+)= dz · W[:, block]ᵀ; dW[:, block] += xᵀ · dz.
-      exec::GemmOp dx = l.gemm(
-          loc, dz, l.slice(weight, c0, (hidden - 1) * vocab + count),
-          inputGradSum,
-          {.m = rows, .n = hidden, .k = count, .transposeB = true,
-           .lda = count, .ldb = vocab, .ldd = hidden});
-      if (adds)
-        l.accumulate(dx);
-      l.accumulate(l.gemm(
-          loc, input, dz, l.slice(param->grad, c0, (hidden - 1) * vocab + count),
-          {.m = hidden, .n = count, .k = rows, .transposeA = true,
-           .lda = hidden, .ldb = count, .ldd = vocab}));
+      l.gemm(loc, k.dz, k.weight, inputGradSum,
+             {.m = rows, .n = hidden, .k = k.count, .transposeB = true,
+              .lda = k.count, .ldb = vocab, .ldd = hidden, .accumulate = adds});
+      l.gemm(loc, input, k.dz, k.grad,
+             {.m = hidden, .n = k.count, .k = rows, .transposeA = true,
+              .lda = hidden, .ldb = k.count, .ldd = vocab, .accumulate = true});
     }
   }
   if (narrow)

@@ -82,27 +82,13 @@ std::string Executor::load() {
       !error.empty())
     return error;
 
-  // A program reads the batch where it reads any of its bytes, through a
-  // view of it too.
-  auto readsBatch = [&](uint32_t in) {
-    const Buffer &read = rank.buffers[in];
-    for (int input : {tokens, labels, dropoutKeys}) {
-      if (input < 0)
-        continue;
-      const Buffer &batch = rank.buffers[input];
-      if (int(in) == input ||
-          (read.arena == batch.arena && read.offset < batch.offset + batch.bytes &&
-           batch.offset < read.offset + read.bytes))
-        return true;
-    }
-    return false;
-  };
   for (const Program &program : rank.programs) {
     ProgramInfo &info = programs.emplace_back();
     for (size_t i = 0; i < program.instructions.size(); ++i) {
       const Instruction &instruction = program.instructions[i];
       for (uint32_t in : instruction.buffers())
-        info.readsBatch |= readsBatch(in);
+        info.readsBatch |=
+            int(in) == tokens || int(in) == labels || int(in) == dropoutKeys;
       for (uint32_t out : instruction.outputs())
         info.writesLoss |= loss >= 0 && out == uint32_t(loss);
       bool talks = instruction.collective() || instruction.transfer();

@@ -120,8 +120,9 @@ TEST_P(Kernels, RowStatisticsCombinedOverBlocksOfColumns) {
       sum[i] += std::exp(logits[i * width + c] - max[i]);
   }
   // A launch a block, each starting from the statistics the last left (a
-  // harness runs once).
-  Vec runningMax(tokens, 0.0), runningSum(tokens, 0.0);
+  // harness runs once); the first finds a max above every logit, which it
+  // must not combine with.
+  Vec runningMax(tokens, 100.0), runningSum(tokens, 1.0);
   for (int64_t offset = 0; offset < width; offset += columns) {
     Vec block;
     for (int64_t i = 0; i < tokens; ++i)
