@@ -238,8 +238,11 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
     given here (strata-compile prices them on a cluster), or from unit
     costs and microbatches in flight. zb-h1 given stash bytes has each
     stage hold back as many W's (up to the paper's r on stage r) as keep
-    its stash within the limit, by default 1F1B's. Every schedule is run on a clock
-    before it is written: one that could deadlock is an error.
+    its stash within the limit, by default 1F1B's; zb-v given them runs a
+    cool-down W early wherever a forward or B would take the stash past
+    the limit, by default the most any stage keeps up to its last forward.
+    Every schedule is run on a clock before it is written: one that could
+    deadlock is an error.
   }];
   let options = [
     Option<"microbatches", "microbatches", "int64_t", "1",
@@ -256,17 +259,18 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
     Option<"transferCost", "transfer-cost", "double", "0",
            "zb-auto: a transfer between stages, in the costs' unit">,
     ListOption<"stashBytes", "stash-bytes", "int64_t",
-               "zb-auto and zb-h1: three numbers a chunk, one microbatch's "
-               "stash in bytes kept until B, held until W and passed from B "
-               "to W (zb-h1: each stage holds back the W's they allow)">,
+               "zb-auto, zb-h1 and zb-v: three numbers a chunk, one "
+               "microbatch's stash in bytes kept until B, held until W and "
+               "passed from B to W (zb-h1: each stage holds back the W's "
+               "they allow; zb-v: runs a W early where they pass the limit)">,
     ListOption<"chosenOrder", "order", "int64_t",
-               "zb-auto and zb-h1: the order chosen already (strata-compile "
+               "zb-auto, zb-h1 and zb-v: the order chosen already (strata-compile "
                "searched, or held back, to say what it chose): per stage its "
                "count of works, then each work's phase (0 F, 1 B, 2 W), "
                "chunk and microbatch">,
     Option<"maxStashBytes", "max-stash-bytes", "int64_t", "0",
-           "zb-auto and zb-h1: the most a stage's stash may take (0: "
-           "1F1B's most)">
+           "zb-auto, zb-h1 and zb-v: the most a stage's stash may take (0: "
+           "1F1B's most; zb-v: its own up to its last forward)">
   ];
   let dependentDialects = ["::strata::dist::DistDialect"];
 }

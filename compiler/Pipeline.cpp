@@ -251,17 +251,27 @@ MemoryReport reportMemory(Operation *op) {
 
 std::vector<int64_t> stashSlotBytes(mlir::ModuleOp module, int64_t stages) {
   std::map<int64_t, std::array<int64_t, 3>> byChunk;
-  for (auto stage : module.getOps<exec::TemplateOp>())
+  int64_t chunks = stages; // every stage has one, kept or not
+  for (auto stage : module.getOps<exec::TemplateOp>()) {
+    // A stash group is a chunk of the stage (chunk / stages): looped, the
+    // group's j-th chunk is j·stages + stage; in a V the programs say.
+    std::map<int64_t, int64_t> chunkOfGroup;
+    for (auto program : stage.getBody().front().getOps<exec::ProgramOp>())
+      if (std::optional<uint64_t> chunk = program.getChunk())
+        chunkOfGroup[int64_t(*chunk) / stages] = int64_t(*chunk),
+        chunks = std::max(chunks, int64_t(*chunk) + 1);
     for (auto &[key, members] : exec::stashMembers(stage)) {
       // A slot is its pool's buffers end to end (a slot class's stride
       // may be another pool's, larger).
-      int64_t chunk = key.first * stages + int64_t(stage.getStage());
+      auto named = chunkOfGroup.find(key.first);
+      int64_t chunk = named != chunkOfGroup.end()
+                          ? named->second
+                          : key.first * stages + int64_t(stage.getStage());
       byChunk[chunk][size_t(key.second)] = exec::stashSlotBytes(members);
+      chunks = std::max(chunks, chunk + 1);
     }
+  }
   std::vector<int64_t> flat;
-  // Every stage has a chunk, whether or not it keeps anything.
-  int64_t chunks =
-      std::max(stages, byChunk.empty() ? 0 : byChunk.rbegin()->first + 1);
   for (int64_t c = 0; c < chunks; ++c)
     for (int64_t bytes : byChunk[c])
       flat.push_back(bytes);

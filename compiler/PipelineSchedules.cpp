@@ -1,10 +1,12 @@
 //===- PipelineSchedules.cpp - the pipeline schedules' orders -------------===//
 #include "compiler/PipelineSchedules.h"
 #include "compiler/ListSchedule.h"
+#include "compiler/StashSlots.h"
 #include "compiler/ZeroBubbleAuto.h"
 #include "runtime/schedule/TransferGroups.h"
 
 #include <algorithm>
+#include <set>
 
 namespace strata::pipeline {
 
@@ -251,25 +253,43 @@ std::vector<std::vector<Work>> zeroBubbleH1Holding(int p, int m, int most) {
   return orders;
 }
 
+namespace {
+
+/// "" or what is wrong with a stash-limited order's input: a slot's bytes
+/// in each pool for each of `count` `what` (stages, chunks), none below
+/// 0, and a limit of at least 0 (0 is `zeroIs`).
+std::string checkStashLimited(const std::string &schedule,
+                              const std::vector<std::array<int64_t, 3>> &slotBytes,
+                              int count, const std::string &what, int64_t limit,
+                              const std::string &zeroIs) {
+  if (int64_t(slotBytes.size()) != int64_t(count))
+    return schedule + " within a stash limit needs the stash's bytes for "
+                      "each of the " +
+           std::to_string(count) + " " + what + ", got " +
+           std::to_string(slotBytes.size());
+  for (const std::array<int64_t, 3> &pools : slotBytes)
+    for (int64_t bytes : pools)
+      if (bytes < 0)
+        return schedule + "'s stash bytes must be at least 0, got " +
+               std::to_string(bytes);
+  if (limit < 0)
+    return schedule + "'s stash limit must be at least 0 (0: " + zeroIs +
+           "), got " + std::to_string(limit);
+  return "";
+}
+
+} // namespace
+
 std::string zeroBubbleH1Within(
     int p, int m, const std::vector<std::array<int64_t, 3>> &slotBytes,
     int64_t limit, std::vector<std::vector<Work>> &orders,
     std::vector<int> &held) {
   orders.clear();
   held.clear();
-  if (int(slotBytes.size()) != p)
-    return "ZB-H1 within a stash limit needs the stash's bytes for each of "
-           "the " +
-           std::to_string(p) + " stages, got " +
-           std::to_string(slotBytes.size());
-  for (const std::array<int64_t, 3> &pools : slotBytes)
-    for (int64_t bytes : pools)
-      if (bytes < 0)
-        return "ZB-H1's stash bytes must be at least 0, got " +
-               std::to_string(bytes);
-  if (limit < 0)
-    return "ZB-H1's stash limit must be at least 0 (0: 1F1B's), got " +
-           std::to_string(limit);
+  if (std::string error = checkStashLimited("ZB-H1", slotBytes, p, "stages",
+                                             limit, "1F1B's");
+      !error.empty())
+    return error;
   auto bytesOf = [&](int stage, int holding) {
     return stashBytes(zeroBubbleH1(p, m, stage, holding), slotBytes);
   };
@@ -293,6 +313,114 @@ std::string zeroBubbleH1Within(
     held.push_back(fits);
   }
   return "";
+}
+
+namespace {
+
+/// Runs `w` on a stage whose stash holds `live` bytes (updated): the most
+/// it holds while `w` runs, its slots taken before its own are freed.
+int64_t runStash(const Work &w,
+                 const std::vector<std::array<int64_t, 3>> &slotBytes,
+                 int64_t &live) {
+  int64_t most = live;
+  for (const StashMove &move :
+       stashMoves(w.phase, w.chunk, w.microbatch, /*cut=*/true)) {
+    int64_t bytes = slotBytes[size_t(w.chunk)][size_t(move.key.second)];
+    if (move.does == StashMove::Does::Take)
+      most = std::max(most, live = saturatingAdd(live, bytes));
+    else if (move.does == StashMove::Does::Free)
+      live -= bytes;
+  }
+  return most;
+}
+
+} // namespace
+
+std::string zeroBubbleVWithin(
+    int p, int m, const std::vector<std::array<int64_t, 3>> &slotBytes,
+    int64_t limit, std::vector<std::vector<Work>> &orders,
+    std::vector<int> &early) {
+  orders.clear();
+  early.clear();
+  if (p < 1 || m < 1)
+    return "ZB-V needs at least one stage and one microbatch";
+  if (std::string error = checkStashLimited("ZB-V", slotBytes, 2 * p,
+                                             "chunks", limit,
+                                             "its own up to the cool-down");
+      !error.empty())
+    return error;
+  std::vector<std::vector<Work>> plain;
+  for (int r = 0; r < p; ++r)
+    plain.push_back(zeroBubbleV(p, m, r));
+  // The most a stage keeps up to its last forward.
+  auto ownLimit = [&](const std::vector<Work> &order) {
+    auto last = std::find_if(order.rbegin(), order.rend(), [](const Work &w) {
+      return w.phase == Phase::Forward;
+    });
+    int64_t live = 0, most = 0;
+    for (auto it = order.begin(); it != last.base(); ++it)
+      most = std::max(most, runStash(*it, slotBytes, live));
+    return most;
+  };
+  for (const std::vector<Work> &order : plain) {
+    int64_t own = ownLimit(order);
+    if (limit > 0 && own > limit)
+      return "ZB-V keeps at least " + std::to_string(own) +
+             " bytes of stash on stage " + std::to_string(orders.size()) +
+             " (its order up to its last forward), over the limit of " +
+             std::to_string(limit);
+    int64_t stageLimit = limit > 0 ? limit : own;
+    std::vector<Work> &out = orders.emplace_back();
+    int &moved = early.emplace_back(0);
+    std::vector<Work> waiting; // W's whose B has run, oldest first
+    std::set<std::pair<int, int>> ran; // W's run early: (chunk, microbatch)
+    int64_t live = 0;
+    for (const Work &w : order) {
+      if (w.phase == Phase::Weight) {
+        if (ran.count({w.chunk, w.microbatch}))
+          continue;
+        auto mine = std::find_if(waiting.begin(), waiting.end(),
+                                 [&](const Work &b) {
+                                   return b.chunk == w.chunk &&
+                                          b.microbatch == w.microbatch;
+                                 });
+        if (mine != waiting.end())
+          waiting.erase(mine);
+      } else {
+        for (;;) {
+          int64_t trial = live;
+          if (waiting.empty() || runStash(w, slotBytes, trial) <= stageLimit)
+            break;
+          Work oldest = waiting.front();
+          waiting.erase(waiting.begin());
+          runStash(oldest, slotBytes, live);
+          out.push_back(oldest);
+          ran.insert({oldest.chunk, oldest.microbatch});
+          ++moved;
+        }
+      }
+      runStash(w, slotBytes, live);
+      out.push_back(w);
+      if (w.phase == Phase::Backward)
+        waiting.push_back({Phase::Weight, w.chunk, w.microbatch});
+    }
+  }
+  return "";
+}
+
+std::vector<std::vector<Work>> zeroBubbleVEachWAfterItsB(int p, int m) {
+  std::vector<std::vector<Work>> orders;
+  for (int r = 0; r < p; ++r) {
+    std::vector<Work> &out = orders.emplace_back();
+    for (const Work &w : zeroBubbleV(p, m, r)) {
+      if (w.phase == Phase::Weight)
+        continue;
+      out.push_back(w);
+      if (w.phase == Phase::Backward)
+        out.push_back({Phase::Weight, w.chunk, w.microbatch});
+    }
+  }
+  return orders;
 }
 
 std::string describeHeld(const std::vector<int> &held) {

@@ -74,6 +74,31 @@ std::string zeroBubbleH1Within(
     int64_t limit, std::vector<std::vector<sim::Work>> &orders,
     std::vector<int> &held);
 
+/// ZB-V within a stash limit: each stage runs ZB-V's order, except that
+/// where a forward or a B would take its stash past `limit` bytes while
+/// W's wait for the cool-down, it runs the oldest of them first (a W
+/// frees its microbatch's slots and waits on nothing but its own B, so
+/// no order it makes can hang). Counted from each chunk's three pools'
+/// slot bytes (`slotBytes[c]` for chunk c of 2p: kept until B, held until
+/// W, passed from B to W), as the stash's running sum. Limit 0 is the
+/// most any stage keeps up to its last forward: ZB-V's cool-down runs
+/// B's first and holds their W's back to fill its holes, and each B adds
+/// the values it passes to W, so a stage whose passed values weigh more
+/// than a forward's would keep most at its very end, past the warm-up's
+/// 2p chunks in flight (1F1B's memory). Each stage's count of W's run
+/// early goes to `early`. "" or what is wrong with the input, or, where a
+/// stage keeps more than `limit` before its cool-down (no W waits there
+/// to run early), why.
+std::string zeroBubbleVWithin(
+    int p, int m, const std::vector<std::array<int64_t, 3>> &slotBytes,
+    int64_t limit, std::vector<std::vector<sim::Work>> &orders,
+    std::vector<int> &early);
+
+/// ZB-V's orders with each W right after its B: what zb-v's stash is
+/// measured under (B's values for W written over the forward's where
+/// that keeps least), before its cool-down holds back the W's that fit.
+std::vector<std::vector<sim::Work>> zeroBubbleVEachWAfterItsB(int p, int m);
+
 /// Each stage's count of W's held back, for a message: "0,0,1,1", or for
 /// more than 8 stages "0 to 11".
 std::string describeHeld(const std::vector<int> &held);

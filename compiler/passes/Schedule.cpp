@@ -52,19 +52,19 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       return signalPassFailure();
     }
     // Costs are zb-auto's; stash bytes, their limit and an order chosen
-    // already zb-auto's and zb-h1's: given for any other schedule (or
-    // none), they would be silently ignored.
+    // already zb-auto's, zb-h1's and zb-v's: given for any other schedule
+    // (or none), they would be silently ignored.
     bool costed = !forwardCosts.empty() || !backwardCosts.empty() ||
                   !weightCosts.empty() || transferCost != 0;
     bool stashed =
         !stashBytes.empty() || maxStashBytes != 0 || !chosenOrder.empty();
-    bool h1 = pipelineSchedule == "zb-h1";
+    bool measured = pipelineSchedule == "zb-h1" || pipelineSchedule == "zb-v";
     if ((costed || stashed) && pipelineSchedule != "zb-auto" &&
-        !(h1 && !costed)) {
+        !(measured && !costed)) {
       module.emitError() << (costed ? "costs are zb-auto's"
                                     : "stash bytes, their limit and an "
-                                      "order chosen already are zb-auto's "
-                                      "and zb-h1's")
+                                      "order chosen already are zb-auto's, "
+                                      "zb-h1's and zb-v's")
                          << ", but the schedule is "
                          << (pipelineSchedule.empty()
                                  ? std::string("not named")
@@ -115,14 +115,16 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
   /// The order strata-compile chose already (having searched to say what
   /// it chose), checked as any order is and for its W's.
   FailureOr<std::vector<std::vector<sim::Work>>>
-  givenOrder(ModuleOp module, int p, int m) {
+  givenOrder(ModuleOp module, int p, int chunks, int m,
+             sim::Placement placement) {
     std::vector<std::vector<sim::Work>> orders;
     if (std::string error = pipeline::unflattenOrders(
             {chosenOrder.begin(), chosenOrder.end()}, p, orders);
         !error.empty())
       return module.emitError() << error;
-    if (std::string wrong =
-            sim::simulate(orders, p, m, sim::unitCosts(orders)).deadlock;
+    if (std::string wrong = sim::simulate(orders, chunks, m,
+                                          sim::unitCosts(orders), placement)
+                                .deadlock;
         !wrong.empty())
       return module.emitError() << "the order given is not a schedule: "
                                 << wrong;
@@ -152,23 +154,26 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
     return std::move(result.orders);
   }
 
-  /// ZB-H1 with each stage holding back what the stash limit allows,
-  /// where the stash's bytes are given; the paper's ZB-H1 (stage r holds
-  /// r) where not.
+  /// ZB-H1 with each stage holding back what the stash limit allows, or
+  /// ZB-V running a cool-down W early wherever the stash would pass it,
+  /// where the stash's bytes are given; the paper's order where not.
   FailureOr<std::vector<std::vector<sim::Work>>>
-  zeroBubbleH1(ModuleOp module, int p, int m) {
+  withinStash(ModuleOp module, pipeline::ScheduleKind kind, int p, int m) {
+    bool v = kind == pipeline::ScheduleKind::ZeroBubbleV;
     if (stashBytes.empty() && maxStashBytes == 0)
-      return pipeline::scheduleOrders(pipeline::ScheduleKind::ZeroBubbleH1,
-                                      p, 1, m);
+      return pipeline::scheduleOrders(kind, p, v ? 2 : 1, m);
     std::vector<std::array<int64_t, 3>> slotBytes;
     if (std::string error = pipeline::stashBytesByChunk(
             {stashBytes.begin(), stashBytes.end()}, slotBytes);
         !error.empty())
       return module.emitError() << error;
     std::vector<std::vector<sim::Work>> orders;
-    std::vector<int> held;
-    if (std::string error = pipeline::zeroBubbleH1Within(
-            p, m, slotBytes, maxStashBytes, orders, held);
+    std::vector<int> moved; // W's held back (ZB-H1) or run early (ZB-V)
+    if (std::string error =
+            v ? pipeline::zeroBubbleVWithin(p, m, slotBytes, maxStashBytes,
+                                            orders, moved)
+              : pipeline::zeroBubbleH1Within(p, m, slotBytes, maxStashBytes,
+                                             orders, moved);
         !error.empty())
       return module.emitError() << error;
     return orders;
@@ -221,15 +226,17 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
       return module.emitError() << error;
     std::vector<std::vector<bool>> exchange;
     std::vector<std::vector<sim::Work>> orders;
-    // zb-auto's and zb-h1's orders depend on the plan's costs and stash,
-    // given here (or chosen already); the others are fixed.
+    // zb-auto's, zb-h1's and zb-v's orders depend on the plan's costs and
+    // stash, given here (or chosen already); the others are fixed.
     if (kind == pipeline::ScheduleKind::ZeroBubbleAuto ||
-        kind == pipeline::ScheduleKind::ZeroBubbleH1) {
+        kind == pipeline::ScheduleKind::ZeroBubbleH1 ||
+        kind == pipeline::ScheduleKind::ZeroBubbleV) {
       FailureOr<std::vector<std::vector<sim::Work>>> chosen =
-          !chosenOrder.empty() ? givenOrder(module, int(p), m)
+          !chosenOrder.empty()
+              ? givenOrder(module, int(p), int(chunks), m, placement)
           : kind == pipeline::ScheduleKind::ZeroBubbleAuto
               ? zeroBubbleAuto(module, int(p), m)
-              : zeroBubbleH1(module, int(p), m);
+              : withinStash(module, kind, int(p), m);
       if (failed(chosen))
         return failure();
       orders = std::move(*chosen);

@@ -123,7 +123,7 @@
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h1 forward-costs=1,1" 2>&1 | FileCheck %s --check-prefix=NOT-AUTO
 // NOT-AUTO: error: costs are zb-auto's, but the schedule is zb-h1
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-h2 stash-bytes=10,20,40,10,20,40" 2>&1 | FileCheck %s --check-prefix=NOT-H1
-// NOT-H1: error: stash bytes, their limit and an order chosen already are zb-auto's and zb-h1's, but the schedule is zb-h2
+// NOT-H1: error: stash bytes, their limit and an order chosen already are zb-auto's, zb-h1's and zb-v's, but the schedule is zb-h2
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto stash-bytes=1,2" 2>&1 | FileCheck %s --check-prefix=THREE
 // THREE: error: stash-bytes takes three numbers a chunk (kept until B, held until W, passed from B to W), got 2
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=2 split-weights=true" --strata-schedule="microbatches=3 pipeline-schedule=zb-auto forward-costs=1,0 backward-costs=1,1 weight-costs=1,1" 2>&1 | FileCheck %s --check-prefix=ZERO

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/PipelineSchedules.h"
 #include "compiler/ListSchedule.h"
+#include "compiler/StashSlots.h"
 #include "compiler/ZeroBubbleAuto.h"
 #include "runtime/schedule/PipelineSim.h"
 #include "runtime/schedule/TransferGroups.h"
@@ -1019,5 +1020,171 @@ TEST(ZeroBubbleV, TheFirstStageNeverHoldsAnotherFirstChunkForward) {
         else if (w.chunk == 0 && w.phase == sim::Phase::Weight)
           --held;
       EXPECT_EQ(most, std::min(m, 2 * p - 1)) << "p=" << p << " m=" << m;
+    }
+}
+
+namespace {
+
+/// The most a stage's stash holds at once running `order`: each work's
+/// slots taken before its own are freed (compiler/StashSlots.h), summed.
+int64_t runningStash(const std::vector<sim::Work> &order,
+                     const std::vector<std::array<int64_t, 3>> &bytes,
+                     size_t upTo = SIZE_MAX) {
+  int64_t live = 0, most = 0;
+  for (size_t i = 0; i < order.size() && i < upTo; ++i)
+    for (const pipeline::StashMove &move : pipeline::stashMoves(
+             order[i].phase, order[i].chunk, order[i].microbatch, true)) {
+      int64_t b = bytes[size_t(order[i].chunk)][size_t(move.key.second)];
+      if (move.does == pipeline::StashMove::Does::Take)
+        most = std::max(most, live += b);
+      else if (move.does == pipeline::StashMove::Does::Free)
+        live -= b;
+    }
+  return most;
+}
+
+/// Where `order`'s last forward is, plus one.
+size_t pastLastForward(const std::vector<sim::Work> &order) {
+  size_t past = 0;
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i].phase == sim::Phase::Forward)
+      past = i + 1;
+  return past;
+}
+
+/// gpt-tiny's pools under ZB-V with t2 and sequence parallelism, two
+/// layers a chunk (bytes a microbatch: kept until B, held until W, passed
+/// from B to W; B writes over what it has read, so the forward's slot is
+/// held until W): what B passes W weighs a third of a forward's slot.
+std::vector<std::array<int64_t, 3>> sequenceParallelPools(int p) {
+  std::vector<std::array<int64_t, 3>> pools(size_t(2 * p),
+                                            {0, 295936, 107008});
+  pools[0] = {0, 295936, 8192};               // the first chunk's B is empty
+  pools[size_t(2 * p - 1)] = {0, 353280, 107008}; // and the loss chunk
+  return pools;
+}
+
+} // namespace
+
+TEST(ZeroBubbleV, WithinAStashLimitRunsCoolDownWsEarly) {
+  // ZB-V's cool-down runs B's back to back and holds their W's for its
+  // holes; each B adds what it passes W, so the last stage (the V's turn,
+  // 2p - 1 B's held at the end) kept most at its very end: 2.82 MB
+  // against the 2.47 MB of its warm-up. Within its own most up to its
+  // last forward, it runs the oldest waiting W before the B that would go
+  // over, and no stage keeps more than before its cool-down.
+  int p = 4, m = 16;
+  auto pools = sequenceParallelPools(p);
+  auto plain = zeroBubbleV(p, m);
+  EXPECT_EQ(runningStash(plain[3], pools), 2820608);
+  EXPECT_EQ(runningStash(plain[3], pools, pastLastForward(plain[3])), 2474496);
+  std::vector<std::vector<sim::Work>> within;
+  std::vector<int> early;
+  ASSERT_EQ(pipeline::zeroBubbleVWithin(p, m, pools, 0, within, early), "");
+  EXPECT_EQ(early, (std::vector<int>{0, 0, 0, 1}));
+  for (int s = 0; s < p; ++s) {
+    const auto &order = within[size_t(s)];
+    EXPECT_EQ(runningStash(order, pools),
+              runningStash(plain[size_t(s)], pools,
+                           pastLastForward(plain[size_t(s)])))
+        << "stage " << s;
+    // The same works, each W after its B, the F's and B's in ZB-V's order.
+    std::vector<sim::Work> notW, plainNotW;
+    for (const auto &w : order)
+      if (w.phase != sim::Phase::Weight)
+        notW.push_back(w);
+    for (const auto &w : plain[size_t(s)])
+      if (w.phase != sim::Phase::Weight)
+        plainNotW.push_back(w);
+    EXPECT_EQ(notW, plainNotW) << "stage " << s;
+    EXPECT_EQ(order.size(), plain[size_t(s)].size());
+  }
+  EXPECT_EQ(text({within[3].end() - 12, within[3].end()}),
+            "B13.3 W12.3 B14.4 B14.3 B15.4 B15.3 W13.4 W14.4 W15.4 W13.3 "
+            "W14.3 W15.3");
+  // It cannot hang, and the W's it runs early cost the turn's holes.
+  sim::Costs unit = sim::unitCosts(within);
+  sim::SimResult run = sim::simulateTransfers(
+      within, sim::exchangeBeforeEachWork(within), 2 * p, m, unit,
+      sim::Placement::V);
+  ASSERT_EQ(run.deadlock, "");
+  sim::SimResult before = sim::simulateTransfers(
+      plain, sim::exchangeBeforeEachWork(plain), 2 * p, m, unit,
+      sim::Placement::V);
+  EXPECT_GE(run.makespan, before.makespan);
+  EXPECT_LE(run.makespan, before.makespan + 1);
+  // Where a B passes W nothing (memory in microbatches in flight), and
+  // with room for everything, it is ZB-V's own order.
+  std::vector<std::array<int64_t, 3>> units(size_t(2 * p), {0, 1, 0});
+  ASSERT_EQ(pipeline::zeroBubbleVWithin(p, m, units, 0, within, early), "");
+  EXPECT_EQ(within, plain);
+  ASSERT_EQ(pipeline::zeroBubbleVWithin(p, m, pools, int64_t(1) << 40, within,
+                                        early),
+            "");
+  EXPECT_EQ(within, plain);
+  EXPECT_EQ(early, (std::vector<int>{0, 0, 0, 0}));
+  // Below what a stage keeps before its cool-down, it is refused.
+  EXPECT_EQ(pipeline::zeroBubbleVWithin(p, m, pools, 2474495, within, early),
+            "ZB-V keeps at least 2531840 bytes of stash on stage 0 (its "
+            "order up to its last forward), over the limit of 2474495");
+  // Bad input is said.
+  EXPECT_EQ(pipeline::zeroBubbleVWithin(p, m, units, -1, within, early),
+            "ZB-V's stash limit must be at least 0 (0: its own up to the "
+            "cool-down), got -1");
+  EXPECT_EQ(pipeline::zeroBubbleVWithin(p, m, {{0, 1, 0}}, 0, within, early),
+            "ZB-V within a stash limit needs the stash's bytes for each of "
+            "the 8 chunks, got 1");
+  units[5][2] = -3;
+  EXPECT_EQ(pipeline::zeroBubbleVWithin(p, m, units, 0, within, early),
+            "ZB-V's stash bytes must be at least 0, got -3");
+}
+
+TEST(ZeroBubbleV, WithinAnyLimitNeverDeadlocks) {
+  // Under its own limit and with room for everything, for p up to 16 and
+  // m from p to 8p (and fewer), posted on the runtime's transfer streams:
+  // a W early waits on nothing but its own B.
+  int checked = 0;
+  for (int p : {1, 2, 3, 4, 8, 16})
+    for (int m : {std::max(1, p / 2), p, 3 * p, 8 * p})
+      for (int64_t passed : {0, 1, 3})
+        for (int64_t limit : {int64_t(0), int64_t(1) << 40}) {
+          std::vector<std::array<int64_t, 3>> pools(size_t(2 * p),
+                                                    {1, 2, passed});
+          std::vector<std::vector<sim::Work>> orders;
+          std::vector<int> early;
+          ASSERT_EQ(
+              pipeline::zeroBubbleVWithin(p, m, pools, limit, orders, early),
+              "");
+          sim::Costs unit = sim::unitCosts(orders);
+          ASSERT_EQ(sim::simulate(orders, 2 * p, m, unit, sim::Placement::V)
+                        .deadlock,
+                    "")
+              << "p=" << p << " m=" << m;
+          ASSERT_EQ(sim::simulateTransfers(
+                        orders, sim::exchangeBeforeEachWork(orders), 2 * p, m,
+                        unit, sim::Placement::V)
+                        .deadlock,
+                    "")
+              << "p=" << p << " m=" << m;
+          ++checked;
+        }
+  EXPECT_EQ(checked, 144);
+  // And the probe's order, each W right after its B.
+  for (int p : {1, 2, 4, 16})
+    for (int m : {p, 3 * p}) {
+      auto orders = pipeline::zeroBubbleVEachWAfterItsB(p, m);
+      for (const auto &order : orders)
+        for (size_t i = 0; i < order.size(); ++i)
+          if (order[i].phase == sim::Phase::Backward)
+            EXPECT_EQ(order.at(i + 1),
+                      (sim::Work{sim::Phase::Weight, order[i].chunk,
+                                 order[i].microbatch}));
+      ASSERT_EQ(sim::simulateTransfers(orders,
+                                       sim::exchangeBeforeEachWork(orders),
+                                       2 * p, m, sim::unitCosts(orders),
+                                       sim::Placement::V)
+                    .deadlock,
+                "")
+          << "p=" << p << " m=" << m;
     }
 }

@@ -20,16 +20,24 @@ namespace strata {
 namespace {
 
 /// The probe: `module` compiled to exec with the same programs (the
-/// backward cut in two) under ZB-H1's order, stage r holding r W's back;
-/// null and `error` said where the compiler refuses it.
+/// backward cut in two) under ZB-H1's order, stage r holding r W's back
+/// (or, for zb-v, ZB-V's with each W right after its B: its chunks in a
+/// V, and B's values for W written over the forward's wherever that
+/// keeps least when no W waits); null and `error` said where the
+/// compiler refuses it.
 mlir::OwningOpRef<mlir::ModuleOp> compileProbe(mlir::ModuleOp module,
                                                Level from,
                                                const CompileOptions &options,
                                                bool verify,
                                                std::string &error) {
   CompileOptions probeOptions = options;
-  probeOptions.pipelineSchedule = "zb-h1";
   probeOptions.zeroBubble = {};
+  if (probeOptions.pipelineSchedule == "zb-v")
+    probeOptions.zeroBubble.order =
+        pipeline::flattenOrders(pipeline::zeroBubbleVEachWAfterItsB(
+            int(options.pipelineParallel), int(options.microbatches())));
+  else
+    probeOptions.pipelineSchedule = "zb-h1";
   mlir::OwningOpRef<mlir::ModuleOp> probe = module.clone();
   std::string said;
   mlir::ScopedDiagnosticHandler capture(
@@ -63,11 +71,14 @@ std::string measureZeroBubbleStash(mlir::ModuleOp module, Level from,
     return "";
   }
   int p = int(options.pipelineParallel), m = int(options.microbatches());
+  bool v = options.pipelineSchedule == "zb-v";
   CompileOptions::ZeroBubbleCosts &zb = options.zeroBubble;
   zb.stashBytes = stashSlotBytes(*probe, p);
-  if (zb.stashBytes.size() != size_t(3 * p))
-    return "measuring zb-h1's stash with a probe: its stash does not have "
-           "three pools a stage";
+  if (zb.stashBytes.size() != size_t(3 * p * (v ? 2 : 1)))
+    return llvm::formatv("measuring {0}'s stash with a probe: its stash "
+                         "does not have three pools a chunk",
+                         options.pipelineSchedule)
+        .str();
   // The order, said here and written by the Schedule pass as it is.
   std::vector<std::array<int64_t, 3>> slotBytes;
   std::vector<std::vector<sim::Work>> orders;
@@ -75,18 +86,37 @@ std::string measureZeroBubbleStash(mlir::ModuleOp module, Level from,
   if (std::string why = pipeline::stashBytesByChunk(zb.stashBytes, slotBytes);
       !why.empty())
     return why;
+  auto most = [&] {
+    int64_t bytes = 0;
+    for (int s = 0; s < p; ++s)
+      bytes = std::max(bytes, pipeline::stashBytes(orders[size_t(s)], slotBytes));
+    return runtime::humanBytes(bytes);
+  };
+  if (v) {
+    if (std::string why = pipeline::zeroBubbleVWithin(
+            p, m, slotBytes, zb.maxStashBytes, orders, held);
+        !why.empty())
+      return why;
+    zb.order = pipeline::flattenOrders(orders);
+    said = llvm::formatv("zb-v: stages run {0} W's of the cool-down early, "
+                         "the stash at most {1} a stage (limit {2})\n",
+                         pipeline::describeHeld(held), most(),
+                         zb.maxStashBytes > 0
+                             ? runtime::humanBytes(zb.maxStashBytes)
+                             : std::string("each stage's up to its last "
+                                           "forward"))
+               .str();
+    return "";
+  }
   if (std::string why = pipeline::zeroBubbleH1Within(
           p, m, slotBytes, zb.maxStashBytes, orders, held);
       !why.empty())
     return why;
   zb.order = pipeline::flattenOrders(orders);
-  int64_t most = 0;
-  for (int s = 0; s < p; ++s)
-    most = std::max(most, pipeline::stashBytes(orders[size_t(s)], slotBytes));
   std::string counts = pipeline::describeHeld(held);
   said = llvm::formatv("zb-h1: stages hold back {0} W's of the paper's "
                        "0 to {1}, the stash at most {2} a stage (limit {3})\n",
-                       counts, p - 1, runtime::humanBytes(most),
+                       counts, p - 1, most(),
                        zb.maxStashBytes > 0
                            ? runtime::humanBytes(zb.maxStashBytes)
                            : std::string("1F1B's"))

@@ -156,10 +156,12 @@ cl::opt<std::string, true> pipelineSchedule(
 
 cl::opt<std::string> maxActivationMemory(
     "max-activation-memory",
-    cl::desc("--pipeline-schedule zb-auto or zb-h1: the most a stage's "
-             "stash may keep for the backward, as 24GiB, 512MiB or bytes "
-             "(default: the most a stage keeps under 1F1B's order with each "
-             "W after its B); zb-h1 holds back only the W's that fit"),
+    cl::desc("--pipeline-schedule zb-auto, zb-h1 or zb-v: the most a "
+             "stage's stash may keep for the backward, as 24GiB, 512MiB or "
+             "bytes (default: the most a stage keeps under 1F1B's order with "
+             "each W after its B; zb-v: the most any stage keeps up to its "
+             "last forward); zb-h1 holds back only the W's that fit, zb-v "
+             "runs a cool-down W early where one would not"),
     cl::cat(category));
 
 cl::opt<std::string> recomputeGranularity(
@@ -593,14 +595,15 @@ int main(int argc, char **argv) {
       load(context, sourceMgr, options, stats);
   if (!module)
     return 1;
-  // zb-auto's and zb-h1's memory limit: checked wherever it is given, used
-  // where the schedule is written.
+  // zb-auto's, zb-h1's and zb-v's memory limit: checked wherever it is
+  // given, used where the schedule is written.
   bool zeroBubbleAuto = options.pipelineSchedule == "zb-auto";
-  bool zeroBubbleH1 = options.pipelineSchedule == "zb-h1";
+  bool measuresStash =
+      options.pipelineSchedule == "zb-h1" || options.pipelineSchedule == "zb-v";
   if (maxActivationMemory.getNumOccurrences()) {
-    if (!zeroBubbleAuto && !zeroBubbleH1)
-      return fail("--max-activation-memory is --pipeline-schedule zb-auto's "
-                  "and zb-h1's");
+    if (!zeroBubbleAuto && !measuresStash)
+      return fail("--max-activation-memory is --pipeline-schedule zb-auto's, "
+                  "zb-h1's and zb-v's");
     if (!runtime::parseBytes(maxActivationMemory, options.zeroBubble.maxStashBytes) ||
         options.zeroBubble.maxStashBytes <= 0)
       return fail("--max-activation-memory must be a positive size, as "
@@ -707,9 +710,10 @@ int main(int argc, char **argv) {
       return fail(error);
   }
 
-  // zb-h1 holds back the W's its stage's stash has room for: the probe's
-  // memory plan says how much each takes.
-  if (zeroBubbleH1 && from < Level::Dist && to >= Level::Dist)
+  // zb-h1 holds back the W's its stage's stash has room for, zb-v runs
+  // a cool-down W early where its stash has none: the probe's memory
+  // plan says how much each takes.
+  if (measuresStash && from < Level::Dist && to >= Level::Dist)
     if (std::string error =
             measureZeroBubbleStash(*module, from, options, zeroBubbleSaid);
         !error.empty())

@@ -13,12 +13,15 @@ runs: that is printed, not judged.
 
 ZB-V (issue 38's target): with several layers a chunk, B writes what it
 passes to W over forward values it has read (compiler/passes/
-StashInPlace.cpp), the stash is placed by bytes, and the first stage runs
+StashInPlace.cpp), the stash is placed by bytes, the first stage runs
 its first chunk's W before its next forward (it never holds 2p of them
-beside the loss chunk's), so ZB-V's most-keeping stage keeps within 5% of
-1F1B's: judged. With one layer a chunk B finds too little read to write
-over, and the loss chunk's logits weigh more: printed, not judged
-(docs/design.md).
+beside the loss chunk's) and a stage runs a cool-down W early where a B
+would keep more than the stage kept up to its last forward, so ZB-V's
+most-keeping stage keeps within 5% of 1F1B's: judged. With one layer a
+chunk the loss chunk's logits weigh more than a layer: judged with the
+output layer in blocks of the vocabulary, printed without. With tensor
+parallelism (the vocabulary split over ranks, which the blocks do not do
+yet) and full recomputation: printed, not judged (docs/design.md).
 """
 import re
 import subprocess
@@ -87,13 +90,15 @@ print(f"ZB-V {'within' if v_within else 'NOT within'} 5% of 1F1B's peak with sev
 # ZB-V's first stage holds the loss chunk beside p microbatches in flight:
 # with the output layer and its loss a block of the vocabulary at a time
 # (--loss-vocab-block), it holds no microbatch's whole logits. Both
-# schedules compiled so; judged for GPT-2 124M (50257 logits a token
-# against 768 hidden), printed for gpt-tiny with one layer a chunk, whose
-# last stage (the V's turn) still keeps 6% more.
+# schedules compiled so: GPT-2 124M (50257 logits a token against 768
+# hidden), and gpt-tiny with one layer a chunk, with and without selective
+# recomputation, its last stage (the V's turn) running a cool-down W early
+# where a B would keep more than before its cool-down.
 blocks_within = True
-for model, p, m, layers, block, extra, judged in [
-        ("gpt2-124m", 4, 16, 16, 4096, ["--bf16"], True),
-        ("gpt-tiny", 4, 16, 8, 64, [], False)]:
+for model, p, m, layers, block, extra in [
+        ("gpt2-124m", 4, 16, 16, 4096, ["--bf16"]),
+        ("gpt-tiny", 4, 16, 8, 64, []),
+        ("gpt-tiny", 4, 16, 8, 64, ["--recompute-granularity", "selective"])]:
     base = [*extra, "--set", f"layers={layers}", "--pipeline-model-parallel-size", str(p),
             "--global-batch-size", str(m), "--loss-vocab-block", str(block)]
     one = most_activations(model, base + ["--pipeline-schedule", "1f1b"])
@@ -103,7 +108,6 @@ for model, p, m, layers, block, extra, judged in [
     print(f"{' '.join([model, f'{layers} layers p={p} m={m}', *extra])} --loss-vocab-block {block}: "
           f"1F1B {one / 2**20:.2f} MiB, ZB-V {max(v) / 2**20:.2f} MiB ({max(v) / one:.3f}x; "
           f"first stage {v[0] / one:.3f}x, the others at most {max(v[1:]) / one:.3f}x)")
-    if judged:
-        blocks_within = blocks_within and max(v) <= 1.05 * one
-print(f"ZB-V {'within' if blocks_within else 'NOT within'} 5% of 1F1B's peak on GPT-2 124M "
-      "with the loss in blocks")
+    blocks_within = blocks_within and max(v) <= 1.05 * one
+print(f"ZB-V {'within' if blocks_within else 'NOT within'} 5% of 1F1B's peak with the loss "
+      "in blocks, one layer a chunk too")
