@@ -90,11 +90,6 @@ std::string checkOptions(const CompileOptions &options) {
   if (options.lossVocabBlock < 0)
     return "--loss-vocab-block must be at least 1, got " +
            std::to_string(options.lossVocabBlock);
-  if (options.lossVocabBlock > 0 && options.tensorParallel > 1)
-    return "--loss-vocab-block computes the whole vocabulary's loss in "
-           "blocks; with --tensor-model-parallel-size " +
-           std::to_string(options.tensorParallel) +
-           " the loss is vocabulary-parallel, which it does not block yet";
   if (!codegen::isCudaArch(options.cudaArch))
     return "--cuda-arch must be " + std::string(codegen::kCudaArchs) +
            ", got '" + options.cudaArch + "'";

@@ -151,6 +151,15 @@ std::string emitLogitsMaxSum(const LaunchDesc &launch, KernelCode &code) {
   return "";
 }
 
+std::string emitSumExpRescale(const LaunchDesc &launch, KernelCode &code) {
+  int64_t rows = View{launch}.count(SumExpRescale::op::sum);
+  code.block = {kThreads, 1, 1};
+  code.grid = {blocksFor(rows, kThreads), 1, 1};
+  code.body = forEach(rows, "    sum[i] = local_sum[i] == 0.0f ? 0.0f : "
+                            "local_sum[i] * expf(local_max[i] - max[i]);");
+  return "";
+}
+
 std::string emitCrossEntropyFromStats(const LaunchDesc &launch,
                                       KernelCode &code) {
   int64_t rows = View{launch}.count(CrossEntropyFromStats::op::max);

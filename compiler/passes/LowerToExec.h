@@ -226,6 +226,18 @@ public:
   /// coordinate along mesh `axis` more than written (a shard's offset, a
   /// part's index); nothing on an axis of size 1.
   void perRank(exec::LaunchOp op, StringRef name, int64_t axis, int64_t stride);
+  /// `in` all-reduced over the tensor-parallel ranks into `out`: summed,
+  /// or its largest with `max` (a rule's own reduction between its
+  /// launches, as the blocked vocabulary-parallel loss's).
+  void tensorAllReduce(Location loc, exec::BufferOp in, exec::BufferOp out,
+                       bool max) {
+    collective(loc,
+               max ? exec::CollectiveKind::AllReduceMax
+                   : exec::CollectiveKind::AllReduceSum,
+               in, out, {kTensorAxis});
+  }
+  /// The tensor-parallel ranks a stage's values are split over.
+  int64_t tensorParallelSize() const { return coords.tpSize; }
   /// `value`'s buffer as a view of `of` (a reshape, a layer boundary).
   exec::BufferOp view(Value value, exec::BufferOp of) {
     exec::BufferOp buffer =

@@ -176,6 +176,12 @@ LogicalResult withGradLowering(CrossEntropyWithGradOp fused, Lowering &l) {
 /// the block's weights into the input's gradient (f32) and writes the
 /// block's rows (or columns) of the weight's gradient into its accumulator
 /// (beta 1), each once. Two block-sized buffers serve every block.
+/// Vocabulary-parallel (dist.vocab_parallel: the weight is the rank's share
+/// of the columns), the first pass's statistics are the rank's, and
+/// between the passes the max is all-reduced, each rank's sum moved to it
+/// (sum_exp_rescale) and all-reduced, and the target's logit all-reduced;
+/// the input's gradient is the rank's part, which the reduction after the
+/// op adds up.
 LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
                                  Lowering &l) {
   auto inputType = cast<RankedTensorType>(op.getInput().getType());
@@ -186,6 +192,17 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
   int64_t rows = inputType.getNumElements() / hidden;
   int64_t block = std::min<int64_t>(int64_t(op.getBlockColumns()), vocab);
   int64_t real = op.getVocabSize() ? int64_t(*op.getVocabSize()) : vocab;
+  bool shared = dist::vocabParallel(op->getContext()).isAttrPresent(op);
+  int64_t ranks = shared ? l.tensorParallelSize() : 1;
+  if (real > vocab * ranks)
+    return op.emitOpError() << "has vocab_size " << real << " for " << vocab
+                            << " columns" << (shared ? " a rank" : "");
+  // A rank's share goes in blocks of one width, the most that divides it
+  // up to the one asked for: each block then starts at a multiple of its
+  // width in the whole vocabulary, as a plan's check of a shard asks.
+  if (shared)
+    while (vocab % block != 0)
+      --block;
   lower_to_exec::ParamBuffers *param = l.paramBuffers(op.getWeightName());
   if (!param)
     return op.emitOpError() << "adds into '" << op.getWeightName()
@@ -205,7 +222,8 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
     return l.scratchF32(RankedTensorType::get(shape, element));
   };
   exec::BufferOp max = f32({rows}), sum = f32({rows}), target = f32({rows});
-  exec::BufferOp targetPart = block < real ? f32({rows}) : exec::BufferOp();
+  exec::BufferOp targetPart =
+      block < (shared ? vocab : real) ? f32({rows}) : exec::BufferOp();
   // The input's gradient adds up over blocks in f32, then takes its type.
   bool narrow = inputGrad.getTensorType().getElementType() !=
                 Float32Type::get(op.getContext());
@@ -216,13 +234,15 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
   // weight's gradient (rows of a [vocab, hidden] table, or columns of a
   // [hidden, vocab] head, strided), and of the two logits buffers. Blocks
   // wholly in the padding add nothing (their logits are left out, their
-  // gradient is zero): they are not computed.
+  // gradient is zero): they are not computed, except where the columns
+  // are the rank's share (where the padding lies depends on the rank; its
+  // kernels leave it out).
   struct Block {
     int64_t first, count;
     exec::BufferOp weight, grad, z, dz;
   };
   SmallVector<Block> blocks;
-  for (int64_t c0 = 0; c0 < real; c0 += block) {
+  for (int64_t c0 = 0; c0 < (shared ? vocab : real); c0 += block) {
     int64_t count = std::min(block, vocab - c0);
     auto part = [&](exec::BufferOp of) {
       return tb ? l.rows(of, c0, count)
@@ -244,22 +264,43 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
              {.m = rows, .n = k.count, .k = hidden, .lda = hidden,
               .ldb = vocab, .ldd = k.count});
   };
+  // A block's columns start at the rank's share where it has one.
+  auto atRank = [&](exec::LaunchOp launched) {
+    if (shared)
+      l.perRank(launched, "vocab_offset", kTensorAxis, vocab);
+  };
   for (const Block &k : blocks) {
     bool first = k.first == 0;
     blockLogits(k);
-    l.launch(loc, kernel::LogitsMaxSum{.logits = k.z,
-                                       .max = max,
-                                       .sum = sum,
-                                       .vocab_size = real,
-                                       .vocab_offset = k.first,
-                                       .accumulate = !first});
-    l.launch(loc, kernel::LogitsTarget{.logits = k.z,
-                                       .labels = labels,
-                                       .target = first ? target : targetPart,
-                                       .vocab_size = real,
-                                       .vocab_offset = k.first});
+    atRank(l.launch(loc, kernel::LogitsMaxSum{.logits = k.z,
+                                              .max = max,
+                                              .sum = sum,
+                                              .vocab_size = real,
+                                              .vocab_offset = k.first,
+                                              .accumulate = !first}));
+    atRank(l.launch(loc, kernel::LogitsTarget{.logits = k.z,
+                                              .labels = labels,
+                                              .target = first ? target
+                                                              : targetPart,
+                                              .vocab_size = real,
+                                              .vocab_offset = k.first}));
     if (!first)
       l.launch(loc, kernel::Accumulate{.x = targetPart, .y = target});
+  }
+  if (shared) {
+    // The rows' statistics over every rank's columns.
+    exec::BufferOp rankMax = max, rankSum = sum, rankTarget = target;
+    exec::BufferOp moved = f32({rows});
+    max = f32({rows});
+    sum = f32({rows});
+    target = f32({rows});
+    l.tensorAllReduce(loc, rankMax, max, /*max=*/true);
+    l.launch(loc, kernel::SumExpRescale{.local_max = rankMax,
+                                        .local_sum = rankSum,
+                                        .max = max,
+                                        .sum = moved});
+    l.tensorAllReduce(loc, moved, sum, /*max=*/false);
+    l.tensorAllReduce(loc, rankTarget, target, /*max=*/false);
   }
   l.launch(loc, kernel::CrossEntropyFromStats{
                     .max = max, .sum = sum, .target = target, .loss = loss});
@@ -269,14 +310,15 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
     bool adds = &k != &blocks.back(); // into what the blocks before wrote
     if (adds)
       blockLogits(k);
-    l.launch(loc, kernel::CrossEntropyGradFromStats{.logits = k.z,
-                                                    .labels = labels,
-                                                    .max = max,
-                                                    .sum = sum,
-                                                    .dloss = seed,
-                                                    .dlogits = k.dz,
-                                                    .vocab_size = real,
-                                                    .vocab_offset = k.first});
+    atRank(l.launch(loc,
+                    kernel::CrossEntropyGradFromStats{.logits = k.z,
+                                                      .labels = labels,
+                                                      .max = max,
+                                                      .sum = sum,
+                                                      .dloss = seed,
+                                                      .dlogits = k.dz,
+                                                      .vocab_size = real,
+                                                      .vocab_offset = k.first}));
     if (tb) {
       // dx (+)= dz · W_block; dW[block] += dzᵀ · x.
       l.gemm(loc, k.dz, k.weight, inputGradSum, rows, hidden, k.count, false,

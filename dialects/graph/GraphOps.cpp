@@ -346,10 +346,12 @@ LogicalResult LinearCrossEntropyWithGradOp::verify() {
   if (int64_t block = int64_t(getBlockColumns()); block <= 0)
     return emitOpError() << "has block_columns " << block
                          << ": a block is one column or more";
-  if (auto size = getVocabSize();
-      size && (int64_t(*size) <= 0 || int64_t(*size) > vocab))
-    return emitOpError() << "has vocab_size " << int64_t(*size) << " for "
-                         << vocab << " columns";
+  // At most the columns, or, vocabulary-parallel (the columns a rank's
+  // share), the ranks' columns: the lowering, which knows how many ranks,
+  // checks that.
+  if (auto size = getVocabSize(); size && int64_t(*size) <= 0)
+    return emitOpError() << "has vocab_size " << int64_t(*size)
+                         << ": the vocabulary is one entry or more";
   return expectType(*this, getInputGrad(), input, "the input's gradient");
 }
 

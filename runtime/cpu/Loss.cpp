@@ -168,6 +168,18 @@ void runLogitsMaxSum(const KernelArgs &args) {
   }
 }
 
+void runSumExpRescale(const KernelArgs &args) {
+  const float *localMax = args.f(SumExpRescale::op::local_max),
+              *localSum = args.f(SumExpRescale::op::local_sum),
+              *max = args.f(SumExpRescale::op::max);
+  float *sum = args.f(SumExpRescale::op::sum);
+  for (int64_t i = 0, rows = args.count(SumExpRescale::op::sum); i < rows; ++i)
+    sum[i] = localSum[i] == 0.0f
+                 ? 0.0f
+                 : static_cast<float>(double(localSum[i]) *
+                                      std::exp(double(localMax[i]) - max[i]));
+}
+
 /// The loss from each row's statistics.
 static float crossEntropyFromStats(const float *max, const float *sum,
                                    const float *target, int64_t rows) {

@@ -505,6 +505,11 @@ void checkLogitsMaxSum(Rules &r) {
   r.perRow(op::max, op::logits);
   r.perRow(op::sum, op::logits);
 }
+void checkSumExpRescale(Rules &r) {
+  using namespace SumExpRescale;
+  for (unsigned row : {op::local_max, op::local_sum, op::max})
+    r.sameCount(row, op::sum);
+}
 void checkCrossEntropyFromStats(Rules &r) {
   using namespace CrossEntropyFromStats;
   r.sameCount(op::max, op::sum);

@@ -94,6 +94,8 @@ std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
     return S{logits, stat, stat};
   case KernelId::LogitsMaxSum:
     return S{logits, stat, stat};
+  case KernelId::SumExpRescale:
+    return S{stat, stat, stat, stat};
   case KernelId::CrossEntropyFromStats:
     return S{stat, stat, stat, one};
   case KernelId::CrossEntropyGradFromStats:

@@ -143,6 +143,51 @@ TEST_P(Kernels, RowStatisticsCombinedOverBlocksOfColumns) {
   expectClose(runningSum, sum, kTol, "logits_max_sum sum");
 }
 
+TEST_P(Kernels, SumsOfExponentialsMovedToTheMaxOverRanks) {
+  // The vocabulary-parallel loss in blocks: each of three ranks' rows'
+  // (max, sum of exponentials) over its own columns, moved to the max over
+  // the ranks, add up to the whole rows' sum (as the all-reduce will add
+  // them). The third rank's last row holds no real column (max -inf, sum
+  // 0): it adds 0. Against float64.
+  const int64_t tokens = 7, ranks = 3, columns = 11;
+  Vec logits = randomVec(tokens * ranks * columns, 4.0);
+  Vec localMax(ranks * tokens, -INFINITY), localSum(ranks * tokens, 0.0),
+      max(tokens, -INFINITY), sum(tokens, 0.0);
+  auto z = [&](int64_t i, int64_t r, int64_t c) {
+    return logits[(i * ranks + r) * columns + c];
+  };
+  auto holds = [&](int64_t i, int64_t r) { return r < 2 || i < tokens - 1; };
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t i = 0; i < tokens; ++i) {
+      if (!holds(i, r))
+        continue;
+      double &m = localMax[r * tokens + i];
+      for (int64_t c = 0; c < columns; ++c)
+        m = std::max(m, z(i, r, c));
+      for (int64_t c = 0; c < columns; ++c)
+        localSum[r * tokens + i] += std::exp(z(i, r, c) - m);
+      max[i] = std::max(max[i], m);
+    }
+  for (int64_t i = 0; i < tokens; ++i)
+    for (int64_t r = 0; r < ranks; ++r)
+      for (int64_t c = 0; holds(i, r) && c < columns; ++c)
+        sum[i] += std::exp(z(i, r, c) - max[i]);
+  Vec total(tokens, 0.0);
+  for (int64_t r = 0; r < ranks; ++r) {
+    Harness h(on());
+    uint32_t m = h.input({tokens}, {localMax.begin() + r * tokens,
+                                    localMax.begin() + (r + 1) * tokens}),
+             s = h.input({tokens}, {localSum.begin() + r * tokens,
+                                    localSum.begin() + (r + 1) * tokens}),
+             most = h.input({tokens}, max), out = h.add({tokens});
+    h.run("sum_exp_rescale", {m, s, most}, {out}, {});
+    Vec moved = h.read(out);
+    for (int64_t i = 0; i < tokens; ++i)
+      total[i] += moved[i];
+  }
+  expectClose(total, sum, kTol, "sum_exp_rescale");
+}
+
 TEST_P(Kernels, VocabularyParallelLossFromRowStatistics) {
   // A vocabulary of 19 padded to 24 columns, split between three ranks of
   // 8: the last holds 3 real columns and 5 of padding. Each kernel gets
