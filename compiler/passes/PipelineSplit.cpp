@@ -30,8 +30,10 @@
 // (the output gradient of a matmul, a norm's weight gradient that its
 // fused backward computed beside the input's), and of the forward values
 // B holds, @backward_c returns and @weight_c takes, as @forward_c's stash
-// is @backward_c's. The first chunk sends nothing: all of its backward is
-// W.
+// is @backward_c's; an output gradient B gathered over the sequence
+// (sequence parallelism) W gathers again from the share B had, which is
+// all B passes of it. The first chunk sends nothing: all of its backward
+// is W.
 //
 // A parameter used on several stages (a tied embedding) gets a
 // dist.tie_gradients in @optimizer, and the gradient norm sums over the
@@ -46,6 +48,7 @@
 #include "dialects/graph/GraphOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
@@ -407,6 +410,18 @@ FailureOr<Value> Splitter::weightValue(int64_t c, Value value,
     b.setInsertionPointToEnd(chunk.weightEntry);
     Operation *clone = b.clone(*def, chunk.weightMap);
     return clone->getResult(cast<OpResult>(value).getResultNumber());
+  }
+  // A gradient B gathered over the sequence (sequence parallelism: a
+  // row-parallel product's output gradient, which W multiplies by the
+  // product's input) W gathers again from the part B had: B passes it 1/t
+  // of the bytes, which a W held back keeps, for one all-gather more.
+  if (auto gather = dyn_cast_or_null<shard::AllGatherOp>(def);
+      gather && held && backwardLayer.isAttrPresent(def)) {
+    if (failed(weightValue(c, gather->getOperand(0), useLoc)))
+      return failure();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(chunk.weightEntry);
+    return b.clone(*def, chunk.weightMap)->getResult(0);
   }
   if (!held) {
     if (def && backwardLayer.isAttrPresent(def))
