@@ -175,7 +175,8 @@ LogicalResult withGradLowering(CrossEntropyWithGradOp fused, Lowering &l) {
 /// block's logits' gradient from them, adds its product with
 /// the block's weights into the input's gradient (f32) and writes the
 /// block's rows (or columns) of the weight's gradient into its accumulator
-/// (beta 1), each once. Two block-sized buffers serve every block.
+/// (beta 1), each once. One block-sized buffer serves every block, the
+/// gradient written over the logits.
 /// Vocabulary-parallel (dist.vocab_parallel: the weight is the rank's share
 /// of the columns), the first pass's statistics are the rank's, and
 /// between the passes the max is all-reduced, each rank's sum moved to it
@@ -215,9 +216,10 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
   exec::BufferOp loss = l.result(op.getLoss());
   exec::BufferOp inputGrad = l.result(op.getInputGrad());
   Type element = inputType.getElementType();
+  // A block's logits' gradient is written over its logits: the gradient
+  // kernel reads each logit before it writes that element's gradient (the
+  // same thread, the same place), and nothing reads the logits after it.
   exec::BufferOp logits = l.scratch(RankedTensorType::get({rows, block}, element));
-  exec::BufferOp logitsGrad =
-      l.scratch(RankedTensorType::get({rows, block}, element));
   auto f32 = [&](ArrayRef<int64_t> shape) {
     return l.scratchF32(RankedTensorType::get(shape, element));
   };
@@ -251,8 +253,8 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
     auto narrowed = [&](exec::BufferOp of) {
       return count == block ? of : l.shaped(of, {rows, count});
     };
-    blocks.push_back({c0, count, part(weight), part(param->grad),
-                      narrowed(logits), narrowed(logitsGrad)});
+    exec::BufferOp z = narrowed(logits);
+    blocks.push_back({c0, count, part(weight), part(param->grad), z, z});
   }
   // z = x · W_blockᵀ (tb) or x · W[:, block].
   auto blockLogits = [&](const Block &k) {

@@ -20,8 +20,8 @@ would keep more than the stage kept up to its last forward, so ZB-V's
 most-keeping stage keeps within 5% of 1F1B's: judged. With one layer a
 chunk the loss chunk's logits weigh more than a layer: judged with the
 output layer in blocks of the vocabulary (with t2 and sp too, each
-rank's share in blocks), printed without. GPT-2 124M with t2 and sp, and
-full recomputation: printed, not judged (docs/design.md).
+rank's share in blocks), printed without. Full recomputation: printed,
+not judged (docs/design.md).
 """
 import re
 import subprocess
@@ -115,14 +115,9 @@ for layout in [("gpt2-124m", 4, 16, 16, 4096, ["--bf16"]),
                ("gpt-tiny", 4, 16, 8, 64, ["--recompute-granularity", "selective"]),
                ("gpt-tiny", 4, 16, 16, 64, ["--tensor-model-parallel-size", "2"]),
                ("gpt-tiny", 4, 16, 16, 64,
-                ["--tensor-model-parallel-size", "2", "--sequence-parallel"])]:
+                ["--tensor-model-parallel-size", "2", "--sequence-parallel"]),
+               ("gpt2-124m", 4, 16, 16, 4096,
+                ["--bf16", "--tensor-model-parallel-size", "2", "--sequence-parallel"])]:
     blocks_within = in_blocks(*layout) and blocks_within
 print(f"ZB-V {'within' if blocks_within else 'NOT within'} 5% of 1F1B's peak with the loss "
       "in blocks, one layer a chunk, t2 and sp too")
-
-# GPT-2 124M with t2 and sp: its first stage's workspace holds the loss's
-# blocks of logits (1F1B's last stage's) beside 1F1B's first stage's
-# stash, and B's passed slot: printed, not judged (in blocks of 1,024 it
-# is within, at a cost in time: docs/design.md).
-in_blocks("gpt2-124m", 4, 16, 16, 4096,
-          ["--bf16", "--tensor-model-parallel-size", "2", "--sequence-parallel"])
