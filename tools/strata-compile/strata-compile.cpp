@@ -449,11 +449,18 @@ std::string compileCandidate(const std::string &source,
   };
   if (!module)
     return why("the model does not build");
-  // zb-auto's order needs its work priced on the cluster.
+  // zb-auto's order needs its work priced on the cluster, zb-v's its
+  // stash measured (its cool-down's W's run early where they would grow
+  // it), as a compile of the layout alone would.
+  std::string chose; // what the summary would say, which --auto does not
   if (options.pipelineSchedule == "zb-auto") {
-    std::string said;
     if (std::string error =
-            priceZeroBubble(*module, Level::Graph, spec, options, said, verify);
+            priceZeroBubble(*module, Level::Graph, spec, options, chose, verify);
+        !error.empty())
+      return error;
+  } else if (options.pipelineSchedule == "zb-v") {
+    if (std::string error = measureZeroBubbleStash(*module, Level::Graph,
+                                                   options, chose, verify);
         !error.empty())
       return error;
   }
