@@ -240,7 +240,8 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
     stage hold back as many W's (up to the paper's r on stage r) as keep
     its stash within the limit, by default 1F1B's; zb-v given them runs a
     cool-down W early wherever a forward or B would take the stash past
-    the limit, by default the most any stage keeps up to its last forward.
+    the limit (its live slots' running sum), by default what each stage
+    keeps at most up to its last forward.
     Every schedule is run on a clock before it is written: one that could
     deadlock is an error.
   }];
@@ -270,7 +271,7 @@ def Schedule : Pass<"strata-schedule", "mlir::ModuleOp"> {
                "chunk and microbatch">,
     Option<"maxStashBytes", "max-stash-bytes", "int64_t", "0",
            "zb-auto, zb-h1 and zb-v: the most a stage's stash may take (0: "
-           "1F1B's most; zb-v: its own up to its last forward)">
+           "1F1B's most; zb-v: each stage's own up to its last forward)">
   ];
   let dependentDialects = ["::strata::dist::DistDialect"];
 }

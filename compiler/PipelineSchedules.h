@@ -80,8 +80,10 @@ std::string zeroBubbleH1Within(
 /// frees its microbatch's slots and waits on nothing but its own B, so
 /// no order it makes can hang). Counted from each chunk's three pools'
 /// slot bytes (`slotBytes[c]` for chunk c of 2p: kept until B, held until
-/// W, passed from B to W), as the stash's running sum. Limit 0 is the
-/// most any stage keeps up to its last forward: ZB-V's cool-down runs
+/// W, passed from B to W), as the stash's running sum (its live slots'
+/// bytes; the memory plan's slot layout may round above it). Limit 0 is,
+/// on each stage, the most that stage keeps up to its last forward: ZB-V's
+/// cool-down runs
 /// B's first and holds their W's back to fill its holes, and each B adds
 /// the values it passes to W, so a stage whose passed values weigh more
 /// than a forward's would keep most at its very end, past the warm-up's

@@ -416,7 +416,8 @@ FailureOr<Value> Splitter::weightValue(int64_t c, Value value,
   // product's input) W gathers again from the part B had: B passes it 1/t
   // of the bytes, which a W held back keeps, for one all-gather more.
   if (auto gather = dyn_cast_or_null<shard::AllGatherOp>(def);
-      gather && held && backwardLayer.isAttrPresent(def)) {
+      gather && held && backwardLayer.isAttrPresent(def) &&
+      chunkOf.lookup(def) == c) {
     if (failed(weightValue(c, gather->getOperand(0), useLoc)))
       return failure();
     OpBuilder::InsertionGuard guard(b);

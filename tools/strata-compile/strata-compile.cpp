@@ -159,9 +159,10 @@ cl::opt<std::string> maxActivationMemory(
     cl::desc("--pipeline-schedule zb-auto, zb-h1 or zb-v: the most a "
              "stage's stash may keep for the backward, as 24GiB, 512MiB or "
              "bytes (default: the most a stage keeps under 1F1B's order with "
-             "each W after its B; zb-v: the most any stage keeps up to its "
-             "last forward); zb-h1 holds back only the W's that fit, zb-v "
-             "runs a cool-down W early where one would not"),
+             "each W after its B; zb-v: what each stage keeps at most up to "
+             "its last forward, counted as its live slots' sum); zb-h1 holds "
+             "back only the W's that fit, zb-v runs a cool-down W early where "
+             "one would not"),
     cl::cat(category));
 
 cl::opt<std::string> recomputeGranularity(
