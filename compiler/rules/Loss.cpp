@@ -129,11 +129,16 @@ void crossEntropySplit(CrossEntropyOp, OpOperand &use, int64_t dim,
   planner.wantLastDimension(use, dim);
 }
 
-/// A vocabulary-parallel launch's columns start at the rank's share.
+/// A vocabulary-parallel launch's columns start at the rank's share, of
+/// `columns` a rank.
+void atRankShare(Operation *op, exec::LaunchOp launched, Lowering &l,
+                 int64_t columns) {
+  if (dist::vocabParallel(op->getContext()).isAttrPresent(op))
+    l.perRank(launched, "vocab_offset", kTensorAxis, columns);
+}
 template <typename Op>
 void vocabularyParallel(Op op, exec::LaunchOp launched, Lowering &l) {
-  if (dist::vocabParallel(op->getContext()).isAttrPresent(op))
-    l.perRank(launched, "vocab_offset", kTensorAxis, vocabOf(op).first);
+  atRankShare(op, launched, l, vocabOf(op).first);
 }
 
 LogicalResult crossEntropyLowering(CrossEntropyOp loss, Lowering &l) {
@@ -241,7 +246,7 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
   // kernels leave it out).
   struct Block {
     int64_t first, count;
-    exec::BufferOp weight, grad, z, dz;
+    exec::BufferOp weight, grad, z; // z: its logits, then their gradient
   };
   SmallVector<Block> blocks;
   for (int64_t c0 = 0; c0 < (shared ? vocab : real); c0 += block) {
@@ -253,8 +258,8 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
     auto narrowed = [&](exec::BufferOp of) {
       return count == block ? of : l.shaped(of, {rows, count});
     };
-    exec::BufferOp z = narrowed(logits);
-    blocks.push_back({c0, count, part(weight), part(param->grad), z, z});
+    blocks.push_back({c0, count, part(weight), part(param->grad),
+                      narrowed(logits)});
   }
   // z = x · W_blockᵀ (tb) or x · W[:, block].
   auto blockLogits = [&](const Block &k) {
@@ -266,10 +271,8 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
              {.m = rows, .n = k.count, .k = hidden, .lda = hidden,
               .ldb = vocab, .ldd = k.count});
   };
-  // A block's columns start at the rank's share where it has one.
   auto atRank = [&](exec::LaunchOp launched) {
-    if (shared)
-      l.perRank(launched, "vocab_offset", kTensorAxis, vocab);
+    atRankShare(op, launched, l, vocab);
   };
   for (const Block &k : blocks) {
     bool first = k.first == 0;
@@ -318,21 +321,21 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
                                                       .max = max,
                                                       .sum = sum,
                                                       .dloss = seed,
-                                                      .dlogits = k.dz,
+                                                      .dlogits = k.z,
                                                       .vocab_size = real,
                                                       .vocab_offset = k.first}));
     if (tb) {
       // dx (+)= dz · W_block; dW[block] += dzᵀ · x.
-      l.gemm(loc, k.dz, k.weight, inputGradSum, rows, hidden, k.count, false,
+      l.gemm(loc, k.z, k.weight, inputGradSum, rows, hidden, k.count, false,
              false, adds);
-      l.gemm(loc, k.dz, input, k.grad, k.count, hidden, rows, true, false,
+      l.gemm(loc, k.z, input, k.grad, k.count, hidden, rows, true, false,
              true);
     } else {
       // dx (+)= dz · W[:, block]ᵀ; dW[:, block] += xᵀ · dz.
-      l.gemm(loc, k.dz, k.weight, inputGradSum,
+      l.gemm(loc, k.z, k.weight, inputGradSum,
              {.m = rows, .n = hidden, .k = k.count, .transposeB = true,
               .lda = k.count, .ldb = vocab, .ldd = hidden, .accumulate = adds});
-      l.gemm(loc, input, k.dz, k.grad,
+      l.gemm(loc, input, k.z, k.grad,
              {.m = hidden, .n = k.count, .k = rows, .transposeA = true,
               .lda = hidden, .ldb = k.count, .ldd = vocab, .accumulate = true});
     }

@@ -86,21 +86,22 @@ std::string measureZeroBubbleStash(mlir::ModuleOp module, Level from,
   if (std::string why = pipeline::stashBytesByChunk(zb.stashBytes, slotBytes);
       !why.empty())
     return why;
-  auto most = [&] {
-    int64_t bytes = 0;
-    for (int s = 0; s < p; ++s)
-      bytes = std::max(bytes, pipeline::stashBytes(orders[size_t(s)], slotBytes));
-    return runtime::humanBytes(bytes);
-  };
+  // zb-v runs cool-down W's early, zb-h1 holds W's back, where they fit.
+  if (std::string why =
+          v ? pipeline::zeroBubbleVWithin(p, m, slotBytes, zb.maxStashBytes,
+                                          orders, held)
+            : pipeline::zeroBubbleH1Within(p, m, slotBytes, zb.maxStashBytes,
+                                           orders, held);
+      !why.empty())
+    return why;
+  zb.order = pipeline::flattenOrders(orders);
+  int64_t most = 0;
+  for (int s = 0; s < p; ++s)
+    most = std::max(most, pipeline::stashBytes(orders[size_t(s)], slotBytes));
   if (v) {
-    if (std::string why = pipeline::zeroBubbleVWithin(
-            p, m, slotBytes, zb.maxStashBytes, orders, held);
-        !why.empty())
-      return why;
-    zb.order = pipeline::flattenOrders(orders);
     said = llvm::formatv("zb-v: stages run {0} W's of the cool-down early, "
                          "the stash at most {1} a stage (limit {2})\n",
-                         pipeline::describeHeld(held), most(),
+                         pipeline::describeHeld(held), runtime::humanBytes(most),
                          zb.maxStashBytes > 0
                              ? runtime::humanBytes(zb.maxStashBytes)
                              : std::string("each stage's up to its last "
@@ -108,15 +109,10 @@ std::string measureZeroBubbleStash(mlir::ModuleOp module, Level from,
                .str();
     return "";
   }
-  if (std::string why = pipeline::zeroBubbleH1Within(
-          p, m, slotBytes, zb.maxStashBytes, orders, held);
-      !why.empty())
-    return why;
-  zb.order = pipeline::flattenOrders(orders);
   std::string counts = pipeline::describeHeld(held);
   said = llvm::formatv("zb-h1: stages hold back {0} W's of the paper's "
                        "0 to {1}, the stash at most {2} a stage (limit {3})\n",
-                       counts, p - 1, most(),
+                       counts, p - 1, runtime::humanBytes(most),
                        zb.maxStashBytes > 0
                            ? runtime::humanBytes(zb.maxStashBytes)
                            : std::string("1F1B's"))
