@@ -349,27 +349,35 @@ std::string zeroBubbleVWithin(
                                              "its own up to the cool-down");
       !error.empty())
     return error;
-  std::vector<std::vector<Work>> plain;
+  std::vector<std::vector<Work>> plain, eachWAfterItsB =
+                                          zeroBubbleVEachWAfterItsB(p, m);
   for (int r = 0; r < p; ++r)
     plain.push_back(zeroBubbleV(p, m, r));
-  // The most a stage keeps up to its last forward.
-  auto ownLimit = [&](const std::vector<Work> &order) {
-    auto last = std::find_if(order.rbegin(), order.rend(), [](const Work &w) {
-      return w.phase == Phase::Forward;
-    });
+  // The most a stage keeps running `order` up to `end`.
+  auto mostKept = [&](const std::vector<Work> &order,
+                      std::vector<Work>::const_iterator end) {
     int64_t live = 0, most = 0;
-    for (auto it = order.begin(); it != last.base(); ++it)
+    for (auto it = order.begin(); it != end; ++it)
       most = std::max(most, runStash(*it, slotBytes, live));
     return most;
   };
-  for (const std::vector<Work> &order : plain) {
-    int64_t own = ownLimit(order);
-    if (limit > 0 && own > limit)
-      return "ZB-V keeps at least " + std::to_string(own) +
-             " bytes of stash on stage " + std::to_string(orders.size()) +
-             " (its order up to its last forward), over the limit of " +
+  for (int r = 0; r < p; ++r) {
+    const std::vector<Work> &order = plain[size_t(r)];
+    // The least any order of these works keeps: each W right after its B
+    // (a W only frees). Running waiting W's first wherever a forward or a
+    // B would pass the limit keeps any limit at least that.
+    const std::vector<Work> &least = eachWAfterItsB[size_t(r)];
+    if (int64_t floor = mostKept(least, least.end()); limit > 0 && floor > limit)
+      return "ZB-V keeps at least " + std::to_string(floor) +
+             " bytes of stash on stage " + std::to_string(r) +
+             " (its order with each W right after its B), over the limit "
+             "of " +
              std::to_string(limit);
-    int64_t stageLimit = limit > 0 ? limit : own;
+    auto lastForward =
+        std::find_if(order.rbegin(), order.rend(), [](const Work &w) {
+          return w.phase == Phase::Forward;
+        }).base();
+    int64_t stageLimit = limit > 0 ? limit : mostKept(order, lastForward);
     std::vector<Work> &out = orders.emplace_back();
     int &moved = early.emplace_back(0);
     std::vector<Work> waiting; // W's whose B has run, oldest first

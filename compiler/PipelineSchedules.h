@@ -76,21 +76,22 @@ std::string zeroBubbleH1Within(
 
 /// ZB-V within a stash limit: each stage runs ZB-V's order, except that
 /// where a forward or a B would take its stash past `limit` bytes while
-/// W's wait for the cool-down, it runs the oldest of them first (a W
-/// frees its microbatch's slots and waits on nothing but its own B, so
-/// no order it makes can hang). Counted from each chunk's three pools'
-/// slot bytes (`slotBytes[c]` for chunk c of 2p: kept until B, held until
-/// W, passed from B to W), as the stash's running sum (its live slots'
-/// bytes; the memory plan's slot layout may round above it). Limit 0 is,
-/// on each stage, the most that stage keeps up to its last forward: ZB-V's
-/// cool-down runs
-/// B's first and holds their W's back to fill its holes, and each B adds
-/// the values it passes to W, so a stage whose passed values weigh more
-/// than a forward's would keep most at its very end, past the warm-up's
-/// 2p chunks in flight (1F1B's memory). Each stage's count of W's run
-/// early goes to `early`. "" or what is wrong with the input, or, where a
-/// stage keeps more than `limit` before its cool-down (no W waits there
-/// to run early), why.
+/// W's wait, it runs the oldest of them first (a W frees its microbatch's
+/// slots and waits on nothing but its own B, so no order it makes can
+/// hang). Counted from each chunk's three pools' slot bytes (`slotBytes[c]`
+/// for chunk c of 2p: kept until B, held until W, passed from B to W), as
+/// the stash's running sum (its live slots' bytes; the memory plan's slot
+/// layout may round above it). Limit 0 is, on each stage, the most that
+/// stage keeps up to its last forward: ZB-V's cool-down runs B's first and
+/// holds their W's back to fill its holes, and each B adds the values it
+/// passes to W, so a stage whose passed values weigh more than a forward's
+/// would keep most at its very end, past the warm-up's 2p chunks in flight
+/// (1F1B's memory). Each stage's count of W's run early goes to `early`.
+/// "" or what is wrong with the input, or, where a stage keeps more than
+/// `limit` even with each W right after its B (the least any order of its
+/// works keeps: ZB-V's steady state runs them so already, and a cool-down
+/// B passing W more than a forward keeps can put it above the default),
+/// why.
 std::string zeroBubbleVWithin(
     int p, int m, const std::vector<std::array<int64_t, 3>> &slotBytes,
     int64_t limit, std::vector<std::vector<sim::Work>> &orders,

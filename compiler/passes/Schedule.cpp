@@ -155,7 +155,7 @@ struct SchedulePass : strata::impl::ScheduleBase<SchedulePass> {
   }
 
   /// ZB-H1 with each stage holding back what the stash limit allows, or
-  /// ZB-V running a cool-down W early wherever the stash would pass it,
+  /// ZB-V running a waiting W early wherever the stash would pass it,
   /// where the stash's bytes are given; the paper's order where not.
   FailureOr<std::vector<std::vector<sim::Work>>>
   withinStash(ModuleOp module, pipeline::ScheduleKind kind, int p, int m) {

@@ -1123,10 +1123,42 @@ TEST(ZeroBubbleV, WithinAStashLimitRunsCoolDownWsEarly) {
             "");
   EXPECT_EQ(within, plain);
   EXPECT_EQ(early, (std::vector<int>{0, 0, 0, 0}));
-  // Below what a stage keeps before its cool-down, it is refused.
-  EXPECT_EQ(pipeline::zeroBubbleVWithin(p, m, pools, 2474495, within, early),
+  // A limit is refused only where no order of the stage's works keeps
+  // within it: the least is each W right after its B (a W only frees).
+  // ZB-V's steady state runs each W so already, so that is what a stage
+  // keeps up to its last forward, or more where the cool-down's B passes
+  // W more than a forward keeps: the floor, not the warm-up, is checked.
+  auto least = pipeline::zeroBubbleVEachWAfterItsB(p, m);
+  int64_t floor = 0;
+  for (int s = 0; s < p; ++s)
+    floor = std::max(floor, runningStash(least[size_t(s)], pools));
+  EXPECT_EQ(floor, 2531840); // stage 0, as up to its last forward
+  ASSERT_EQ(pipeline::zeroBubbleVWithin(p, m, pools, floor, within, early),
+            "");
+  for (int s = 0; s < p; ++s)
+    EXPECT_LE(runningStash(within[size_t(s)], pools), floor) << "stage " << s;
+  {
+    // m = p, each B passing W three times what a forward keeps: the last
+    // stage keeps 8 up to its last forward, but its cool-down's B's keep
+    // 11 however early their W's run; a limit of 10 is refused (it was
+    // taken, and 11 kept).
+    std::vector<std::array<int64_t, 3>> heavyPass(8, {0, 1, 3});
+    auto fewLeast = pipeline::zeroBubbleVEachWAfterItsB(4, 4);
+    EXPECT_EQ(runningStash(fewLeast[3], heavyPass), 11);
+    EXPECT_EQ(runningStash(zeroBubbleV(4, 4)[3], heavyPass,
+                           pastLastForward(zeroBubbleV(4, 4)[3])),
+              8);
+    EXPECT_EQ(pipeline::zeroBubbleVWithin(4, 4, heavyPass, 10, within, early),
+              "ZB-V keeps at least 11 bytes of stash on stage 3 (its order "
+              "with each W right after its B), over the limit of 10");
+    ASSERT_EQ(pipeline::zeroBubbleVWithin(4, 4, heavyPass, 11, within, early),
+              "");
+    EXPECT_EQ(runningStash(within[3], heavyPass), 11);
+  }
+  EXPECT_EQ(pipeline::zeroBubbleVWithin(p, m, pools, floor - 1, within, early),
             "ZB-V keeps at least 2531840 bytes of stash on stage 0 (its "
-            "order up to its last forward), over the limit of 2474495");
+            "order with each W right after its B), over the limit of "
+            "2531839");
   // Bad input is said.
   EXPECT_EQ(pipeline::zeroBubbleVWithin(p, m, units, -1, within, early),
             "ZB-V's stash limit must be at least 0 (0: its own up to the "

@@ -86,7 +86,7 @@ std::string measureZeroBubbleStash(mlir::ModuleOp module, Level from,
   if (std::string why = pipeline::stashBytesByChunk(zb.stashBytes, slotBytes);
       !why.empty())
     return why;
-  // zb-v runs cool-down W's early, zb-h1 holds W's back, where they fit.
+  // zb-v runs W's early, zb-h1 holds W's back, where they fit.
   if (std::string why =
           v ? pipeline::zeroBubbleVWithin(p, m, slotBytes, zb.maxStashBytes,
                                           orders, held)
@@ -99,7 +99,7 @@ std::string measureZeroBubbleStash(mlir::ModuleOp module, Level from,
   for (int s = 0; s < p; ++s)
     most = std::max(most, pipeline::stashBytes(orders[size_t(s)], slotBytes));
   if (v) {
-    said = llvm::formatv("zb-v: stages run {0} W's of the cool-down early, "
+    said = llvm::formatv("zb-v: stages run {0} W's early, "
                          "the stash at most {1} a stage (limit {2})\n",
                          pipeline::describeHeld(held), runtime::humanBytes(most),
                          zb.maxStashBytes > 0

@@ -161,7 +161,7 @@ cl::opt<std::string> maxActivationMemory(
              "bytes (default: the most a stage keeps under 1F1B's order with "
              "each W after its B; zb-v: what each stage keeps at most up to "
              "its last forward, counted as its live slots' sum); zb-h1 holds "
-             "back only the W's that fit, zb-v runs a cool-down W early where "
+             "back only the W's that fit, zb-v runs a waiting W early where "
              "one would not"),
     cl::cat(category));
 
@@ -451,7 +451,7 @@ std::string compileCandidate(const std::string &source,
   if (!module)
     return why("the model does not build");
   // zb-auto's order needs its work priced on the cluster, zb-v's its
-  // stash measured (its cool-down's W's run early where they would grow
+  // stash measured (its waiting W's run early where they would grow
   // it), as a compile of the layout alone would.
   std::string chose; // what the summary would say, which --auto does not
   if (options.pipelineSchedule == "zb-auto") {
@@ -719,7 +719,7 @@ int main(int argc, char **argv) {
   }
 
   // zb-h1 holds back the W's its stage's stash has room for, zb-v runs
-  // a cool-down W early where its stash has none: the probe's memory
+  // a waiting W early where its stash has none: the probe's memory
   // plan says how much each takes.
   if (measuresStash && from < Level::Dist && to >= Level::Dist)
     if (std::string error =
