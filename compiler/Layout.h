@@ -50,6 +50,7 @@ struct Layout {
   int64_t tensorParallel = 1;
   int64_t dataParallel = 1;
   int64_t pipelineParallel = 1;
+  int64_t contextParallel = 1; // the sequence in 2c chunks over c ranks
   bool sequenceParallel = false;
   bool distributedOptimizer = false;
   int64_t layersPerVirtualStage = 0;                   // 0: one chunk per stage
@@ -80,6 +81,12 @@ struct Layout {
     visit("last_stage_layers", layout.lastStageLayers, Field::Setting);
     visit("pipeline_schedule", layout.pipelineSchedule, Field::Setting);
     visit("recompute", layout.recompute, Field::Setting);
+    visit("context_parallel", layout.contextParallel, Field::Setting);
+  }
+
+  /// The ranks of a pipeline stage: tp · cp · dp.
+  int64_t ranksPerStage() const {
+    return tensorParallel * contextParallel * dataParallel;
   }
 };
 

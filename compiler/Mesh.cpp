@@ -14,19 +14,23 @@ shard::GridOp ensureMesh(ModuleOp module) {
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToStart(module.getBody());
   return shard::GridOp::create(b, module.getLoc(), kMeshName,
-                               ArrayRef<int64_t>{1, 1, 1});
+                               SmallVector<int64_t>(mesh::kAxisCount, 1));
 }
 
 void setMeshAxis(ModuleOp module, int16_t axis, int64_t size) {
   shard::GridOp grid = ensureMesh(module);
   SmallVector<int64_t> shape(grid.getShape());
-  shape[axis] = size;
+  if (shape.size() <= size_t(axis))
+    shape.resize(size_t(axis) + 1, 1);
+  shape[size_t(axis)] = size;
   grid.setShape(shape);
 }
 
 int64_t meshAxis(ModuleOp module, int16_t axis) {
   auto grid = module.lookupSymbol<shard::GridOp>(kMeshName);
-  return grid ? grid.getShape()[axis] : 1;
+  return grid && size_t(axis) < grid.getShape().size()
+             ? grid.getShape()[size_t(axis)]
+             : 1;
 }
 
 // The attribute's name and its one value: looped is its absence.

@@ -1,7 +1,8 @@
 //===- Mesh.h - the device mesh of a parallel layout ------------*- C++ -*-===//
 //
-// One upstream shard.grid, @mesh, with three axes in Megatron's rank order:
-// tensor parallel fastest, then data parallel, then pipeline.
+// One upstream shard.grid, @mesh, with an axis for each kind of parallelism
+// (runtime/plan/MeshAxes.h: their ids, names and Megatron's rank order,
+// tensor parallel fastest, then context, data and pipeline parallel).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_COMPILER_MESH_H
@@ -10,14 +11,21 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "runtime/plan/MeshAxes.h"
 #include "runtime/schedule/ScheduleNames.h"
 
 namespace strata {
 
 inline constexpr llvm::StringLiteral kMeshName = "mesh";
-enum MeshAxis : int16_t { kTensorAxis = 0, kDataAxis = 1, kPipelineAxis = 2 };
+enum MeshAxis : int16_t {
+  kTensorAxis = mesh::kTensor,
+  kDataAxis = mesh::kData,
+  kPipelineAxis = mesh::kPipeline,
+  kContextAxis = mesh::kContext
+};
 
-/// The module's @mesh, made 1x1x1 if it has none.
+/// The module's @mesh, made 1x1x1x1 if it has none (IR written before the
+/// context axis has three; it is 1 there).
 mlir::shard::GridOp ensureMesh(mlir::ModuleOp module);
 
 /// Sets the size of one axis of @mesh.

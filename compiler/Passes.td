@@ -88,6 +88,30 @@ def Optimizer : Pass<"strata-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::strata::graph::GraphDialect"];
 }
 
+def ContextParallel : Pass<"strata-context-parallel", "mlir::ModuleOp"> {
+  let summary = "Split the training step along the sequence across "
+                "context-parallel ranks";
+  let description = [{
+    Megatron's context parallelism: every sample's sequence is cut into 2c
+    chunks and context-parallel rank i holds chunks i and 2c - 1 - i (so
+    that under a causal mask every rank attends to as many keys). Each op's
+    rule (graph::ContextSplittable) finds which dimension of its results
+    runs along the sequence, from the tokens and labels on; such a
+    dimension becomes the rank's share, size / c. Ops that must know where
+    their tokens sit in the whole sequence (rotary angles, a learned
+    position table and its gradient, attention, which reads every rank's
+    keys) are marked `dist.context_positions` for their lowering. Weight
+    gradients, sums over the rank's tokens, are summed over the cp ranks
+    with the data-parallel ones (--strata-data-parallel, after it); the loss
+    seed divides by c (strata-compile sets it). Sets the cp axis of @mesh.
+  }];
+  let options = [
+    Option<"size", "size", "int64_t", "1", "Context-parallel size">
+  ];
+  let dependentDialects = ["::strata::dist::DistDialect",
+                           "::mlir::shard::ShardDialect"];
+}
+
 def TensorParallel : Pass<"strata-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Shard the training step across tensor-parallel ranks";
   let description = [{

@@ -42,6 +42,8 @@ std::string checkOptions(const CompileOptions &options) {
         std::tuple{"--pipeline-model-parallel-size", options.pipelineParallel,
                    kMaxWorldSize},
         std::tuple{"--data-parallel-size", options.dataParallel, kMaxWorldSize},
+        std::tuple{"--context-parallel-size", options.contextParallel,
+                   kMaxWorldSize},
         std::tuple{"--make-vocab-size-divisible-by", options.vocabDivisibleBy,
                    kMaxVocabDivisor},
         std::tuple{"--global-batch-size", options.globalBatchSize,
@@ -49,14 +51,16 @@ std::string checkOptions(const CompileOptions &options) {
     if (std::string error = inRange(flag, value, most); !error.empty())
       return error;
   // Each factor is at most 2^17: the product cannot overflow.
-  int64_t world =
-      options.tensorParallel * options.pipelineParallel * options.dataParallel;
+  int64_t world = options.ranksPerStage() * options.pipelineParallel;
   if (world > kMaxWorldSize)
     return "the layout has " + std::to_string(world) + " ranks (tensor " +
            std::to_string(options.tensorParallel) + " x pipeline " +
            std::to_string(options.pipelineParallel) + " x data " +
-           std::to_string(options.dataParallel) + "); strata plans at most " +
-           std::to_string(kMaxWorldSize);
+           std::to_string(options.dataParallel) +
+           (options.contextParallel > 1
+                ? " x context " + std::to_string(options.contextParallel)
+                : std::string()) +
+           "); strata plans at most " + std::to_string(kMaxWorldSize);
   if ((options.firstStageLayers >= 0 || options.lastStageLayers >= 0) &&
       options.pipelineParallel < 2)
     return "--decoder-first-pipeline-num-layers and "
@@ -85,6 +89,10 @@ std::string checkOptions(const CompileOptions &options) {
       !sim::parseSchedule(options.pipelineSchedule))
     return "--pipeline-schedule must be " + sim::scheduleFlagList() +
            ", got '" + options.pipelineSchedule + "'";
+  if (options.contextParallel > 1 && options.distributedOptimizer)
+    return "--use-distributed-optimizer with --context-parallel-size is not "
+           "built yet (it would shard the optimizer over data x context "
+           "ranks)";
   if (options.bucketElements < 1)
     return "--ddp-bucket-size must be at least 1";
   if (options.lossVocabBlock < 0)
@@ -147,14 +155,19 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     unfuse.all = options.attentionBackend == "unfused";
     pm.addPass(createUnfuseAttention(unfuse));
     // Each rank's microbatch losses are divided so that summing gradients
-    // over microbatches and data-parallel ranks gives the mean.
+    // over microbatches, data-parallel ranks and context-parallel ranks
+    // (each a mean over its equal share of the tokens) gives the mean.
     AutodiffOptions autodiff;
     autodiff.lossScale =
-        1.0 / double(options.microbatches() * options.dataParallel);
+        1.0 / double(options.microbatches() * options.dataParallel *
+                     options.contextParallel);
     pm.addPass(createAutodiff(autodiff));
     pm.addPass(createOptimizer());
   }
   if (crosses(Level::Dist)) {
+    ContextParallelOptions context;
+    context.size = options.contextParallel;
+    pm.addPass(createContextParallel(context));
     TensorParallelOptions tensor;
     tensor.size = options.tensorParallel;
     tensor.sequenceParallel = options.sequenceParallel;
@@ -254,7 +267,8 @@ std::vector<int64_t> stashSlotBytes(mlir::ModuleOp module, int64_t stages) {
     for (auto program : stage.getBody().front().getOps<exec::ProgramOp>())
       if (std::optional<uint64_t> chunk = program.getChunk())
         chunkOfGroup[int64_t(*chunk) / stages] = int64_t(*chunk),
-        chunks = std::max(chunks, int64_t(*chunk) + 1);
+                                       chunks = std::max(chunks,
+                                                         int64_t(*chunk) + 1);
     for (auto &[key, members] : exec::stashMembers(stage)) {
       // A slot is its pool's buffers end to end (a slot class's stride
       // may be another pool's, larger).

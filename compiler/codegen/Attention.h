@@ -21,6 +21,7 @@ namespace strata::codegen {
 struct AttentionShape {
   int64_t batch, seq, heads, keys, kvHeads, dim;
   bool causal;
+  int64_t context; // the context-parallel size (below 2: none)
   explicit AttentionShape(const View &v);
   /// The shape as the constants of a `struct Shape`, which the templates
   /// of cuda/attention_*.cuh take.

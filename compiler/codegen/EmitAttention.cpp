@@ -6,7 +6,8 @@
 // the SIMT kernels of cuda/attention_simt.cuh: exact to f32 and correct for
 // any head dimension, what fp32 plans run, to verify against the CPU. bf16
 // launches whose head dimension is a multiple of 8 run on tensor cores
-// instead (EmitAttentionMma.cpp).
+// instead (EmitAttentionMma.cpp), except with context parallelism, whose
+// causal mask compares places in the whole sequence (cuda/context.cuh).
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Attention.h"
@@ -29,6 +30,7 @@ AttentionShape::AttentionShape(const View &v) {
   keys = k[1];
   kvHeads = k[2];
   causal = v.flag(AttentionFwd::attr::causal);
+  context = v.attr(AttentionFwd::attr::context_parallel).i;
 }
 
 std::string AttentionShape::constants() const {
@@ -40,6 +42,7 @@ std::string AttentionShape::constants() const {
          ", kKvHeads = " + std::to_string(kvHeads) +
          ", kDim = " + std::to_string(dim) +
          ";\n  static constexpr bool kCausal = " + (causal ? "true" : "false") +
+         ";\n  static constexpr int kContext = " + std::to_string(context) +
          ";\n  static constexpr float kScale = " +
          f32(runtime::attentionScale(dim)) + ";\n};\n";
 }
@@ -56,9 +59,11 @@ bool attentionOnTensorCores(const LaunchDesc &launch) {
   // Up to 128: past it the accumulators outgrow the registers (a tiling
   // for 256 is for later). The tiles index a sample's rows in 32 bits, and
   // need a row to tile.
+  // Context-parallel attention masks by places in the whole sequence,
+  // which only the SIMT kernels know yet.
   AttentionShape s(v);
-  return s.dim % 8 == 0 && s.dim <= 128 && s.seq > 0 && s.keys > 0 &&
-         s.seq * s.heads * s.dim < (int64_t(1) << 31) &&
+  return s.context < 2 && s.dim % 8 == 0 && s.dim <= 128 && s.seq > 0 &&
+         s.keys > 0 && s.seq * s.heads * s.dim < (int64_t(1) << 31) &&
          s.keys * s.kvHeads * s.dim < (int64_t(1) << 31);
 }
 
@@ -70,7 +75,7 @@ std::string emitAttentionFwd(const LaunchDesc &launch, KernelCode &code) {
   code.sources = {"attention_simt.cuh"};
   code.globals = s.constants();
   code.body = "  attentionFwdSimt<Shape>(q, k, v, o, lse, group_size, "
-              "query_head_offset);\n";
+              "query_head_offset,\n                          context_rank);\n";
   code.block = {uint32_t(32 * kAttentionSimtRows), 1, 1};
   code.grid = {blocksFor(s.seq, kAttentionSimtRows, 1u << 30),
                uint32_t(s.heads), uint32_t(s.batch)};
@@ -89,7 +94,8 @@ std::string emitAttentionBwd(const LaunchDesc &launch, KernelCode &code) {
   code.sources = {"attention_simt.cuh"};
   code.globals = s.constants();
   code.body = "  attentionBwdSimt<Shape>(q, k, v, o, lse, dout, dq, dk, dv, "
-              "group_size,\n                          query_head_offset);\n";
+              "group_size,\n                          query_head_offset, "
+              "context_rank);\n";
   code.block = {uint32_t(32 * kAttentionSimtRows), 1, 1};
   code.grid = {uint32_t(queryBlocks + keyBlocks),
                uint32_t(std::max(s.heads, s.kvHeads)), uint32_t(s.batch)};

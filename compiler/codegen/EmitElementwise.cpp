@@ -166,6 +166,44 @@ std::string emitSumTo(const LaunchDesc &launch, KernelCode &code) {
   return "";
 }
 
+// A table over the sequence's places, at a context-parallel rank's rows
+// (cuda/context.cuh): an element a thread.
+std::string emitAddPositions(const LaunchDesc &launch, KernelCode &code) {
+  View v{launch};
+  const std::vector<int64_t> &shape = v.shape(AddPositions::op::x);
+  code.sources = {"context.cuh"};
+  return pointwise(
+      code, v.count(AddPositions::op::x),
+      fill("    i64 l = i / $W % $ROWS, j = i % $W;\n"
+           "    store(z, i, load(x, i) + load(table, contextPosition(l, "
+           "$ROWS, context_parallel, context_rank) * $W + j));",
+           {{"W", num(shape[2])}, {"ROWS", num(shape[1])}}));
+}
+
+// The table's gradient: a thread an element of the table, summing its
+// rank's row over the batch (the rows of other ranks' chunks zero, or kept
+// when adding).
+std::string emitSumPositions(const LaunchDesc &launch, KernelCode &code) {
+  View v{launch};
+  const std::vector<int64_t> &shape = v.shape(SumPositions::op::x);
+  int64_t rows = shape[1], width = shape[2];
+  int64_t batch = v.count(SumPositions::op::x) / (rows * width);
+  code.sources = {"context.cuh"};
+  return pointwise(
+      code, v.count(SumPositions::op::y),
+      fill("    i64 l = contextRow(i / $W, $ROWS, context_parallel, "
+           "context_rank), j = i % $W;\n"
+           "    float sum = 0.0f;\n"
+           "    for (i64 b = 0; l >= 0 && b < $B; ++b)\n"
+           "      sum += load(x, (b * $ROWS + l) * $W + j);\n"
+           "    store(y, i, $KEEP sum);",
+           {{"W", num(width)},
+            {"ROWS", num(rows)},
+            {"B", num(batch)},
+            {"KEEP",
+             v.flag(SumPositions::attr::accumulate) ? "load(y, i) +" : ""}}));
+}
+
 std::string emitTranspose(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   const std::vector<int64_t> &shape = v.shape(Transpose::op::x);
@@ -217,7 +255,8 @@ std::string emitRope(const LaunchDesc &launch, KernelCode &code) {
               ", " + std::to_string(dim) + ">(x, y, " + num(rows) + ", " +
               f64(v.attr(Rope::attr::base).f) + ", " +
               (v.flag(Rope::attr::inverse) ? "-1.0" : "1.0") +
-              ", aligned16(x) && aligned16(y));\n";
+              ", aligned16(x) && aligned16(y), context_parallel, "
+              "context_rank);\n";
   return "";
 }
 

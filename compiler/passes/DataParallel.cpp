@@ -2,7 +2,9 @@
 //
 // Data-parallel ranks hold the same model and see different samples. Their
 // gradients are summed before the optimizer (the loss seed already divides
-// by microbatches · dp, so the sum is the mean over the global batch): a
+// by microbatches · dp, and · cp, whose ranks see other tokens of the same
+// samples and are summed with them, so the sum is the mean over the global
+// batch): a
 // dist.reduce_gradients at the start of @optimizer, all-reducing buckets of
 // the accumulators, or, with the distributed optimizer, reduce-scattering
 // them so that each rank updates its 1/dp and the parameters are
@@ -46,15 +48,26 @@ struct DataParallelPass : strata::impl::DataParallelBase<DataParallelPass> {
     }
     strata::ensureMesh(module);
     strata::setMeshAxis(module, strata::kDataAxis, size);
-    if (size == 1)
+    // Context-parallel ranks (set before) hold the other tokens of the same
+    // samples: their gradients are summed with the replicas'.
+    bool context = strata::meshAxis(module, strata::kContextAxis) > 1;
+    if (size == 1 && !context)
       return;
+    if (context && distributedOptimizer) {
+      module.emitError() << "the distributed optimizer with context "
+                            "parallelism is not built yet (it would shard "
+                            "over data x context ranks)";
+      return signalPassFailure();
+    }
 
     OpBuilder b(optimizer.getBody());
     b.setInsertionPointToStart(&optimizer.getBody().front());
     auto grid = FlatSymbolRefAttr::get(b.getContext(), strata::kMeshName);
-    int16_t dpAxis[] = {strata::kDataAxis};
+    SmallVector<int16_t, 2> axes = {strata::kDataAxis};
+    if (context)
+      axes.push_back(strata::kContextAxis);
     strata::dist::ReduceGradientsOp::create(
-        b, optimizer.getLoc(), grid, b.getDenseI16ArrayAttr(dpAxis),
+        b, optimizer.getLoc(), grid, b.getDenseI16ArrayAttr(axes),
         distributedOptimizer ? b.getUnitAttr() : UnitAttr(),
         b.getI64IntegerAttr(bucketElements));
     if (!distributedOptimizer)

@@ -71,6 +71,8 @@ FailureOr<OptimizerFacts> readOptimizerFacts(func::FuncOp optimizer) {
           SmallVector<int64_t>(tie.getStages().begin(), tie.getStages().end());
     } else if (auto reduce = dyn_cast<dist::ReduceGradientsOp>(op)) {
       facts.reducesOverData = true;
+      facts.reductionAxes.assign(reduce.getGridAxes().begin(),
+                                 reduce.getGridAxes().end());
       facts.distributedOptimizer = reduce.getDistributedOptimizer();
       facts.bucketElements = int64_t(reduce.getBucketElements());
     } else if (auto squares = dyn_cast<graph::SumSquaresOp>(op)) {
@@ -289,15 +291,19 @@ SmallVector<int64_t> Lowering::windows() {
 }
 
 void Lowering::reduceBucket(Location loc, Bucket &bucket) {
-  if (!opt.reducesOverData || coords.dpSize == 1)
+  // Over the axes with more than one rank: a group of one moves nothing.
+  SmallVector<int64_t> axes;
+  for (int64_t axis : opt.reductionAxes)
+    if (coords.sizeOf(axis) > 1)
+      axes.push_back(axis);
+  if (!opt.reducesOverData || axes.empty())
     return;
-  SmallVector<int64_t> dp = {kDataAxis};
   exec::CollectiveOp op =
       opt.distributedOptimizer
           ? collective(loc, exec::CollectiveKind::ReduceScatter, bucket.grads,
-                       bucket.ownGrads, dp)
+                       bucket.ownGrads, axes)
           : collective(loc, exec::CollectiveKind::AllReduceSum, bucket.grads,
-                       bucket.grads, dp);
+                       bucket.grads, axes);
   exec::bucket(ctx()).setAttr(op,
                               b.getI64IntegerAttr(&bucket - buckets.data()));
 }

@@ -65,10 +65,7 @@ static FlatSymbolRefAttr ref(exec::BufferOp buffer) {
 
 void Lowering::perRank(exec::LaunchOp op, StringRef name, int64_t axis,
                        int64_t stride) {
-  int64_t size = axis == kTensorAxis ? coords.tpSize
-                 : axis == kDataAxis ? coords.dpSize
-                                     : coords.ppSize;
-  if (size == 1 || stride == 0)
+  if (coords.sizeOf(axis) == 1 || stride == 0)
     return;
   SmallVector<NamedAttribute> entries;
   if (DictionaryAttr existing = op.getPerRankAttr())
@@ -117,8 +114,8 @@ exec::GemmOp Lowering::gemm(Location loc, exec::BufferOp a,
       g.transposeB ? b.getUnitAttr() : UnitAttr(), i64(g.lda), i64(g.ldb),
       i64(g.ldd), i64(g.batch), i64(g.strideA), i64(g.strideB), i64(g.strideD),
       b.getF32FloatAttr(float(g.alpha)),
-      g.accumulate ? b.getF32FloatAttr(1.0f) : FloatAttr(), exec::EpilogueAttr(),
-      exec::StreamAttr(), exec::ConditionAttr());
+      g.accumulate ? b.getF32FloatAttr(1.0f) : FloatAttr(),
+      exec::EpilogueAttr(), exec::StreamAttr(), exec::ConditionAttr());
 }
 
 exec::CollectiveOp Lowering::collective(Location loc, exec::CollectiveKind kind,
@@ -212,10 +209,8 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
       if (cut)
         if (auto backwardFunc = module.lookupSymbol<func::FuncOp>(
                 strata::step::backwardOf(chunk)))
-          for (Value value : backwardFunc.getBody()
-                                 .front()
-                                 .getTerminator()
-                                 ->getOperands())
+          for (Value value :
+               backwardFunc.getBody().front().getTerminator()->getOperands())
             if (auto argument = dyn_cast<BlockArgument>(value))
               held.insert(argument.getArgNumber());
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
@@ -293,8 +288,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
                << "returns a value that cannot be stashed (a view, a "
                   "parameter or an input): only computed activations are";
       if (keepsForW && buffer.getPool() == exec::StashPool::UntilBackward)
-        return ret.emitOpError()
-               << "passes W a value its slot frees at B";
+        return ret.emitOpError() << "passes W a value its slot frees at B";
       (forward ? chunkStash : weightStash)[chunk].push_back(buffer);
     }
   }
@@ -395,11 +389,11 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
       return step.emitOpError()
              << "runs the weights' gradient of chunk " << chunk
              << " for microbatch " << mb << " before its backward";
-    does = pipeline::stashMoves(phase == exec::Phase::Forward ? sim::Phase::Forward
-                                : phase == exec::Phase::Weight
-                                    ? sim::Phase::Weight
-                                    : sim::Phase::Backward,
-                                group, mb, cut.count(chunk));
+    does = pipeline::stashMoves(
+        phase == exec::Phase::Forward  ? sim::Phase::Forward
+        : phase == exec::Phase::Weight ? sim::Phase::Weight
+                                       : sim::Phase::Backward,
+        group, mb, cut.count(chunk));
     for (const pipeline::StashMove &move : does)
       if (move.does == Does::Take)
         live.insert({chunk, mb, Pool(move.key.second)});
@@ -522,8 +516,7 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
       if (!landsApart(chosen, key, best))
         continue;
       staged.push_back({recv, target});
-      auto freed =
-          slotFreed.find({chunkOfGroup[key.first], Pool(key.second)});
+      auto freed = slotFreed.find({chunkOfGroup[key.first], Pool(key.second)});
       if (freed != slotFreed.end() && freed->second)
         unwaited.insert(freed->second.getSymName());
     }
@@ -544,9 +537,9 @@ LogicalResult Lowering::lowerSchedule(dist::ScheduleOp schedule) {
       after = wait;
     }
     for (auto [recv, target] : staged) {
-      exec::BufferOp own = makeBuffer(
-          ("r" + std::to_string(counter++)).c_str(), target.getTensorType(),
-          exec::Arena::Workspace);
+      exec::BufferOp own =
+          makeBuffer(("r" + std::to_string(counter++)).c_str(),
+                     target.getTensorType(), exec::Arena::Workspace);
       recv.setBufferAttr(ref(own));
       body.setInsertionPointAfter(after);
       after = launch(recv.getLoc(), kernel::Copy{.x = own, .y = target});
@@ -596,6 +589,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
     coords.tpSize = meshAxis(module, kTensorAxis);
     coords.dpSize = meshAxis(module, kDataAxis);
     coords.ppSize = meshAxis(module, kPipelineAxis);
+    coords.cpSize = meshAxis(module, kContextAxis);
     std::map<int64_t, dist::ScheduleOp> schedules;
     for (auto schedule : module.getOps<dist::ScheduleOp>())
       schedules[int64_t(schedule.getStage())] = schedule;
@@ -621,8 +615,7 @@ struct LowerToExecPass : strata::impl::LowerToExecBase<LowerToExecPass> {
           DenseI64ArrayAttr(), DenseI64ArrayAttr(), DenseI64ArrayAttr(),
           DenseI64ArrayAttr());
       op.getBody().emplaceBlock();
-      SmallVector<func::FuncOp> functions =
-          stageFunctions(module, stage);
+      SmallVector<func::FuncOp> functions = stageFunctions(module, stage);
       for (func::FuncOp function : functions)
         lowered.insert(function);
       Lowering lowering(module, op, bf16, coords, *facts);

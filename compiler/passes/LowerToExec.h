@@ -96,7 +96,14 @@ inline SmallVector<int64_t> meshAxes(DenseI16ArrayAttr axes) {
 /// runtime resolves at load.
 struct StageCoords {
   int64_t pp = 0;
-  int64_t tpSize = 1, dpSize = 1, ppSize = 1;
+  int64_t tpSize = 1, dpSize = 1, ppSize = 1, cpSize = 1;
+  /// The size of mesh axis `axis` (Mesh.h).
+  int64_t sizeOf(int64_t axis) const {
+    return axis == kTensorAxis    ? tpSize
+           : axis == kDataAxis    ? dpSize
+           : axis == kContextAxis ? cpSize
+                                  : ppSize;
+  }
 };
 
 /// What the optimizer function says of a parameter (LowerOptimizer.cpp).
@@ -136,6 +143,9 @@ struct OptimizerFacts {
   llvm::StringMap<ParamFacts> params; // read with lookup: none is no facts
   bool distributedOptimizer = false;
   bool reducesOverData = false; // dist.reduce_gradients is there
+  // The mesh axes it reduces over: dp, and cp, whose ranks hold other
+  // tokens of the same samples.
+  llvm::SmallVector<int64_t, 2> reductionAxes;
   // Gradient elements per bucket: dist.reduce_gradients' (Megatron's
   // default, as --strata-data-parallel's, without it).
   int64_t bucketElements = 40000000;
@@ -235,6 +245,13 @@ public:
                max ? exec::CollectiveKind::AllReduceMax
                    : exec::CollectiveKind::AllReduceSum,
                in, out, {kTensorAxis});
+  }
+  /// `in` gathered (or reduce-scattered) over the context-parallel ranks
+  /// along dimension `dim` into `out`, in rank order (attention's keys and
+  /// values, and their gradients).
+  void contextCollective(Location loc, exec::CollectiveKind kind,
+                         exec::BufferOp in, exec::BufferOp out, int64_t dim) {
+    collective(loc, kind, in, out, {kContextAxis}, dim);
   }
   /// The tensor-parallel ranks a stage's values are split over.
   int64_t tensorParallelSize() const { return coords.tpSize; }

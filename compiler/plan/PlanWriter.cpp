@@ -528,7 +528,7 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
   if (writer.templates.empty())
     return module.emitError() << "has no exec.template to write";
   // Each rank runs its stage's template.
-  uint32_t perStage = header.tensorParallel * header.dataParallel;
+  uint32_t perStage = uint32_t(header.ranksPerStage());
   std::vector<uint32_t> rankTemplates;
   for (uint32_t stage = 0; stage < header.pipelineParallel; ++stage) {
     auto it = llvm::find(writer.stages, stage);
@@ -557,7 +557,8 @@ LogicalResult writePlan(ModuleOp module, std::vector<uint8_t> &bytes) {
       arch ? b.CreateString(arch.str()) : 0,
       header.gelu.empty() ? 0 : b.CreateString(header.gelu),
       header.paperFlopsPerIteration,
-      pieces.empty() ? 0 : b.CreateVectorOfStrings(pieces));
+      pieces.empty() ? 0 : b.CreateVectorOfStrings(pieces),
+      uint32_t(header.contextParallel));
   plan::FinishPlanBuffer(b, root);
   bytes = plan::encodePlanFile(b.GetBufferPointer(), b.GetSize());
   return success();

@@ -174,12 +174,37 @@ void attentionSplit(AttentionOp attention, OpOperand &use, int64_t dim,
                                            : SplitPlanner::Need::Optional);
 }
 
+/// The context-parallel size an op was split for (0: none).
+int64_t contextOf(Operation *op) {
+  auto context = dist::contextPositions(op->getContext()).getAttr(op);
+  return context ? context.getInt() : 0;
+}
+
 LogicalResult ropeLowering(RopeOp rope, Lowering &l) {
-  l.launch(rope.getLoc(), kernel::Rope{.x = l.operand(rope.getInput()),
-                                       .y = l.result(rope),
-                                       .base = rope.getBase().convertToDouble(),
-                                       .inverse = rope.getInverse()});
+  exec::LaunchOp launched = l.launch(
+      rope.getLoc(), kernel::Rope{.x = l.operand(rope.getInput()),
+                                  .y = l.result(rope),
+                                  .base = rope.getBase().convertToDouble(),
+                                  .inverse = rope.getInverse(),
+                                  .context_parallel = contextOf(rope),
+                                  .context_rank = 0});
+  l.perRank(launched, "context_rank", kContextAxis, 1);
   return success();
+}
+
+/// Context parallelism: the keys and values of every context-parallel
+/// rank, gathered along the sequence in rank order (the attention kernels
+/// mask by each row's place in the sequence).
+exec::BufferOp gatheredOverContext(Location loc, Value part, int64_t context,
+                                   Lowering &l) {
+  auto type = cast<RankedTensorType>(part.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[1] *= context;
+  exec::BufferOp whole =
+      l.scratch(RankedTensorType::get(shape, type.getElementType()));
+  l.contextCollective(loc, exec::CollectiveKind::AllGather, l.operand(part),
+                      whole, /*dim=*/1);
+  return whole;
 }
 
 /// The kv heads' grouping of a forward or backward attention, and the
@@ -263,24 +288,30 @@ struct UnfusedAttention {
   void forward(exec::BufferOp q, exec::BufferOp k, exec::BufferOp v,
                exec::BufferOp probs, exec::BufferOp out, bool causal) {
     exec::BufferOp scoresBuffer = l.scratch(probsType);
-    Lowering::StridedGemm s{.m = seq, .n = keys, .k = dim,
-                            .transposeB = true, .ldd = keys,
-                            .strideD = seq * keys, .alpha = scale()};
+    Lowering::StridedGemm s{.m = seq,
+                            .n = keys,
+                            .k = dim,
+                            .transposeB = true,
+                            .ldd = keys,
+                            .strideD = seq * keys,
+                            .alpha = scale()};
     headMajor(s.lda, s.strideA);
     headMajor(s.ldb, s.strideB);
-    perSample(s, [&](int64_t i) { return headsOf(q, seq, i); },
-              [&](int64_t i) { return headsOf(k, keys, i); },
-              [&](int64_t i) { return scores(scoresBuffer, i); });
+    perSample(
+        s, [&](int64_t i) { return headsOf(q, seq, i); },
+        [&](int64_t i) { return headsOf(k, keys, i); },
+        [&](int64_t i) { return scores(scoresBuffer, i); });
     l.launch(loc, kernel::SoftmaxFwd{
                       .x = scoresBuffer, .y = probs, .causal = causal});
     exec::BufferOp read = rate > 0 ? dropout(probs) : probs;
-    Lowering::StridedGemm o{.m = seq, .n = dim, .k = keys, .lda = keys,
-                            .strideA = seq * keys};
+    Lowering::StridedGemm o{
+        .m = seq, .n = dim, .k = keys, .lda = keys, .strideA = seq * keys};
     headMajor(o.ldb, o.strideB);
     headMajor(o.ldd, o.strideD);
-    perSample(o, [&](int64_t i) { return scores(read, i); },
-              [&](int64_t i) { return headsOf(v, keys, i); },
-              [&](int64_t i) { return headsOf(out, seq, i); });
+    perSample(
+        o, [&](int64_t i) { return scores(read, i); },
+        [&](int64_t i) { return headsOf(v, keys, i); },
+        [&](int64_t i) { return headsOf(out, seq, i); });
   }
   /// dv = Pᵀ·dout; dP = dout·vᵀ; dS = softmax's backward;
   /// dq = scale·dS·k; dk = scale·dSᵀ·q. With dropout, P dropped out again
@@ -295,8 +326,11 @@ struct UnfusedAttention {
     auto scoresOf = [&](exec::BufferOp of) {
       return [=, this](int64_t i) { return scores(of, i); };
     };
-    Lowering::StridedGemm pt{.m = keys, .n = dim, .k = seq,
-                             .transposeA = true, .lda = keys,
+    Lowering::StridedGemm pt{.m = keys,
+                             .n = dim,
+                             .k = seq,
+                             .transposeA = true,
+                             .lda = keys,
                              .strideA = seq * keys};
     headMajor(pt.ldb, pt.strideB);
     headMajor(pt.ldd, pt.strideD);
@@ -304,8 +338,11 @@ struct UnfusedAttention {
     perSample(pt, scoresOf(read), sample(dout, seq), sample(dv, keys));
     exec::BufferOp dprobs = l.scratch(probsType),
                    dscores = l.scratch(probsType);
-    Lowering::StridedGemm dp{.m = seq, .n = keys, .k = dim,
-                             .transposeB = true, .ldd = keys,
+    Lowering::StridedGemm dp{.m = seq,
+                             .n = keys,
+                             .k = dim,
+                             .transposeB = true,
+                             .ldd = keys,
                              .strideD = seq * keys};
     headMajor(dp.lda, dp.strideA);
     headMajor(dp.ldb, dp.strideB);
@@ -313,14 +350,22 @@ struct UnfusedAttention {
     if (rate > 0)
       dprobs = dropout(dprobs);
     l.launch(loc, kernel::SoftmaxBwd{.y = probs, .dy = dprobs, .dx = dscores});
-    Lowering::StridedGemm ds{.m = seq, .n = dim, .k = keys, .lda = keys,
-                             .strideA = seq * keys, .alpha = scale()};
+    Lowering::StridedGemm ds{.m = seq,
+                             .n = dim,
+                             .k = keys,
+                             .lda = keys,
+                             .strideA = seq * keys,
+                             .alpha = scale()};
     headMajor(ds.ldb, ds.strideB);
     headMajor(ds.ldd, ds.strideD);
     perSample(ds, scoresOf(dscores), sample(k, keys), sample(dq, seq));
-    Lowering::StridedGemm dst{.m = keys, .n = dim, .k = seq,
-                              .transposeA = true, .lda = keys,
-                              .strideA = seq * keys, .alpha = scale()};
+    Lowering::StridedGemm dst{.m = keys,
+                              .n = dim,
+                              .k = seq,
+                              .transposeA = true,
+                              .lda = keys,
+                              .strideA = seq * keys,
+                              .alpha = scale()};
     headMajor(dst.ldb, dst.strideB);
     headMajor(dst.ldd, dst.strideD);
     perSample(dst, scoresOf(dscores), sample(q, seq), sample(dk, keys));
@@ -342,59 +387,141 @@ LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
     return success();
   }
   auto [group, firstStride] = headGrouping(attention);
-  exec::LaunchOp launched =
-      l.launch(attention.getLoc(),
-               kernel::AttentionFwd{
-                   .q = l.operand(attention.getQuery()),
-                   .k = l.operand(attention.getKey()),
-                   .v = l.operand(attention.getValue()),
-                   .o = l.result(attention.getResult()),
-                   .lse = l.result(attention.getSaved(), /*keepF32=*/true),
-                   .causal = attention.getCausal(),
-                   .group_size = group,
-                   .query_head_offset = 0});
+  int64_t context = contextOf(attention);
+  Location loc = attention.getLoc();
+  exec::LaunchOp launched = l.launch(
+      loc,
+      kernel::AttentionFwd{
+          .q = l.operand(attention.getQuery()),
+          .k = context
+                   ? gatheredOverContext(loc, attention.getKey(), context, l)
+                   : l.operand(attention.getKey()),
+          .v = context
+                   ? gatheredOverContext(loc, attention.getValue(), context, l)
+                   : l.operand(attention.getValue()),
+          .o = l.result(attention.getResult()),
+          .lse = l.result(attention.getSaved(), /*keepF32=*/true),
+          .causal = attention.getCausal(),
+          .group_size = group,
+          .query_head_offset = 0,
+          .context_parallel = context,
+          .context_rank = 0});
   if (firstStride)
     l.perRank(launched, "query_head_offset", kTensorAxis, firstStride);
+  l.perRank(launched, "context_rank", kContextAxis, 1);
   return success();
 }
 
 LogicalResult attentionGradLowering(AttentionGradOp grad, Lowering &l) {
   if (grad.getUnfused()) {
     UnfusedAttention unfused(grad, l);
-    unfused.backward(
-        l.operand(grad.getQuery()), l.operand(grad.getKey()),
-        l.operand(grad.getValue()), l.operand(grad.getSaved()),
-        l.operand(grad.getGrad()), l.result(grad.getQueryGrad()),
-        l.result(grad.getKeyGrad()), l.result(grad.getValueGrad()));
+    unfused.backward(l.operand(grad.getQuery()), l.operand(grad.getKey()),
+                     l.operand(grad.getValue()), l.operand(grad.getSaved()),
+                     l.operand(grad.getGrad()), l.result(grad.getQueryGrad()),
+                     l.result(grad.getKeyGrad()),
+                     l.result(grad.getValueGrad()));
     return success();
   }
   auto [group, firstStride] = headGrouping(grad);
-  exec::LaunchOp launched = l.launch(
-      grad.getLoc(), kernel::AttentionBwd{.q = l.operand(grad.getQuery()),
-                                          .k = l.operand(grad.getKey()),
-                                          .v = l.operand(grad.getValue()),
-                                          .o = l.operand(grad.getOutput()),
-                                          .lse = l.operand(grad.getSaved()),
-                                          .dout = l.operand(grad.getGrad()),
-                                          .dq = l.result(grad.getQueryGrad()),
-                                          .dk = l.result(grad.getKeyGrad()),
-                                          .dv = l.result(grad.getValueGrad()),
-                                          .causal = grad.getCausal(),
-                                          .group_size = group,
-                                          .query_head_offset = 0});
+  int64_t context = contextOf(grad);
+  Location loc = grad.getLoc();
+  // With context parallelism the keys and values are gathered again (not
+  // kept from the forward: c times a rank's), and the gradients of the
+  // gathered ones, each rank's part of every rank's, reduce-scattered
+  // back.
+  exec::BufferOp dk = l.result(grad.getKeyGrad()),
+                 dv = l.result(grad.getValueGrad());
+  exec::BufferOp k = l.operand(grad.getKey()), v = l.operand(grad.getValue());
+  exec::BufferOp dkWhole = dk, dvWhole = dv;
+  if (context) {
+    k = gatheredOverContext(loc, grad.getKey(), context, l);
+    v = gatheredOverContext(loc, grad.getValue(), context, l);
+    dkWhole = l.scratch(k.getTensorType());
+    dvWhole = l.scratch(v.getTensorType());
+  }
+  exec::LaunchOp launched =
+      l.launch(loc, kernel::AttentionBwd{.q = l.operand(grad.getQuery()),
+                                         .k = k,
+                                         .v = v,
+                                         .o = l.operand(grad.getOutput()),
+                                         .lse = l.operand(grad.getSaved()),
+                                         .dout = l.operand(grad.getGrad()),
+                                         .dq = l.result(grad.getQueryGrad()),
+                                         .dk = dkWhole,
+                                         .dv = dvWhole,
+                                         .causal = grad.getCausal(),
+                                         .group_size = group,
+                                         .query_head_offset = 0,
+                                         .context_parallel = context,
+                                         .context_rank = 0});
   if (firstStride)
     l.perRank(launched, "query_head_offset", kTensorAxis, firstStride);
+  l.perRank(launched, "context_rank", kContextAxis, 1);
+  if (context) {
+    l.contextCollective(loc, exec::CollectiveKind::ReduceScatter, dkWhole, dk,
+                        /*dim=*/1);
+    l.contextCollective(loc, exec::CollectiveKind::ReduceScatter, dvWhole, dv,
+                        /*dim=*/1);
+  }
+  return success();
+}
+
+/// Rotary angles follow each token's place in the whole sequence.
+LogicalResult ropeContext(RopeOp rope, ContextState &state) {
+  int64_t d = state.dim(rope.getInput());
+  if (d < 0)
+    return success();
+  if (d != 1)
+    return state.error(rope) << "its sequence is dimension " << d
+                             << ", not 1 ([batch, seq, heads, dim])";
+  state.set(rope.getResult(), d);
+  state.markPositions(rope);
+  return success();
+}
+
+/// The rank's queries attend to every rank's keys: its lowering exchanges
+/// them. Its log-sum-exp per query row runs along the sequence too.
+template <typename Op>
+LogicalResult attentionOperandsContext(Op op, ContextState &state) {
+  for (Value operand : {op.getQuery(), op.getKey(), op.getValue()})
+    if (state.dim(operand) != 1)
+      return state.error(op) << "its queries, keys and values must run "
+                                "along the sequence as [batch, seq, heads, "
+                                "dim]";
+  if (op.getUnfused())
+    return state.error(op) << "unfused attention (dropout in it, or "
+                              "--attention-backend unfused) is not split "
+                              "along the sequence";
+  state.markPositions(op);
+  return success();
+}
+
+LogicalResult attentionContext(AttentionOp attention, ContextState &state) {
+  if (failed(attentionOperandsContext(attention, state)))
+    return failure();
+  state.set(attention.getResult(), 1);
+  state.set(attention.getSaved(), 2); // [batch, heads, seq]
+  return success();
+}
+
+LogicalResult attentionGradContext(AttentionGradOp grad, ContextState &state) {
+  if (failed(attentionOperandsContext(grad, state)))
+    return failure();
+  for (Value result : grad.getResults())
+    state.set(result, 1);
   return success();
 }
 
 } // namespace
 
 void OpRules<RopeOp>::attach(MLIRContext &context) {
+  attachContext<RopeOp, ropeContext>(context);
   attachGradient<RopeOp, ropeGradient>(context);
   attachSharding<RopeOp, ropeSharding, ropeSplit>(context);
   attachLowering<RopeOp, ropeLowering>(context);
 }
 void OpRules<AttentionOp>::attach(MLIRContext &context) {
+  attachContext<AttentionOp, attentionContext>(context);
   attachGradient<AttentionOp, attentionGradient>(context);
   attachSharding<AttentionOp, forwardAttentionSharding, attentionSplit>(
       context);
@@ -402,6 +529,7 @@ void OpRules<AttentionOp>::attach(MLIRContext &context) {
 }
 // Backward only: no gradient of its own.
 void OpRules<AttentionGradOp>::attach(MLIRContext &context) {
+  attachContext<AttentionGradOp, attentionGradContext>(context);
   attachSharding<AttentionGradOp, backwardAttentionSharding>(context);
   attachLowering<AttentionGradOp, attentionGradLowering>(context);
 }

@@ -87,21 +87,34 @@ exec::LaunchOp launchDropout(Lowering &l, Operation *op, RankedTensorType local,
     if (DenseI64ArrayAttr global = dist::globalShape(context).getAttr(op))
       size = global[dim];
   }
-  exec::LaunchOp launched = l.launch(op->getLoc(),
-                                     kernel::Dropout{.x = x,
-                                                     .keys = keys,
-                                                     .y = y,
-                                                     .rate = rate,
-                                                     .site = site,
-                                                     .split_dim = dim,
-                                                     .split_offset = 0,
-                                                     .split_size = size});
+  exec::LaunchOp launched =
+      l.launch(op->getLoc(), kernel::Dropout{.x = x,
+                                             .keys = keys,
+                                             .y = y,
+                                             .rate = rate,
+                                             .site = site,
+                                             .split_dim = dim,
+                                             .split_offset = 0,
+                                             .split_size = size});
   if (dim > 0)
     l.perRank(launched, "split_offset", kTensorAxis, local.getDimSize(dim));
   return launched;
 }
 
+namespace {
+
+/// Dropout's mask follows each element's index in the whole sample, which
+/// a rank's two chunks do not keep: not split yet.
+LogicalResult dropoutContext(DropoutOp dropout, ContextState &state) {
+  if (state.dim(dropout.getInput()) < 0)
+    return success();
+  return state.error(dropout)
+         << "dropout is not split along the sequence yet: set its rate to 0";
+}
+} // namespace
+
 void OpRules<DropoutOp>::attach(MLIRContext &context) {
+  attachContext<DropoutOp, dropoutContext>(context);
   attachGradient<DropoutOp, dropoutGradient>(context);
   attachSharding<DropoutOp, dropoutSharding, dropoutSplit>(context);
   attachLowering<DropoutOp, dropoutLowering>(context);

@@ -103,15 +103,27 @@ LogicalResult embeddingGradLowering(EmbeddingGradOp grad, Lowering &l) {
   return success();
 }
 
+/// A token's row of the table: the result runs along the ids' sequence.
+LogicalResult embeddingContext(EmbeddingOp embedding, ContextState &state) {
+  if (state.dim(embedding.getTable()) >= 0)
+    return state.error(embedding) << "the table runs along the sequence";
+  if (int64_t d = state.dim(embedding.getIds()); d >= 0)
+    state.set(embedding.getResult(), d);
+  return success();
+}
+
 } // namespace
 
 void OpRules<EmbeddingOp>::attach(MLIRContext &context) {
+  attachContext<EmbeddingOp, embeddingContext>(context);
   attachGradient<EmbeddingOp, embeddingGradient>(context);
   attachSharding<EmbeddingOp, embeddingSharding>(context);
   attachLowering<EmbeddingOp, embeddingLowering>(context);
 }
 // Backward only: no gradient of its own.
 void OpRules<EmbeddingGradOp>::attach(MLIRContext &context) {
+  attachContext<EmbeddingGradOp, contextSumsOverTokens<EmbeddingGradOp>>(
+      context);
   attachSharding<EmbeddingGradOp, embeddingGradSharding>(context);
   attachLowering<EmbeddingGradOp, embeddingGradLowering>(context);
 }

@@ -188,8 +188,7 @@ LogicalResult withGradLowering(CrossEntropyWithGradOp fused, Lowering &l) {
 /// (sum_exp_rescale) and all-reduced, and the target's logit all-reduced;
 /// the input's gradient is the rank's part, which the reduction after the
 /// op adds up.
-LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
-                                 Lowering &l) {
+LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op, Lowering &l) {
   auto inputType = cast<RankedTensorType>(op.getInput().getType());
   auto weightType = cast<RankedTensorType>(op.getWeight().getType());
   bool tb = op.getTransposeB(); // weight [vocab, hidden], else [hidden, vocab]
@@ -224,7 +223,8 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
   // A block's logits' gradient is written over its logits: the gradient
   // kernel reads each logit before it writes that element's gradient (the
   // same thread, the same place), and nothing reads the logits after it.
-  exec::BufferOp logits = l.scratch(RankedTensorType::get({rows, block}, element));
+  exec::BufferOp logits =
+      l.scratch(RankedTensorType::get({rows, block}, element));
   auto f32 = [&](ArrayRef<int64_t> shape) {
     return l.scratchF32(RankedTensorType::get(shape, element));
   };
@@ -258,8 +258,8 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
     auto narrowed = [&](exec::BufferOp of) {
       return count == block ? of : l.shaped(of, {rows, count});
     };
-    blocks.push_back({c0, count, part(weight), part(param->grad),
-                      narrowed(logits)});
+    blocks.push_back(
+        {c0, count, part(weight), part(param->grad), narrowed(logits)});
   }
   // z = x · W_blockᵀ (tb) or x · W[:, block].
   auto blockLogits = [&](const Block &k) {
@@ -268,8 +268,12 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
              false);
     else
       l.gemm(loc, input, k.weight, k.z,
-             {.m = rows, .n = k.count, .k = hidden, .lda = hidden,
-              .ldb = vocab, .ldd = k.count});
+             {.m = rows,
+              .n = k.count,
+              .k = hidden,
+              .lda = hidden,
+              .ldb = vocab,
+              .ldd = k.count});
   };
   auto atRank = [&](exec::LaunchOp launched) {
     atRankShare(op, launched, l, vocab);
@@ -283,12 +287,12 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
                                               .vocab_size = real,
                                               .vocab_offset = k.first,
                                               .accumulate = !first}));
-    atRank(l.launch(loc, kernel::LogitsTarget{.logits = k.z,
-                                              .labels = labels,
-                                              .target = first ? target
-                                                              : targetPart,
-                                              .vocab_size = real,
-                                              .vocab_offset = k.first}));
+    atRank(l.launch(loc,
+                    kernel::LogitsTarget{.logits = k.z,
+                                         .labels = labels,
+                                         .target = first ? target : targetPart,
+                                         .vocab_size = real,
+                                         .vocab_offset = k.first}));
     if (!first)
       l.launch(loc, kernel::Accumulate{.x = targetPart, .y = target});
   }
@@ -315,29 +319,40 @@ LogicalResult linearLossLowering(LinearCrossEntropyWithGradOp op,
     bool adds = &k != &blocks.back(); // into what the blocks before wrote
     if (adds)
       blockLogits(k);
-    atRank(l.launch(loc,
-                    kernel::CrossEntropyGradFromStats{.logits = k.z,
-                                                      .labels = labels,
-                                                      .max = max,
-                                                      .sum = sum,
-                                                      .dloss = seed,
-                                                      .dlogits = k.z,
-                                                      .vocab_size = real,
-                                                      .vocab_offset = k.first}));
+    atRank(l.launch(
+        loc, kernel::CrossEntropyGradFromStats{.logits = k.z,
+                                               .labels = labels,
+                                               .max = max,
+                                               .sum = sum,
+                                               .dloss = seed,
+                                               .dlogits = k.z,
+                                               .vocab_size = real,
+                                               .vocab_offset = k.first}));
     if (tb) {
       // dx (+)= dz · W_block; dW[block] += dzᵀ · x.
       l.gemm(loc, k.z, k.weight, inputGradSum, rows, hidden, k.count, false,
              false, adds);
-      l.gemm(loc, k.z, input, k.grad, k.count, hidden, rows, true, false,
-             true);
+      l.gemm(loc, k.z, input, k.grad, k.count, hidden, rows, true, false, true);
     } else {
       // dx (+)= dz · W[:, block]ᵀ; dW[:, block] += xᵀ · dz.
       l.gemm(loc, k.z, k.weight, inputGradSum,
-             {.m = rows, .n = hidden, .k = k.count, .transposeB = true,
-              .lda = k.count, .ldb = vocab, .ldd = hidden, .accumulate = adds});
+             {.m = rows,
+              .n = hidden,
+              .k = k.count,
+              .transposeB = true,
+              .lda = k.count,
+              .ldb = vocab,
+              .ldd = hidden,
+              .accumulate = adds});
       l.gemm(loc, input, k.z, k.grad,
-             {.m = hidden, .n = k.count, .k = rows, .transposeA = true,
-              .lda = hidden, .ldb = k.count, .ldd = vocab, .accumulate = true});
+             {.m = hidden,
+              .n = k.count,
+              .k = rows,
+              .transposeA = true,
+              .lda = hidden,
+              .ldb = k.count,
+              .ldd = vocab,
+              .accumulate = true});
     }
   }
   if (narrow)
@@ -419,6 +434,7 @@ LogicalResult withGradFromStatsLowering(CrossEntropyWithGradFromStatsOp fused,
 } // namespace
 
 void OpRules<CrossEntropyOp>::attach(MLIRContext &context) {
+  attachContext<CrossEntropyOp, contextSumsOverTokens<CrossEntropyOp>>(context);
   attachGradient<CrossEntropyOp, crossEntropyGradient>(context);
   attachSharding<CrossEntropyOp, crossEntropySharding, crossEntropySplit>(
       context);
@@ -426,6 +442,8 @@ void OpRules<CrossEntropyOp>::attach(MLIRContext &context) {
 }
 // Backward only: no gradient of its own.
 void OpRules<CrossEntropyGradOp>::attach(MLIRContext &context) {
+  attachContext<CrossEntropyGradOp, contextLikeInput<CrossEntropyGradOp>>(
+      context);
   attachSharding<CrossEntropyGradOp, crossEntropyGradSharding>(context);
   attachLowering<CrossEntropyGradOp, crossEntropyGradLowering>(context);
 }
@@ -433,29 +451,42 @@ void OpRules<CrossEntropyGradOp>::attach(MLIRContext &context) {
 // shardings) or after it (FuseLoss): no gradient or sharding rule, only
 // their instructions.
 void OpRules<CrossEntropyWithGradOp>::attach(MLIRContext &context) {
+  attachContext<CrossEntropyWithGradOp,
+                contextMadeAfter<CrossEntropyWithGradOp>>(context);
   attachLowering<CrossEntropyWithGradOp, withGradLowering>(context);
 }
 // Made by strata-fuse-output-layer, after autodiff and the layouts: only
 // its instructions.
 void OpRules<LinearCrossEntropyWithGradOp>::attach(MLIRContext &context) {
+  attachContext<LinearCrossEntropyWithGradOp,
+                contextMadeAfter<LinearCrossEntropyWithGradOp>>(context);
   attachLowering<LinearCrossEntropyWithGradOp, linearLossLowering>(context);
 }
 void OpRules<LogitsMaxOp>::attach(MLIRContext &context) {
+  attachContext<LogitsMaxOp, contextMadeAfter<LogitsMaxOp>>(context);
   attachLowering<LogitsMaxOp, logitsMaxLowering>(context);
 }
 void OpRules<LogitsTargetOp>::attach(MLIRContext &context) {
+  attachContext<LogitsTargetOp, contextMadeAfter<LogitsTargetOp>>(context);
   attachLowering<LogitsTargetOp, logitsTargetLowering>(context);
 }
 void OpRules<LogitsSumExpOp>::attach(MLIRContext &context) {
+  attachContext<LogitsSumExpOp, contextMadeAfter<LogitsSumExpOp>>(context);
   attachLowering<LogitsSumExpOp, logitsSumExpLowering>(context);
 }
 void OpRules<CrossEntropyFromStatsOp>::attach(MLIRContext &context) {
+  attachContext<CrossEntropyFromStatsOp,
+                contextMadeAfter<CrossEntropyFromStatsOp>>(context);
   attachLowering<CrossEntropyFromStatsOp, fromStatsLowering>(context);
 }
 void OpRules<CrossEntropyGradFromStatsOp>::attach(MLIRContext &context) {
+  attachContext<CrossEntropyGradFromStatsOp,
+                contextMadeAfter<CrossEntropyGradFromStatsOp>>(context);
   attachLowering<CrossEntropyGradFromStatsOp, gradFromStatsLowering>(context);
 }
 void OpRules<CrossEntropyWithGradFromStatsOp>::attach(MLIRContext &context) {
+  attachContext<CrossEntropyWithGradFromStatsOp,
+                contextMadeAfter<CrossEntropyWithGradFromStatsOp>>(context);
   attachLowering<CrossEntropyWithGradFromStatsOp, withGradFromStatsLowering>(
       context);
 }

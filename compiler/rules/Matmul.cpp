@@ -251,15 +251,33 @@ LogicalResult weightGradLowering(MatmulWeightGradOp wgrad, Lowering &l) {
   return success();
 }
 
+/// Rows of the activation times a weight: the rows keep their sequence.
+LogicalResult matmulContext(MatmulOp matmul, ContextState &state) {
+  if (state.dim(matmul.getRhs()) >= 0)
+    return state.error(matmul)
+           << "its right operand runs along the sequence (attention written "
+              "out by hand cannot be split; use attention())";
+  int64_t d = state.dim(matmul.getLhs());
+  if (d < 0)
+    return success();
+  if (d == matmul.getLhs().getType().getRank() - 1)
+    return state.error(matmul) << "it sums over the sequence";
+  state.set(matmul.getResult(), d);
+  return success();
+}
+
 } // namespace
 
 void OpRules<MatmulOp>::attach(MLIRContext &context) {
+  attachContext<MatmulOp, matmulContext>(context);
   attachGradient<MatmulOp, matmulGradient>(context);
   attachSharding<MatmulOp, matmulSharding, matmulSplit>(context);
   attachLowering<MatmulOp, matmulLowering>(context);
 }
 // Backward only: no gradient of its own.
 void OpRules<MatmulWeightGradOp>::attach(MLIRContext &context) {
+  attachContext<MatmulWeightGradOp, contextSumsOverTokens<MatmulWeightGradOp>>(
+      context);
   attachSharding<MatmulWeightGradOp, weightGradSharding>(context);
   attachLowering<MatmulWeightGradOp, weightGradLowering>(context);
 }

@@ -131,22 +131,26 @@ LogicalResult rmsNormGradLowering(RmsNormGradOp norm, Lowering &l) {
 } // namespace
 
 void OpRules<LayerNormOp>::attach(MLIRContext &context) {
+  attachContext<LayerNormOp, contextLikeInput<LayerNormOp>>(context);
   attachGradient<LayerNormOp, layerNormGradient>(context);
   attachSharding<LayerNormOp, forwardNormSharding<LayerNormOp>>(context);
   attachLowering<LayerNormOp, layerNormLowering>(context);
 }
 void OpRules<RmsNormOp>::attach(MLIRContext &context) {
+  attachContext<RmsNormOp, contextLikeInput<RmsNormOp>>(context);
   attachGradient<RmsNormOp, rmsNormGradient>(context);
   attachSharding<RmsNormOp, forwardNormSharding<RmsNormOp>>(context);
   attachLowering<RmsNormOp, rmsNormLowering>(context);
 }
 // Backward only: no gradients of their own.
 void OpRules<LayerNormGradOp>::attach(MLIRContext &context) {
+  attachContext<LayerNormGradOp, contextLikeInput<LayerNormGradOp>>(context);
   attachSharding<LayerNormGradOp, backwardNormSharding<LayerNormGradOp>>(
       context);
   attachLowering<LayerNormGradOp, layerNormGradLowering>(context);
 }
 void OpRules<RmsNormGradOp>::attach(MLIRContext &context) {
+  attachContext<RmsNormGradOp, contextLikeInput<RmsNormGradOp>>(context);
   attachSharding<RmsNormGradOp, backwardNormSharding<RmsNormGradOp>>(context);
   attachLowering<RmsNormGradOp, rmsNormGradLowering>(context);
 }

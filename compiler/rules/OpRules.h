@@ -65,6 +65,9 @@ STRATA_OP_RULES(RmsNormGradOp)
 STRATA_OP_RULES(ReshapeOp)
 STRATA_OP_RULES(TransposeOp)
 STRATA_OP_RULES(SumToOp)
+// Positions.cpp: a position table at a context-parallel rank's rows.
+STRATA_OP_RULES(AddPositionsOp)
+STRATA_OP_RULES(SumPositionsOp)
 // Attention.cpp: attention and the rotary positions of its queries and keys.
 STRATA_OP_RULES(RopeOp)
 STRATA_OP_RULES(AttentionOp)

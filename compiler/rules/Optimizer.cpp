@@ -78,19 +78,24 @@ LogicalResult accumulateLowering(AccumulateGradOp sink, Lowering &l) {
 } // namespace
 
 void OpRules<AccumulateGradOp>::attach(MLIRContext &context) {
+  attachContext<AccumulateGradOp, contextNone<AccumulateGradOp>>(context);
   attachSharding<AccumulateGradOp, accumulateSharding>(context);
   attachLowering<AccumulateGradOp, accumulateLowering>(context);
 }
 void OpRules<GradOp>::attach(MLIRContext &context) {
+  attachContext<GradOp, contextNone<GradOp>>(context);
   attachSharding<GradOp, gradSharding>(context);
 }
 void OpRules<SumSquaresOp>::attach(MLIRContext &context) {
+  attachContext<SumSquaresOp, contextNone<SumSquaresOp>>(context);
   attachSharding<SumSquaresOp, sumSquaresSharding>(context);
 }
 void OpRules<ClipCoefficientOp>::attach(MLIRContext &context) {
+  attachContext<ClipCoefficientOp, contextNone<ClipCoefficientOp>>(context);
   attachSharding<ClipCoefficientOp, clipSharding>(context);
 }
 void OpRules<AdamWOp>::attach(MLIRContext &context) {
+  attachContext<AdamWOp, contextNone<AdamWOp>>(context);
   attachSharding<AdamWOp, adamSharding>(context);
 }
 

@@ -262,35 +262,80 @@ LogicalResult siluGradLowering(SiluGradOp grad, Lowering &l) {
   return success();
 }
 
+/// Elementwise with broadcasting (the right operand's shape a suffix of the
+/// left's): a right operand that runs along the sequence must do so on the
+/// same dimension; one that does not but spans the left's sequence
+/// dimension is a table over positions (GPT's learned positions), whose
+/// rows the rank reads at its chunks' places: the add becomes
+/// add_positions (Positions.cpp).
+template <typename Op>
+LogicalResult broadcastContext(Op op, ContextState &state) {
+  Value lhs = op.getLhs(), rhs = op.getRhs();
+  int64_t dl = state.dim(lhs), dr = state.dim(rhs);
+  int64_t offset = cast<RankedTensorType>(lhs.getType()).getRank() -
+                   cast<RankedTensorType>(rhs.getType()).getRank();
+  if (dl < 0 && dr < 0)
+    return success();
+  if (dl < 0 || (dr >= 0 && dr + offset != dl))
+    return state.error(op) << "its operands run along the sequence on "
+                              "different dimensions";
+  if (dr < 0 && dl >= offset) {
+    if (dl != offset)
+      return state.error(op) << "it adds a table over the sequence's "
+                                "positions whose first dimension is not "
+                                "the sequence";
+    if (!isa<AddOp>(op.getOperation()))
+      return state.error(op)
+             << "it scales by a table over the sequence's positions (only "
+                "adding one, as learned positions are, is split)";
+    OpBuilder &b = state.builder();
+    b.setInsertionPoint(op);
+    state.replace(op,
+                  AddPositionsOp::create(b, op.getLoc(), lhs.getType(), lhs,
+                                         rhs,
+                                         b.getI64IntegerAttr(state.size())),
+                  dl);
+    return success();
+  }
+  state.set(op.getResult(), dl);
+  return success();
+}
+
 } // namespace
 
 void OpRules<AddOp>::attach(MLIRContext &context) {
+  attachContext<AddOp, broadcastContext<AddOp>>(context);
   attachGradient<AddOp, addGradient>(context);
   attachSharding<AddOp, addSharding, biasSplit<AddOp>>(context);
   attachLowering<AddOp, binaryLowering<AddOp, kernel::Add>>(context);
 }
 void OpRules<SubOp>::attach(MLIRContext &context) {
+  attachContext<SubOp, broadcastContext<SubOp>>(context);
   attachGradient<SubOp, subGradient>(context);
   attachSharding<SubOp, subSharding, biasSplit<SubOp>>(context);
   attachLowering<SubOp, binaryLowering<SubOp, kernel::Sub>>(context);
 }
 void OpRules<MulOp>::attach(MLIRContext &context) {
+  attachContext<MulOp, broadcastContext<MulOp>>(context);
   attachGradient<MulOp, mulGradient>(context);
   attachSharding<MulOp, mulSharding, pointwiseSplit<MulOp>>(context);
   attachLowering<MulOp, binaryLowering<MulOp, kernel::Mul>>(context);
 }
 void OpRules<ScaleOp>::attach(MLIRContext &context) {
+  attachContext<ScaleOp, contextLikeInput<ScaleOp>>(context);
   attachGradient<ScaleOp, scaleGradient>(context);
   attachSharding<ScaleOp, scaleSharding, pointwiseSplit<ScaleOp>>(context);
   attachLowering<ScaleOp, scaleLowering>(context);
 }
 void OpRules<GeluOp>::attach(MLIRContext &context) {
+  attachContext<GeluOp, contextLikeInput<GeluOp>>(context);
   attachGradient<GeluOp, geluGradient>(context);
   attachSharding<GeluOp, activationSharding<GeluOp>, pointwiseSplit<GeluOp>>(
       context);
   attachLowering<GeluOp, geluLowering>(context);
 }
 void OpRules<SiluOp>::attach(MLIRContext &context) {
+  attachContext<SiluOp, contextLikeInput<SiluOp>>(context);
   attachGradient<SiluOp, siluGradient>(context);
   attachSharding<SiluOp, activationSharding<SiluOp>, pointwiseSplit<SiluOp>>(
       context);
@@ -298,10 +343,12 @@ void OpRules<SiluOp>::attach(MLIRContext &context) {
 }
 // Backward only: no gradients of their own.
 void OpRules<GeluGradOp>::attach(MLIRContext &context) {
+  attachContext<GeluGradOp, contextLikeInput<GeluGradOp>>(context);
   attachSharding<GeluGradOp, activationGradSharding<GeluGradOp>>(context);
   attachLowering<GeluGradOp, geluGradLowering>(context);
 }
 void OpRules<SiluGradOp>::attach(MLIRContext &context) {
+  attachContext<SiluGradOp, contextLikeInput<SiluGradOp>>(context);
   attachSharding<SiluGradOp, activationGradSharding<SiluGradOp>>(context);
   attachLowering<SiluGradOp, siluGradLowering>(context);
 }

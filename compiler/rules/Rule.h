@@ -8,6 +8,7 @@
 #define STRATA_COMPILER_RULES_RULE_H
 
 #include "compiler/passes/LowerToExec.h"
+#include "compiler/rules/Context.h"
 #include "compiler/rules/GradientBuilder.h"
 #include "compiler/rules/OpRules.h"
 #include "compiler/rules/Sharding.h"
@@ -67,6 +68,55 @@ struct ShardingModel
 template <typename Op, ShardingRule<Op> Rule, SplitRule<Op> Split = nullptr>
 void attachSharding(mlir::MLIRContext &context) {
   Op::template attachInterface<ShardingModel<Op, Rule, Split>>(context);
+}
+
+/// A context-parallel rule: the op and the sequence dimensions so far.
+template <typename Op>
+using ContextRule = mlir::LogicalResult (*)(Op, ContextState &);
+
+template <typename Op, ContextRule<Op> Rule>
+struct ContextModel
+    : graph::ContextSplittable::ExternalModel<ContextModel<Op, Rule>, Op> {
+  mlir::LogicalResult splitContext(mlir::Operation *op,
+                                   ContextState &state) const {
+    return Rule(mlir::cast<Op>(op), state);
+  }
+};
+
+/// Attaches `Rule` as `Op`'s split along the sequence.
+template <typename Op, ContextRule<Op> Rule>
+void attachContext(mlir::MLIRContext &context) {
+  Op::template attachInterface<ContextModel<Op, Rule>>(context);
+}
+
+/// Context rules every family shares: results shaped like operand 0 carry
+/// its sequence (ops that work token by token); results with none
+/// (sources, the optimizer's values); no split at all, with why.
+template <typename Op>
+mlir::LogicalResult contextLikeInput(Op op, ContextState &state) {
+  return state.likeOperand(op, 0);
+}
+template <typename Op>
+mlir::LogicalResult contextNone(Op op, ContextState &state) {
+  for (mlir::Value operand : op->getOperands())
+    if (state.dim(operand) >= 0)
+      return state.error(op) << "takes a value that runs along the sequence "
+                                "where it expects none";
+  return mlir::success();
+}
+
+/// Results that sum over tokens (weight gradients): none runs along the
+/// sequence, each rank holding its tokens' part of the sum.
+template <typename Op>
+mlir::LogicalResult contextSumsOverTokens(Op, ContextState &) {
+  return mlir::success();
+}
+/// Ops the passes after context parallelism make (the fused loss, its
+/// statistics): the step it splits has none.
+template <typename Op>
+mlir::LogicalResult contextMadeAfter(Op op, ContextState &state) {
+  return state.error(op) << "is made after context parallelism splits the "
+                            "step: give the step as autodiff leaves it";
 }
 
 /// A lowering rule: the op and the exec lowering of its stage.

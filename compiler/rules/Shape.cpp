@@ -135,20 +135,72 @@ LogicalResult sumToLowering(SumToOp sum, Lowering &l) {
   return success();
 }
 
+/// A reshape keeps the sequence where one dimension of the result holds
+/// the same blocks and as many positions.
+LogicalResult reshapeContext(ReshapeOp reshape, ContextState &state) {
+  int64_t d = state.dim(reshape.getInput());
+  if (d < 0)
+    return success();
+  auto in = reshape.getInput().getType(), out = reshape.getType();
+  // The result dimension after as many elements, of as many positions
+  // (with one sample, [1, s, h] to [1, s, heads, d] has two after none).
+  int64_t before = 1, inBefore = in.getNumElements() / in.getDimSize(d);
+  for (int64_t k = d + 1; k < in.getRank(); ++k)
+    inBefore /= in.getDimSize(k);
+  for (int64_t e = 0; e < out.getRank(); before *= out.getDimSize(e++))
+    if (before == inBefore && out.getDimSize(e) == in.getDimSize(d)) {
+      state.set(reshape.getResult(), e);
+      return success();
+    }
+  return state.error(reshape) << "it regroups the sequence (dimension " << d
+                              << " of " << describe(in) << ")";
+}
+
+LogicalResult transposeContext(TransposeOp transpose, ContextState &state) {
+  int64_t d = state.dim(transpose.getInput());
+  ArrayRef<int64_t> permutation = transpose.getPermutation();
+  for (size_t i = 0; d >= 0 && i < permutation.size(); ++i)
+    if (permutation[i] == d)
+      state.set(transpose.getResult(), int64_t(i));
+  return success();
+}
+
+/// A sum over the leading dimensions: over the sequence, a sum over tokens
+/// (partial over the cp ranks); keeping it, the gradient of a table over
+/// positions, whose rows at the rank's chunks it gives (the rest zero):
+/// sum_positions (Positions.cpp).
+LogicalResult sumToContext(SumToOp sum, ContextState &state) {
+  int64_t d = state.dim(sum.getInput());
+  int64_t offset = sum.getInput().getType().getRank() - sum.getType().getRank();
+  if (d >= offset) {
+    OpBuilder &b = state.builder();
+    b.setInsertionPoint(sum);
+    state.replace(sum,
+                  SumPositionsOp::create(b, sum.getLoc(), sum.getType(),
+                                         sum.getInput(),
+                                         b.getI64IntegerAttr(state.size())),
+                  -1);
+  }
+  return success();
+}
+
 } // namespace
 
 void OpRules<ReshapeOp>::attach(MLIRContext &context) {
+  attachContext<ReshapeOp, reshapeContext>(context);
   attachGradient<ReshapeOp, reshapeGradient>(context);
   attachSharding<ReshapeOp, reshapeSharding, reshapeSplit>(context);
   attachLowering<ReshapeOp, reshapeLowering>(context);
 }
 void OpRules<TransposeOp>::attach(MLIRContext &context) {
+  attachContext<TransposeOp, transposeContext>(context);
   attachGradient<TransposeOp, transposeGradient>(context);
   attachSharding<TransposeOp, transposeSharding, transposeSplit>(context);
   attachLowering<TransposeOp, transposeLowering>(context);
 }
 // Backward only (a broadcast operand's gradient): no gradient of its own.
 void OpRules<SumToOp>::attach(MLIRContext &context) {
+  attachContext<SumToOp, sumToContext>(context);
   attachSharding<SumToOp, sumToSharding>(context);
   attachLowering<SumToOp, sumToLowering>(context);
 }

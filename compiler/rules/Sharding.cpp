@@ -66,31 +66,38 @@ InFlightDiagnostic ShardingState::error(Operation *op) {
   return diag;
 }
 
+std::optional<int64_t> dimThroughReshape(RankedTensorType in, int64_t dim,
+                                         RankedTensorType out) {
+  // Splitting dimension `dim` into blocks cuts the row-major elements into
+  // the same pieces as splitting output dimension e when both have the
+  // same leading product and the same block of trailing elements.
+  int64_t prefix = product(in.getShape().take_front(dim));
+  int64_t block = product(in.getShape().drop_front(dim));
+  for (int64_t e = 0; e < out.getRank(); ++e)
+    if (product(out.getShape().take_front(e)) == prefix &&
+        product(out.getShape().drop_front(e)) == block)
+      return e;
+  return std::nullopt;
+}
+
 std::optional<int64_t> ShardingState::mapThroughReshape(RankedTensorType in,
                                                         int64_t dim,
                                                         RankedTensorType out,
                                                         std::string &why) {
-  // Splitting dimension `dim` into tp blocks cuts the row-major elements
-  // into the same pieces as splitting output dimension e when both have the
-  // same leading product and the same block of trailing elements.
-  int64_t prefix = product(in.getShape().take_front(dim));
-  int64_t block = product(in.getShape().drop_front(dim));
-  for (int64_t e = 0; e < out.getRank(); ++e) {
-    if (product(out.getShape().take_front(e)) != prefix)
-      continue;
-    if (product(out.getShape().drop_front(e)) != block)
-      continue;
-    if (out.getDimSize(e) % tp != 0) {
-      why = "its dimension " + std::to_string(e) + " (" +
-            std::to_string(out.getDimSize(e)) +
-            ") is not divisible by tensor-parallel size " + std::to_string(tp);
-      return std::nullopt;
-    }
-    return e;
+  std::optional<int64_t> e = dimThroughReshape(in, dim, out);
+  if (!e) {
+    why = "it regroups the split dimension " + std::to_string(dim) +
+          " so that no dimension of " + describe(out) +
+          " holds the same blocks";
+    return std::nullopt;
   }
-  why = "it regroups the split dimension " + std::to_string(dim) +
-        " so that no dimension of " + describe(out) + " holds the same blocks";
-  return std::nullopt;
+  if (out.getDimSize(*e) % tp != 0) {
+    why = "its dimension " + std::to_string(*e) + " (" +
+          std::to_string(out.getDimSize(*e)) +
+          ") is not divisible by tensor-parallel size " + std::to_string(tp);
+    return std::nullopt;
+  }
+  return e;
 }
 
 FailureOr<Value> ShardingState::convert(Value v, Sharding to,

@@ -48,6 +48,12 @@ struct Sharding {
   bool operator!=(const Sharding &o) const { return !(*this == o); }
 };
 
+/// The dimension of `out` that holds the same row-major blocks as
+/// dimension `dim` of `in` (a reshape from one to the other keeps a split
+/// of it), or none.
+std::optional<int64_t> dimThroughReshape(mlir::RankedTensorType in, int64_t dim,
+                                         mlir::RankedTensorType out);
+
 class ShardingState {
 public:
   ShardingState(mlir::ModuleOp module, int64_t tp, bool sequenceParallel)

@@ -72,24 +72,43 @@ LogicalResult constantLowering(ConstantOp constant, Lowering &l) {
   return success();
 }
 
+/// The tokens and labels ([batch, seq]) run along the sequence; a
+/// per-sample input (dropout's keys) does not.
+LogicalResult inputContext(InputOp input, ContextState &state) {
+  if (input.getType().getRank() >= 2)
+    state.set(input.getResult(), 1);
+  return success();
+}
+
+LogicalResult boundaryContext(LayerBoundaryOp boundary, ContextState &state) {
+  for (auto [in, out] : llvm::zip(boundary.getInputs(), boundary.getResults()))
+    if (state.dim(in) >= 0)
+      state.set(out, state.dim(in));
+  return success();
+}
+
 } // namespace
 
 void OpRules<ParamOp>::attach(MLIRContext &context) {
+  attachContext<ParamOp, contextNone<ParamOp>>(context);
   attachGradient<ParamOp, leafGradient<ParamOp>>(context);
   attachSharding<ParamOp, sourceSharding<ParamOp>>(context);
   attachLowering<ParamOp, paramLowering>(context);
 }
 void OpRules<InputOp>::attach(MLIRContext &context) {
+  attachContext<InputOp, inputContext>(context);
   attachGradient<InputOp, leafGradient<InputOp>>(context);
   attachSharding<InputOp, sourceSharding<InputOp>>(context);
   attachLowering<InputOp, inputLowering>(context);
 }
 void OpRules<ConstantOp>::attach(MLIRContext &context) {
+  attachContext<ConstantOp, contextNone<ConstantOp>>(context);
   attachGradient<ConstantOp, leafGradient<ConstantOp>>(context);
   attachSharding<ConstantOp, sourceSharding<ConstantOp>>(context);
   attachLowering<ConstantOp, constantLowering>(context);
 }
 void OpRules<LayerBoundaryOp>::attach(MLIRContext &context) {
+  attachContext<LayerBoundaryOp, boundaryContext>(context);
   attachGradient<LayerBoundaryOp, boundaryGradient>(context);
   attachSharding<LayerBoundaryOp, boundarySharding>(context);
   attachLowering<LayerBoundaryOp, boundaryLowering>(context);

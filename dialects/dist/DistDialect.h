@@ -27,6 +27,10 @@ inline DistDialect::QueryHeadsSplitAttrHelper
 queryHeadsSplit(mlir::MLIRContext *c) {
   return DistDialect::QueryHeadsSplitAttrHelper(c);
 }
+inline DistDialect::ContextPositionsAttrHelper
+contextPositions(mlir::MLIRContext *c) {
+  return DistDialect::ContextPositionsAttrHelper(c);
+}
 inline DistDialect::SplitDimAttrHelper splitDim(mlir::MLIRContext *c) {
   return DistDialect::SplitDimAttrHelper(c);
 }

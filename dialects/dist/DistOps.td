@@ -25,6 +25,11 @@ def Dist_Dialect : Dialect {
     "::mlir::UnitAttr":$vocab_parallel,
     // On attention: the query heads are split, the kv heads replicated.
     "::mlir::UnitAttr":$query_heads_split,
+    // On an op context parallelism split along the sequence that must know
+    // where its tokens sit in it (rotary angles, rows of a position table,
+    // causal attention over every rank's keys): the size of the
+    // context-parallel group; the rank holds chunks i and 2c - 1 - i.
+    "::mlir::IntegerAttr":$context_positions,
     // On a split parameter: the dimension split across tp ranks, and its
     // global shape.
     "::mlir::IntegerAttr":$split_dim,

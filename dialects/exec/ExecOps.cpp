@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialects/exec/ExecDialect.h"
 #include "runtime/plan/KernelCatalog.h"
+#include "runtime/plan/MeshAxes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -66,9 +67,11 @@ Stream strata::exec::instructionStream(Operation *op) {
 
 LogicalResult strata::exec::verifyPerRank(Operation *op, Attribute value) {
   auto pair = dyn_cast_or_null<DenseI64ArrayAttr>(value);
-  if (!pair || pair.size() != 2 || pair[0] < 0 || pair[0] > 2 || pair[1] < 0)
+  if (!pair || pair.size() != 2 || pair[0] < 0 || pair[0] >= mesh::kAxisCount ||
+      pair[1] < 0)
     return op->emitOpError() << "per_rank must be [axis, stride]: a mesh axis "
-                                "0 (tp), 1 (dp) or 2 (pp) and a stride >= 0";
+                                "0 (tp), 1 (dp), 2 (pp) or 3 (cp) and a "
+                                "stride >= 0";
   return success();
 }
 
@@ -384,12 +387,12 @@ LogicalResult CollectiveOp::verify() {
   ArrayRef<int64_t> axes = getAxes();
   bool valid = !axes.empty();
   for (size_t i = 0; i < axes.size(); ++i)
-    valid = valid && axes[i] >= 0 && axes[i] < 3 &&
+    valid = valid && axes[i] >= 0 && axes[i] < mesh::kAxisCount &&
             (i == 0 || axes[i] > axes[i - 1]);
   if (!valid)
-    return emitOpError() << "names mesh axes 0 (tp), 1 (dp), 2 (pp), in "
-                            "increasing order";
-  if (getStages() && !llvm::is_contained(axes, 2))
+    return emitOpError() << "names mesh axes 0 (tp), 1 (dp), 2 (pp), 3 (cp), "
+                            "in increasing order";
+  if (getStages() && !llvm::is_contained(axes, int64_t(mesh::kPipeline)))
     return emitOpError() << "lists stages but does not span the pipeline";
   if (static_cast<int64_t>(getDim()) < 0)
     return emitOpError() << "dimension must be >= 0";

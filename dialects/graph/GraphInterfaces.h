@@ -6,8 +6,10 @@
 
 namespace strata {
 // The compiler's state the rules work through (compiler/rules/): autodiff's
-// running gradients, tensor parallelism's shardings, the exec lowering's
-// buffers. The dialect only names them.
+// running gradients, tensor parallelism's shardings, context parallelism's
+// sequence dimensions, the exec lowering's buffers. The dialect only names
+// them.
+class ContextState;
 class GradientBuilder;
 class ShardingState;
 class SplitPlanner;

@@ -2,7 +2,8 @@
 //
 // What the compiler's passes ask of each graph op, as interfaces rather than
 // chains of casts: its gradient (autodiff), its sharding across
-// tensor-parallel ranks, and its instructions (the exec lowering). The
+// tensor-parallel ranks, its split along the sequence across
+// context-parallel ranks, and its instructions (the exec lowering). The
 // compiler implements them per op family (compiler/rules/) and attaches
 // them to every op of the dialect; a graph op without its rules fails to
 // build (compiler/rules/OpRules.h).
@@ -58,6 +59,26 @@ def Graph_Shardable : OpInterface<"Shardable"> {
       }], "void", "planSplit",
       (ins "::mlir::OpOperand &":$use, "int64_t":$dim,
            "::strata::SplitPlanner &":$planner)>,
+  ];
+}
+
+def Graph_ContextSplittable : OpInterface<"ContextSplittable"> {
+  let cppNamespace = "::strata::graph";
+  let description = [{
+    An op's context-parallel rule: each context-parallel rank holds two of
+    the 2c chunks of every sample's sequence, so a value that runs along
+    the sequence holds that rank's share of it. From which dimension of
+    each operand is the sequence (none for parameters and sums over
+    tokens), the rule sets its results', marks an op that must know where
+    its tokens sit in the sequence (rotary angles, a learned position
+    table, causal attention, which also needs the other ranks' keys), or
+    refuses what it cannot split.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Sets the sequence dimension of the op's results through `state`.
+      }], "::mlir::LogicalResult", "splitContext",
+      (ins "::strata::ContextState &":$state)>,
   ];
 }
 

@@ -143,8 +143,8 @@ template <typename Op> static LogicalResult checkAttentionDropout(Op op) {
     return op.emitOpError()
            << "drops out with a rate, a site and the samples' keys together";
   if (rate && !(rate->convertToDouble() > 0 && rate->convertToDouble() < 1))
-    return op.emitOpError() << "dropout must be in (0, 1), got "
-                            << rate->convertToDouble();
+    return op.emitOpError()
+           << "dropout must be in (0, 1), got " << rate->convertToDouble();
   if (all && cast<RankedTensorType>(op.getKeys().getType()).getDimSize(0) !=
                  cast<RankedTensorType>(op.getQuery().getType()).getDimSize(0))
     return op.emitOpError() << "needs a dropout key per sample";
@@ -231,6 +231,33 @@ LogicalResult SumToOp::verify() {
   return success();
 }
 
+/// A table over the sequence's places against a context-parallel rank's
+/// rows `rows`: [places, ...] with places `context` times the rows' length
+/// at the dimension the table's trailing dimensions leave.
+static LogicalResult verifyPositions(Operation *op, RankedTensorType rows,
+                                     RankedTensorType table, int64_t context) {
+  int64_t seqDim = rows.getRank() - table.getRank();
+  if (context < 1 || table.getRank() < 1 || seqDim < 0 ||
+      rows.getShape().drop_front(seqDim + 1) !=
+          table.getShape().drop_front(1) ||
+      rows.getDimSize(seqDim) * context != table.getDimSize(0) ||
+      rows.getElementType() != table.getElementType())
+    return op->emitOpError()
+           << describe(table) << " is not a table of the places of " << context
+           << " ranks' " << describe(rows) << " rows";
+  return success();
+}
+
+LogicalResult AddPositionsOp::verify() {
+  return verifyPositions(*this, getInput().getType(), getTable().getType(),
+                         int64_t(getContextParallel()));
+}
+
+LogicalResult SumPositionsOp::verify() {
+  return verifyPositions(*this, getInput().getType(), getType(),
+                         int64_t(getContextParallel()));
+}
+
 LogicalResult MatmulWeightGradOp::verify() {
   auto lhs = getLhs().getType(), grad = getGrad().getType();
   if (lhs.getRank() < 1 || lhs.getRank() != grad.getRank() ||
@@ -290,12 +317,12 @@ LogicalResult AttentionGradOp::verify() {
   if (failed(output))
     return failure();
   if (failed(expectType(*this, getOutput(), *output, "the output")) ||
-      failed(expectType(*this, getSaved(),
-                        attentionSavedType(
-                            *output, cast<RankedTensorType>(getKey().getType()),
-                            getUnfused()),
-                        getUnfused() ? "the probabilities"
-                                     : "the log-sum-exp")) ||
+      failed(expectType(
+          *this, getSaved(),
+          attentionSavedType(*output,
+                             cast<RankedTensorType>(getKey().getType()),
+                             getUnfused()),
+          getUnfused() ? "the probabilities" : "the log-sum-exp")) ||
       (getUnfused() && failed(checkUnfusedHeads(*this))) ||
       failed(checkAttentionDropout(*this)) ||
       failed(expectType(*this, getGrad(), *output, "the grad")) ||

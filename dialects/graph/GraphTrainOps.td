@@ -38,6 +38,43 @@ def Graph_SumToOp : Graph_Op<"sum_to", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_AddPositionsOp : Graph_Op<"add_positions",
+    [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "a table over the sequence's places added at a "
+                "context-parallel rank's rows";
+  let description = [{
+    Context parallelism (--strata-context-parallel) makes it of an add of a
+    learned position table ([seq, hidden] to [batch, seq, hidden]): each
+    rank holds two of the sequence's 2 x `context_parallel` chunks
+    (runtime/plan/ContextPositions.h), so its rows read the table at their
+    places in the whole sequence. The table's first dimension is the
+    sequence, `context_parallel` times the input's (the dimension the table's
+    trailing dimensions leave).
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, Graph_FloatTensor:$table,
+                   I64Attr:$context_parallel);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $table attr-dict `:` type($input) `,` type($table)
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_SumPositionsOp : Graph_Op<"sum_positions", [Pure]> {
+  let summary = "a position table's gradient from a context-parallel rank's "
+                "rows";
+  let description = [{
+    The adjoint of add_positions: the input's rows summed over the leading
+    dimensions, each at its place in the whole sequence; the table's other
+    rows (other ranks' places) zero, so that summing over the ranks gives
+    the whole gradient.
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, I64Attr:$context_parallel);
+  let results = (outs Graph_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Graph_MatmulWeightGradOp : Graph_Op<"matmul_weight_grad", [Pure]> {
   let summary = "the weight gradient of a matmul: lhsᵀ · grad over all rows";
   let description = [{

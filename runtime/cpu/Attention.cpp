@@ -9,10 +9,13 @@
 // Each head is three or five OpenBLAS gemms with strided operands; P is
 // recomputed in the backward pass from the row log-sum-exp (the
 // flash-attention contract), never stored. A kv head's gradient sums over
-// the query heads that read it, in head order.
+// the query heads that read it, in head order. With context parallelism
+// the queries are the rank's two chunks of the sequence and the keys every
+// rank's, gathered; the causal mask compares their places in it.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/plan/ContextPositions.h"
 
 #include <cblas.h>
 #include <cmath>
@@ -41,7 +44,22 @@ struct Dims {
     scale = static_cast<float>(attentionScale(dim));
     groupSize = args.i(attr::group_size);
     firstHead = args.i(attr::query_head_offset);
+    context = args.i(attr::context_parallel);
+    contextRank = args.i(attr::context_rank);
   }
+  /// Whether query row i sees key row j: all of them, or under the causal
+  /// mask those at or before it, by their places in the whole sequence
+  /// with context parallelism (the queries the rank's chunks, the keys
+  /// every rank's in rank order).
+  bool sees(int64_t i, int64_t j) const {
+    if (!causal)
+      return true;
+    if (context < 2)
+      return j <= i;
+    return gatheredContextPosition(j, seq, context) <=
+           contextPosition(i, seq, context, contextRank);
+  }
+  int64_t context = 0, contextRank = 0;
   /// The kv head query head h reads: with the query's heads split across
   /// ranks and the kv heads whole, h is the rank's local index.
   int64_t kvHead(int64_t h) const { return (firstHead + h) / groupSize; }
@@ -72,20 +90,18 @@ void scores(const Dims &d, const float *q, const float *k, float *s) {
 void softmax(const Dims &d, float *p, float *lse) {
   for (int64_t i = 0; i < d.seq; ++i) {
     float *row = p + i * d.keys;
-    int64_t visible = d.causal ? i + 1 : d.keys;
-    float max = row[0];
-    for (int64_t j = 1; j < visible; ++j)
-      max = row[j] > max ? row[j] : max;
+    float max = -INFINITY;
+    for (int64_t j = 0; j < d.keys; ++j)
+      if (d.sees(i, j))
+        max = row[j] > max ? row[j] : max;
     float sum = 0;
-    for (int64_t j = 0; j < visible; ++j) {
-      row[j] = std::exp(row[j] - max);
+    for (int64_t j = 0; j < d.keys; ++j) {
+      row[j] = d.sees(i, j) ? std::exp(row[j] - max) : 0.0f;
       sum += row[j];
     }
     float inverse = 1.0f / sum;
-    for (int64_t j = 0; j < visible; ++j)
+    for (int64_t j = 0; j < d.keys; ++j)
       row[j] *= inverse;
-    for (int64_t j = visible; j < d.keys; ++j)
-      row[j] = 0.0f;
     lse[i] = max + std::log(sum);
   }
 }
@@ -95,11 +111,8 @@ void softmax(const Dims &d, float *p, float *lse) {
 void probabilitiesFromLse(const Dims &d, float *p, const float *lse) {
   for (int64_t i = 0; i < d.seq; ++i) {
     float *row = p + i * d.keys;
-    int64_t visible = d.causal ? i + 1 : d.keys;
-    for (int64_t j = 0; j < visible; ++j)
-      row[j] = std::exp(row[j] - lse[i]);
-    for (int64_t j = visible; j < d.keys; ++j)
-      row[j] = 0.0f;
+    for (int64_t j = 0; j < d.keys; ++j)
+      row[j] = d.sees(i, j) ? std::exp(row[j] - lse[i]) : 0.0f;
   }
 }
 

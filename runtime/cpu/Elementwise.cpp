@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/plan/ContextPositions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -112,6 +113,61 @@ void runSumTo(const KernelArgs &args) {
     for (int64_t r = 0; r < rows; ++r)
       sum += x[r * width + j];
     y[j] = add ? y[j] + static_cast<float>(sum) : static_cast<float>(sum);
+  }
+}
+
+namespace {
+
+/// add_positions' and sum_positions' rows: x [batch, rows, width], and the
+/// place in the whole sequence of each row (runtime/plan/ContextPositions.h).
+struct PositionRows {
+  int64_t batch, rows, width, context, rank;
+  PositionRows(const KernelArgs &args, unsigned x, unsigned context,
+               unsigned rank)
+      : rows(args.shape(x)[1]), width(args.shape(x)[2]),
+        context(args.i(context)), rank(args.i(rank)) {
+    batch = args.count(x) / (rows * width);
+  }
+  /// The table's row for row l.
+  int64_t place(int64_t l) const {
+    return contextPosition(l, rows, context, rank);
+  }
+};
+
+} // namespace
+
+void runAddPositions(const KernelArgs &args) {
+  using namespace kernels::AddPositions;
+  PositionRows p(args, op::x, attr::context_parallel, attr::context_rank);
+  const float *x = args.f(op::x), *table = args.f(op::table);
+  float *z = args.f(op::z);
+#pragma omp parallel for collapse(2) if (p.batch * p.rows * p.width > kCheap)
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t l = 0; l < p.rows; ++l) {
+      const float *row = table + p.place(l) * p.width;
+      int64_t at = (b * p.rows + l) * p.width;
+      for (int64_t j = 0; j < p.width; ++j)
+        z[at + j] = x[at + j] + row[j];
+    }
+}
+
+void runSumPositions(const KernelArgs &args) {
+  using namespace kernels::SumPositions;
+  PositionRows p(args, op::x, attr::context_parallel, attr::context_rank);
+  const float *x = args.f(op::x);
+  float *y = args.f(op::y);
+  if (!args.flag(attr::accumulate))
+    std::fill_n(y, args.count(op::y), 0.0f);
+    // Each row has a place of its own: no two threads write one.
+#pragma omp parallel for if (p.batch * p.rows * p.width > kCheap)
+  for (int64_t l = 0; l < p.rows; ++l) {
+    float *row = y + p.place(l) * p.width;
+    for (int64_t j = 0; j < p.width; ++j) {
+      double sum = 0;
+      for (int64_t b = 0; b < p.batch; ++b)
+        sum += x[(b * p.rows + l) * p.width + j];
+      row[j] += static_cast<float>(sum);
+    }
   }
 }
 

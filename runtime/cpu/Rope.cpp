@@ -5,10 +5,12 @@
 //   y[i]       = x[i]·cos θ − x[i + d/2]·sin θ
 //   y[i + d/2] = x[i + d/2]·cos θ + x[i]·sin θ
 // (the "rotate half" form). `inverse` rotates by −θ: the transpose of the
-// rotation, which is also its gradient.
+// rotation, which is also its gradient. With context parallelism p is the
+// row's place in the whole sequence (runtime/plan/ContextPositions.h).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/plan/ContextPositions.h"
 
 #include <cmath>
 
@@ -21,10 +23,15 @@ void runRope(const KernelArgs &args) {
   int64_t half = dim / 2;
   double base = args.real(attr::base);
   double sign = args.flag(attr::inverse) ? -1.0 : 1.0;
+  // Row p's place in the whole sequence: p, or with context parallelism
+  // where the rank's chunk puts it.
+  int64_t context = args.i(attr::context_parallel),
+          rank = args.i(attr::context_rank);
   std::vector<double> cosines(seq * half), sines(seq * half);
   for (int64_t p = 0; p < seq; ++p)
     for (int64_t i = 0; i < half; ++i) {
-      double theta = double(p) * std::pow(base, -2.0 * double(i) / double(dim));
+      double place = double(contextPosition(p, seq, context, rank));
+      double theta = place * std::pow(base, -2.0 * double(i) / double(dim));
       cosines[p * half + i] = std::cos(theta);
       sines[p * half + i] = sign * std::sin(theta);
     }

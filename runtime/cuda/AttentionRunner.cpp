@@ -122,6 +122,11 @@ std::string AttentionRunner::prepare(const LaunchOp &op,
   bool aligned = true;
   CudnnAttentionShape shape = cudnnShapeOf(op, buffers, aligned);
   std::string why = cudnnAttentionUnsupported(shape, api->version);
+  // cuDNN's causal mask is the diagonal of its own rows; a context-parallel
+  // rank's rows are two chunks of the sequence against every rank's keys.
+  if (why.empty() &&
+      op.attrs.at(kernels::AttentionFwd::attr::context_parallel).i > 1)
+    why = "context-parallel attention masks by places in the whole sequence";
   if (why.empty() && !aligned)
     why = "an operand is not 16-byte aligned";
   if (!why.empty())

@@ -46,10 +46,12 @@ std::string Executor::load() {
       continue;
     const Buffer &b = rank.buffers[index];
     if (b.dtype != DType::I32 ||
-        b.elements != int64_t(whole.microBatchSize) * whole.seqLength)
+        b.elements != int64_t(whole.microBatchSize) * whole.localSeqLength())
       return std::string("the '") + name + "' input is not " +
              std::to_string(whole.microBatchSize) + " x " +
-             std::to_string(whole.seqLength) + " ids";
+             std::to_string(whole.localSeqLength()) + " ids" +
+             (whole.contextParallel > 1 ? " (the rank's share of the sequence)"
+                                        : "");
   }
   // A stage that drops out reads each sample's key (any stage may).
   if (dropoutKeys >= 0 &&

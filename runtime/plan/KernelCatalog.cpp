@@ -259,9 +259,9 @@ void checkDropout(Rules &r) {
             "dropout's rate must be in [0, 1)");
   int64_t dim = r.i(attr::split_dim), offset = r.i(attr::split_offset),
           size = r.i(attr::split_size);
-  r.require(dim == 0 || (dim > 0 && dim < int64_t(x.shape.size()) &&
-                         offset >= 0 && size >= x.shape[dim] &&
-                         offset <= size - x.shape[dim]),
+  r.require(dim == 0 ||
+                (dim > 0 && dim < int64_t(x.shape.size()) && offset >= 0 &&
+                 size >= x.shape[dim] && offset <= size - x.shape[dim]),
             "dropout's split must be a dimension past the batch whose share "
             "lies within its unsplit size");
 }
@@ -270,6 +270,50 @@ void checkSumTo(Rules &r) {
   r.require(r.at(SumTo::op::y).elements > 0 &&
                 r.at(SumTo::op::x).elements % r.at(SumTo::op::y).elements == 0,
             "sum_to needs a whole number of rows");
+}
+
+/// A context-parallel launch's size and rank (runtime/plan/ContextPositions.h):
+/// c of 0 or 1 is the whole sequence; else its rank is one of c and its
+/// `rows` (a rank's share of the sequence) cut into its two chunks.
+void checkContext(Rules &r, unsigned context, unsigned rank, int64_t rows) {
+  int64_t c = r.i(context), i = r.i(rank);
+  r.require(c >= 0 && c <= int64_t(kMaxDim) &&
+                (c < 2 || (i >= 0 && i < c && rows % 2 == 0)),
+            "context parallelism of " + std::to_string(c) +
+                " ranks with "
+                "rank " +
+                std::to_string(i) + " over " + std::to_string(rows) +
+                " rows: the rank must be one of them and the rows two equal "
+                "chunks");
+}
+
+/// add_positions and sum_positions: x [batch, rows, width] and a table of
+/// the whole sequence's places, [rows · c, width].
+void checkPositions(Rules &r, unsigned x, unsigned table, unsigned context,
+                    unsigned rank) {
+  const Buffer &rowsOf = r.at(x), &places = r.at(table);
+  bool shaped = rowsOf.shape.size() == 3 && places.shape.size() == 2;
+  r.require(shaped, "a position table's rows need x [batch, rows, width] and "
+                    "the table [places, width]");
+  if (!shaped)
+    return;
+  int64_t c = std::max<int64_t>(r.i(context), 1);
+  checkContext(r, context, rank, rowsOf.shape[1]);
+  r.require(places.shape[1] == rowsOf.shape[2] &&
+                places.shape[0] == rowsOf.shape[1] * c,
+            "the position table " + shapeText(places) + " must hold the " +
+                std::to_string(c) + " ranks' " + shapeText(rowsOf) +
+                " rows' places, as wide");
+}
+void checkAddPositions(Rules &r) {
+  using namespace AddPositions;
+  checkPositions(r, op::x, op::table, attr::context_parallel,
+                 attr::context_rank);
+  r.sameCount(op::x, op::z);
+}
+void checkSumPositions(Rules &r) {
+  using namespace SumPositions;
+  checkPositions(r, op::x, op::y, attr::context_parallel, attr::context_rank);
 }
 
 void checkAccumulate(Rules &r) {
@@ -355,6 +399,9 @@ void checkRope(Rules &r) {
   r.require(std::isfinite(r.launch.attrs[Rope::attr::base].f) &&
                 r.launch.attrs[Rope::attr::base].f > 0,
             "rope's base must be positive");
+  if (x.shape.size() == 4)
+    checkContext(r, Rope::attr::context_parallel, Rope::attr::context_rank,
+                 x.shape[1]);
 }
 
 /// Attention forward and backward share q, k, v and the attributes at the
@@ -377,9 +424,16 @@ void checkAttention(Rules &r, unsigned lse) {
                 shapeText(k) + ", v " + shapeText(v) + " (group size " +
                 std::to_string(group) + ", first query head " +
                 std::to_string(offset) + ")");
-  if (r.i(attr::causal))
-    r.require(q.shape[1] == k.shape[1],
-              "causal attention needs equal query and key lengths");
+  // With context parallelism the keys are every rank's, gathered.
+  int64_t c = std::max<int64_t>(r.i(attr::context_parallel), 1);
+  checkContext(r, attr::context_parallel, attr::context_rank, q.shape[1]);
+  if (r.i(attr::causal) || c > 1)
+    r.require(q.shape[1] * c == k.shape[1],
+              c > 1 ? "context-parallel attention needs the keys of all " +
+                          std::to_string(c) + " ranks, " + std::to_string(c) +
+                          " times the query rows"
+                    : std::string("causal attention needs equal query and "
+                                  "key lengths"));
   r.require(r.at(lse).elements == q.shape[0] * q.shape[1] * q.shape[2],
             "the log-sum-exp '" + r.at(lse).name +
                 "' must be one f32 per query row ([batch, heads, seq]), is " +
@@ -392,7 +446,12 @@ void checkAttentionFwd(Rules &r) {
 void checkAttentionBwd(Rules &r) {
   using namespace AttentionBwd;
   static_assert(unsigned(op::q) == unsigned(AttentionFwd::op::q) &&
-                unsigned(attr::causal) == unsigned(AttentionFwd::attr::causal));
+                unsigned(attr::causal) ==
+                    unsigned(AttentionFwd::attr::causal) &&
+                unsigned(attr::context_parallel) ==
+                    unsigned(AttentionFwd::attr::context_parallel) &&
+                unsigned(attr::context_rank) ==
+                    unsigned(AttentionFwd::attr::context_rank));
   checkAttention(r, op::lse);
   for (unsigned same : {op::o, op::dout, op::dq})
     r.sameCount(op::q, same);

@@ -147,26 +147,28 @@ std::map<std::string, std::vector<int64_t>> Plan::paramShapes() const {
 std::string Plan::layoutText() const {
   return "tensor " + std::to_string(tensorParallel) + " x data " +
          std::to_string(dataParallel) + " x pipeline " +
-         std::to_string(pipelineParallel);
+         std::to_string(pipelineParallel) +
+         (contextParallel > 1 ? " x context " + std::to_string(contextParallel)
+                              : std::string());
 }
 
 std::vector<int> Plan::groupMembers(uint32_t group, uint32_t rank) const {
   const Group &g = groups[group];
-  const uint32_t sizes[3] = {tensorParallel, dataParallel, pipelineParallel};
-  std::array<uint32_t, 3> home = coordinates(rank);
+  const mesh::Sizes size = sizes();
+  mesh::Coordinates home = coordinates(rank);
   int64_t count = 1;
   for (int axis : g.axes)
-    count *= sizes[axis];
+    count *= size[size_t(axis)];
   std::vector<int> members;
   for (int64_t k = 0; k < count; ++k) {
-    std::array<uint32_t, 3> c = home;
+    mesh::Coordinates c = home;
     int64_t digit = k;
     for (int axis : g.axes) {
-      c[axis] = uint32_t(digit % sizes[axis]);
-      digit /= sizes[axis];
+      c[size_t(axis)] = uint32_t(digit % size[size_t(axis)]);
+      digit /= size[size_t(axis)];
     }
-    if (!g.stages.empty() &&
-        std::find(g.stages.begin(), g.stages.end(), c[2]) == g.stages.end())
+    if (!g.stages.empty() && std::find(g.stages.begin(), g.stages.end(),
+                                       c[mesh::kPipeline]) == g.stages.end())
       continue;
     members.push_back(int(rankAt(c)));
   }
@@ -177,8 +179,8 @@ std::string Plan::groupName(uint32_t group) const {
   const Group &g = groups[group];
   std::string name;
   for (int axis : g.axes)
-    name += std::string(name.empty() ? "" : "+") +
-            (axis == 0 ? "tp" : axis == 1 ? "dp" : "pp");
+    name +=
+        std::string(name.empty() ? "" : "+") + mesh::kAxisNames[size_t(axis)];
   if (!g.stages.empty()) {
     name += " (stages";
     for (size_t s = 0; s < g.stages.size(); ++s)
@@ -190,12 +192,13 @@ std::string Plan::groupName(uint32_t group) const {
 
 int64_t Plan::groupSize(uint32_t group) const {
   const Group &g = groups[group];
-  const uint32_t sizes[3] = {tensorParallel, dataParallel, pipelineParallel};
-  int64_t size = 1;
+  const mesh::Sizes size = sizes();
+  int64_t members = 1;
   for (int axis : g.axes)
-    size *= axis == 2 && !g.stages.empty() ? int64_t(g.stages.size())
-                                           : int64_t(sizes[axis]);
-  return size;
+    members *= axis == mesh::kPipeline && !g.stages.empty()
+                   ? int64_t(g.stages.size())
+                   : int64_t(size[size_t(axis)]);
+  return members;
 }
 
 std::string rankRangeText(uint64_t first, uint64_t count) {

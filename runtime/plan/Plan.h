@@ -20,6 +20,7 @@
 
 #include "runtime/base/Text.h"
 #include "runtime/plan/KernelCatalog.h"
+#include "runtime/plan/MeshAxes.h"
 #include "runtime/schedule/ScheduleNames.h"
 
 #include <array>
@@ -84,7 +85,7 @@ struct Buffer {
   bool zeroInit = false;
   uint64_t slotStride = 0; // stash: slot k lies k * slotStride further
   StashPool stashPool = StashPool::UntilBackward; // stash: whose slot
-  PerRank perRank;         // bytes added to the template's offset
+  PerRank perRank; // bytes added to the template's offset
   bool isFloat() const { return dtype != DType::I32; }
 };
 
@@ -179,8 +180,8 @@ inline constexpr int kTransferStreamCount = sim::kTransferLanes;
 /// simulator's names for the streams.
 inline const char *streamName(Stream stream) {
   constexpr const char *kNames[kStreams] = {
-      "compute",        "communication", "activations up",
-      "activations down", "gradients up", "gradients down"};
+      "compute",          "communication", "activations up",
+      "activations down", "gradients up",  "gradients down"};
   return kNames[int(stream)];
 }
 
@@ -318,7 +319,8 @@ struct Step {
 };
 
 /// A communication group: the ranks differing from a rank only along
-/// `axes` (0 tp, 1 dp, 2 pp), on `stages` of the pipeline when given.
+/// `axes` (ids: 0 tp, 1 dp, 2 pp, 3 cp), on `stages` of the pipeline when
+/// given.
 struct Group {
   std::vector<int> axes;
   std::vector<uint32_t> stages;
@@ -377,11 +379,13 @@ struct Plan {
   double flopsPerIteration = 0;
   double paperFlopsPerIteration = 0; // the layers' forward counted again
   std::string gelu; // the model's: "exact", "tanh", "exact,tanh" or ""
-  uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1;
+  uint32_t tensorParallel = 1, dataParallel = 1, pipelineParallel = 1,
+           contextParallel = 1;
   std::string pipelineSchedule; // "" without pipeline chunks
   /// Where the chunks lie on the stages: looped, or (ZB-V) in a V.
   sim::Placement placement() const {
-    std::optional<sim::ScheduleKind> kind = sim::parseSchedule(pipelineSchedule);
+    std::optional<sim::ScheduleKind> kind =
+        sim::parseSchedule(pipelineSchedule);
     return kind ? sim::placementOf(*kind) : sim::Placement::Looped;
   }
   /// The stage of the last chunk, which scores the labels and holds the
@@ -398,30 +402,52 @@ struct Plan {
   std::vector<std::optional<RankPlan>> templates;
   std::map<uint32_t, RankPlan> ranks; // the loaded ranks, resolved
 
-  uint32_t world() const {
-    return tensorParallel * dataParallel * pipelineParallel;
+  /// The tokens of a sample a rank holds: the sequence, or with context
+  /// parallelism its share, two chunks of the 2c.
+  uint32_t localSeqLength() const { return seqLength / contextParallel; }
+  /// Which of the sequence's 2c chunks context-parallel rank `rank` holds
+  /// as its `which`-th (0 or 1): chunks i and 2c - 1 - i, so that under a
+  /// causal mask every rank attends to as many keys (Megatron's order).
+  uint32_t contextChunk(uint32_t rank, int which) const {
+    return which == 0 ? rank : 2 * contextParallel - 1 - rank;
   }
-  /// "tensor 2 x data 1 x pipeline 4", for messages.
+  /// Each mesh axis's size, by id (runtime/plan/MeshAxes.h).
+  mesh::Sizes sizes() const {
+    return {tensorParallel, dataParallel, pipelineParallel, contextParallel};
+  }
+  uint32_t world() const { return ranksPerStage() * pipelineParallel; }
+  /// The ranks of a pipeline stage: tp · cp · dp, consecutive.
+  uint32_t ranksPerStage() const {
+    return tensorParallel * contextParallel * dataParallel;
+  }
+  /// "tensor 2 x data 1 x pipeline 4" (and "x context 2" where c > 1), for
+  /// messages.
   std::string layoutText() const;
   /// The global shape of each parameter the loaded ranks hold, by name.
   std::map<std::string, std::vector<int64_t>> paramShapes() const;
-  /// A rank's coordinates along tp, dp and pp (tp fastest, then dp).
-  std::array<uint32_t, 3> coordinates(uint32_t rank) const {
-    return {rank % tensorParallel, rank / tensorParallel % dataParallel,
-            rank / (tensorParallel * dataParallel)};
+  /// A rank's coordinates along each axis, by id (tp fastest, then cp, dp
+  /// and pp).
+  mesh::Coordinates coordinates(uint32_t rank) const {
+    return mesh::coordinatesOf(rank, sizes());
   }
-  /// The rank at coordinates (tp, dp, pp).
-  uint32_t rankAt(const std::array<uint32_t, 3> &c) const {
-    return c[0] + tensorParallel * (c[1] + dataParallel * c[2]);
+  /// The rank at coordinates `c`.
+  uint32_t rankAt(const mesh::Coordinates &c) const {
+    return mesh::rankAt(c, sizes());
   }
-  /// The pipeline stage of a rank (ranks go tp fastest, then dp, then pp).
-  uint32_t stageOf(uint32_t rank) const { return coordinates(rank)[2]; }
-  /// The first rank of `stage`; its ranks are the next tp · dp.
-  uint32_t firstRankOf(uint32_t stage) const { return rankAt({0, 0, stage}); }
-  /// The rank at the same tp and dp coordinates as `rank` on `stage`.
+  /// The pipeline stage of a rank (pp is the slowest coordinate).
+  uint32_t stageOf(uint32_t rank) const {
+    return coordinates(rank)[mesh::kPipeline];
+  }
+  /// The first rank of `stage`; its ranks are the next tp · cp · dp.
+  uint32_t firstRankOf(uint32_t stage) const {
+    mesh::Coordinates c{};
+    c[mesh::kPipeline] = stage;
+    return rankAt(c);
+  }
+  /// The rank at the same tp, cp and dp coordinates as `rank` on `stage`.
   uint32_t onStage(uint32_t rank, uint32_t stage) const {
-    std::array<uint32_t, 3> c = coordinates(rank);
-    c[2] = stage;
+    mesh::Coordinates c = coordinates(rank);
+    c[mesh::kPipeline] = stage;
     return rankAt(c);
   }
   /// The world ranks of `rank`'s instance of group `group`, in mesh order.

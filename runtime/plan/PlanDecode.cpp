@@ -70,7 +70,6 @@ bool isIdentifier(const std::string &name) {
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 46; // 64 TiB
 constexpr uint32_t kMaxEvents = 1 << 20;
 
-
 /// Decodes and checks the plan, in the order a reader can follow: the
 /// header, the plan-wide tables, then each template.
 class Reader {
@@ -158,6 +157,7 @@ private:
     out.tensorParallel = in.tensor_parallel();
     out.dataParallel = in.data_parallel();
     out.pipelineParallel = in.pipeline_parallel();
+    out.contextParallel = in.context_parallel();
     if (in.pipeline_schedule())
       out.pipelineSchedule = in.pipeline_schedule()->str();
     if (in.gelu())
@@ -181,10 +181,16 @@ private:
       return "a microbatch of " + std::to_string(out.microBatchSize) + " x " +
              std::to_string(out.seqLength) + " tokens is too large";
     if (out.tensorParallel == 0 || out.dataParallel == 0 ||
-        out.pipelineParallel == 0)
+        out.pipelineParallel == 0 || out.contextParallel == 0)
       return "parallel sizes must be positive";
-    uint64_t ranks =
-        uint64_t(out.tensorParallel) * out.dataParallel * out.pipelineParallel;
+    if (out.contextParallel > 1 &&
+        out.seqLength % (2 * uint64_t(out.contextParallel)) != 0)
+      return "the sequence of " + std::to_string(out.seqLength) +
+             " tokens does not cut into 2 x " +
+             std::to_string(out.contextParallel) +
+             " equal chunks for context parallelism";
+    uint64_t ranks = uint64_t(out.tensorParallel) * out.contextParallel *
+                     out.dataParallel * out.pipelineParallel;
     if (ranks > uint64_t(kMaxWorldSize))
       return "the plan's layout has " + std::to_string(ranks) +
              " ranks, more than " + std::to_string(kMaxWorldSize);
@@ -215,11 +221,12 @@ private:
         g.axes.push_back(axis);
       bool valid = !g.axes.empty();
       for (size_t i = 0; i < g.axes.size(); ++i)
-        valid = valid && g.axes[i] < 3 && (i == 0 || g.axes[i] > g.axes[i - 1]);
+        valid = valid && g.axes[i] < mesh::kAxisCount &&
+                (i == 0 || g.axes[i] > g.axes[i - 1]);
       if (!valid)
         return "communication group " + std::to_string(out.groups.size() - 1) +
-               " names mesh axes other than 0 (tp), 1 (dp), 2 (pp) in "
-               "increasing order";
+               " names mesh axes other than 0 (tp), 1 (dp), 2 (pp), 3 (cp) "
+               "in increasing order";
       if (group->stages()) {
         for (uint32_t stage : *group->stages()) {
           if (stage >= out.pipelineParallel ||
@@ -393,10 +400,10 @@ private:
   static std::string readPerRank(const plan::PerRank &in, PerRank &out) {
     out.axis = in.axis();
     out.stride = in.stride();
-    if (out.axis > 2 || out.stride < 0 || out.stride > kMaxDim)
+    if (out.axis >= mesh::kAxisCount || out.stride < 0 || out.stride > kMaxDim)
       return "a per-rank value names mesh axis " + std::to_string(out.axis) +
              " or a stride of " + std::to_string(out.stride) +
-             " (axes are 0 tp, 1 dp, 2 pp; strides within 2^40)";
+             " (axes are 0 tp, 1 dp, 2 pp, 3 cp; strides within 2^40)";
     return "";
   }
 
@@ -556,7 +563,8 @@ private:
             return "instruction " + std::to_string(i) + " (" + code[i].name() +
                    ") talks to stage " + std::to_string(t->peerStage) +
                    " where the program's other " +
-                   (t->send ? "sends go to stage " : "receives come from stage ") +
+                   (t->send ? "sends go to stage "
+                            : "receives come from stage ") +
                    std::to_string(first->peerStage) +
                    ": a program's receives come from one stage and its sends "
                    "go to one";
@@ -694,8 +702,7 @@ private:
         return "the schedule names program " + std::to_string(step->program()) +
                " of " + std::to_string(out.programs.size());
       const Program &program = out.programs[step->program()];
-      StashSlots slots = {step->slot(), step->held_slot(),
-                          step->passed_slot()};
+      StashSlots slots = {step->slot(), step->held_slot(), step->passed_slot()};
       bool slotted = false;
       for (int32_t slot : slots) {
         if (slot < -1)
@@ -732,7 +739,8 @@ private:
       lowest[p].fill(std::numeric_limits<int32_t>::max());
     for (const Step &step : stage.schedule)
       for (int q = 0; q < kStashPools; ++q) {
-        int32_t &high = highest[step.program][q], &low = lowest[step.program][q];
+        int32_t &high = highest[step.program][q],
+                &low = lowest[step.program][q];
         high = std::max(high, step.slots[q]);
         low = std::min(low, step.slots[q]);
       }

@@ -80,7 +80,7 @@ Dependence dependenceOf(const RankPlan &stage) {
 std::string resolveParts(const Plan &plan, uint32_t rankIndex,
                          const RankPlan &stage, RankPlan &rank,
                          const Dependence *only) {
-  std::array<uint32_t, 3> coords = plan.coordinates(rankIndex);
+  mesh::Coordinates coords = plan.coordinates(rankIndex);
   auto resolveBuffer = [&](uint32_t index) -> std::string {
     Buffer &b = rank.buffers[index];
     b.offset = stage.buffers[index].offset;
@@ -125,7 +125,8 @@ std::string resolveParts(const Plan &plan, uint32_t rankIndex,
     const Buffer &value = rank.buffers[p.value];
     p.shardOffset.assign(value.shape.size(), 0);
     if (p.splitDim >= 0)
-      p.shardOffset[p.splitDim] = int64_t(coords[0]) * value.shape[p.splitDim];
+      p.shardOffset[p.splitDim] =
+          int64_t(coords[mesh::kTensor]) * value.shape[p.splitDim];
     for (size_t d = 0; d < value.shape.size(); ++d)
       if (p.shardOffset[d] > p.paddedShape[d] - value.shape[d])
         return "parameter '" + p.name + "' has a shard outside its tensor";
@@ -177,14 +178,14 @@ std::string checkEveryRank(const Plan &plan) {
     // Ranks at the same coordinates along the axes the template reads
     // resolve alike: each such class is checked once, the first in full
     // (into `rank`, then reused for the others' dependent parts).
-    std::set<std::array<uint32_t, 3>> seen;
+    std::set<mesh::Coordinates> seen;
     RankPlan rank;
     bool first = true;
     for (uint32_t r = 0; r < plan.world(); ++r) {
       if (plan.rankTemplates[r] != t)
         continue;
-      std::array<uint32_t, 3> coords = plan.coordinates(r), key = {0, 0, 0};
-      for (int a = 0; a < 3; ++a)
+      mesh::Coordinates coords = plan.coordinates(r), key{};
+      for (int a = 0; a < mesh::kAxisCount; ++a)
         if (d.axes & (1u << a))
           key[a] = coords[a];
       if (!seen.insert(key).second)

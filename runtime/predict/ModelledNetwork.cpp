@@ -8,10 +8,9 @@ std::string Rendezvous::unmatched() const {
     auto [from, to, tag, nth] = key;
     if (!simulates(from) || !simulates(to))
       continue;
-    std::string which = "transfer " + std::to_string(nth + 1) +
-                        " with tag " + std::to_string(tag) + " from rank " +
-                        std::to_string(from) + " to rank " +
-                        std::to_string(to);
+    std::string which = "transfer " + std::to_string(nth + 1) + " with tag " +
+                        std::to_string(tag) + " from rank " +
+                        std::to_string(from) + " to rank " + std::to_string(to);
     return posted.second
                ? "rank " + std::to_string(to) + " never receives " + which
                : "rank " + std::to_string(from) + " never sends " + which;
@@ -42,8 +41,7 @@ std::pair<int, int> ModelledNetwork::costedPair(int from, int to) {
   int64_t perNode = shared.costs.cluster().gpusPerNode;
   if (from / perNode == to / perNode)
     for (uint32_t rank = plan->firstRankOf(a);
-         rank < plan->firstRankOf(a) + plan->tensorParallel * plan->dataParallel;
-         ++rank) {
+         rank < plan->firstRankOf(a) + plan->ranksPerStage(); ++rank) {
       int peer = int(plan->onStage(rank, b));
       if (int64_t(rank) / perNode != peer / perNode) {
         it->second = {int(rank), peer};
@@ -54,8 +52,7 @@ std::pair<int, int> ModelledNetwork::costedPair(int from, int to) {
 }
 
 void ModelledNetwork::collective(Stream stream, const CollectiveOp &op,
-                                 Operand in, Operand out,
-                                 const std::string &) {
+                                 Operand in, Operand out, const std::string &) {
   std::vector<int> members = plan->groupMembers(op.group, uint32_t(me));
   // The whole tensor: an all-reduce's buffer, a gather's output, a
   // reduce-scatter's input.

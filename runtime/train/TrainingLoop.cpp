@@ -177,13 +177,24 @@ TrainingLoop::TrainingLoop(Executor &executor, const TrainOptions &options,
     : executor(executor), options(options), data(data), plan(executor.plan()),
       rank(executor.rankPlan()) {
   coords = plan.coordinates(rank.rank);
+  // The loss is each rank's mean over its tokens: the ranks that see other
+  // samples (dp) or other chunks of the same ones (cp) average theirs.
   for (uint32_t d = 0; d < plan.dataParallel; ++d)
-    dpGroup.push_back(int(plan.rankAt({coords[0], d, coords[2]})));
+    for (uint32_t c = 0; c < plan.contextParallel; ++c) {
+      mesh::Coordinates at = coords;
+      at[mesh::kData] = d;
+      at[mesh::kContext] = c;
+      lossGroup.push_back(int(plan.rankAt(at)));
+    }
   for (uint32_t r = 0; r < plan.world(); ++r)
     everyone.push_back(int(r));
-  holdsLoss = coords[2] == plan.lossStage();
-  tokens.resize(size_t(plan.microBatchSize) * plan.seqLength);
+  holdsLoss = coords[mesh::kPipeline] == plan.lossStage();
+  tokens.resize(size_t(plan.microBatchSize) * plan.localSeqLength());
   labels.resize(tokens.size());
+  if (plan.contextParallel > 1) {
+    wholeTokens.resize(size_t(plan.seqLength));
+    wholeLabels.resize(wholeTokens.size());
+  }
   dropoutKeys.resize(size_t(plan.microBatchSize));
 }
 
@@ -196,11 +207,28 @@ void TrainingLoop::loadBatch(const Dataset &from, int64_t first, int64_t mb,
   // drops out needs the keys, not the samples.
   bool readsSamples =
       executor.io(io_names::kTokens) || executor.io(io_names::kLabels);
-  int64_t b = plan.microBatchSize, s = plan.seqLength;
+  int64_t b = plan.microBatchSize, local = plan.localSeqLength();
   for (int64_t i = 0; i < b; ++i) {
-    int64_t index = first + mb * b * plan.dataParallel + coords[1] * b + i;
-    if (readsSamples)
-      from.sample(index, tokens.data() + i * s, labels.data() + i * s);
+    int64_t index =
+        first + mb * b * plan.dataParallel + coords[mesh::kData] * b + i;
+    if (readsSamples) {
+      int32_t *tokensAt = tokens.data() + i * local;
+      int32_t *labelsAt = labels.data() + i * local;
+      if (plan.contextParallel == 1) {
+        from.sample(index, tokensAt, labelsAt);
+      } else {
+        // Context parallelism: the rank's two chunks of the sample.
+        from.sample(index, wholeTokens.data(), wholeLabels.data());
+        for (int64_t k = 0; k < 2; ++k) {
+          int64_t chunk = plan.contextChunk(coords[mesh::kContext], k);
+          int64_t width = local / 2;
+          std::copy_n(wholeTokens.data() + chunk * width, width,
+                      tokensAt + k * width);
+          std::copy_n(wholeLabels.data() + chunk * width, width,
+                      labelsAt + k * width);
+        }
+      }
+    }
     dropoutKeys[size_t(i)] = training ? dropoutKey(options.seed, index) : -1;
   }
   Backend &device = executor.device();
@@ -212,11 +240,12 @@ void TrainingLoop::loadBatch(const Dataset &from, int64_t first, int64_t mb,
 }
 
 float TrainingLoop::averageLoss(float sum, const std::string &what) {
-  // Each data-parallel rank averages its microbatches; then the ranks.
+  // Each rank averages its microbatches; then the ranks (equal shares of
+  // tokens, so the mean of means is the mean).
   float loss = sum / float(plan.numMicrobatches);
-  executor.communication().hostAllReduce(dpGroup, &loss, 1,
-                                         "averaging the loss over dp, " + what);
-  return loss / float(dpGroup.size());
+  executor.communication().hostAllReduce(
+      lossGroup, &loss, 1, "averaging the loss over dp and cp, " + what);
+  return loss / float(lossGroup.size());
 }
 
 bool TrainingLoop::run(std::ostream *log) {
@@ -408,9 +437,13 @@ void TrainingLoop::evaluate(const Dataset &from, int64_t first,
 
 std::string TrainingLoop::traceLabel() const {
   uint32_t r = rank.rank;
-  return "rank " + std::to_string(r) + " (tp " + std::to_string(coords[0]) +
-         ", dp " + std::to_string(coords[1]) + ", pp " +
-         std::to_string(coords[2]) + ")";
+  return "rank " + std::to_string(r) + " (tp " +
+         std::to_string(coords[mesh::kTensor]) +
+         (plan.contextParallel > 1
+              ? ", cp " + std::to_string(coords[mesh::kContext])
+              : std::string()) +
+         ", dp " + std::to_string(coords[mesh::kData]) + ", pp " +
+         std::to_string(coords[mesh::kPipeline]) + ")";
 }
 
 std::string TrainingLoop::profileJson() const {

@@ -155,12 +155,13 @@ private:
   const Dataset *valid = nullptr, *test = nullptr;
   const Plan &plan;
   const RankPlan &rank;
-  std::array<uint32_t, 3> coords{};    // this rank's tp, dp, pp
-  std::vector<int> dpGroup;            // the ranks averaging the loss
+  mesh::Coordinates coords{};          // this rank's, by axis id
+  std::vector<int> lossGroup;          // the ranks averaging the loss
   std::vector<int> everyone;           // every rank: agreeing to stop
   bool holdsLoss = false;              // the last chunk's: the loss is here
   std::vector<int32_t> tokens, labels; // host staging for one microbatch
-  std::vector<int32_t> dropoutKeys;    // and its samples' dropout keys
+  std::vector<int32_t> wholeTokens, wholeLabels; // a whole sample, with cp
+  std::vector<int32_t> dropoutKeys; // and its samples' dropout keys
   int64_t iterationsRun = 0, firstIteration = 1;
   // Iterations whose gradient norm was not finite: their update was
   // skipped, and the optimizer's step and the learning rate schedule do

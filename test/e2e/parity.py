@@ -33,13 +33,14 @@ def run(cmd, env=None):
 
 
 class Layout:
-    """One parallel layout: t, d, p, layers per virtual stage (0: one chunk
-    per stage), microbatches m per data-parallel rank, schedule, recompute,
-    sequence parallel, distributed optimizer."""
+    """One parallel layout: t, d, p, context-parallel c, layers per virtual
+    stage (0: one chunk per stage), microbatches m per data-parallel rank,
+    schedule, recompute, sequence parallel, distributed optimizer."""
 
     def __init__(self, t=1, d=1, p=1, lpv=0, m=None, sched="", rc="none", sp=False,
-                 distopt=False):
+                 distopt=False, c=1):
         self.t, self.d, self.p, self.lpv, self.sched, self.rc = t, d, p, lpv, sched, rc
+        self.c = c
         self.sp, self.distopt = sp, distopt
         self.m = m
         self.first = self.last = None  # uneven first/last stage layers
@@ -50,10 +51,12 @@ class Layout:
         return self.m * args.micro_batch_size * self.d
 
     def ranks(self):
-        return self.t * self.d * self.p
+        return self.t * self.c * self.d * self.p
 
     def name(self, args):
         parts = [f"t{self.t}", f"d{self.d}"]
+        if self.c > 1:
+            parts.append(f"c{self.c}")
         if self.p > 1 or self.lpv or self.rc != "none" or self.sched:
             parts += [f"p{self.p}", f"v{self.virtual(args)}", f"m{self.global_batch(args) // (args.micro_batch_size * self.d)}"]
             parts.append(self.sched or ("interleaved" if self.virtual(args) > 1 else "1f1b"))
@@ -76,6 +79,8 @@ class Layout:
         f = ["--global-batch-size", str(self.global_batch(args)),
              "--tensor-model-parallel-size", str(self.t), "--data-parallel-size", str(self.d),
              "--pipeline-model-parallel-size", str(self.p)]
+        if self.c > 1:
+            f += ["--context-parallel-size", str(self.c)]
         if self.lpv:
             f += ["--num-layers-per-virtual-pipeline-stage", str(self.lpv)]
         if self.sched:
@@ -137,7 +142,7 @@ def train(args, work, name, layout, mpi=False, run_flags=None):
 
 
 def parse_layout(text):
-    """t2,d1,p2,lpv1,m4,interleaved,full,first1,last2,sp,distopt: any order
+    """t2,d1,c2,p2,lpv1,m4,interleaved,full,first1,last2,sp,distopt: any order
     (uniform: full, as Megatron's --recompute-method uniform runs it)."""
     layout = Layout()
     for part in text.split(","):
@@ -155,7 +160,7 @@ def parse_layout(text):
             layout.last = int(part[4:])
         elif part.startswith("lpv"):
             layout.lpv = int(part[3:])
-        elif part[:1] in "tdpm" and part[1:].isdigit():
+        elif part[:1] in "tdpmc" and part[1:].isdigit():
             setattr(layout, part[0], int(part[1:]))
         else:
             sys.exit(f"bad layout part '{part}' in '{text}'")

@@ -1,7 +1,7 @@
 // Data parallelism's rules: replicas hold the same model and see different
 // samples, and their gradients are summed before the optimizer (the loss
 // seed already divides by microbatches x dp, so the sum is the mean).
-//   1. The mesh's dp axis (axis 1: tp x dp x pp) takes the size.
+//   1. The mesh's dp axis (axis 1: tp x dp x pp x cp) takes the size.
 //   2. @optimizer starts with one dist.reduce_gradients over the dp axis,
 //      carrying the bucket size; the lowering lays out the buckets.
 //   3. Plain: an all-reduce leaves every rank whole, equal gradients, so
@@ -19,7 +19,7 @@
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer --strata-data-parallel="size=2 bucket-elements=0" 2>&1 | FileCheck %s --check-prefix=SIZE
 // RUN: not strata-opt %s --strata-autodiff --strata-data-parallel=size=2 2>&1 | FileCheck %s --check-prefix=NOOPT
 
-// CHECK: shard.grid @mesh(shape = 1x2x1)
+// CHECK: shard.grid @mesh(shape = 1x2x1x1)
 // The forward and backward are the replicas' own: no collective there.
 // CHECK-LABEL: func.func @microbatch
 // CHECK-NOT: shard.
@@ -31,20 +31,20 @@
 // CHECK-NOT: shard.all_reduce
 // CHECK: return %[[NORM]]
 
-// ZERO: shard.grid @mesh(shape = 1x4x1)
+// ZERO: shard.grid @mesh(shape = 1x4x1x1)
 // ZERO-LABEL: func.func @optimizer
 // ZERO-NEXT: dist.reduce_gradients on @mesh grid_axes = [1] {bucket_elements = 8 : i64, distributed_optimizer}
 // ZERO: %[[SUM:.*]] = graph.add
 // ZERO-NEXT: %[[ALL:.*]] = shard.all_reduce %[[SUM]] on @mesh grid_axes = [1] : tensor<f32> -> tensor<f32>
 // ZERO-NEXT: graph.clip_coefficient %[[ALL]]
 
-// TP: shard.grid @mesh(shape = 2x2x1)
+// TP: shard.grid @mesh(shape = 2x2x1x1)
 // TP-LABEL: func.func @optimizer
 // TP-NEXT: dist.reduce_gradients on @mesh grid_axes = [1] {bucket_elements = 40000000 : i64, distributed_optimizer}
 // TP: %[[ALL:.*]] = shard.all_reduce %{{.*}} on @mesh grid_axes = [0, 1] : tensor<f32> -> tensor<f32>
 // TP-NEXT: graph.clip_coefficient %[[ALL]]
 
-// ONE: shard.grid @mesh(shape = 1x1x1)
+// ONE: shard.grid @mesh(shape = 1x1x1x1)
 // ONE-NOT: dist.reduce_gradients
 // ONE-NOT: shard.all_reduce
 

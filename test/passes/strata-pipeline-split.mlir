@@ -4,7 +4,7 @@
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split="stages=1 layers-per-virtual-stage=1" | FileCheck %s --check-prefix=VIRTUAL
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer --strata-pipeline-split=stages=3 --verify-diagnostics
 
-// CHECK: shard.grid @mesh(shape = 1x1x2)
+// CHECK: shard.grid @mesh(shape = 1x1x2x1)
 // Chunk 0: the embedding and layer 0; it sends layer 1's input and keeps
 // what its backward reads (the embedding output under the boundary view,
 // the matmul before the gelu).
@@ -52,7 +52,7 @@
 // FULL: graph.cross_entropy_grad
 
 // One stage, two chunks of one layer: the chunks pass values to themselves.
-// VIRTUAL: shard.grid @mesh(shape = 1x1x1)
+// VIRTUAL: shard.grid @mesh(shape = 1x1x1x1)
 // VIRTUAL: func.func @forward_0
 // VIRTUAL: dist.send %{{.*}} to chunk 1 channel 0
 // VIRTUAL: func.func @forward_1

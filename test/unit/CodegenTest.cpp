@@ -52,6 +52,10 @@ std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
     return S{m, row, m};
   case KernelId::SumTo:
     return S{m, row};
+  case KernelId::AddPositions:
+    return S{{2, 6, 5}, {12, 5}, {2, 6, 5}};
+  case KernelId::SumPositions:
+    return S{{2, 6, 5}, {12, 5}};
   case KernelId::EmbeddingFwd:
     return S{{11, 6}, {2, 3}, {2, 3, 6}};
   case KernelId::EmbeddingBwd:
@@ -149,6 +153,11 @@ LaunchDesc sample(KernelId id, DType dtype) {
   attrs["split_dim"].i = 1;
   attrs["split_offset"].perRank = true;
   attrs["split_size"].i = 8;
+  // Context parallelism (two ranks) where a kernel has it, but attention,
+  // whose sample keys are its queries' length.
+  bool attention = id == KernelId::AttentionFwd || id == KernelId::AttentionBwd;
+  attrs["context_parallel"].i = attention ? 0 : 2;
+  attrs["context_rank"].perRank = true;
   attrs["permutation"].list = {2, 0, 1};
   attrs["segments"].list = id == KernelId::AdamW
                                ? std::vector<int64_t>{0, 40, 1, 50, 30, 0}

@@ -15,6 +15,7 @@
 #include "runtime/base/BFloat16.h"
 #include "runtime/cpu/CpuBackend.h"
 #include "runtime/cuda/CudaBackend.h"
+#include "runtime/plan/ContextPositions.h"
 #include "runtime/plan/PlanCheck.h"
 #include "runtime/simt/SimtBackend.h"
 
@@ -577,6 +578,37 @@ inline Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k,
           (*lse)[(bi * a.h + h) * a.s + i] = rowLse;
       }
   return o;
+}
+
+/// Context parallelism: the rows of [b, s, inner] (s the whole sequence)
+/// that context-parallel rank `rank` of `c` holds, its two chunks
+/// (runtime/plan/ContextPositions.h), as [b, s / c, inner].
+inline Vec contextRows(const Vec &whole, int64_t b, int64_t s, int64_t inner,
+                       int64_t c, int64_t rank) {
+  int64_t rows = s / c;
+  Vec part;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t l = 0; l < rows; ++l) {
+      int64_t place = strata::runtime::contextPosition(l, rows, c, rank);
+      auto from = whole.begin() + (bi * s + place) * inner;
+      part.insert(part.end(), from, from + inner);
+    }
+  return part;
+}
+
+/// Every rank's rows gathered along the sequence in rank order,
+/// [b, s, inner] as context-parallel attention reads its keys.
+inline Vec contextGathered(const Vec &whole, int64_t b, int64_t s,
+                           int64_t inner, int64_t c) {
+  int64_t rows = s / c;
+  Vec gathered(whole.size());
+  for (int64_t r = 0; r < c; ++r) {
+    Vec part = contextRows(whole, b, s, inner, c, r);
+    for (int64_t bi = 0; bi < b; ++bi)
+      std::copy_n(part.begin() + bi * rows * inner, rows * inner,
+                  gathered.begin() + (bi * s + r * rows) * inner);
+  }
+  return gathered;
 }
 
 inline Vec refRope(const Vec &x, int64_t b, int64_t s, int64_t h, int64_t d,

@@ -87,6 +87,118 @@ TEST_P(Kernels, AttentionGroupedQueryCausalAndNot) {
   }
 }
 
+// Context parallelism: a rank's queries are two chunks of the sequence
+// (rank i: chunks i and 2c - 1 - i) and its keys every rank's, gathered in
+// rank order. Its output, log-sum-exp and query gradient are the
+// whole-sequence reference's at its rows; its gradients of the gathered
+// keys and values are the whole reference's for a gradient flowing into
+// its rows only (what the reduce-scatter over the ranks then sums). Rope
+// at a rank's rows turns them by their places in the sequence. Causal and
+// not, grouped-query, c = 2 and 3, every rank.
+TEST_P(Kernels, AttentionAndRopeOverAContextParallelRanksChunks) {
+  for (auto [c, causal] :
+       {std::pair<int64_t, bool>{2, true}, {3, true}, {2, false}}) {
+    AttnDims a{2, 4 * c, 4, 2, 4, causal}; // two chunks of 2 a rank
+    int64_t rows = a.s / c, qInner = a.h * a.d, kvInner = a.kv * a.d;
+    Vec q = randomVec(a.b * a.s * qInner), k = randomVec(a.b * a.s * kvInner),
+        v = randomVec(a.b * a.s * kvInner), dout = randomVec(q.size());
+    Vec wholeLse;
+    Vec o = refAttention(a, q, k, v, &wholeLse);
+    // lse [b, heads, s] viewed as rows of the sequence: transpose to
+    // [b, s, heads] to pick a rank's.
+    Vec lseBySeq(wholeLse.size());
+    for (int64_t bi = 0; bi < a.b; ++bi)
+      for (int64_t h = 0; h < a.h; ++h)
+        for (int64_t i = 0; i < a.s; ++i)
+          lseBySeq[(bi * a.s + i) * a.h + h] =
+              wholeLse[(bi * a.h + h) * a.s + i];
+    Vec kAll = contextGathered(k, a.b, a.s, kvInner, c),
+        vAll = contextGathered(v, a.b, a.s, kvInner, c);
+    for (int64_t rank = 0; rank < c; ++rank) {
+      std::map<std::string, Arg> args = {{"causal", boolArg(causal)},
+                                         {"group_size", intArg(a.h / a.kv)},
+                                         {"context_parallel", intArg(c)},
+                                         {"context_rank", intArg(rank)}};
+      Vec qPart = contextRows(q, a.b, a.s, qInner, c, rank);
+      Vec lsePartBySeq = contextRows(lseBySeq, a.b, a.s, a.h, c, rank);
+      Vec lsePart(lsePartBySeq.size());
+      for (int64_t bi = 0; bi < a.b; ++bi)
+        for (int64_t h = 0; h < a.h; ++h)
+          for (int64_t i = 0; i < rows; ++i)
+            lsePart[(bi * a.h + h) * rows + i] =
+                lsePartBySeq[(bi * rows + i) * a.h + h];
+      Harness h(on());
+      uint32_t iq = h.input({a.b, rows, a.h, a.d}, qPart),
+               ik = h.input({a.b, a.s, a.kv, a.d}, kAll),
+               iv = h.input({a.b, a.s, a.kv, a.d}, vAll),
+               out = h.add({a.b, rows, a.h, a.d}),
+               lse = h.add({a.b, a.h, rows});
+      h.run("attention_fwd", {iq, ik, iv}, {out, lse}, args);
+      expectClose(h.read(out), contextRows(o, a.b, a.s, qInner, c, rank), kTol,
+                  "context-parallel attention_fwd");
+      expectClose(h.read(lse), lsePart, kTol,
+                  "context-parallel attention_fwd log-sum-exp");
+
+      // The gradient flowing into this rank's rows only.
+      Vec doutMine(dout.size(), 0.0);
+      for (int64_t bi = 0; bi < a.b; ++bi)
+        for (int64_t l = 0; l < rows; ++l) {
+          int64_t place = strata::runtime::contextPosition(l, rows, c, rank);
+          std::copy_n(dout.begin() + (bi * a.s + place) * qInner, qInner,
+                      doutMine.begin() + (bi * a.s + place) * qInner);
+        }
+      Harness g(on());
+      uint32_t gq = g.input({a.b, rows, a.h, a.d}, qPart),
+               gk = g.input({a.b, a.s, a.kv, a.d}, kAll),
+               gv = g.input({a.b, a.s, a.kv, a.d}, vAll),
+               go = g.input({a.b, rows, a.h, a.d},
+                            contextRows(o, a.b, a.s, qInner, c, rank)),
+               glse = g.input({a.b, a.h, rows}, lsePart),
+               gdo = g.input({a.b, rows, a.h, a.d},
+                             contextRows(dout, a.b, a.s, qInner, c, rank));
+      uint32_t dq = g.add({a.b, rows, a.h, a.d}),
+               dk = g.add({a.b, a.s, a.kv, a.d}),
+               dv = g.add({a.b, a.s, a.kv, a.d});
+      g.run("attention_bwd", {gq, gk, gv, go, glse, gdo}, {dq, dk, dv}, args);
+      Vec dqWhole = vjp([&](const Vec &x) { return refAttention(a, x, k, v); },
+                        q, doutMine);
+      expectClose(g.read(dq), contextRows(dqWhole, a.b, a.s, qInner, c, rank),
+                  kTol, "context-parallel query gradient");
+      expectClose(
+          g.read(dk),
+          contextGathered(
+              vjp([&](const Vec &x) { return refAttention(a, q, x, v); }, k,
+                  doutMine),
+              a.b, a.s, kvInner, c),
+          kTol, "context-parallel key gradient");
+      expectClose(
+          g.read(dv),
+          contextGathered(
+              vjp([&](const Vec &x) { return refAttention(a, q, k, x); }, v,
+                  doutMine),
+              a.b, a.s, kvInner, c),
+          kTol, "context-parallel value gradient");
+
+      // Rope at the rank's rows.
+      for (bool inverse : {false, true}) {
+        Harness r(on());
+        uint32_t ix = r.input({a.b, rows, a.h, a.d}, qPart),
+                 ry = r.add({a.b, rows, a.h, a.d});
+        r.run("rope", {ix}, {ry},
+              {{"base", floatArg(10000.0)},
+               {"inverse", boolArg(inverse)},
+               {"context_parallel", intArg(c)},
+               {"context_rank", intArg(rank)}});
+        expectClose(
+            r.read(ry),
+            contextRows(refRope(q, a.b, a.s, a.h, a.d, 10000.0, inverse), a.b,
+                        a.s, qInner, c, rank),
+            kTol, "context-parallel rope");
+      }
+    }
+  }
+}
+
 /// Softmax over rows of [..., seq, keys], causal masking keys after the
 /// row's query (its index mod seq).
 Vec refSoftmax(const Vec &x, int64_t seq, int64_t keys, bool causal) {

@@ -85,6 +85,55 @@ TEST_P(Kernels, SumToRowsAndAccumulate) {
   }
 }
 
+// Context parallelism: a table over the sequence's places (learned
+// positions) added at a rank's rows, the rank's two chunks, and its
+// gradient, the sum over the batch written at those places (the other
+// rows zero, or kept when adding); c = 1 is the whole sequence.
+TEST_P(Kernels, PositionTableAtAContextParallelRanksRows) {
+  const int64_t b = 3, seq = 12, width = 5;
+  for (int64_t c : {1, 2, 3}) {
+    int64_t rows = seq / c;
+    Vec table = randomVec(seq * width);
+    for (int64_t rank = 0; rank < c; ++rank) {
+      std::map<std::string, Arg> where = {{"context_parallel", intArg(c)},
+                                          {"context_rank", intArg(rank)}};
+      Vec x = randomVec(b * rows * width);
+      Harness h(on());
+      uint32_t ix = h.input({b, rows, width}, x),
+               it = h.input({seq, width}, table), out = h.add({b, rows, width});
+      h.run("add_positions", {ix, it}, {out}, where);
+      Vec expected(x.size());
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t l = 0; l < rows; ++l)
+          for (int64_t j = 0; j < width; ++j)
+            expected[(bi * rows + l) * width + j] =
+                x[(bi * rows + l) * width + j] +
+                table[strata::runtime::contextPosition(l, rows, c, rank) *
+                          width +
+                      j];
+      expectClose(h.read(out), expected, kTol, "add_positions");
+
+      for (bool accumulate : {false, true}) {
+        Harness g(on());
+        Vec start = randomVec(seq * width);
+        uint32_t gx = g.input({b, rows, width}, x), gy = g.add({seq, width});
+        if (accumulate)
+          g.presetOutput(gy, start);
+        std::map<std::string, Arg> args = where;
+        args["accumulate"] = boolArg(accumulate);
+        g.run("sum_positions", {gx}, {gy}, args);
+        Vec sums = accumulate ? start : Vec(seq * width, 0.0);
+        for (int64_t bi = 0; bi < b; ++bi)
+          for (int64_t l = 0; l < rows; ++l)
+            for (int64_t j = 0; j < width; ++j)
+              sums[strata::runtime::contextPosition(l, rows, c, rank) * width +
+                   j] += x[(bi * rows + l) * width + j];
+        expectClose(g.read(gy), sums, kTol, "sum_positions");
+      }
+    }
+  }
+}
+
 TEST_P(Kernels, SumToOverManyBlocksAndColumnTiles) {
   // A bias gradient at training sizes: 3000 columns (two tiles of the
   // GPU's, 2048 and 952) over 400 rows; 8 columns over 5000 rows (many row

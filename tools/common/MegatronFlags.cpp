@@ -23,6 +23,7 @@ constexpr std::array kFlags = {
     MegatronFlag{"--tensor-model-parallel-size", Where::Compile, ""},
     MegatronFlag{"--pipeline-model-parallel-size", Where::Compile, ""},
     MegatronFlag{"--data-parallel-size", Where::Compile, ""},
+    MegatronFlag{"--context-parallel-size", Where::Compile, ""},
     MegatronFlag{"--num-layers-per-virtual-pipeline-stage", Where::Compile, ""},
     MegatronFlag{"--decoder-first-pipeline-num-layers", Where::Compile, ""},
     MegatronFlag{"--decoder-last-pipeline-num-layers", Where::Compile, ""},
@@ -70,8 +71,9 @@ constexpr std::array kFlags = {
     MegatronFlag{"--max-position-embeddings", Where::Model, "--set seq=N"},
     MegatronFlag{"--ffn-hidden-size", Where::Model, "--set ffn=N"},
     MegatronFlag{"--init-method-std", Where::Model, "--set std=X"},
-    MegatronFlag{"--hidden-dropout", Where::Model,
-                 "dropout(x, rate=...), --set hidden_dropout=X in the examples"},
+    MegatronFlag{
+        "--hidden-dropout", Where::Model,
+        "dropout(x, rate=...), --set hidden_dropout=X in the examples"},
     MegatronFlag{"--attention-dropout", Where::Model,
                  "attention(..., dropout=...), --set attention_dropout=X in "
                  "the examples"},
@@ -105,8 +107,6 @@ constexpr std::array kFlags = {
     MegatronFlag{"--attention-dropout", Where::Absent, "strata has no dropout"},
     MegatronFlag{"--use-flash-attn", Where::Absent,
                  "strata's attention kernels are always the fused ones"},
-    MegatronFlag{"--context-parallel-size", Where::Absent,
-                 "strata has no context parallelism"},
     MegatronFlag{"--expert-model-parallel-size", Where::Absent,
                  "strata has no mixture of experts"},
     MegatronFlag{"--num-experts", Where::Absent,

@@ -102,6 +102,14 @@ cl::opt<int64_t, true> dataParallel(
              "and gradients are summed"),
     cl::location(flags.dataParallel), cl::cat(category));
 
+cl::opt<int64_t, true> contextParallel(
+    "context-parallel-size",
+    cl::desc("Context-parallel ranks: each sample's sequence in 2c chunks, "
+             "rank i holding chunks i and 2c-1-i; attention gathers every "
+             "rank's keys and values, gradients are summed with the "
+             "data-parallel ranks'"),
+    cl::location(flags.contextParallel), cl::cat(category));
+
 cl::opt<bool, true> sequenceParallel(
     "sequence-parallel",
     cl::desc("Split the residual stream along the sequence across "
@@ -310,7 +318,7 @@ std::string describeStats(const ModelStats &stats, const CompileOptions &opts,
                  "layers' forward recomputed (the paper's count)\n"
                  "{0}batch: {7} microbatches of {8} sequences per iteration "
                  "on each of {11} data-parallel ranks (global batch {9}), "
-                 "{10}; tensor-parallel {12}{13}{14}\n",
+                 "{10}; tensor-parallel {12}{13}{14}{16}\n",
                  prefix, stats.name, stats.layers,
                  runtime::withThousands(stats.parameters),
                  runtime::withThousands(stats.stepFlops()),
@@ -320,7 +328,14 @@ std::string describeStats(const ModelStats &stats, const CompileOptions &opts,
                  opts.dataParallel, opts.tensorParallel,
                  opts.sequenceParallel ? ", sequence-parallel" : "",
                  opts.distributedOptimizer ? ", distributed optimizer" : "",
-                 runtime::withThousands(stats.paperStepFlops()))
+                 runtime::withThousands(stats.paperStepFlops()),
+                 opts.contextParallel > 1
+                     ? formatv("; context-parallel {0} (each sequence in {1} "
+                               "chunks, two a rank: {2} tokens)",
+                               opts.contextParallel, 2 * opts.contextParallel,
+                               stats.seqLength / opts.contextParallel)
+                           .str()
+                     : std::string())
       .str();
 }
 
@@ -351,7 +366,7 @@ private:
 std::string describeMemory(mlir::ModuleOp module,
                            const CompileOptions &options) {
   std::string text;
-  int64_t perStage = options.tensorParallel * options.dataParallel;
+  int64_t perStage = options.ranksPerStage();
   for (auto stage : module.getOps<exec::TemplateOp>()) {
     MemoryReport m = reportMemory(stage);
     // Activations: the workspace, plus what a pipeline stage keeps for
@@ -424,9 +439,8 @@ mlir::OwningOpRef<mlir::ModuleOp> load(mlir::MLIRContext &context,
 
 /// One candidate of --auto compiled in a context of its own, to plan
 /// bytes; "" or the compiler's first diagnostic.
-std::string compileCandidate(const std::string &source,
-                             CompileOptions options, bool verify,
-                             const runtime::ClusterSpec &spec,
+std::string compileCandidate(const std::string &source, CompileOptions options,
+                             bool verify, const runtime::ClusterSpec &spec,
                              std::vector<uint8_t> &bytes) {
   mlir::DialectRegistry registry;
   registerDialects(registry);
@@ -455,8 +469,8 @@ std::string compileCandidate(const std::string &source,
   // it), as a compile of the layout alone would.
   std::string chose; // what the summary would say, which --auto does not
   if (options.pipelineSchedule == "zb-auto") {
-    if (std::string error =
-            priceZeroBubble(*module, Level::Graph, spec, options, chose, verify);
+    if (std::string error = priceZeroBubble(*module, Level::Graph, spec,
+                                            options, chose, verify);
         !error.empty())
       return error;
   } else if (options.pipelineSchedule == "zb-v") {
@@ -612,7 +626,8 @@ int main(int argc, char **argv) {
     if (!zeroBubbleAuto && !measuresStash)
       return fail("--max-activation-memory is --pipeline-schedule zb-auto's, "
                   "zb-h1's and zb-v's");
-    if (!runtime::parseBytes(maxActivationMemory, options.zeroBubble.maxStashBytes) ||
+    if (!runtime::parseBytes(maxActivationMemory,
+                             options.zeroBubble.maxStashBytes) ||
         options.zeroBubble.maxStashBytes <= 0)
       return fail("--max-activation-memory must be a positive size, as "
                   "24GiB, 512MiB or a count of bytes, got '" +
@@ -685,16 +700,18 @@ int main(int argc, char **argv) {
   // zb-auto orders the work by its cost: priced on the cluster first,
   // wherever this compile writes the schedule.
   std::string zeroBubbleSaid;
-  int64_t p = options.pipelineParallel, perChunk = options.layersPerVirtualStage;
+  int64_t p = options.pipelineParallel,
+          perChunk = options.layersPerVirtualStage;
   int64_t v = perChunk > 0 && stats.layers > 0 && p > 0
                   ? std::max<int64_t>(1, stats.layers / (p * perChunk))
                   : 1;
   // ZB-V's chunks in a V, said in its words before the split would.
-  if (options.pipelineSchedule == sim::scheduleName(sim::ScheduleKind::ZeroBubbleV) &&
+  if (options.pipelineSchedule ==
+          sim::scheduleName(sim::ScheduleKind::ZeroBubbleV) &&
       from < Level::Dist && to >= Level::Dist)
-    if (std::string error = pipeline::checkSchedule(
-            sim::ScheduleKind::ZeroBubbleV, int(p), int(v),
-            int(options.microbatches()));
+    if (std::string error =
+            pipeline::checkSchedule(sim::ScheduleKind::ZeroBubbleV, int(p),
+                                    int(v), int(options.microbatches()));
         !error.empty())
       return fail(error);
   if (zeroBubbleAuto && from < Level::Dist && to >= Level::Dist) {
@@ -703,9 +720,9 @@ int main(int argc, char **argv) {
                   "costs: give the cluster to price it on with --cluster "
                   "SPEC (examples/clusters/)");
     // Said for zb-auto, before a probe under another schedule says it.
-    if (std::string error = pipeline::checkSchedule(
-            sim::ScheduleKind::ZeroBubbleAuto, int(p), int(v),
-            int(options.microbatches()));
+    if (std::string error =
+            pipeline::checkSchedule(sim::ScheduleKind::ZeroBubbleAuto, int(p),
+                                    int(v), int(options.microbatches()));
         !error.empty())
       return fail(error);
     runtime::ClusterSpec spec;

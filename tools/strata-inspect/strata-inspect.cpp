@@ -69,7 +69,7 @@ void describe(const Plan &plan) {
     std::cout << "target: cuda " << plan.cudaArch << ", " << plan.code.size()
               << " generated kernels (--kernels DIR writes them)\n";
   // The loader gives each stage's ranks their stage's template.
-  uint32_t perStage = plan.tensorParallel * plan.dataParallel;
+  uint32_t perStage = plan.ranksPerStage();
   for (uint32_t s = 0; s < plan.pipelineParallel; ++s) {
     uint32_t first = plan.firstRankOf(s), t = plan.rankTemplates[first];
     const RankPlan &stage = *plan.templates[t];

@@ -8,13 +8,13 @@
 // Flags take Megatron-LM's names. Links the runtime only.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/base/WholeFile.h"
+#include "runtime/cluster/Calibration.h"
+#include "runtime/cluster/ClusterSpec.h"
 #include "runtime/comm/Transport.h"
 #include "runtime/cuda/AttentionRunner.h"
 #include "runtime/cuda/Environment.h"
-#include "runtime/base/WholeFile.h"
-#include "runtime/cluster/ClusterSpec.h"
 #include "runtime/plan/Plan.h"
-#include "runtime/cluster/Calibration.h"
 #include "runtime/predict/Prediction.h"
 #include "runtime/train/StartRanks.h"
 #include "tools/common/MegatronFlags.h"
@@ -222,8 +222,8 @@ int simulate(const std::string &planPath, const std::string &clusterPath,
     return fail(planPath + ": " + error);
   std::cout << predict::describePrediction(plan, spec, prediction);
   if (!tracePath.empty())
-    if (std::string error = writeFileWhole(
-            tracePath, predict::predictionTrace(prediction));
+    if (std::string error =
+            writeFileWhole(tracePath, predict::predictionTrace(prediction));
         !error.empty())
       return fail(error);
   return 0;
@@ -244,7 +244,7 @@ int checkPlan(const std::string &path) {
             << ") from " << plan.templates.size()
             << " templates: every rank resolves and checks\n";
   // Resolving moves no arena: a stage's memory is its template's.
-  uint32_t perStage = plan.tensorParallel * plan.dataParallel;
+  uint32_t perStage = plan.ranksPerStage();
   for (uint32_t stage = 0; stage < plan.pipelineParallel; ++stage) {
     uint32_t first = plan.firstRankOf(stage), t = plan.rankTemplates[first];
     const RankPlan &ranks = *plan.templates[t];

@@ -10,12 +10,17 @@
 // query), outputs a lane per head dimension, and the probabilities pass
 // between the two by shuffles; the softmax is online (running max and sum).
 // The backward's blocks [0, QBLOCKS) compute dq, the others dk and dv: a
-// launch's blocks never write what another reads.
+// launch's blocks never write what another reads. With context parallelism
+// (S::kContext of 2 or more) the queries are the rank's two chunks of the
+// sequence and the keys every rank's, gathered in rank order, and the
+// causal mask compares their places in the sequence (context.cuh); no
+// tile is skipped then.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "attention_layout.cuh"
 #include "common.cuh"
+#include "context.cuh"
 
 // Indices of q-shaped, kv-shaped and lse-shaped operands.
 template <class S> struct AttentionIndex {
@@ -30,20 +35,37 @@ template <class S> struct AttentionIndex {
   }
 };
 
+// Whether query row i sees key row j under the launch's mask.
+template <class S>
+__device__ __forceinline__ bool attentionSees(i64 i, i64 j, i64 contextRank) {
+  if (!S::kCausal)
+    return true;
+  if (S::kContext < 2)
+    return j <= i;
+  return gatheredContextPosition(j, S::kSeq, S::kContext) <=
+         contextPosition(i, S::kSeq, S::kContext, contextRank);
+}
+
+// Whether rows are in the sequence's order, so that causal tiles past a
+// row can be skipped.
+template <class S> __device__ constexpr bool attentionSkipsTiles() {
+  return S::kCausal && S::kContext < 2;
+}
+
 // A query row's walk over the keys it sees (the forward's and dq's): tiles
 // of 32 keys of kv head g go into kTile and vTile (zero past KEYS), by the
 // whole block, and for each tile row i sees, `tile(visible)` is called
 // with whether the lane's key is one row i sees. Every warp takes part in
 // the loads whether or not its row is active.
 template <class S, typename TK, typename TV, class Tile>
-__device__ __forceinline__ void walkKeys(float *kTile, float *vTile,
-                                         const TK *k, const TV *v, i64 b, i64 g,
-                                         i64 i, bool active, Tile tile) {
+__device__ __forceinline__ void
+walkKeys(float *kTile, float *vTile, const TK *k, const TV *v, i64 b, i64 g,
+         i64 i, bool active, i64 contextRank, Tile tile) {
   using I = AttentionIndex<S>;
   constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
   const int lane = threadIdx.x & 31;
   i64 lastKey = S::kKeys - 1;
-  if (S::kCausal) {
+  if (attentionSkipsTiles<S>()) {
     i64 lastRow = blockIdx.x * (i64)ROWS + ROWS - 1;
     lastKey = lastRow < lastKey ? lastRow : lastKey;
   }
@@ -55,10 +77,10 @@ __device__ __forceinline__ void walkKeys(float *kTile, float *vTile,
       vTile[jj * PAD + d] = j < S::kKeys ? load(v, I::kv(b, j, g, d)) : 0.0f;
     }
     __syncthreads();
-    if (!active || (S::kCausal && j0 > i))
+    if (!active || (attentionSkipsTiles<S>() && j0 > i))
       continue;
     const i64 j = j0 + lane;
-    tile(j < S::kKeys && (!S::kCausal || j <= i));
+    tile(j < S::kKeys && attentionSees<S>(i, j, contextRank));
   }
 }
 
@@ -82,7 +104,7 @@ __device__ __forceinline__ void accumulateRows(float *acc, float weight,
 template <class S, typename TQ, typename TK, typename TV, typename TO>
 __device__ __forceinline__ void
 attentionFwdSimt(const TQ *q, const TK *k, const TV *v, TO *o, float *lse,
-                 i64 groupSize, i64 queryHeadOffset) {
+                 i64 groupSize, i64 queryHeadOffset, i64 contextRank) {
   using I = AttentionIndex<S>;
   constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
   constexpr int PER_LANE = (S::kDim + 31) / 32;
@@ -100,23 +122,24 @@ attentionFwdSimt(const TQ *q, const TK *k, const TV *v, TO *o, float *lse,
   float acc[PER_LANE];
   for (int t = 0; t < PER_LANE; ++t)
     acc[t] = 0.0f;
-  walkKeys<S>(kTile, vTile, k, v, b, g, i, active, [&](bool visible) {
-    float score = -__uint_as_float(0x7f800000u);
-    if (visible) {
-      float dot = 0.0f;
-      for (int d = 0; d < S::kDim; ++d)
-        dot += qRow[d] * kTile[lane * PAD + d];
-      score = dot * S::kScale;
-    }
-    float newMax = fmaxf(rowMax, warpMax(score));
-    float p = visible ? expf(score - newMax) : 0.0f;
-    float correction = expf(rowMax - newMax);
-    rowSum = rowSum * correction + warpSum(p);
-    for (int t = 0; t < PER_LANE; ++t)
-      acc[t] *= correction;
-    accumulateRows<S>(acc, p, vTile, lane);
-    rowMax = newMax;
-  });
+  walkKeys<S>(kTile, vTile, k, v, b, g, i, active, contextRank,
+              [&](bool visible) {
+                float score = -__uint_as_float(0x7f800000u);
+                if (visible) {
+                  float dot = 0.0f;
+                  for (int d = 0; d < S::kDim; ++d)
+                    dot += qRow[d] * kTile[lane * PAD + d];
+                  score = dot * S::kScale;
+                }
+                float newMax = fmaxf(rowMax, warpMax(score));
+                float p = visible ? expf(score - newMax) : 0.0f;
+                float correction = expf(rowMax - newMax);
+                rowSum = rowSum * correction + warpSum(p);
+                for (int t = 0; t < PER_LANE; ++t)
+                  acc[t] *= correction;
+                accumulateRows<S>(acc, p, vTile, lane);
+                rowMax = newMax;
+              });
   if (!active)
     return;
   for (int t = 0; t < PER_LANE; ++t) {
@@ -134,7 +157,7 @@ template <class S, typename TQ, typename TK, typename TV, typename TO,
 __device__ __forceinline__ void
 attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
                  const float *lse, const TD *dout, TDQ *dq, TDK *dk, TDV *dv,
-                 i64 groupSize, i64 queryHeadOffset) {
+                 i64 groupSize, i64 queryHeadOffset, i64 contextRank) {
   using I = AttentionIndex<S>;
   constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
   constexpr int PER_LANE = (S::kDim + 31) / 32;
@@ -165,19 +188,20 @@ attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
     float acc[PER_LANE];
     for (int t = 0; t < PER_LANE; ++t)
       acc[t] = 0.0f;
-    walkKeys<S>(kTile, vTile, k, v, b, g, i, active, [&](bool visible) {
-      float dS = 0.0f;
-      if (visible) {
-        float score = 0.0f, dP = 0.0f;
-        for (int d = 0; d < S::kDim; ++d) {
-          score += qRow[d] * kTile[lane * PAD + d];
-          dP += dORow[d] * vTile[lane * PAD + d];
-        }
-        float p = expf(score * S::kScale - rowLse);
-        dS = p * (dP - rowD);
-      }
-      accumulateRows<S>(acc, dS, kTile, lane);
-    });
+    walkKeys<S>(kTile, vTile, k, v, b, g, i, active, contextRank,
+                [&](bool visible) {
+                  float dS = 0.0f;
+                  if (visible) {
+                    float score = 0.0f, dP = 0.0f;
+                    for (int d = 0; d < S::kDim; ++d) {
+                      score += qRow[d] * kTile[lane * PAD + d];
+                      dP += dORow[d] * vTile[lane * PAD + d];
+                    }
+                    float p = expf(score * S::kScale - rowLse);
+                    dS = p * (dP - rowD);
+                  }
+                  accumulateRows<S>(acc, dS, kTile, lane);
+                });
     if (!active)
       return;
     for (int t = 0; t < PER_LANE; ++t) {
@@ -206,7 +230,7 @@ attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
   float dkAcc[PER_LANE], dvAcc[PER_LANE];
   for (int t = 0; t < PER_LANE; ++t)
     dkAcc[t] = dvAcc[t] = 0.0f;
-  const i64 firstQuery = S::kCausal ? firstKey / 32 * 32 : 0;
+  const i64 firstQuery = attentionSkipsTiles<S>() ? firstKey / 32 * 32 : 0;
   for (i64 h = 0; h < S::kHeads; ++h) {
     if ((queryHeadOffset + h) / groupSize != g)
       continue;
@@ -233,10 +257,10 @@ attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
         }
       }
       __syncthreads();
-      if (!active || (S::kCausal && i0 + 31 < j))
+      if (!active || (attentionSkipsTiles<S>() && i0 + 31 < j))
         continue;
       const i64 i = i0 + lane;
-      const bool visible = i < S::kSeq && (!S::kCausal || i >= j);
+      const bool visible = i < S::kSeq && attentionSees<S>(i, j, contextRank);
       float p = 0.0f, dS = 0.0f;
       if (visible) {
         float score = 0.0f, dP = 0.0f;

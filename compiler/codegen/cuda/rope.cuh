@@ -5,17 +5,21 @@
 // base^(-2k/dim) (inverse: by -θ). The angle and the rotation in double,
 // as the CPU backend computes them (an f32 angle at position 8192 would be
 // 5e-4 off). A thread takes 8 consecutive k of a row (16-byte loads of
-// bf16 where the row allows), else one.
+// bf16 where the row allows), else one. With context parallelism a row's
+// position is its place in the whole sequence (context.cuh).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "common.cuh"
+#include "context.cuh"
 
 template <int V, int SEQ, int HEADS, int DIM, typename TX, typename TY>
 __device__ __forceinline__ void ropeChunk(const TX *x, TY *y, i64 row, int k0,
-                                          double base, double sign) {
+                                          double base, double sign, i64 context,
+                                          i64 contextRank) {
   constexpr int HALF = DIM / 2;
-  const double position = (double)(row / HEADS % SEQ);
+  const double position =
+      (double)contextPosition(row / HEADS % SEQ, SEQ, context, contextRank);
   float a[V], b[V], outA[V], outB[V];
   loadN<V>(x, row * DIM + k0, a);
   loadN<V>(x, row * DIM + k0 + HALF, b);
@@ -34,7 +38,8 @@ __device__ __forceinline__ void ropeChunk(const TX *x, TY *y, i64 row, int k0,
 
 template <int SEQ, int HEADS, int DIM, typename TX, typename TY>
 __device__ __forceinline__ void rope(const TX *x, TY *y, i64 rows, double base,
-                                     double sign, bool vectors) {
+                                     double sign, bool vectors, i64 context,
+                                     i64 contextRank) {
   constexpr int HALF = DIM / 2;
   const i64 stride = (i64)gridDim.x * blockDim.x;
   const i64 first = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -42,9 +47,11 @@ __device__ __forceinline__ void rope(const TX *x, TY *y, i64 rows, double base,
     constexpr int V = HALF % 8 == 0 ? 8 : 1;
     for (i64 c = first; c < rows * (HALF / V); c += stride)
       ropeChunk<V, SEQ, HEADS, DIM>(x, y, c / (HALF / V),
-                                    int(c % (HALF / V)) * V, base, sign);
+                                    int(c % (HALF / V)) * V, base, sign,
+                                    context, contextRank);
     return;
   }
   for (i64 c = first; c < rows * HALF; c += stride)
-    ropeChunk<1, SEQ, HEADS, DIM>(x, y, c / HALF, int(c % HALF), base, sign);
+    ropeChunk<1, SEQ, HEADS, DIM>(x, y, c / HALF, int(c % HALF), base, sign,
+                                  context, contextRank);
 }

@@ -1,0 +1,42 @@
+//===- context.cuh - where a rank's tokens sit in the sequence ------------===//
+//
+// Context parallelism cuts each sample's sequence into 2c chunks; rank i
+// holds chunks i and 2c - 1 - i, one after the other. The device's copy of
+// runtime/plan/ContextPositions.h (the CPU twins'): c below 2 is the whole
+// sequence.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+#include "common.cuh"
+
+// The place of row `row` of the `rows` rank `rank` holds.
+__device__ __forceinline__ i64 contextPosition(i64 row, i64 rows, i64 c,
+                                               i64 rank) {
+  if (c < 2)
+    return row;
+  const i64 half = rows / 2;
+  const i64 chunk = row < half ? rank : 2 * c - 1 - rank;
+  return chunk * half + row % half;
+}
+
+// The place of row `row` of every rank's rows gathered in rank order.
+__device__ __forceinline__ i64 gatheredContextPosition(i64 row, i64 rows,
+                                                       i64 c) {
+  if (c < 2)
+    return row;
+  return contextPosition(row % rows, rows, c, row / rows);
+}
+
+// The row of the `rows` rank `rank` holds at place `place`, or -1 where
+// another rank holds it.
+__device__ __forceinline__ i64 contextRow(i64 place, i64 rows, i64 c,
+                                          i64 rank) {
+  if (c < 2)
+    return place < rows ? place : -1;
+  const i64 half = rows / 2, chunk = place / half;
+  if (chunk == rank)
+    return place % half;
+  if (chunk == 2 * c - 1 - rank)
+    return half + place % half;
+  return -1;
+}
