@@ -71,7 +71,7 @@ std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
   case KernelId::Transpose:
     return S{{2, 3, 4}, {4, 2, 3}};
   case KernelId::Rope:
-    return S{{2, 5, 3, 8}, {2, 5, 3, 8}};
+    return S{{2, 6, 3, 8}, {2, 6, 3, 8}};
   case KernelId::AttentionFwd:
     return S{q, kv, kv, q, lse};
   case KernelId::AttentionBwd:

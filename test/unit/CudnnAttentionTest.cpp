@@ -497,10 +497,10 @@ struct ForwardLaunch {
     for (int i = 0; i < 4; ++i)
       op.operands.push_back(buffer(type, {2, 8, 4, 16}));
     op.operands.push_back(buffer(DType::F32, {2, 4, 8}));
-    op.attrs.resize(3);
-    op.attrs[0].i = 1; // causal
-    op.attrs[1].i = 1; // group size
-    op.attrs[2].i = 0; // query head offset
+    op.attrs.resize(kernelSpec(KernelId::AttentionFwd).attrs.size());
+    op.attrs[kernels::AttentionFwd::attr::causal].i = 1;
+    op.attrs[kernels::AttentionFwd::attr::group_size].i = 1;
+    op.attrs[kernels::AttentionFwd::attr::query_head_offset].i = 0;
   }
 };
 
