@@ -89,10 +89,6 @@ std::string checkOptions(const CompileOptions &options) {
       !sim::parseSchedule(options.pipelineSchedule))
     return "--pipeline-schedule must be " + sim::scheduleFlagList() +
            ", got '" + options.pipelineSchedule + "'";
-  if (options.contextParallel > 1 && options.distributedOptimizer)
-    return "--use-distributed-optimizer with --context-parallel-size is not "
-           "built yet (it would shard the optimizer over data x context "
-           "ranks)";
   if (options.bucketElements < 1)
     return "--ddp-bucket-size must be at least 1";
   if (options.lossVocabBlock < 0)

@@ -53,12 +53,6 @@ struct DataParallelPass : strata::impl::DataParallelBase<DataParallelPass> {
     bool context = strata::meshAxis(module, strata::kContextAxis) > 1;
     if (size == 1 && !context)
       return;
-    if (context && distributedOptimizer) {
-      module.emitError() << "the distributed optimizer with context "
-                            "parallelism is not built yet (it would shard "
-                            "over data x context ranks)";
-      return signalPassFailure();
-    }
 
     OpBuilder b(optimizer.getBody());
     b.setInsertionPointToStart(&optimizer.getBody().front());
@@ -73,8 +67,10 @@ struct DataParallelPass : strata::impl::DataParallelBase<DataParallelPass> {
     if (!distributedOptimizer)
       return; // every rank holds whole, equal gradients
 
-    // Each rank's sums of squares cover its own part: sum over dp as well.
-    strata::sumGradientNormOver(optimizer, strata::kDataAxis);
+    // Each rank's sums of squares cover its own part: sum over dp (and cp)
+    // as well.
+    for (int16_t axis : axes)
+      strata::sumGradientNormOver(optimizer, axis);
   }
 };
 

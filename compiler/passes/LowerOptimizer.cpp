@@ -144,9 +144,10 @@ LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
       return schedule.emitOpError()
              << "lays out no bucket for parameter '" << param.getName() << "'";
 
-  // Offsets: each bucket padded to a multiple of dp, so that every rank
-  // owns an equal part of it.
-  int64_t dp = coords.dpSize;
+  // Offsets: each bucket padded to a multiple of the ranks that reduce it
+  // (dp, and cp with context parallelism), so that every rank owns an
+  // equal part of it.
+  int64_t dp = reducingRanks();
   for (auto [bucket, list] : llvm::zip(buckets, members)) {
     bucket.begin = flatElements;
     int64_t size = 0;
@@ -189,14 +190,15 @@ LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
     if (opt.distributedOptimizer && dp > 1) {
       bucket.params = regionView("bucket-params:" + index, paramRegion,
                                  bucket.begin, bucket.size);
-      // A rank's own part: its data-parallel coordinate's block.
+      // A rank's own part: the block of its place among the reducing
+      // ranks.
       auto own = [&](StringRef name, exec::BufferOp region) {
         exec::BufferOp view =
             regionView(name, region, bucket.begin, bucket.part);
         int64_t bytes =
             exec::elementBytes(region.getTensorType().getElementType());
         view.setPerRankAttr(
-            b.getDenseI64ArrayAttr({kDataAxis, bucket.part * bytes}));
+            b.getDenseI64ArrayAttr(perRankTerms(ownPart(bucket.part * bytes))));
         return view;
       };
       bucket.ownGrads = own("own:" + index, gradRegion);
@@ -290,12 +292,36 @@ SmallVector<int64_t> Lowering::windows() {
   return out;
 }
 
-void Lowering::reduceBucket(Location loc, Bucket &bucket) {
-  // Over the axes with more than one rank: a group of one moves nothing.
+SmallVector<int64_t> Lowering::reducingAxes() const {
+  // Those with more than one rank: a group of one moves nothing.
   SmallVector<int64_t> axes;
   for (int64_t axis : opt.reductionAxes)
     if (coords.sizeOf(axis) > 1)
       axes.push_back(axis);
+  return axes;
+}
+
+int64_t Lowering::reducingRanks() const {
+  int64_t ranks = 1;
+  for (int64_t axis : reducingAxes())
+    ranks *= coords.sizeOf(axis);
+  return ranks;
+}
+
+SmallVector<std::pair<int64_t, int64_t>, 2>
+Lowering::ownPart(int64_t stride) const {
+  // A rank's place in the reduction's group: its first axis fastest
+  // (Plan::groupMembers), dp then cp.
+  SmallVector<std::pair<int64_t, int64_t>, 2> terms;
+  for (int64_t axis : reducingAxes()) {
+    terms.push_back({axis, stride});
+    stride *= coords.sizeOf(axis);
+  }
+  return terms;
+}
+
+void Lowering::reduceBucket(Location loc, Bucket &bucket) {
+  SmallVector<int64_t> axes = reducingAxes();
   if (!opt.reducesOverData || axes.empty())
     return;
   exec::CollectiveOp op =
@@ -379,7 +405,7 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
                                      .windows = owned});
   perRank(squares, "first_part", kTensorAxis, 1);
   if (opt.distributedOptimizer)
-    perRank(squares, "part", kDataAxis, 1);
+    perRank(squares, "part", ownPart(1));
   if (!opt.normAxes.empty()) {
     exec::BufferOp total = f32("sum_squares_total");
     collective(loc, exec::CollectiveKind::AllReduceSum, sum, total,
@@ -401,16 +427,16 @@ void Lowering::lowerOptimizer(func::FuncOp optimizer) {
                                                   .segments = adamSegments(),
                                                   .windows = owned});
   if (opt.distributedOptimizer)
-    perRank(adam, "part", kDataAxis, 1);
+    perRank(adam, "part", ownPart(1));
   // The accumulators start the next iteration at zero.
   launch(loc, kernel::Fill{.y = gradRegion, .value = 0});
 
-  if (opt.distributedOptimizer && coords.dpSize > 1) {
-    // The updated parts go to every data-parallel rank.
-    SmallVector<int64_t> dp = {kDataAxis};
+  if (opt.distributedOptimizer && reducingRanks() > 1) {
+    // The updated parts go to every rank that reduced them.
+    SmallVector<int64_t> axes = reducingAxes();
     for (Bucket &bucket : buckets) {
       auto gather = collective(loc, exec::CollectiveKind::AllGather,
-                               bucket.ownParams, bucket.params, dp);
+                               bucket.ownParams, bucket.params, axes);
       exec::bucket(ctx()).setAttr(
           gather, b.getI64IntegerAttr(&bucket - buckets.data()));
     }

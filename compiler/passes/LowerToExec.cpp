@@ -65,13 +65,27 @@ static FlatSymbolRefAttr ref(exec::BufferOp buffer) {
 
 void Lowering::perRank(exec::LaunchOp op, StringRef name, int64_t axis,
                        int64_t stride) {
-  if (coords.sizeOf(axis) == 1 || stride == 0)
+  perRank(op, name, {{axis, stride}});
+}
+
+SmallVector<int64_t>
+Lowering::perRankTerms(ArrayRef<std::pair<int64_t, int64_t>> terms) const {
+  SmallVector<int64_t> kept;
+  for (auto [axis, stride] : terms)
+    if (coords.sizeOf(axis) > 1 && stride != 0)
+      kept.append({axis, stride});
+  return kept;
+}
+
+void Lowering::perRank(exec::LaunchOp op, StringRef name,
+                       ArrayRef<std::pair<int64_t, int64_t>> terms) {
+  SmallVector<int64_t> kept = perRankTerms(terms);
+  if (kept.empty())
     return;
   SmallVector<NamedAttribute> entries;
   if (DictionaryAttr existing = op.getPerRankAttr())
     entries.assign(existing.begin(), existing.end());
-  entries.push_back(
-      b.getNamedAttr(name, b.getDenseI64ArrayAttr({axis, stride})));
+  entries.push_back(b.getNamedAttr(name, b.getDenseI64ArrayAttr(kept)));
   op.setPerRankAttr(b.getDictionaryAttr(entries));
 }
 

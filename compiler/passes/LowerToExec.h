@@ -201,6 +201,14 @@ public:
   LogicalResult lowerFunction(func::FuncOp func);
   /// The flat optimizer program (LowerOptimizer.cpp).
   void lowerOptimizer(func::FuncOp optimizer);
+  /// The mesh axes that sum the gradients (dist.reduce_gradients': dp, and
+  /// cp with context parallelism), those of more than one rank, and their
+  /// ranks.
+  SmallVector<int64_t> reducingAxes() const;
+  int64_t reducingRanks() const;
+  /// A rank's place among those ranks times `stride`, as per-rank terms:
+  /// the distributed optimizer's part.
+  SmallVector<std::pair<int64_t, int64_t>, 2> ownPart(int64_t stride) const;
   LogicalResult lowerSchedule(dist::ScheduleOp schedule);
   /// Makes `plan` so (StashInPlace.cpp): each placed passed buffer (and its
   /// views) a view of its kept buffer, the chunk's kept pool held until W,
@@ -236,6 +244,14 @@ public:
   /// coordinate along mesh `axis` more than written (a shard's offset, a
   /// part's index); nothing on an axis of size 1.
   void perRank(exec::LaunchOp op, StringRef name, int64_t axis, int64_t stride);
+  /// The same with a term per axis (a rank's place in a group over two
+  /// axes); axes of size 1 left out.
+  void perRank(exec::LaunchOp op, StringRef name,
+               ArrayRef<std::pair<int64_t, int64_t>> terms);
+  /// A per-rank value's terms as `per_rank` holds them, those on axes of
+  /// size 1 left out (empty: none).
+  SmallVector<int64_t>
+  perRankTerms(ArrayRef<std::pair<int64_t, int64_t>> terms) const;
   /// `in` all-reduced over the tensor-parallel ranks into `out`: summed,
   /// or its largest with `max` (a rule's own reduction between its
   /// launches, as the blocked vocabulary-parallel loss's).

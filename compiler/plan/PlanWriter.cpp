@@ -20,12 +20,13 @@ namespace {
 
 namespace fb = ::flatbuffers;
 
-/// A `per_rank` [axis, stride] as the plan's PerRank.
-static std::optional<plan::PerRank> perRankOf(Attribute value) {
-  auto pair = dyn_cast_or_null<DenseI64ArrayAttr>(value);
-  if (!pair || pair.size() != 2)
+/// Term `term` (0 or 1) of a `per_rank` [axis, stride (, axis, stride)] as
+/// the plan's PerRank, or none.
+static std::optional<plan::PerRank> perRankOf(Attribute value, size_t term) {
+  auto terms = dyn_cast_or_null<DenseI64ArrayAttr>(value);
+  if (!terms || terms.size() < 2 * (term + 1))
     return std::nullopt;
-  return plan::PerRank(uint8_t(pair[0]), pair[1]);
+  return plan::PerRank(uint8_t(terms[2 * term]), terms[2 * term + 1]);
 }
 
 /// Builds the plan's tables: each template's, and the plan-wide ones they
@@ -156,9 +157,11 @@ Writer::instruction(Operation &op, const llvm::StringMap<uint32_t> &buffers,
       fb::Offset<fb::Vector<int64_t>> list;
       if (attrSpec.kind == runtime::AttrKind::Ints)
         list = builder.CreateVector(argument.list.data(), argument.list.size());
-      std::optional<plan::PerRank> perRank = perRankOf(argument.perRank);
+      std::optional<plan::PerRank> perRank = perRankOf(argument.perRank, 0),
+                                   also = perRankOf(argument.perRank, 1);
       attrs.push_back(plan::CreateAttr(builder, argument.i, argument.f, list,
-                                       perRank ? &*perRank : nullptr));
+                                       perRank ? &*perRank : nullptr,
+                                       also ? &*also : nullptr));
     }
     auto vector = [&](std::optional<ArrayRef<int64_t>> values) {
       std::vector<uint32_t> out;
@@ -255,12 +258,14 @@ LogicalResult Writer::stageTemplate(exec::TemplateOp stage) {
         buffer.getArena() == exec::Arena::Persistent  ? plan::Arena::Persistent
         : buffer.getArena() == exec::Arena::Workspace ? plan::Arena::Workspace
                                                       : plan::Arena::Stash;
-    std::optional<plan::PerRank> perRank = perRankOf(buffer.getPerRankAttr());
+    std::optional<plan::PerRank> perRank =
+                                     perRankOf(buffer.getPerRankAttr(), 0),
+                                 also = perRankOf(buffer.getPerRankAttr(), 1);
     buffers.push_back(plan::CreateBuffer(
         builder, builder.CreateString(buffer.getSymName().str()), arena,
         buffer.getPlacedOffset(), dtype, shape, buffer.getZeroInit(),
         buffer.getSlotStride().value_or(0), perRank ? &*perRank : nullptr,
-        stashPoolOf(buffer.getPool())));
+        stashPoolOf(buffer.getPool()), also ? &*also : nullptr));
   }
   for (auto event : body.getOps<exec::EventOp>())
     events[event.getSymName()] = events.size();

@@ -10,10 +10,11 @@
 // Gradient: add_positions passes its gradient to its input and
 // sum_positions of it to the table.
 //
-// Sharding: the rows whole across tensor-parallel ranks (a partial input
-// is all-reduced first) and the table replicated; with sequence
-// parallelism the rows would be a tp share of the rank's chunks, which the
-// kernels do not place yet: refused.
+// Sharding: rows summed over the tensor-parallel ranks (the vocabulary-
+// parallel embedding's output) stay partial, the table added on the first
+// rank only; whole rows take the whole table; rows split along the
+// sequence (sequence parallelism's share) are gathered first, since the
+// kernels place a rank's whole share of its chunks.
 //
 // Lowering: a launch each, the rank's coordinate along cp per rank.
 //
@@ -38,39 +39,44 @@ LogicalResult addPositionsGradient(AddPositionsOp add, GradientBuilder &g,
   return success();
 }
 
-/// Rows whole on every tensor-parallel rank: a partial input is summed; a
-/// split one is refused.
-LogicalResult wholeRows(Operation *op, ShardingState &st) {
+/// The rows' sharding across tensor-parallel ranks: partial sums (the
+/// vocabulary-parallel embedding's output, before its reduction) stay so,
+/// whole rows stay whole, and rows split along the sequence (a sequence
+/// parallel share of the rank's chunks, whose places these kernels do not
+/// know) are gathered first.
+FailureOr<Sharding> rowsSharding(Operation *op, ShardingState &st) {
   Sharding s = st.get(op->getOperand(0));
-  if (s.isPartial()) {
-    if (failed(st.convertOperand(op, 0, st.streamSharding(op->getOperand(0)))))
+  if (s.isSplit()) {
+    if (failed(st.convertOperand(op, 0, Sharding::replicated())))
       return failure();
-    s = st.get(op->getOperand(0));
+    s = Sharding::replicated();
   }
-  if (!s.isReplicated())
-    return st.error(op) << "a position table at a context-parallel rank's "
-                           "rows needs them whole on each tensor-parallel "
-                           "rank (sequence parallelism splits them: not "
-                           "built yet)";
-  return success();
+  return s;
 }
 
+/// Rows summed over the tp ranks take the table on the first rank only
+/// (dist.keep_on_first), so that the sum adds it once.
 LogicalResult addPositionsSharding(AddPositionsOp add, ShardingState &st) {
-  if (failed(wholeRows(add, st)))
+  FailureOr<Sharding> rows = rowsSharding(add, st);
+  if (failed(rows))
     return failure();
   if (st.isUndecidedParam(add.getTable()))
     st.decide(add.getTable(), Sharding::replicated());
-  if (!st.get(add.getTable()).isReplicated() &&
-      failed(st.convertOperand(add, 1, Sharding::replicated())))
+  if (st.get(add.getTable()) != *rows &&
+      failed(st.convertOperand(add, 1, *rows)))
     return failure();
-  st.set(add, Sharding::replicated());
+  st.set(add, *rows);
   return success();
 }
 
+/// The table's gradient is partial where its rows' gradient is (a
+/// replicated parameter's partial gradient is reduced once, in
+/// @optimizer).
 LogicalResult sumPositionsSharding(SumPositionsOp sum, ShardingState &st) {
-  if (failed(wholeRows(sum, st)))
+  FailureOr<Sharding> rows = rowsSharding(sum, st);
+  if (failed(rows))
     return failure();
-  st.set(sum, Sharding::replicated());
+  st.set(sum, *rows);
   return success();
 }
 

@@ -65,7 +65,7 @@ llvm::SmallVector<mlir::FlatSymbolRefAttr> launchOperands(LaunchOp launch);
 
 /// A verified launch's argument `name`, read as its catalog kind: `i` for
 /// Int and Bool, `f` for Float, `list` for Ints; `perRank` its [axis,
-/// stride] entry in `per_rank`, or null.
+/// stride (, axis, stride)] entry in `per_rank`, or null.
 struct LaunchArgument {
   int64_t i = 0;
   double f = 0;
@@ -132,7 +132,8 @@ std::optional<BufferPlace> bufferPlace(BufferOp buffer,
                                        const llvm::StringMap<BufferOp> &byName);
 
 /// A `per_rank` value: [axis, stride], the stride a value grows by per
-/// coordinate of the rank along mesh axis 0 (tp), 1 (dp) or 2 (pp).
+/// coordinate of the rank along mesh axis 0 (tp), 1 (dp), 2 (pp) or 3
+/// (cp), or two such terms (a rank's place in a group over two axes).
 mlir::LogicalResult verifyPerRank(mlir::Operation *op, mlir::Attribute value);
 
 } // namespace strata::exec

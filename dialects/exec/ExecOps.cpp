@@ -66,12 +66,15 @@ Stream strata::exec::instructionStream(Operation *op) {
 }
 
 LogicalResult strata::exec::verifyPerRank(Operation *op, Attribute value) {
-  auto pair = dyn_cast_or_null<DenseI64ArrayAttr>(value);
-  if (!pair || pair.size() != 2 || pair[0] < 0 || pair[0] >= mesh::kAxisCount ||
-      pair[1] < 0)
-    return op->emitOpError() << "per_rank must be [axis, stride]: a mesh axis "
-                                "0 (tp), 1 (dp), 2 (pp) or 3 (cp) and a "
-                                "stride >= 0";
+  auto terms = dyn_cast_or_null<DenseI64ArrayAttr>(value);
+  bool valid = terms && (terms.size() == 2 || terms.size() == 4);
+  for (size_t k = 0; valid && k < terms.size(); k += 2)
+    valid = terms[k] >= 0 && terms[k] < mesh::kAxisCount && terms[k + 1] >= 0;
+  if (!valid)
+    return op->emitOpError()
+           << "per_rank must be [axis, stride] or [axis, stride, axis, "
+              "stride]: mesh axes 0 (tp), 1 (dp), 2 (pp) or 3 (cp) and "
+              "strides >= 0";
   return success();
 }
 

@@ -159,7 +159,8 @@ def Exec_BufferOp : Exec_Op<"buffer", [Symbol, HasParent<"TemplateOp">]> {
     the flat region of all parameters, a bucket or a data-parallel rank's
     part of the gradients (at `view_offset` bytes into the root, plus
     `per_rank` = [axis, stride]: stride bytes per coordinate of the rank
-    along that mesh axis). It has the root's arena. `offset` is -1 until memory planning; `zero_init` buffers
+    along that mesh axis, or two such terms for a part of a group over two
+    axes, [axis, stride, axis, stride]). It has the root's arena. `offset` is -1 until memory planning; `zero_init` buffers
     (gradient accumulators, optimizer moments) start at zero.
 
     A `stash` buffer belongs to the stage's chunk `stash_group` (its index
@@ -311,8 +312,9 @@ def Exec_LaunchOp : Exec_Instruction<"launch"> {
     `kernel` names a kernel of the catalog (runtime/plan/Kernels.def), which
     fixes its operands (inputs, then outputs) and its `args`. An integer
     argument that differs between the template's ranks has its stride per
-    rank coordinate in `per_rank` ({name = array<i64: axis, stride>}): the
-    rank's value is the argument plus stride times its coordinate. A launch may
+    rank coordinate in `per_rank` ({name = array<i64: axis, stride>}, or
+    two such terms): the rank's value is the argument plus each stride
+    times its coordinate. A launch may
     carry its CUDA launch shape (`grid`, `block`, `shared_bytes`) and the
     name of its generated code; CPU plans leave them out.
 

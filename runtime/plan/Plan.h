@@ -53,10 +53,22 @@ const char *dtypeName(DType dtype);
 std::string rankRangeText(uint64_t first, uint64_t count);
 
 /// A value that grows by `stride` per coordinate of the rank along mesh
-/// `axis` (0 tp, 1 dp, 2 pp); resolved into the value when a rank loads.
+/// `axis` (ids as runtime/plan/MeshAxes.h), and by a second term's along
+/// another (a rank's place in a group over two axes: the distributed
+/// optimizer's parts over data and context ranks); resolved into the value
+/// when a rank loads.
 struct PerRank {
-  uint8_t axis = 0;
-  int64_t stride = 0;
+  struct Term {
+    uint8_t axis = 0;
+    int64_t stride = 0;
+  };
+  std::array<Term, 2> terms{};
+  /// What it adds at coordinates `c` (each term within 2^40 · 2^20).
+  int64_t at(const mesh::Coordinates &c) const {
+    return terms[0].stride * int64_t(c[terms[0].axis]) +
+           terms[1].stride * int64_t(c[terms[1].axis]);
+  }
+  bool varies() const { return terms[0].stride != 0 || terms[1].stride != 0; }
 };
 
 enum class Arena : uint8_t { Persistent, Workspace, Stash };

@@ -378,10 +378,10 @@ private:
     if (in.stash_pool() > plan::StashPool::MAX)
       return "buffer '" + out.name + "' names an unknown stash pool";
     out.stashPool = static_cast<StashPool>(in.stash_pool());
-    if (const plan::PerRank *perRank = in.per_rank())
-      if (std::string error = readPerRank(*perRank, out.perRank);
-          !error.empty())
-        return "buffer '" + out.name + "': " + error;
+    if (std::string error =
+            readPerRank(in.per_rank(), in.per_rank_also(), out.perRank);
+        !error.empty())
+      return "buffer '" + out.name + "': " + error;
     if (out.arena == Arena::Stash &&
         (out.slotStride == 0 || out.slotStride > rank.stashBytes))
       return "stash buffer '" + out.name + "' has a slot stride of " +
@@ -392,18 +392,27 @@ private:
         (out.slotStride != 0 || out.stashPool != StashPool::UntilBackward))
       return "buffer '" + out.name +
              "' has a slot stride or stash pool outside the stash";
-    if (out.arena == Arena::Stash && out.perRank.stride != 0)
+    if (out.arena == Arena::Stash && out.perRank.varies())
       return "stash buffer '" + out.name + "' moves with the rank";
     return "";
   }
 
-  static std::string readPerRank(const plan::PerRank &in, PerRank &out) {
-    out.axis = in.axis();
-    out.stride = in.stride();
-    if (out.axis >= mesh::kAxisCount || out.stride < 0 || out.stride > kMaxDim)
-      return "a per-rank value names mesh axis " + std::to_string(out.axis) +
-             " or a stride of " + std::to_string(out.stride) +
-             " (axes are 0 tp, 1 dp, 2 pp, 3 cp; strides within 2^40)";
+  /// A per-rank value's terms (either may be absent: no term).
+  static std::string readPerRank(const plan::PerRank *first,
+                                 const plan::PerRank *second, PerRank &out) {
+    for (auto [in, term] :
+         {std::pair{first, &out.terms[0]}, std::pair{second, &out.terms[1]}}) {
+      if (!in)
+        continue;
+      term->axis = in->axis();
+      term->stride = in->stride();
+      if (term->axis >= mesh::kAxisCount || term->stride < 0 ||
+          term->stride > kMaxDim)
+        return "a per-rank value names mesh axis " +
+               std::to_string(term->axis) + " or a stride of " +
+               std::to_string(term->stride) +
+               " (axes are 0 tp, 1 dp, 2 pp, 3 cp; strides within 2^40)";
+    }
     return "";
   }
 
@@ -459,12 +468,13 @@ private:
         value.f = attr->f();
         if (attr->list())
           value.list = longs(attr->list());
-        if (const plan::PerRank *perRank = attr->per_rank()) {
-          if (std::string error = readPerRank(*perRank, value.perRank);
+        if (attr->per_rank() || attr->per_rank_also()) {
+          if (std::string error = readPerRank(
+                  attr->per_rank(), attr->per_rank_also(), value.perRank);
               !error.empty())
             return error;
           // Strides are within 2^40 and coordinates 2^20: a value within
-          // 2^61 cannot wrap when a rank's part is added.
+          // 2^61 cannot wrap when a rank's two terms are added.
           if (value.i > (int64_t(1) << 61) || value.i < -(int64_t(1) << 61))
             return "a per-rank argument of " + std::to_string(value.i) +
                    " is out of range";

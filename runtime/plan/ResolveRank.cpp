@@ -35,14 +35,23 @@ struct Dependence {
   bool optimizerState = false;
 };
 
+/// The mesh axes a per-rank value reads, as Dependence::axes' bits.
+unsigned axesOf(const PerRank &value) {
+  unsigned axes = 0;
+  for (const PerRank::Term &term : value.terms)
+    if (term.stride != 0)
+      axes |= 1u << term.axis;
+  return axes;
+}
+
 Dependence dependenceOf(const RankPlan &stage) {
   Dependence d;
   std::vector<bool> moves(stage.buffers.size(), false);
   for (uint32_t b = 0; b < stage.buffers.size(); ++b)
-    if (stage.buffers[b].perRank.stride != 0) {
+    if (stage.buffers[b].perRank.varies()) {
       moves[b] = true;
       d.buffers.push_back(b);
-      d.axes |= 1u << stage.buffers[b].perRank.axis;
+      d.axes |= axesOf(stage.buffers[b].perRank);
     }
   for (uint32_t p = 0; p < stage.programs.size(); ++p) {
     const std::vector<Instruction> &code = stage.programs[p].instructions;
@@ -52,9 +61,9 @@ Dependence dependenceOf(const RankPlan &stage) {
         movingOperand |= b < moves.size() && moves[b];
       if (const LaunchOp *launch = code[n].launch()) {
         for (const AttrValue &attr : launch->attrs)
-          if (attr.perRank.stride != 0) {
+          if (attr.perRank.varies()) {
             perRankArgument = true;
-            d.axes |= 1u << attr.perRank.axis;
+            d.axes |= axesOf(attr.perRank);
           }
         d.optimizerState |= launch->kernel == KernelId::AdamW && movingOperand;
       }
@@ -85,8 +94,8 @@ std::string resolveParts(const Plan &plan, uint32_t rankIndex,
     Buffer &b = rank.buffers[index];
     b.offset = stage.buffers[index].offset;
     // Offsets and strides are bounded (2^64, 2^60): no wrap in 128 bits.
-    unsigned __int128 at = (unsigned __int128)b.offset +
-                           uint64_t(b.perRank.stride) * coords[b.perRank.axis];
+    unsigned __int128 at =
+        (unsigned __int128)b.offset + uint64_t(b.perRank.at(coords));
     uint64_t arena = rank.arenaBytes(b.arena);
     if (at > arena || b.bytes > arena - uint64_t(at))
       return "buffer '" + b.name + "' at offset " +
@@ -111,8 +120,7 @@ std::string resolveParts(const Plan &plan, uint32_t rankIndex,
       const LaunchOp &written = *stage.programs[p].instructions[n].launch();
       for (size_t a = 0; a < launch->attrs.size(); ++a) {
         AttrValue &attr = launch->attrs[a];
-        attr.i = written.attrs[a].i +
-                 attr.perRank.stride * int64_t(coords[attr.perRank.axis]);
+        attr.i = written.attrs[a].i + attr.perRank.at(coords);
       }
     }
     if (std::string error = checkInstruction(i, rank.buffers, context);
