@@ -166,21 +166,34 @@ LogicalResult transposeContext(TransposeOp transpose, ContextState &state) {
 }
 
 /// A sum over the leading dimensions: over the sequence, a sum over tokens
-/// (partial over the cp ranks); keeping it, the gradient of a table over
-/// positions, whose rows at the rank's chunks it gives (the rest zero):
-/// sum_positions (Positions.cpp).
+/// (partial over the cp ranks). Keeping it, either the gradient of a
+/// table over positions (a parameter's: what it adds up goes to its
+/// accumulator), whose rows at the rank's chunks it gives (the rest zero):
+/// sum_positions (Positions.cpp); or an activation's gradient, which runs
+/// along the sequence as the activation did.
 LogicalResult sumToContext(SumToOp sum, ContextState &state) {
   int64_t d = state.dim(sum.getInput());
   int64_t offset = sum.getInput().getType().getRank() - sum.getType().getRank();
-  if (d >= offset) {
-    OpBuilder &b = state.builder();
-    b.setInsertionPoint(sum);
-    state.replace(sum,
-                  SumPositionsOp::create(b, sum.getLoc(), sum.getType(),
-                                         sum.getInput(),
-                                         b.getI64IntegerAttr(state.size())),
-                  -1);
+  if (d < offset)
+    return success();
+  bool table = llvm::any_of(sum->getUsers(), [](Operation *user) {
+    return isa<AccumulateGradOp>(user);
+  });
+  if (!table) {
+    state.set(sum.getResult(), d - offset);
+    return success();
   }
+  if (d != offset)
+    return state.error(sum) << "the gradient of a table over the sequence's "
+                               "positions whose first dimension is not the "
+                               "sequence";
+  OpBuilder &b = state.builder();
+  b.setInsertionPoint(sum);
+  state.replace(sum,
+                SumPositionsOp::create(b, sum.getLoc(), sum.getType(),
+                                       sum.getInput(),
+                                       b.getI64IntegerAttr(state.size())),
+                -1);
   return success();
 }
 

@@ -53,8 +53,8 @@ struct NcclApi {
 /// libnccl.so.2, loaded once per process: the table, or null with why.
 const NcclApi *loadNccl(std::string &error);
 
-/// The ranks with `rank`'s tp and dp coordinates on every stage, in stage
-/// order: its pipeline transfers' peers.
+/// The ranks with `rank`'s tp, cp and dp coordinates on every stage, in
+/// stage order: its pipeline transfers' peers.
 std::vector<int> pipelineLine(const Plan &plan, uint32_t rank);
 
 /// The sets of ranks `rank` needs a communicator for, in the order every

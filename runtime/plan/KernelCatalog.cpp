@@ -276,15 +276,27 @@ void checkSumTo(Rules &r) {
 /// c of 0 or 1 is the whole sequence; else its rank is one of c and its
 /// `rows` (a rank's share of the sequence) cut into its two chunks.
 void checkContext(Rules &r, unsigned context, unsigned rank, int64_t rows) {
+  // c within the world's bound: the shape checks' products cannot wrap.
   int64_t c = r.i(context), i = r.i(rank);
-  r.require(c >= 0 && c <= int64_t(kMaxDim) &&
+  r.require(c >= 0 && c <= int64_t(kMaxWorldSize) &&
                 (c < 2 || (i >= 0 && i < c && rows % 2 == 0)),
             "context parallelism of " + std::to_string(c) +
-                " ranks with "
-                "rank " +
-                std::to_string(i) + " over " + std::to_string(rows) +
+                " ranks with rank " + std::to_string(i) + " over " +
+                std::to_string(rows) +
                 " rows: the rank must be one of them and the rows two equal "
                 "chunks");
+  // In a context-parallel plan, the plan's size at the rank's own
+  // coordinate (a plan edited by hand could say another).
+  const Plan *plan = r.context.plan;
+  if (c >= 2 && plan && plan->contextParallel > 1) {
+    int64_t mine = plan->coordinates(r.context.rank)[mesh::kContext];
+    r.require(c == int64_t(plan->contextParallel) && i == mine,
+              "context parallelism of " + std::to_string(c) +
+                  " ranks at rank " + std::to_string(i) +
+                  ", but the plan's is " +
+                  std::to_string(plan->contextParallel) +
+                  " and this rank's coordinate " + std::to_string(mine));
+  }
 }
 
 /// add_positions and sum_positions: x [batch, rows, width] and a table of

@@ -57,6 +57,8 @@ std::string layoutOf(const Plan &plan) {
   return "t" + std::to_string(plan.tensorParallel) + " d" +
          std::to_string(plan.dataParallel) + " p" +
          std::to_string(plan.pipelineParallel) +
+         (plan.contextParallel > 1 ? " c" + std::to_string(plan.contextParallel)
+                                   : "") +
          (plan.pipelineSchedule.empty() ? "" : " " + plan.pipelineSchedule);
 }
 

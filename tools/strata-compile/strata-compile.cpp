@@ -648,6 +648,11 @@ int main(int argc, char **argv) {
       return fail("--auto needs --gpus N and --cluster SPEC");
     if (globalBatchSize.getNumOccurrences() == 0)
       return fail("--auto needs --global-batch-size: the layouts divide it");
+    // Context parallelism is not among the layouts it searches (a plan
+    // for c times the GPUs it prices would be wrong).
+    if (contextParallel.getNumOccurrences())
+      return fail("--auto does not search context parallelism: give "
+                  "--context-parallel-size without --auto");
     // What the search chooses is not given.
     for (const cl::Option *chosen : std::initializer_list<const cl::Option *>{
              &microBatchSize, &tensorParallel, &dataParallel, &sequenceParallel,
