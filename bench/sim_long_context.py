@@ -19,16 +19,15 @@ With --svg, draws tokens a second per GPU against c for each sequence.
 """
 import argparse
 import concurrent.futures
-import json
 import os
 import re
-import subprocess
 import tempfile
 import time
 
+import sim_paper
 from svg_chart import line_chart
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = sim_paper.ROOT
 GIB = 2**30
 TENSOR = 8
 EXCHANGES = ["all_gather", "p2p"]
@@ -45,24 +44,13 @@ def flags(seq, c):
 def simulate(bin_dir, cluster, seq, c, plan):
     """Iteration time (ms), TFLOP/s per GPU and the largest rank's bytes,
     or why the layout was refused."""
-    model = os.path.join(ROOT, "examples", "llama3-8b.model")
-    compiled = subprocess.run([os.path.join(bin_dir, "strata-compile"), model,
-                               *flags(seq, c), "-o", plan], capture_output=True, text=True)
-    if compiled.returncode != 0:
-        said = compiled.stderr.strip().splitlines()
-        return {"refused": said[-1] if said else f"strata-compile exited {compiled.returncode}"}
-    run = subprocess.run([os.path.join(bin_dir, "strata-run"), plan, "--backend", "sim",
-                          "--cluster", cluster], capture_output=True, text=True)
-    if run.returncode != 0:
-        said = run.stderr.strip().splitlines()
-        return {"refused": said[-1] if said else f"strata-run exited {run.returncode}"}
-    out = run.stdout
+    result = sim_paper.compile_and_simulate(
+        bin_dir, cluster, os.path.join(ROOT, "examples", "llama3-8b.model"), flags(seq, c), plan)
+    if "refused" in result:
+        return result
+    out = result["simulated"]
     peaks = [int(b.replace(",", "")) for b in re.findall(r"= [0-9.]+ \w+ \(([0-9,]+) bytes\)", out)]
-    return {
-        "ms": float(re.search(r"^breakdown of the ([0-9.e+-]+) ms", out, re.M)[1]),
-        "tflops": float(re.search(r"throughput per GPU \(TFLOP/s/GPU\): ([0-9.]+)", out)[1]),
-        "peak": max(peaks),
-    }
+    return {**sim_paper.iteration_figures(out), "peak": max(peaks)}
 
 
 def main():
@@ -77,8 +65,7 @@ def main():
     args = parser.parse_args()
     args.work = args.work or tempfile.mkdtemp(prefix="strata-sim-long-context-")
     os.makedirs(args.work, exist_ok=True)
-    with open(args.cluster) as f:
-        hbm = json.load(f)["gpu"]["hbm_bytes"]
+    hbm = sim_paper.hbm_bytes(args.cluster)
     seqs = [int(s) for s in args.seqs.split(",")]
     contexts = [int(c) for c in args.contexts.split(",")]
     start = time.monotonic()

@@ -61,20 +61,44 @@ def hbm_bytes(cluster):
         return json.load(f)["gpu"]["hbm_bytes"]
 
 
+def compile_and_simulate(bin_dir, cluster, model, flags, plan):
+    """Compiles `model` (a path) with `flags` to `plan` and simulates one
+    iteration on `cluster`: strata-compile's and strata-run's outputs, or
+    {"refused": the last line of the one that refused}."""
+    compiled = subprocess.run([os.path.join(bin_dir, "strata-compile"), model, *flags,
+                               "-o", plan], capture_output=True, text=True)
+    if compiled.returncode != 0:
+        said = compiled.stderr.strip().splitlines()
+        return {"refused": said[-1] if said else f"strata-compile exited {compiled.returncode}"}
+    run = subprocess.run([os.path.join(bin_dir, "strata-run"), plan, "--backend", "sim",
+                          "--cluster", cluster], capture_output=True, text=True)
+    if run.returncode != 0:
+        said = run.stderr.strip().splitlines()
+        return {"refused": said[-1] if said else f"strata-run exited {run.returncode}"}
+    return {"compiled": compiled.stdout, "simulated": run.stdout}
+
+
+def iteration_figures(out):
+    """From strata-run's simulation: the iteration in ms and TFLOP/s per
+    GPU (the paper's count)."""
+    return {
+        "ms": float(re.search(r"^breakdown of the ([0-9.e+-]+) ms", out, re.M)[1]),
+        "tflops": float(re.search(r"throughput per GPU \(TFLOP/s/GPU\): ([0-9.]+)", out)[1]),
+    }
+
+
 def predict(bin_dir, cluster, flags, plan):
     """Compiles examples/gpt-1t.model with `flags` to `plan` and simulates
     one iteration on `cluster`: TFLOP/s per GPU (the paper's count), the
     iteration in ms, the bubble's share in % and the largest stage's
     bytes."""
-    subprocess.run([os.path.join(bin_dir, "strata-compile"),
-                    os.path.join(ROOT, "examples", "gpt-1t.model"), *flags, "-o", plan],
-                   check=True, stdout=subprocess.DEVNULL)
-    out = subprocess.run([os.path.join(bin_dir, "strata-run"), plan, "--backend", "sim",
-                          "--cluster", cluster],
-                         check=True, capture_output=True, text=True).stdout
+    result = compile_and_simulate(bin_dir, cluster,
+                                  os.path.join(ROOT, "examples", "gpt-1t.model"), flags, plan)
+    if "refused" in result:
+        raise SystemExit(f"{plan}: {result['refused']}")
+    out = result["simulated"]
     return {
-        "tflops": float(re.search(r"throughput per GPU \(TFLOP/s/GPU\): ([0-9.]+)", out)[1]),
-        "ms": float(re.search(r"^breakdown of the ([0-9.e+-]+) ms", out, re.M)[1]),
+        **iteration_figures(out),
         "bubble": float(re.search(r"breakdown .*pipeline bubble [0-9.e+-]+ ms \(([0-9.]+)%\)", out)[1]),
         "peak": max(int(b.replace(",", "")) for b in re.findall(r"\(([0-9,]+) bytes\)", out)),
     }

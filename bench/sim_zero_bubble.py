@@ -24,7 +24,6 @@ import argparse
 import concurrent.futures
 import os
 import re
-import subprocess
 import tempfile
 import time
 
@@ -80,26 +79,19 @@ def size(text):
 
 
 def simulate(bin_dir, cluster, flags, plan):
-    """sim_paper.predict's figures and the largest stage's activation
-    memory (workspace + stash), with zb-auto's choice where it says it."""
-    compiled = subprocess.run([os.path.join(bin_dir, "strata-compile"),
-                               os.path.join(ROOT, "examples", "gpt-1t.model"), *flags, "-o", plan],
-                              capture_output=True, text=True)
-    if compiled.returncode != 0:
-        said = compiled.stderr.strip().splitlines()
-        return {"refused": said[-1] if said else f"strata-compile exited {compiled.returncode}"}
-    chose = re.search(r"chose (.*?) of \d+ orders", compiled.stdout)
-    run = subprocess.run([os.path.join(bin_dir, "strata-run"), plan, "--backend", "sim",
-                          "--cluster", cluster], capture_output=True, text=True)
-    if run.returncode != 0:
-        said = run.stderr.strip().splitlines()
-        return {"refused": said[-1] if said else f"strata-run exited {run.returncode}"}
-    out = run.stdout
+    """sim_paper's iteration figures, the bubble and the largest stage's
+    activation memory (workspace + stash), with zb-auto's choice where it
+    says it."""
+    result = sim_paper.compile_and_simulate(
+        bin_dir, cluster, os.path.join(ROOT, "examples", "gpt-1t.model"), flags, plan)
+    if "refused" in result:
+        return result
+    out = result["simulated"]
+    chose = re.search(r"chose (.*?) of \d+ orders", result["compiled"])
     stages = re.findall(r"memory [0-9.]+ \w+ persistent \+ ([0-9.]+ \w+) workspace \+ "
                         r"([0-9.]+ \w+) stash = [0-9.]+ \w+ \(([0-9,]+) bytes\)", out)
     return {
-        "ms": float(re.search(r"^breakdown of the ([0-9.e+-]+) ms", out, re.M)[1]),
-        "tflops": float(re.search(r"throughput per GPU \(TFLOP/s/GPU\): ([0-9.]+)", out)[1]),
+        **sim_paper.iteration_figures(out),
         "bubble": float(re.search(r"breakdown .*pipeline bubble [0-9.e+-]+ ms \(([0-9.]+)%\)", out)[1]),
         "activations": max(size(w) + size(s) for w, s, _ in stages),
         "stash": max(size(s) for _, s, _ in stages),

@@ -270,10 +270,10 @@ std::vector<int64_t> stashSlotBytes(mlir::ModuleOp module, int64_t stages) {
     // group's j-th chunk is j·stages + stage; in a V the programs say.
     std::map<int64_t, int64_t> chunkOfGroup;
     for (auto program : stage.getBody().front().getOps<exec::ProgramOp>())
-      if (std::optional<uint64_t> chunk = program.getChunk())
-        chunkOfGroup[int64_t(*chunk) / stages] = int64_t(*chunk),
-                                       chunks = std::max(chunks,
-                                                         int64_t(*chunk) + 1);
+      if (std::optional<uint64_t> chunk = program.getChunk()) {
+        chunkOfGroup[int64_t(*chunk) / stages] = int64_t(*chunk);
+        chunks = std::max(chunks, int64_t(*chunk) + 1);
+      }
     for (auto &[key, members] : exec::stashMembers(stage)) {
       // A slot is its pool's buffers end to end (a slot class's stride
       // may be another pool's, larger).

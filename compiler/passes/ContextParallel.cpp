@@ -9,9 +9,10 @@
 // family's file under compiler/rules/) says which dimension of its results
 // runs along the sequence, starting from the tokens and labels, and marks
 // the ops that must know where their tokens sit in the whole sequence
-// (dist.context_positions): rotary angles, a learned position table and
-// its gradient, and attention, whose lowering brings every rank's keys and
-// values. This pass walks the step in order and divides each such
+// (dist.context_positions: rotary angles, and attention, whose lowering
+// brings every rank's keys and values) or replaces them by ones that do (a
+// learned position table's add and its gradient: graph.add_positions and
+// graph.sum_positions). This pass walks the step in order and divides each such
 // dimension by c. Weight gradients, sums over the rank's tokens, are then
 // partial over the cp ranks: --strata-data-parallel sums them with the
 // replicas', and the loss seed divides by c as it does by dp.
@@ -100,7 +101,7 @@ struct ContextParallelPass
                             "first";
       return signalPassFailure();
     }
-    strata::ContextState state(module, size);
+    strata::ContextState state(module.getContext(), size);
     if (failed(splitFunction(microbatch, state)) ||
         failed(splitFunction(optimizer, state)) ||
         failed(localize(microbatch, state)))

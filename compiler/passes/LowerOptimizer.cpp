@@ -70,7 +70,6 @@ FailureOr<OptimizerFacts> readOptimizerFacts(func::FuncOp optimizer) {
       facts.params[tie.getName()].tiedStages =
           SmallVector<int64_t>(tie.getStages().begin(), tie.getStages().end());
     } else if (auto reduce = dyn_cast<dist::ReduceGradientsOp>(op)) {
-      facts.reducesOverData = true;
       facts.reductionAxes.assign(reduce.getGridAxes().begin(),
                                  reduce.getGridAxes().end());
       facts.distributedOptimizer = reduce.getDistributedOptimizer();
@@ -147,7 +146,7 @@ LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
   // Offsets: each bucket padded to a multiple of the ranks that reduce it
   // (dp, and cp with context parallelism), so that every rank owns an
   // equal part of it.
-  int64_t dp = reducingRanks();
+  int64_t parts = reducingRanks();
   for (auto [bucket, list] : llvm::zip(buckets, members)) {
     bucket.begin = flatElements;
     int64_t size = 0;
@@ -158,8 +157,8 @@ LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
       size += p.elements;
       paramOrder.push_back(param.getName().str());
     }
-    bucket.size = (size + dp - 1) / dp * dp;
-    bucket.part = opt.distributedOptimizer ? bucket.size / dp : bucket.size;
+    bucket.size = (size + parts - 1) / parts * parts;
+    bucket.part = opt.distributedOptimizer ? bucket.size / parts : bucket.size;
     bucket.stateBegin = stateElements;
     stateElements += bucket.part;
     flatElements += bucket.size;
@@ -187,7 +186,7 @@ LogicalResult Lowering::layoutParameters(ArrayRef<func::FuncOp> functions,
     std::string index = std::to_string(&bucket - buckets.data());
     bucket.grads =
         regionView("bucket:" + index, gradRegion, bucket.begin, bucket.size);
-    if (opt.distributedOptimizer && dp > 1) {
+    if (opt.distributedOptimizer && parts > 1) {
       bucket.params = regionView("bucket-params:" + index, paramRegion,
                                  bucket.begin, bucket.size);
       // A rank's own part: the block of its place among the reducing
@@ -322,7 +321,7 @@ Lowering::ownPart(int64_t stride) const {
 
 void Lowering::reduceBucket(Location loc, Bucket &bucket) {
   SmallVector<int64_t> axes = reducingAxes();
-  if (!opt.reducesOverData || axes.empty())
+  if (axes.empty())
     return;
   exec::CollectiveOp op =
       opt.distributedOptimizer

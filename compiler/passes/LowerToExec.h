@@ -142,9 +142,8 @@ struct Bucket {
 struct OptimizerFacts {
   llvm::StringMap<ParamFacts> params; // read with lookup: none is no facts
   bool distributedOptimizer = false;
-  bool reducesOverData = false; // dist.reduce_gradients is there
-  // The mesh axes it reduces over: dp, and cp, whose ranks hold other
-  // tokens of the same samples.
+  // The mesh axes dist.reduce_gradients sums over (none without it): dp,
+  // and cp, whose ranks hold other tokens of the same samples.
   llvm::SmallVector<int64_t, 2> reductionAxes;
   // Gradient elements per bucket: dist.reduce_gradients' (Megatron's
   // default, as --strata-data-parallel's, without it).

@@ -1,5 +1,4 @@
-//===- Context.h - context parallelism's sequence split, for the rules -*- C++
-//-*-===//
+//===- Context.h - the sequence split, for the rules --------*- C++ -*-===//
 //
 // What an op's context-parallel rule (graph::ContextSplittable,
 // compiler/rules/) works with. The sequence of every sample is cut into
@@ -11,7 +10,8 @@
 // ranks and reduced with the data-parallel ones) has none. A rule reads
 // its operands' sequence dimensions and sets its results'; an op that must
 // know where its tokens sit in the whole sequence is marked
-// (dist.context_positions) for its lowering. The pass
+// (dist.context_positions) for its lowering, or replaced by one that knows
+// (a position table's add and its gradient: Positions.cpp). The pass
 // (compiler/passes/ContextParallel.cpp) walks the ops in order and divides
 // each sequence dimension by c.
 //
@@ -29,8 +29,7 @@ namespace strata {
 
 class ContextState {
 public:
-  ContextState(mlir::ModuleOp module, int64_t cp)
-      : module(module), cp(cp), b(module.getContext()) {}
+  ContextState(mlir::MLIRContext *context, int64_t cp) : cp(cp), b(context) {}
 
   mlir::OpBuilder &builder() { return b; }
 
@@ -57,7 +56,6 @@ public:
   mlir::InFlightDiagnostic error(mlir::Operation *op);
 
 private:
-  mlir::ModuleOp module;
   int64_t cp;
   mlir::OpBuilder b;
   llvm::DenseMap<mlir::Value, int64_t> dims; // dimension + 1; 0: none

@@ -85,13 +85,12 @@ LogicalResult sumPositionsSharding(SumPositionsOp sum, ShardingState &st) {
 exec::BufferOp rowsView(Lowering &l, exec::BufferOp x, RankedTensorType type,
                         int64_t tableRank) {
   int64_t seqDim = type.getRank() - tableRank;
-  int64_t rows = type.getDimSize(seqDim);
-  int64_t width = 1, before = 1;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    (d < seqDim   ? before
-     : d > seqDim ? width
-                  : rows) *= d == seqDim ? 1 : type.getDimSize(d);
-  return l.shaped(x, {before, rows, width});
+  int64_t before = 1, width = 1;
+  for (int64_t d = 0; d < seqDim; ++d)
+    before *= type.getDimSize(d);
+  for (int64_t d = seqDim + 1; d < type.getRank(); ++d)
+    width *= type.getDimSize(d);
+  return l.shaped(x, {before, type.getDimSize(seqDim), width});
 }
 
 exec::BufferOp tableView(Lowering &l, exec::BufferOp table,

@@ -142,18 +142,12 @@ LogicalResult reshapeContext(ReshapeOp reshape, ContextState &state) {
   if (d < 0)
     return success();
   auto in = reshape.getInput().getType(), out = reshape.getType();
-  // The result dimension after as many elements, of as many positions
-  // (with one sample, [1, s, h] to [1, s, heads, d] has two after none).
-  int64_t before = 1, inBefore = in.getNumElements() / in.getDimSize(d);
-  for (int64_t k = d + 1; k < in.getRank(); ++k)
-    inBefore /= in.getDimSize(k);
-  for (int64_t e = 0; e < out.getRank(); before *= out.getDimSize(e++))
-    if (before == inBefore && out.getDimSize(e) == in.getDimSize(d)) {
-      state.set(reshape.getResult(), e);
-      return success();
-    }
-  return state.error(reshape) << "it regroups the sequence (dimension " << d
-                              << " of " << describe(in) << ")";
+  std::optional<int64_t> e = dimThroughReshape(in, d, out);
+  if (!e || out.getDimSize(*e) != in.getDimSize(d))
+    return state.error(reshape) << "it regroups the sequence (dimension " << d
+                                << " of " << describe(in) << ")";
+  state.set(reshape.getResult(), *e);
+  return success();
 }
 
 LogicalResult transposeContext(TransposeOp transpose, ContextState &state) {

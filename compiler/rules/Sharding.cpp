@@ -70,14 +70,18 @@ std::optional<int64_t> dimThroughReshape(RankedTensorType in, int64_t dim,
                                          RankedTensorType out) {
   // Splitting dimension `dim` into blocks cuts the row-major elements into
   // the same pieces as splitting output dimension e when both have the
-  // same leading product and the same block of trailing elements.
+  // same leading product and the same block of trailing elements. Where
+  // dimensions of size 1 make several such (one sample: [1, s, h] to [1,
+  // s, heads, d]), the one as long as `dim`.
   int64_t prefix = product(in.getShape().take_front(dim));
   int64_t block = product(in.getShape().drop_front(dim));
+  std::optional<int64_t> found;
   for (int64_t e = 0; e < out.getRank(); ++e)
     if (product(out.getShape().take_front(e)) == prefix &&
-        product(out.getShape().drop_front(e)) == block)
-      return e;
-  return std::nullopt;
+        product(out.getShape().drop_front(e)) == block &&
+        (!found || out.getDimSize(e) == in.getDimSize(dim)))
+      found = e;
+  return found;
 }
 
 std::optional<int64_t> ShardingState::mapThroughReshape(RankedTensorType in,

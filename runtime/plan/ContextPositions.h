@@ -1,5 +1,4 @@
-//===- ContextPositions.h - where a rank's tokens sit in a sequence -*- C++
-//-*-===//
+//===- ContextPositions.h - a rank's tokens in the sequence --*- C++ -*-===//
 //
 // Context parallelism cuts each sample's sequence into 2c chunks and
 // context-parallel rank i holds chunks i and 2c - 1 - i, one after the

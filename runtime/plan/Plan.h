@@ -417,12 +417,6 @@ struct Plan {
   /// The tokens of a sample a rank holds: the sequence, or with context
   /// parallelism its share, two chunks of the 2c.
   uint32_t localSeqLength() const { return seqLength / contextParallel; }
-  /// Which of the sequence's 2c chunks context-parallel rank `rank` holds
-  /// as its `which`-th (0 or 1): chunks i and 2c - 1 - i, so that under a
-  /// causal mask every rank attends to as many keys (Megatron's order).
-  uint32_t contextChunk(uint32_t rank, int which) const {
-    return which == 0 ? rank : 2 * contextParallel - 1 - rank;
-  }
   /// Each mesh axis's size, by id (runtime/plan/MeshAxes.h).
   mesh::Sizes sizes() const {
     return {tensorParallel, dataParallel, pipelineParallel, contextParallel};

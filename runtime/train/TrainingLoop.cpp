@@ -5,6 +5,7 @@
 #include "runtime/comm/Transport.h"
 #include "runtime/data/GptDataset.h"
 #include "runtime/io/HuggingFace.h"
+#include "runtime/plan/ContextPositions.h"
 #include "runtime/plan/Dropout.h"
 #include "runtime/plan/IoNames.h"
 #include "runtime/train/CheckpointStore.h"
@@ -217,15 +218,14 @@ void TrainingLoop::loadBatch(const Dataset &from, int64_t first, int64_t mb,
       if (plan.contextParallel == 1) {
         from.sample(index, tokensAt, labelsAt);
       } else {
-        // Context parallelism: the rank's two chunks of the sample.
+        // Context parallelism: the rank's two chunks of the sample, each
+        // from its first row's place.
         from.sample(index, wholeTokens.data(), wholeLabels.data());
-        for (int64_t k = 0; k < 2; ++k) {
-          int64_t chunk = plan.contextChunk(coords[mesh::kContext], k);
-          int64_t width = local / 2;
-          std::copy_n(wholeTokens.data() + chunk * width, width,
-                      tokensAt + k * width);
-          std::copy_n(wholeLabels.data() + chunk * width, width,
-                      labelsAt + k * width);
+        for (int64_t row = 0; row < local; row += local / 2) {
+          int64_t place = contextPosition(row, local, plan.contextParallel,
+                                          coords[mesh::kContext]);
+          std::copy_n(wholeTokens.data() + place, local / 2, tokensAt + row);
+          std::copy_n(wholeLabels.data() + place, local / 2, labelsAt + row);
         }
       }
     }
