@@ -217,17 +217,8 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
     lower.bf16 = options.bf16;
     pm.addPass(createLowerToExec(lower));
     OverlapCommunicationOptions overlap;
-    // With context parallelism over one data-parallel rank, the gradients'
-    // reductions are over the cp ranks, as attention's exchanges are: one
-    // NCCL communicator, which orders its work only within a stream, so
-    // the reductions stay on the compute stream with the exchanges.
-    bool sharesContextGroup = options.contextParallel > 1 &&
-                              options.dataParallel == 1 &&
-                              options.target == Target::Cuda;
-    overlap.overlapGradReduce =
-        options.overlapGradReduce && !sharesContextGroup;
-    overlap.overlapParamGather =
-        options.overlapParamGather && !sharesContextGroup;
+    overlap.overlapGradReduce = options.overlapGradReduce;
+    overlap.overlapParamGather = options.overlapParamGather;
     pm.addPass(createOverlapCommunication(overlap));
     pm.addPass(createPlanMemory());
   }

@@ -46,22 +46,24 @@ const NcclApi *loadNccl(std::string &error) {
   return failure.empty() ? &api : nullptr;
 }
 
-std::vector<std::vector<int>> communicatorSets(const Plan &plan,
-                                               uint32_t rank) {
-  std::vector<std::vector<int>> sets;
+std::vector<CommunicatorSet> communicatorSets(const Plan &plan, uint32_t rank) {
+  std::vector<CommunicatorSet> sets;
   // A group restricted to some stages (the tied embedding's first and
   // last) names ranks of those stages even for a rank of another: not its.
-  auto add = [&](std::vector<int> members) {
-    if (members.size() > 1 &&
-        std::find(members.begin(), members.end(), int(rank)) != members.end() &&
-        std::find(sets.begin(), sets.end(), members) == sets.end())
-      sets.push_back(std::move(members));
+  auto add = [&](CommunicatorSet set) {
+    if (set.ranks.size() > 1 &&
+        std::find(set.ranks.begin(), set.ranks.end(), int(rank)) !=
+            set.ranks.end() &&
+        std::find(sets.begin(), sets.end(), set) == sets.end())
+      sets.push_back(std::move(set));
   };
   for (uint32_t g = 0; g < plan.groups.size(); ++g)
-    add(plan.groupMembers(g, rank));
+    for (int s = 0; s < kStreams; ++s)
+      if (plan.groups[g].streams & (1u << s))
+        add({plan.groupMembers(g, rank), Stream(s)});
   if (std::vector<int> line = pipelineLine(plan, rank); line.size() > 1)
-    for (int s = 0; s < kTransferStreamCount; ++s)
-      sets.push_back(line);
+    for (Stream stream : kTransferStreams)
+      sets.push_back({line, stream});
   return sets;
 }
 
@@ -75,28 +77,27 @@ std::vector<int> pipelineLine(const Plan &plan, uint32_t rank) {
 std::string createCommunicators(const NcclApi &api, const Plan &plan,
                                 uint32_t rank, Transport &transport,
                                 Clock::time_point deadline,
-                                std::map<std::vector<int>, ncclComm_t> &comms,
-                                std::array<ncclComm_t, kTransferStreamCount> &lines) {
-  std::vector<std::vector<int>> sets = communicatorSets(plan, rank);
-  bool hasLine = plan.pipelineParallel > 1;
+                                std::map<CommunicatorSet, ncclComm_t> &comms) {
+  std::vector<CommunicatorSet> sets = communicatorSets(plan, rank);
   std::vector<ncclUniqueId> ids(sets.size());
   // The ids: each set's first rank makes one and posts it to the others
   // (posts never wait), then every rank takes its own, in the same order.
   for (size_t s = 0; s < sets.size(); ++s) {
-    if (sets[s][0] != int(rank))
+    const std::vector<int> &ranks = sets[s].ranks;
+    if (ranks[0] != int(rank))
       continue;
     if (std::string error =
             api.error(api.ncclGetUniqueId(&ids[s]), "ncclGetUniqueId");
         !error.empty())
       return error;
-    for (size_t m = 1; m < sets[s].size(); ++m)
-      transport.post(sets[s][m], &ids[s], sizeof ids[s], kTagNcclId);
+    for (size_t m = 1; m < ranks.size(); ++m)
+      transport.post(ranks[m], &ids[s], sizeof ids[s], kTagNcclId);
   }
   try {
     for (size_t s = 0; s < sets.size(); ++s)
-      if (sets[s][0] != int(rank))
-        transport.recv(sets[s][0], &ids[s], sizeof ids[s], kTagNcclId, deadline,
-                       "taking NCCL's unique id");
+      if (sets[s].ranks[0] != int(rank))
+        transport.recv(sets[s].ranks[0], &ids[s], sizeof ids[s], kTagNcclId,
+                       deadline, "taking NCCL's unique id");
     transport.flush(deadline);
   } catch (const CommTimeout &timeout) {
     return timeout.what();
@@ -108,9 +109,10 @@ std::string createCommunicators(const NcclApi &api, const Plan &plan,
   std::vector<ncclComm_t> made(sets.size(), nullptr);
   std::string failure;
   for (size_t s = 0; s < sets.size() && failure.empty(); ++s) {
-    int index = int(rankIndex(sets[s], int(rank)));
+    const std::vector<int> &ranks = sets[s].ranks;
+    int index = int(rankIndex(ranks, int(rank)));
     failure = api.error(
-        api.ncclCommInitRank(&made[s], int(sets[s].size()), ids[s], index),
+        api.ncclCommInitRank(&made[s], int(ranks.size()), ids[s], index),
         "ncclCommInitRank");
   }
   if (std::string error = api.error(api.ncclGroupEnd(), "ncclGroupEnd");
@@ -123,13 +125,8 @@ std::string createCommunicators(const NcclApi &api, const Plan &plan,
     return failure + " (NCCL takes one GPU per rank: --staged-collectives "
                      "runs ranks that share one)";
   }
-  lines = {};
-  size_t groups = sets.size() - (hasLine ? kTransferStreamCount : 0);
   for (size_t s = 0; s < sets.size(); ++s)
-    if (s < groups)
-      comms[sets[s]] = made[s];
-    else
-      lines[s - groups] = made[s];
+    comms[sets[s]] = made[s];
   return "";
 }
 

@@ -4,10 +4,11 @@
 // launcher) go through NCCL. libnccl.so.2 is loaded with dlopen, as the
 // driver and cuBLASLt are, only by the cuda backend under a launcher;
 // nccl.h is read for types only. A rank needs one communicator per
-// distinct set of two or more ranks it talks to: each of the plan's
-// groups, and its pipeline line (the ranks with its tp and dp coordinates
-// on every stage) for the transfers. The entry points are a table, so the
-// communicators' creation can be tested with a stand-in where no GPU is.
+// distinct set of two or more ranks it talks to and stream it talks on:
+// each of the plan's groups, and its pipeline line (the ranks with its
+// tp, cp and dp coordinates on every stage) for the transfers. The entry points
+// are a table, so the communicators' creation can be tested with a stand-in
+// where no GPU is.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_CUDA_NCCL_H
@@ -19,7 +20,6 @@
 
 #include <nccl.h>
 
-#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -57,24 +57,31 @@ const NcclApi *loadNccl(std::string &error);
 /// stage order: its pipeline transfers' peers.
 std::vector<int> pipelineLine(const Plan &plan, uint32_t rank);
 
-/// The sets of ranks `rank` needs a communicator for, in the order every
-/// rank creates them: the plan's groups in order, each set once, then the
-/// pipeline line once per transfer stream, always last and always its own
-/// (its transfers run on streams of their own, and NCCL orders the work of
-/// one communicator only within a stream); sets of one rank left out.
-std::vector<std::vector<int>> communicatorSets(const Plan &plan, uint32_t rank);
+/// What a communicator is for: a set of ranks and the stream its work runs
+/// on. NCCL orders one communicator's work only within a stream, so ranks
+/// that talk on two streams (at d = 1, attention's exchanges over cp on
+/// the compute stream and the gradients' reduction over the same ranks on
+/// the communication stream) need one for each.
+struct CommunicatorSet {
+  std::vector<int> ranks;
+  Stream stream = Stream::Compute;
+  auto operator<=>(const CommunicatorSet &) const = default;
+};
 
-/// Creates the communicators of `rank` (communicatorSets): the groups'
-/// into `comms`, the pipeline line's into `lines`, one per transfer stream
-/// in kTransferStreams' order (null for one stage).
+/// The communicators `rank` needs, in the order every rank creates them:
+/// each of the plan's groups in order, on each stream its collectives run
+/// on (Group::streams), each (ranks, stream) once; then the pipeline line
+/// on each transfer stream, always last; sets of one rank left out.
+std::vector<CommunicatorSet> communicatorSets(const Plan &plan, uint32_t rank);
+
+/// Creates the communicators of `rank` (communicatorSets) into `comms`.
 /// Each set's first rank makes its unique id and posts it to the others
 /// over `transport`; then the rank joins all its sets in one NCCL group
 /// call, so no order between sets can deadlock. "" or why not.
 std::string createCommunicators(const NcclApi &api, const Plan &plan,
                                 uint32_t rank, Transport &transport,
                                 Clock::time_point deadline,
-                                std::map<std::vector<int>, ncclComm_t> &comms,
-                                std::array<ncclComm_t, kTransferStreamCount> &lines);
+                                std::map<CommunicatorSet, ncclComm_t> &comms);
 
 } // namespace strata::runtime::cuda
 

@@ -24,9 +24,6 @@ NcclCollectives::~NcclCollectives() {
   for (auto &[set, comm] : comms)
     if (comm)
       api->ncclCommDestroy(comm);
-  for (ncclComm_t comm : lineComms)
-    if (comm)
-      api->ncclCommDestroy(comm);
   for (void *bytes : scratch)
     if (bytes)
       driver().cuMemFree(devicePointer(bytes));
@@ -41,18 +38,23 @@ std::string NcclCollectives::createGroups(const Plan &plan, uint32_t rank) {
       !error.empty())
     return error;
   device.bind();
-  if (std::string error =
-          createCommunicators(*api, plan, rank, transport,
-                              Clock::now() + timeout, comms, lineComms);
+  if (std::string error = createCommunicators(*api, plan, rank, transport,
+                                              Clock::now() + timeout, comms);
       !error.empty())
     return error;
-  // Each plan group's communicator (none for one rank), and the line's.
-  groupComms.clear();
-  for (uint32_t g = 0; g < plan.groups.size(); ++g) {
-    auto it = comms.find(group(g));
-    groupComms.push_back(it == comms.end() ? nullptr : it->second);
-  }
+  // Each plan group's communicator per stream (none for one rank), and the
+  // line's per transfer stream.
+  auto find = [&](const std::vector<int> &ranks, Stream stream) {
+    auto it = comms.find({ranks, stream});
+    return it == comms.end() ? nullptr : it->second;
+  };
+  groupComms.assign(plan.groups.size(), {});
+  for (uint32_t g = 0; g < plan.groups.size(); ++g)
+    for (int s = 0; s < kStreams; ++s)
+      groupComms[g][size_t(s)] = find(group(g), Stream(s));
   line = pipelineLine(plan, rank);
+  for (int s = 0; s < kTransferStreamCount; ++s)
+    lineComms[size_t(s)] = find(line, kTransferStreams[s]);
   // Each stream's scratch: what its largest gather or scatter along a
   // later dim needs.
   uint64_t scratchBytes[kStreams] = {};
@@ -111,7 +113,11 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
             "cuMemcpyDtoDAsync");
     return;
   }
-  ncclComm_t comm = groupComms[op.group];
+  ncclComm_t comm = groupComms.at(op.group)[size_t(stream)];
+  if (!comm) // Group::streams is read from every template: a plan bug
+    throw std::logic_error(
+        "a collective over group " + std::to_string(op.group) + " on the " +
+        streamName(stream) + " stream, which no template runs it on");
   ncclDataType_t type = ncclType(in.buffer->dtype);
   auto nccl = [&](ncclResult_t result, const char *call) {
     if (std::string error = api->error(result, call); !error.empty())

@@ -46,9 +46,10 @@ private:
 
   CudaBackend &device;
   const NcclApi *api = nullptr;
-  std::map<std::vector<int>, ncclComm_t> comms; // by set of ranks
-  std::vector<ncclComm_t> groupComms;           // per plan group
-  std::vector<int> line;                        // the pipeline line
+  std::map<CommunicatorSet, ncclComm_t> comms;
+  // Per plan group, per stream (null where it runs nothing).
+  std::vector<std::array<ncclComm_t, kStreams>> groupComms;
+  std::vector<int> line; // the pipeline line
   // The line's, one per transfer stream (kTransferStreams' order).
   std::array<ncclComm_t, kTransferStreamCount> lineComms = {};
   // For gathers and scatters along a later dim: one per stream, since a

@@ -336,6 +336,11 @@ struct Step {
 struct Group {
   std::vector<int> axes;
   std::vector<uint32_t> stages;
+  /// The streams its collectives run on in any template, a bit per Stream:
+  /// read from every template at load (decoded or not), so that each
+  /// member, loading its own rank only, knows the others' (NCCL needs a
+  /// communicator per stream, joined by every member).
+  uint8_t streams = 0;
 };
 
 /// A template as written, or a rank's resolved copy of one.

@@ -83,6 +83,7 @@ public:
     plan = &out;
     if (std::string error = readRankMap(in, out); !error.empty())
       return error;
+    readGroupStreams(in, out);
     std::vector<uint32_t> ranks;
     if (options.ranks) {
       for (uint32_t rank : *options.ranks)
@@ -120,6 +121,20 @@ public:
   }
 
 private:
+  /// Each group's streams (Group::streams), from every template's
+  /// collectives. Values out of range are left to readTemplate's checks.
+  static void readGroupStreams(const plan::Plan &in, Plan &out) {
+    for (const plan::Template *written : *in.templates())
+      for (const plan::Program *program : *written->programs())
+        for (const plan::Instruction *instruction : *program->instructions()) {
+          const plan::Collective *c = instruction->op_as_Collective();
+          if (c && c->group() < out.groups.size() &&
+              instruction->stream() <= plan::Stream::MAX)
+            out.groups[c->group()].streams |=
+                uint8_t(1u << unsigned(instruction->stream()));
+        }
+  }
+
   /// Each rank's template: one the plan holds, for the rank's stage.
   std::string readRankMap(const plan::Plan &in, Plan &out) {
     const auto &map = *in.rank_templates();

@@ -292,65 +292,107 @@ NcclApi fakeNccl() {
   return api;
 }
 
-TEST(Nccl, EachSetOfRanksGetsOneCommunicatorAndOneId) {
-  // t=2, d=2, p=2: tp groups, dp groups, the tied embedding's first and
-  // last stage, the gradient norm over dp and pp, and each pipeline line.
-  Plan plan;
-  plan.tensorParallel = plan.dataParallel = plan.pipelineParallel = 2;
-  plan.groups = {{{0}, {}}, {{1}, {}}, {{2}, {0, 1}}, {{1, 2}, {}}};
-  NcclApi api = fakeNccl();
+/// Each rank of `plan` creates its communicators on a thread of its own,
+/// over a local transport; `ids[r]` is rank r's thread (fakeJoins' key).
+void createAll(const NcclApi &api, const Plan &plan,
+               std::vector<std::map<CommunicatorSet, ncclComm_t>> &comms,
+               std::vector<std::thread::id> &ids) {
   int world = int(plan.world());
+  comms.assign(size_t(world), {});
+  ids.assign(size_t(world), {});
   auto hub = makeLocalHub(world);
-  std::vector<std::map<std::vector<int>, ncclComm_t>> comms(world);
-  std::vector<std::array<ncclComm_t, kTransferStreamCount>> lines(world);
-  std::vector<std::thread::id> ids(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
-      ids[r] = std::this_thread::get_id();
+      ids[size_t(r)] = std::this_thread::get_id();
       auto transport = makeLocalTransport(hub, r);
       EXPECT_EQ(createCommunicators(api, plan, uint32_t(r), *transport,
                                     Clock::now() + std::chrono::seconds(30),
-                                    comms[r], lines[r]),
+                                    comms[size_t(r)]),
                 "");
       EXPECT_EQ(fakeGroupDepth, 0); // every group call closed
     });
   for (std::thread &thread : threads)
     thread.join();
+}
+
+constexpr uint8_t kOnCompute = 1u << int(Stream::Compute);
+constexpr uint8_t kOnComm = 1u << int(Stream::Comm);
+
+TEST(Nccl, EachSetOfRanksAndStreamGetsOneCommunicatorAndOneId) {
+  // t=2, d=2, p=2: tp groups, dp groups, the tied embedding's first and
+  // last stage, the gradient norm over dp and pp, and each pipeline line.
+  Plan plan;
+  plan.tensorParallel = plan.dataParallel = plan.pipelineParallel = 2;
+  plan.groups = {{{0}, {}, kOnCompute},
+                 {{1}, {}, kOnComm},
+                 {{2}, {0, 1}, kOnComm},
+                 {{1, 2}, {}, kOnCompute}};
+  NcclApi api = fakeNccl();
+  std::vector<std::map<CommunicatorSet, ncclComm_t>> comms;
+  std::vector<std::thread::id> ids;
+  createAll(api, plan, comms, ids);
   // The tied group (stages 0 and 1) and the pipeline line are the same
   // ranks, each with a communicator of its own: the line's transfers run on
   // four streams of their own, each with its communicator. Rank 0 (tp 0,
   // dp 0, pp 0): tp {0, 1}, dp {0, 2}, the tied group {0, 4}, dp and pp
-  // {0, 2, 4, 6}, the line {0, 4} four times.
-  std::vector<std::vector<int>> expected = {
-      {0, 1}, {0, 2}, {0, 4}, {0, 2, 4, 6}, {0, 4}, {0, 4}, {0, 4}, {0, 4}};
+  // {0, 2, 4, 6}, the line {0, 4} on each transfer stream.
+  std::vector<CommunicatorSet> expected = {
+      {{0, 1}, Stream::Compute},       {{0, 2}, Stream::Comm},
+      {{0, 4}, Stream::Comm},          {{0, 2, 4, 6}, Stream::Compute},
+      {{0, 4}, Stream::ActivationsUp}, {{0, 4}, Stream::ActivationsDown},
+      {{0, 4}, Stream::GradientsUp},   {{0, 4}, Stream::GradientsDown}};
   EXPECT_EQ(communicatorSets(plan, 0), expected);
   std::map<std::string, std::vector<int>> byId; // id: the ranks that joined
-  for (int r = 0; r < world; ++r) {
-    EXPECT_EQ(comms[r].size(), 4u) << "rank " << r;
-    std::set<ncclComm_t> distinct(lines[r].begin(), lines[r].end());
-    EXPECT_EQ(distinct.size(), size_t(kTransferStreamCount)) << "rank " << r;
+  for (int r = 0; r < int(plan.world()); ++r) {
+    std::vector<CommunicatorSet> sets = communicatorSets(plan, uint32_t(r));
+    EXPECT_EQ(comms[size_t(r)].size(), sets.size()) << "rank " << r;
+    std::set<ncclComm_t> distinct;
+    for (auto &[set, comm] : comms[size_t(r)])
+      distinct.insert(comm);
+    EXPECT_EQ(distinct.size(), sets.size()) << "rank " << r;
     EXPECT_FALSE(distinct.count(nullptr)) << "rank " << r;
-    for (ncclComm_t line : lines[r])
-      EXPECT_NE(line, comms[r].at(communicatorSets(plan, uint32_t(r)).back()))
-          << "rank " << r;
-    const std::vector<Join> &joins = fakeJoins[ids[r]];
-    std::vector<std::vector<int>> sets = communicatorSets(plan, uint32_t(r));
+    const std::vector<Join> &joins = fakeJoins[ids[size_t(r)]];
     ASSERT_EQ(joins.size(), sets.size());
     for (size_t s = 0; s < sets.size(); ++s) {
-      EXPECT_EQ(joins[s].nranks, int(sets[s].size()));
-      EXPECT_EQ(sets[s][joins[s].index], r);
+      EXPECT_EQ(joins[s].nranks, int(sets[s].ranks.size()));
+      EXPECT_EQ(sets[s].ranks[size_t(joins[s].index)], r);
       byId[joins[s].id].push_back(r);
-      EXPECT_TRUE(s + kTransferStreamCount >= sets.size() ||
-                  comms[r].count(sets[s]));
     }
   }
-  // Every set of ranks shares one id, made once: 4 tp sets, 4 dp sets, 4
-  // tied groups, 2 dp-and-pp sets, 4 lines four times.
+  // Every set of ranks and stream shares one id, made once: 4 tp sets, 4
+  // dp sets, 4 tied groups, 2 dp-and-pp sets, 4 lines four times.
   EXPECT_EQ(byId.size(), 30u);
   EXPECT_EQ(fakeIds, 30);
   for (auto &[id, ranks] : byId)
     EXPECT_TRUE(ranks.size() == 2 || ranks.size() == 4) << id;
+}
+
+TEST(Nccl, RanksThatTalkOnTwoStreamsGetACommunicatorOnEach) {
+  // c=2, d=1: attention's exchanges over cp on the compute stream, the
+  // gradients' reduction over dp and cp (the same two ranks) on the
+  // communication stream, and a group whose collectives run on both. NCCL
+  // orders one communicator's work only within a stream: one each.
+  Plan plan;
+  plan.contextParallel = 2;
+  plan.groups = {{{3}, {}, kOnCompute},
+                 {{1, 3}, {}, kOnComm},
+                 {{3}, {}, kOnCompute | kOnComm},
+                 {{0}, {}, kOnCompute}}; // t = 1: no communicator
+  std::vector<CommunicatorSet> expected = {{{0, 1}, Stream::Compute},
+                                           {{0, 1}, Stream::Comm}};
+  EXPECT_EQ(communicatorSets(plan, 0), expected);
+  NcclApi api = fakeNccl();
+  std::vector<std::map<CommunicatorSet, ncclComm_t>> comms;
+  std::vector<std::thread::id> ids;
+  createAll(api, plan, comms, ids);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(comms[size_t(r)].size(), 2u) << "rank " << r;
+    EXPECT_NE(comms[size_t(r)].at({{0, 1}, Stream::Compute}),
+              comms[size_t(r)].at({{0, 1}, Stream::Comm}))
+        << "rank " << r;
+  }
+  EXPECT_EQ(fakeIds, 2);
 }
 
 TEST(Nccl, AGroupOfSomeStagesIsNotARankOfAnotherStagesSet) {
@@ -358,35 +400,26 @@ TEST(Nccl, AGroupOfSomeStagesIsNotARankOfAnotherStagesSet) {
   // middle stage's rank is in the pipeline line only.
   Plan plan;
   plan.pipelineParallel = 3;
-  plan.groups = {{{2}, {0, 2}}};
-  EXPECT_EQ(communicatorSets(plan, 0),
-            (std::vector<std::vector<int>>{
-                {0, 2}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2}}));
-  EXPECT_EQ(communicatorSets(plan, 1),
-            (std::vector<std::vector<int>>{
-                {0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {0, 1, 2}}));
+  plan.groups = {{{2}, {0, 2}, kOnComm}};
+  std::vector<CommunicatorSet> line;
+  for (Stream stream : kTransferStreams)
+    line.push_back({{0, 1, 2}, stream});
+  std::vector<CommunicatorSet> first = line;
+  first.insert(first.begin(), {{0, 2}, Stream::Comm});
+  EXPECT_EQ(communicatorSets(plan, 0), first);
+  EXPECT_EQ(communicatorSets(plan, 1), line);
   NcclApi api = fakeNccl();
-  auto hub = makeLocalHub(3);
-  std::vector<std::map<std::vector<int>, ncclComm_t>> comms(3);
-  std::vector<std::array<ncclComm_t, kTransferStreamCount>> lines(3);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r)
-    threads.emplace_back([&, r] {
-      auto transport = makeLocalTransport(hub, r);
-      EXPECT_EQ(createCommunicators(api, plan, uint32_t(r), *transport,
-                                    Clock::now() + std::chrono::seconds(5),
-                                    comms[r], lines[r]),
-                "");
-    });
-  for (std::thread &thread : threads)
-    thread.join();
+  std::vector<std::map<CommunicatorSet, ncclComm_t>> comms;
+  std::vector<std::thread::id> ids;
+  createAll(api, plan, comms, ids);
   // The tied group's apart from the line's, which every rank has.
-  EXPECT_EQ(comms[0].size(), 1u);
-  EXPECT_EQ(comms[1].size(), 0u);
-  EXPECT_EQ(comms[2].size(), 1u);
+  EXPECT_EQ(comms[0].size(), 5u);
+  EXPECT_EQ(comms[1].size(), 4u);
+  EXPECT_EQ(comms[2].size(), 5u);
   for (int r = 0; r < 3; ++r)
-    for (ncclComm_t line : lines[r])
-      EXPECT_NE(line, nullptr) << "rank " << r;
+    for (Stream stream : kTransferStreams)
+      EXPECT_NE(comms[size_t(r)].at({{0, 1, 2}, stream}), nullptr)
+          << "rank " << r;
 }
 
 } // namespace
