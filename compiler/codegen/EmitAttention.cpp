@@ -8,6 +8,7 @@
 // launches whose head dimension is a multiple of 8 run on tensor cores
 // instead (EmitAttentionMma.cpp), except with context parallelism, whose
 // causal mask compares places in the whole sequence (cuda/context.cuh).
+// The ring's attention_merge is a warp a row of the SIMT file too.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Attention.h"
@@ -75,7 +76,8 @@ std::string emitAttentionFwd(const LaunchDesc &launch, KernelCode &code) {
   code.sources = {"attention_simt.cuh"};
   code.globals = s.constants();
   code.body = "  attentionFwdSimt<Shape>(q, k, v, o, lse, group_size, "
-              "query_head_offset,\n                          context_rank);\n";
+              "query_head_offset,\n                          "
+              "ContextPlace{context_rank, ring_step});\n";
   code.block = {uint32_t(32 * kAttentionSimtRows), 1, 1};
   code.grid = {blocksFor(s.seq, kAttentionSimtRows, 1u << 30),
                uint32_t(s.heads), uint32_t(s.batch)};
@@ -95,11 +97,30 @@ std::string emitAttentionBwd(const LaunchDesc &launch, KernelCode &code) {
   code.globals = s.constants();
   code.body = "  attentionBwdSimt<Shape>(q, k, v, o, lse, dout, dq, dk, dv, "
               "group_size,\n                          query_head_offset, "
-              "context_rank);\n";
+              "ContextPlace{context_rank, ring_step});\n";
   code.block = {uint32_t(32 * kAttentionSimtRows), 1, 1};
   code.grid = {uint32_t(queryBlocks + keyBlocks),
                uint32_t(std::max(s.heads, s.kvHeads)), uint32_t(s.batch)};
   code.sharedBytes = uint32_t(attentionSimtBwdSharedBytes(int(s.dim)));
+  return "";
+}
+
+std::string emitAttentionMerge(const LaunchDesc &launch, KernelCode &code) {
+  View v{launch};
+  const std::vector<int64_t> &o = v.shape(AttentionMerge::op::o);
+  const int64_t batch = o[0], seq = o[1], heads = o[2], dim = o[3];
+  code.sources = {"attention_simt.cuh"};
+  code.globals = "\n// The launch's shape.\nstruct Shape {\n"
+                 "  static constexpr int kSeq = " +
+                 std::to_string(seq) + ", kKeys = " + std::to_string(seq) +
+                 ", kHeads = " + std::to_string(heads) +
+                 ", kKvHeads = " + std::to_string(heads) +
+                 ", kDim = " + std::to_string(dim) + ";\n};\n";
+  code.body = "  attentionMergeSimt<Shape>(o_step, lse_step, o, lse);\n";
+  code.block = {uint32_t(32 * kAttentionSimtRows), 1, 1};
+  code.grid = {blocksFor(seq, kAttentionSimtRows, 1u << 30), uint32_t(heads),
+               uint32_t(batch)};
+  code.sharedBytes = 0;
   return "";
 }
 

@@ -11,12 +11,15 @@
 // flash-attention contract), never stored. A kv head's gradient sums over
 // the query heads that read it, in head order. With context parallelism
 // the queries are the rank's two chunks of the sequence and the keys every
-// rank's, gathered; the causal mask compares their places in it.
+// rank's, gathered, or one rank's (the ring's step); the causal mask
+// compares their places in it, and a row that sees none of the keys gets
+// o = 0 and lse = −∞, which attention_merge then weighs at nothing.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/ContextPositions.h"
 
+#include <algorithm>
 #include <cblas.h>
 #include <cmath>
 #include <cstring>
@@ -46,20 +49,21 @@ struct Dims {
     firstHead = args.i(attr::query_head_offset);
     context = args.i(attr::context_parallel);
     contextRank = args.i(attr::context_rank);
+    ringStep = args.i(attr::ring_step);
   }
   /// Whether query row i sees key row j: all of them, or under the causal
   /// mask those at or before it, by their places in the whole sequence
   /// with context parallelism (the queries the rank's chunks, the keys
-  /// every rank's in rank order).
+  /// every rank's in rank order or the ring step's rank's).
   bool sees(int64_t i, int64_t j) const {
     if (!causal)
       return true;
     if (context < 2)
       return j <= i;
-    return gatheredContextPosition(j, seq, context) <=
+    return keyContextPosition(j, seq, keys, context, contextRank, ringStep) <=
            contextPosition(i, seq, context, contextRank);
   }
-  int64_t context = 0, contextRank = 0;
+  int64_t context = 0, contextRank = 0, ringStep = 0;
   /// The kv head query head h reads: with the query's heads split across
   /// ranks and the kv heads whole, h is the rank's local index.
   int64_t kvHead(int64_t h) const { return (firstHead + h) / groupSize; }
@@ -94,6 +98,11 @@ void softmax(const Dims &d, float *p, float *lse) {
     for (int64_t j = 0; j < d.keys; ++j)
       if (d.sees(i, j))
         max = row[j] > max ? row[j] : max;
+    if (max == -INFINITY) { // sees no key (a ring step's)
+      std::fill(row, row + d.keys, 0.0f);
+      lse[i] = -INFINITY;
+      continue;
+    }
     float sum = 0;
     for (int64_t j = 0; j < d.keys; ++j) {
       row[j] = d.sees(i, j) ? std::exp(row[j] - max) : 0.0f;
@@ -190,6 +199,34 @@ void runAttentionBwd(const KernelArgs &args) {
         }
       }
   }
+}
+
+void runAttentionMerge(const KernelArgs &args) {
+  using namespace kernels::AttentionMerge;
+  const auto &shape = args.shape(op::o); // [b, s, H, d]
+  const int64_t batch = shape[0], seq = shape[1], heads = shape[2],
+                dim = shape[3];
+  const float *oStep = args.f(op::o_step), *lseStep = args.f(op::lse_step);
+  float *o = args.f(op::o), *lse = args.f(op::lse);
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < seq; ++i) {
+        float &rowLse = lse[(b * heads + h) * seq + i];
+        float stepLse = lseStep[(b * heads + h) * seq + i];
+        float m = std::max(rowLse, stepLse);
+        float *row = o + ((b * seq + i) * heads + h) * dim;
+        const float *stepRow = oStep + ((b * seq + i) * heads + h) * dim;
+        if (m == -INFINITY) { // neither has seen a key
+          std::fill(row, row + dim, 0.0f);
+          continue;
+        }
+        float w = std::exp(rowLse - m), wStep = std::exp(stepLse - m);
+        float inverse = 1.0f / (w + wStep);
+        for (int64_t x = 0; x < dim; ++x)
+          row[x] = (w * row[x] + wStep * stepRow[x]) * inverse;
+        rowLse = m + std::log(w + wStep);
+      }
 }
 
 } // namespace strata::runtime::cpu

@@ -436,16 +436,24 @@ void checkAttention(Rules &r, unsigned lse) {
                 shapeText(k) + ", v " + shapeText(v) + " (group size " +
                 std::to_string(group) + ", first query head " +
                 std::to_string(offset) + ")");
-  // With context parallelism the keys are every rank's, gathered.
-  int64_t c = std::max<int64_t>(r.i(attr::context_parallel), 1);
+  // With context parallelism the keys are every rank's, gathered, or one
+  // rank's, the ring's step's (one of c steps; 0 when gathered).
+  int64_t c = std::max<int64_t>(r.i(attr::context_parallel), 1),
+          step = r.i(attr::ring_step);
   checkContext(r, attr::context_parallel, attr::context_rank, q.shape[1]);
+  bool ring = c > 1 && k.shape[1] == q.shape[1];
   if (r.i(attr::causal) || c > 1)
-    r.require(q.shape[1] * c == k.shape[1],
+    r.require(ring || q.shape[1] * c == k.shape[1],
               c > 1 ? "context-parallel attention needs the keys of all " +
-                          std::to_string(c) + " ranks, " + std::to_string(c) +
-                          " times the query rows"
+                          std::to_string(c) + " ranks (" + std::to_string(c) +
+                          " times the query rows) or of one (as many)"
                     : std::string("causal attention needs equal query and "
                                   "key lengths"));
+  r.require(ring ? step >= 0 && step < c : step == 0,
+            "attention's ring step " + std::to_string(step) +
+                (ring ? " is not one of the ring's " + std::to_string(c)
+                      : std::string(" with keys that are not one rank's "
+                                    "(it must be 0)")));
   r.require(r.at(lse).elements == q.shape[0] * q.shape[1] * q.shape[2],
             "the log-sum-exp '" + r.at(lse).name +
                 "' must be one f32 per query row ([batch, heads, seq]), is " +
@@ -457,18 +465,37 @@ void checkAttentionFwd(Rules &r) {
 }
 void checkAttentionBwd(Rules &r) {
   using namespace AttentionBwd;
-  static_assert(unsigned(op::q) == unsigned(AttentionFwd::op::q) &&
-                unsigned(attr::causal) ==
-                    unsigned(AttentionFwd::attr::causal) &&
-                unsigned(attr::context_parallel) ==
-                    unsigned(AttentionFwd::attr::context_parallel) &&
-                unsigned(attr::context_rank) ==
-                    unsigned(AttentionFwd::attr::context_rank));
+  static_assert(
+      unsigned(op::q) == unsigned(AttentionFwd::op::q) &&
+      unsigned(attr::causal) == unsigned(AttentionFwd::attr::causal) &&
+      unsigned(attr::context_parallel) ==
+          unsigned(AttentionFwd::attr::context_parallel) &&
+      unsigned(attr::context_rank) ==
+          unsigned(AttentionFwd::attr::context_rank) &&
+      unsigned(attr::ring_step) == unsigned(AttentionFwd::attr::ring_step));
   checkAttention(r, op::lse);
   for (unsigned same : {op::o, op::dout, op::dq})
     r.sameCount(op::q, same);
   r.sameCount(op::k, op::dk);
   r.sameCount(op::v, op::dv);
+}
+
+/// o [batch, seq, heads, dim] and one log-sum-exp per row, [batch,
+/// heads, seq]; the step's the same.
+void checkAttentionMerge(Rules &r) {
+  using namespace AttentionMerge;
+  const Buffer &o = r.at(op::o);
+  r.require(o.shape.size() == 4 && r.at(op::o_step).shape == o.shape,
+            "attention_merge's outputs must be [batch, seq, heads, dim], the "
+            "step's as the merge's");
+  if (o.shape.size() != 4)
+    return;
+  for (unsigned lse : {op::lse, op::lse_step})
+    r.require(r.at(lse).shape ==
+                  std::vector<int64_t>{o.shape[0], o.shape[2], o.shape[1]},
+              "the log-sum-exp '" + r.at(lse).name +
+                  "' must be one f32 per row of " + shapeText(o) +
+                  " ([batch, heads, seq]), is " + shapeText(r.at(lse)));
 }
 
 /// Scores are [..., seq, keys]: a row per query, seq of them per head.

@@ -19,7 +19,7 @@
 
 namespace strata::plan {
 
-inline constexpr uint32_t kPlanFormatVersion = 10;
+inline constexpr uint32_t kPlanFormatVersion = 11;
 inline constexpr size_t kPlanHeaderBytes = 16;
 
 uint32_t crc32(const uint8_t *data, size_t size);

@@ -76,6 +76,8 @@ std::vector<std::vector<int64_t>> sampleShapes(KernelId id) {
     return S{q, kv, kv, q, lse};
   case KernelId::AttentionBwd:
     return S{q, kv, kv, q, lse, q, q, kv, kv};
+  case KernelId::AttentionMerge:
+    return S{q, lse, q, lse};
   case KernelId::Dropout:
     return S{{2, 4, 9, 9}, {2}, {2, 4, 9, 9}};
   case KernelId::SoftmaxFwd:

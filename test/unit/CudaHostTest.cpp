@@ -123,23 +123,25 @@ TEST(CudaHost, ColumnMajorGemmIsThePlansRowMajorGemm) {
 }
 
 TEST(CudaHost, KernelArgsFollowTheContract) {
-  // attention_fwd: q, k, v, o, lse, then the four Int attributes; causal
+  // attention_fwd: q, k, v, o, lse, then the five Int attributes; causal
   // (a Bool) is a constant of the source, not a parameter.
   LaunchOp op;
   op.kernel = KernelId::AttentionFwd;
-  op.attrs.resize(5);
+  op.attrs.resize(kernelSpec(KernelId::AttentionFwd).attrs.size());
   op.attrs[kernels::AttentionFwd::attr::causal].i = 1;
   op.attrs[kernels::AttentionFwd::attr::group_size].i = 2;
   op.attrs[kernels::AttentionFwd::attr::query_head_offset].i = -5;
   op.attrs[kernels::AttentionFwd::attr::context_parallel].i = 4;
   op.attrs[kernels::AttentionFwd::attr::context_rank].i = 3;
+  op.attrs[kernels::AttentionFwd::attr::ring_step].i = 2;
   std::vector<Operand> operands(5);
   for (size_t i = 0; i < operands.size(); ++i)
     operands[i].data = reinterpret_cast<void *>(uintptr_t(0x1000 * (i + 1)));
   KernelArgs args;
   args.build(op, operands);
   std::vector<uint64_t> expected = {
-      0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 2, uint64_t(int64_t(-5)), 4, 3};
+      0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 2, uint64_t(int64_t(-5)), 4, 3,
+      2};
   EXPECT_EQ(args.values(), expected);
   for (size_t i = 0; i < expected.size(); ++i)
     EXPECT_EQ(*static_cast<uint64_t *>(args.params()[i]), expected[i]);

@@ -199,6 +199,198 @@ TEST_P(Kernels, AttentionAndRopeOverAContextParallelRanksChunks) {
   }
 }
 
+/// Log-sum-exps that may be −∞ (rows that saw no key) against expected
+/// ones: −∞ exactly where expected, the others within `tolerance`.
+void expectLse(const Vec &actual, const Vec &expected, const char *what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  Vec finiteActual = actual, finiteExpected = expected;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    bool none = expected[i] == -INFINITY;
+    EXPECT_EQ(actual[i] == -INFINITY, none)
+        << what << ": row " << i << " is " << actual[i] << ", expected "
+        << expected[i];
+    if (none)
+      finiteActual[i] = finiteExpected[i] = 0;
+  }
+  expectClose(finiteActual, finiteExpected, kTol, what);
+}
+
+/// lse [b, heads, rows] from a per-row vector laid out [b, rows, heads].
+Vec lseByHead(const Vec &bySeq, int64_t b, int64_t rows, int64_t heads) {
+  Vec out(bySeq.size());
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < rows; ++i)
+        out[(bi * heads + h) * rows + i] = bySeq[(bi * rows + i) * heads + h];
+  return out;
+}
+
+// The ring's merge of one step's attention into the steps' so far, against
+// the formula in double, with rows where either or both have seen no key
+// (lse −∞).
+TEST_P(Kernels, AttentionMergeByLogSumExp) {
+  const int64_t b = 2, s = 5, heads = 3, d = 40; // d past a warp's lanes
+  const std::vector<int64_t> oShape = {b, s, heads, d},
+                             lseShape = {b, heads, s};
+  Vec o = randomVec(b * s * heads * d), oStep = randomVec(o.size());
+  Vec lse = randomVec(b * heads * s, 3.0), lseStep = randomVec(lse.size(), 3.0);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t row = (bi * heads + h) * s;
+      lse[row + 0] = -INFINITY;     // only the step has seen keys
+      lseStep[row + 1] = -INFINITY; // only the merge so far
+      lse[row + 2] = lseStep[row + 2] = -INFINITY; // neither
+    }
+  // Rows that saw nothing hold o = 0 (attention_fwd's, and the merge's).
+  Vec oSoFar = o, oOfStep = oStep;
+  Vec expectedO(o.size()), expectedLse(lse.size());
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < s; ++i) {
+        int64_t r = (bi * heads + h) * s + i;
+        double la = lse[r], lb = lseStep[r], m = std::max(la, lb);
+        for (int64_t x = 0; x < d; ++x) {
+          int64_t e = ((bi * s + i) * heads + h) * d + x;
+          if (la == -INFINITY)
+            oSoFar[e] = 0;
+          if (lb == -INFINITY)
+            oOfStep[e] = 0;
+        }
+        if (m == -INFINITY) {
+          expectedLse[r] = -INFINITY;
+          continue; // expectedO stays 0
+        }
+        double wa = std::exp(la - m), wb = std::exp(lb - m);
+        expectedLse[r] = m + std::log(wa + wb);
+        for (int64_t x = 0; x < d; ++x) {
+          int64_t e = ((bi * s + i) * heads + h) * d + x;
+          expectedO[e] = (wa * oSoFar[e] + wb * oOfStep[e]) / (wa + wb);
+        }
+      }
+  Harness h(on());
+  uint32_t io = h.add(oShape), ilse = h.add(lseShape);
+  h.presetOutput(io, oSoFar);
+  h.presetOutput(ilse, lse);
+  h.run("attention_merge",
+        {h.input(oShape, oOfStep), h.input(lseShape, lseStep)}, {io, ilse});
+  expectClose(h.read(io), expectedO, kTol, "attention_merge output");
+  expectLse(h.read(ilse), expectedLse, "attention_merge log-sum-exp");
+}
+
+// The ring (--cp-comm-type p2p): rank i's queries against one rank's keys
+// a step, rank (i − s) mod c's at step s, each step merged into the last
+// by attention_merge, give the whole-sequence reference's rows; a step
+// whose keys all lie after a row leaves it o = 0, lse = −∞. Backward, each
+// step with the merged output and log-sum-exp: the steps' query gradients
+// sum to the whole reference's, and each step's key and value gradients
+// are the reference's for that rank's keys from this rank's rows. Causal
+// and not, grouped-query, c = 2 and 3, every rank.
+TEST_P(Kernels, RingAttentionStepsMergeToTheWholeSequence) {
+  for (auto [c, causal] :
+       {std::pair<int64_t, bool>{2, true}, {3, true}, {2, false}}) {
+    AttnDims a{2, 4 * c, 4, 2, 4, causal}; // two chunks of 2 a rank
+    int64_t rows = a.s / c, qInner = a.h * a.d, kvInner = a.kv * a.d;
+    Vec q = randomVec(a.b * a.s * qInner), k = randomVec(a.b * a.s * kvInner),
+        v = randomVec(a.b * a.s * kvInner), dout = randomVec(q.size());
+    Vec wholeLse;
+    Vec o = refAttention(a, q, k, v, &wholeLse);
+    Vec lseBySeq(wholeLse.size()); // [b, s, heads], to pick a rank's rows
+    for (int64_t bi = 0; bi < a.b; ++bi)
+      for (int64_t h = 0; h < a.h; ++h)
+        for (int64_t i = 0; i < a.s; ++i)
+          lseBySeq[(bi * a.s + i) * a.h + h] =
+              wholeLse[(bi * a.h + h) * a.s + i];
+    const std::vector<int64_t> qShape = {a.b, rows, a.h, a.d},
+                               kvShape = {a.b, rows, a.kv, a.d},
+                               lseShape = {a.b, a.h, rows};
+    for (int64_t rank = 0; rank < c; ++rank) {
+      SCOPED_TRACE("c " + std::to_string(c) + " rank " + std::to_string(rank) +
+                   (causal ? " causal" : ""));
+      Vec qPart = contextRows(q, a.b, a.s, qInner, c, rank);
+      Vec oPart = contextRows(o, a.b, a.s, qInner, c, rank);
+      Vec lsePart = lseByHead(contextRows(lseBySeq, a.b, a.s, a.h, c, rank),
+                              a.b, rows, a.h);
+      Vec doutPart = contextRows(dout, a.b, a.s, qInner, c, rank);
+      Vec doutMine(dout.size(), 0.0); // the gradient into this rank's rows
+      for (int64_t bi = 0; bi < a.b; ++bi)
+        for (int64_t l = 0; l < rows; ++l) {
+          int64_t place = strata::runtime::contextPosition(l, rows, c, rank);
+          std::copy_n(dout.begin() + (bi * a.s + place) * qInner, qInner,
+                      doutMine.begin() + (bi * a.s + place) * qInner);
+        }
+      Vec dqWhole = vjp([&](const Vec &x) { return refAttention(a, x, k, v); },
+                        q, doutMine),
+          dkWhole = vjp([&](const Vec &x) { return refAttention(a, q, x, v); },
+                        k, doutMine),
+          dvWhole = vjp([&](const Vec &x) { return refAttention(a, q, k, x); },
+                        v, doutMine);
+      Vec merged, mergedLse, dqSum(qPart.size(), 0.0);
+      for (int64_t step = 0; step < c; ++step) {
+        int64_t from = strata::runtime::ringKeyRank(rank, step, c);
+        Vec kPart = contextRows(k, a.b, a.s, kvInner, c, from),
+            vPart = contextRows(v, a.b, a.s, kvInner, c, from);
+        std::map<std::string, Arg> args = {{"causal", boolArg(causal)},
+                                           {"group_size", intArg(a.h / a.kv)},
+                                           {"context_parallel", intArg(c)},
+                                           {"context_rank", intArg(rank)},
+                                           {"ring_step", intArg(step)}};
+        Harness f(on());
+        uint32_t out = f.add(qShape), lse = f.add(lseShape);
+        f.run("attention_fwd",
+              {f.input(qShape, qPart), f.input(kvShape, kPart),
+               f.input(kvShape, vPart)},
+              {out, lse}, args);
+        Vec oStep = f.read(out), lseStep = f.read(lse);
+        // Causal: a later rank's keys are all after the first chunk's
+        // rows (chunk `rank`): those rows see none of them.
+        if (causal && from > rank)
+          for (int64_t bi = 0; bi < a.b; ++bi)
+            for (int64_t h = 0; h < a.h; ++h)
+              for (int64_t l = 0; l < rows / 2; ++l) {
+                EXPECT_EQ(lseStep[(bi * a.h + h) * rows + l], -INFINITY);
+                for (int64_t x = 0; x < a.d; ++x)
+                  EXPECT_EQ(oStep[((bi * rows + l) * a.h + h) * a.d + x], 0.0);
+              }
+        if (step == 0) {
+          merged = oStep;
+          mergedLse = lseStep;
+        } else {
+          Harness m(on());
+          uint32_t mo = m.add(qShape), mlse = m.add(lseShape);
+          m.presetOutput(mo, merged);
+          m.presetOutput(mlse, mergedLse);
+          m.run("attention_merge",
+                {m.input(qShape, oStep), m.input(lseShape, lseStep)},
+                {mo, mlse});
+          merged = m.read(mo);
+          mergedLse = m.read(mlse);
+        }
+
+        Harness g(on());
+        uint32_t dq = g.add(qShape), dk = g.add(kvShape), dv = g.add(kvShape);
+        g.run("attention_bwd",
+              {g.input(qShape, qPart), g.input(kvShape, kPart),
+               g.input(kvShape, vPart), g.input(qShape, oPart),
+               g.input(lseShape, lsePart), g.input(qShape, doutPart)},
+              {dq, dk, dv}, args);
+        Vec dqStep = g.read(dq);
+        for (size_t e = 0; e < dqSum.size(); ++e)
+          dqSum[e] += dqStep[e];
+        expectClose(g.read(dk),
+                    contextRows(dkWhole, a.b, a.s, kvInner, c, from), kTol,
+                    "ring step's key gradient");
+        expectClose(g.read(dv),
+                    contextRows(dvWhole, a.b, a.s, kvInner, c, from), kTol,
+                    "ring step's value gradient");
+      }
+      expectClose(merged, oPart, kTol, "ring attention, merged");
+      expectLse(mergedLse, lsePart, "ring attention's log-sum-exp, merged");
+      expectClose(dqSum, contextRows(dqWhole, a.b, a.s, qInner, c, rank), kTol,
+                  "ring attention's query gradient, summed over steps");
+    }
+  }
+}
+
 /// Softmax over rows of [..., seq, keys], causal masking keys after the
 /// row's query (its index mod seq).
 Vec refSoftmax(const Vec &x, int64_t seq, int64_t keys, bool causal) {

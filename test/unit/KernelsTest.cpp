@@ -191,6 +191,49 @@ TEST(KernelChecks, CatalogChecksDtypesCountsAndArguments) {
             std::string::npos);
 }
 
+// Context-parallel attention's keys: every rank's (c times the query rows,
+// ring step 0) or one rank's (as many, the ring's step 0 to c - 1); the
+// ring's merge takes a log-sum-exp per row of its output.
+TEST(KernelChecks, AttentionsRingStepAndMergeShapes) {
+  Harness h("cpu");
+  const int64_t c = 2;
+  uint32_t q = h.add({1, 4, 2, 8}), kOne = h.add({1, 4, 2, 8}),
+           kAll = h.add({1, 8, 2, 8}), kThree = h.add({1, 12, 2, 8}),
+           o = h.add({1, 4, 2, 8}), lse = h.add({1, 2, 4}),
+           lseWrong = h.add({1, 4, 2});
+  auto attention = [&](uint32_t k, int64_t step) {
+    LaunchOp launch;
+    launch.kernel = KernelId::AttentionFwd;
+    launch.operands = {q, k, k, o, lse};
+    launch.attrs.resize(kernelSpec(launch.kernel).attrs.size());
+    using namespace kernels::AttentionFwd;
+    launch.attrs[attr::causal].i = 1;
+    launch.attrs[attr::group_size].i = 1;
+    launch.attrs[attr::context_parallel].i = c;
+    launch.attrs[attr::context_rank].i = 1;
+    launch.attrs[attr::ring_step].i = step;
+    return checkLaunch(launch, h.buffers(), CheckContext());
+  };
+  EXPECT_EQ(attention(kAll, 0), "");
+  EXPECT_EQ(attention(kOne, 0), "");
+  EXPECT_EQ(attention(kOne, 1), "");
+  EXPECT_NE(attention(kOne, 2).find("ring step 2 is not one of the ring's 2"),
+            std::string::npos);
+  EXPECT_NE(attention(kOne, -1).find("ring step -1"), std::string::npos);
+  EXPECT_NE(attention(kAll, 1).find("keys that are not one rank's"),
+            std::string::npos);
+  EXPECT_NE(attention(kThree, 0).find("keys of all 2 ranks"),
+            std::string::npos);
+  auto merge = [&](uint32_t stepLse) {
+    LaunchOp launch;
+    launch.kernel = KernelId::AttentionMerge;
+    launch.operands = {o, stepLse, h.add({1, 4, 2, 8}), lse};
+    return checkLaunch(launch, h.buffers(), CheckContext());
+  };
+  EXPECT_EQ(merge(lse), "");
+  EXPECT_NE(merge(lseWrong).find("must be one f32 per row"), std::string::npos);
+}
+
 /// The CPU backend's streams: the communication stream runs in its own
 /// thread, in issue order; a wait holds a stream until the record it
 /// follows has passed.

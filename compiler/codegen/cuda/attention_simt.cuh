@@ -12,9 +12,11 @@
 // The backward's blocks [0, QBLOCKS) compute dq, the others dk and dv: a
 // launch's blocks never write what another reads. With context parallelism
 // (S::kContext of 2 or more) the queries are the rank's two chunks of the
-// sequence and the keys every rank's, gathered in rank order, and the
-// causal mask compares their places in the sequence (context.cuh); no
-// tile is skipped then.
+// sequence and the keys every rank's, gathered in rank order, or one
+// rank's (the ring's step), and the causal mask compares their places in
+// the sequence (context.cuh); no tile is skipped then, and a row that sees
+// none of the keys gets o = 0 and lse = −∞ (attentionMergeSimt weighs it
+// at nothing).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -35,15 +37,22 @@ template <class S> struct AttentionIndex {
   }
 };
 
+// A rank's place in context parallelism: its cp rank and, for keys of one
+// rank, the ring's step that brought them.
+struct ContextPlace {
+  i64 rank, ringStep;
+};
+
 // Whether query row i sees key row j under the launch's mask.
 template <class S>
-__device__ __forceinline__ bool attentionSees(i64 i, i64 j, i64 contextRank) {
+__device__ __forceinline__ bool attentionSees(i64 i, i64 j, ContextPlace at) {
   if (!S::kCausal)
     return true;
   if (S::kContext < 2)
     return j <= i;
-  return gatheredContextPosition(j, S::kSeq, S::kContext) <=
-         contextPosition(i, S::kSeq, S::kContext, contextRank);
+  return keyContextPosition(j, S::kSeq, S::kKeys, S::kContext, at.rank,
+                            at.ringStep) <=
+         contextPosition(i, S::kSeq, S::kContext, at.rank);
 }
 
 // Whether rows are in the sequence's order, so that causal tiles past a
@@ -60,7 +69,7 @@ template <class S> __device__ constexpr bool attentionSkipsTiles() {
 template <class S, typename TK, typename TV, class Tile>
 __device__ __forceinline__ void
 walkKeys(float *kTile, float *vTile, const TK *k, const TV *v, i64 b, i64 g,
-         i64 i, bool active, i64 contextRank, Tile tile) {
+         i64 i, bool active, ContextPlace at, Tile tile) {
   using I = AttentionIndex<S>;
   constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
   const int lane = threadIdx.x & 31;
@@ -80,7 +89,7 @@ walkKeys(float *kTile, float *vTile, const TK *k, const TV *v, i64 b, i64 g,
     if (!active || (attentionSkipsTiles<S>() && j0 > i))
       continue;
     const i64 j = j0 + lane;
-    tile(j < S::kKeys && attentionSees<S>(i, j, contextRank));
+    tile(j < S::kKeys && attentionSees<S>(i, j, at));
   }
 }
 
@@ -104,7 +113,7 @@ __device__ __forceinline__ void accumulateRows(float *acc, float weight,
 template <class S, typename TQ, typename TK, typename TV, typename TO>
 __device__ __forceinline__ void
 attentionFwdSimt(const TQ *q, const TK *k, const TV *v, TO *o, float *lse,
-                 i64 groupSize, i64 queryHeadOffset, i64 contextRank) {
+                 i64 groupSize, i64 queryHeadOffset, ContextPlace at) {
   using I = AttentionIndex<S>;
   constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
   constexpr int PER_LANE = (S::kDim + 31) / 32;
@@ -122,33 +131,35 @@ attentionFwdSimt(const TQ *q, const TK *k, const TV *v, TO *o, float *lse,
   float acc[PER_LANE];
   for (int t = 0; t < PER_LANE; ++t)
     acc[t] = 0.0f;
-  walkKeys<S>(kTile, vTile, k, v, b, g, i, active, contextRank,
-              [&](bool visible) {
-                float score = -__uint_as_float(0x7f800000u);
-                if (visible) {
-                  float dot = 0.0f;
-                  for (int d = 0; d < S::kDim; ++d)
-                    dot += qRow[d] * kTile[lane * PAD + d];
-                  score = dot * S::kScale;
-                }
-                float newMax = fmaxf(rowMax, warpMax(score));
-                float p = visible ? expf(score - newMax) : 0.0f;
-                float correction = expf(rowMax - newMax);
-                rowSum = rowSum * correction + warpSum(p);
-                for (int t = 0; t < PER_LANE; ++t)
-                  acc[t] *= correction;
-                accumulateRows<S>(acc, p, vTile, lane);
-                rowMax = newMax;
-              });
+  walkKeys<S>(kTile, vTile, k, v, b, g, i, active, at, [&](bool visible) {
+    float score = -__uint_as_float(0x7f800000u);
+    if (visible) {
+      float dot = 0.0f;
+      for (int d = 0; d < S::kDim; ++d)
+        dot += qRow[d] * kTile[lane * PAD + d];
+      score = dot * S::kScale;
+    }
+    float newMax = fmaxf(rowMax, warpMax(score));
+    float p = visible ? expf(score - newMax) : 0.0f;
+    // Nothing seen yet (a ring step's rows may see no key):
+    // nothing to rescale, and −∞ − −∞ is no number.
+    float correction = newMax == rowMax ? 1.0f : expf(rowMax - newMax);
+    rowSum = rowSum * correction + warpSum(p);
+    for (int t = 0; t < PER_LANE; ++t)
+      acc[t] *= correction;
+    accumulateRows<S>(acc, p, vTile, lane);
+    rowMax = newMax;
+  });
   if (!active)
     return;
+  const bool seen = rowSum > 0.0f;
   for (int t = 0; t < PER_LANE; ++t) {
     int d = lane + 32 * t;
     if (d < S::kDim)
-      store(o, I::q(b, i, h, d), acc[t] / rowSum);
+      store(o, I::q(b, i, h, d), seen ? acc[t] / rowSum : 0.0f);
   }
   if (lane == 0)
-    lse[I::lse(b, h, i)] = rowMax + logf(rowSum);
+    lse[I::lse(b, h, i)] = seen ? rowMax + logf(rowSum) : rowMax;
 }
 
 // Grid: (query blocks + key blocks of 4, max(heads, kv heads), batch).
@@ -157,7 +168,7 @@ template <class S, typename TQ, typename TK, typename TV, typename TO,
 __device__ __forceinline__ void
 attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
                  const float *lse, const TD *dout, TDQ *dq, TDK *dk, TDV *dv,
-                 i64 groupSize, i64 queryHeadOffset, i64 contextRank) {
+                 i64 groupSize, i64 queryHeadOffset, ContextPlace at) {
   using I = AttentionIndex<S>;
   constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
   constexpr int PER_LANE = (S::kDim + 31) / 32;
@@ -188,20 +199,19 @@ attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
     float acc[PER_LANE];
     for (int t = 0; t < PER_LANE; ++t)
       acc[t] = 0.0f;
-    walkKeys<S>(kTile, vTile, k, v, b, g, i, active, contextRank,
-                [&](bool visible) {
-                  float dS = 0.0f;
-                  if (visible) {
-                    float score = 0.0f, dP = 0.0f;
-                    for (int d = 0; d < S::kDim; ++d) {
-                      score += qRow[d] * kTile[lane * PAD + d];
-                      dP += dORow[d] * vTile[lane * PAD + d];
-                    }
-                    float p = expf(score * S::kScale - rowLse);
-                    dS = p * (dP - rowD);
-                  }
-                  accumulateRows<S>(acc, dS, kTile, lane);
-                });
+    walkKeys<S>(kTile, vTile, k, v, b, g, i, active, at, [&](bool visible) {
+      float dS = 0.0f;
+      if (visible) {
+        float score = 0.0f, dP = 0.0f;
+        for (int d = 0; d < S::kDim; ++d) {
+          score += qRow[d] * kTile[lane * PAD + d];
+          dP += dORow[d] * vTile[lane * PAD + d];
+        }
+        float p = expf(score * S::kScale - rowLse);
+        dS = p * (dP - rowD);
+      }
+      accumulateRows<S>(acc, dS, kTile, lane);
+    });
     if (!active)
       return;
     for (int t = 0; t < PER_LANE; ++t) {
@@ -260,7 +270,7 @@ attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
       if (!active || (attentionSkipsTiles<S>() && i0 + 31 < j))
         continue;
       const i64 i = i0 + lane;
-      const bool visible = i < S::kSeq && attentionSees<S>(i, j, contextRank);
+      const bool visible = i < S::kSeq && attentionSees<S>(i, j, at);
       float p = 0.0f, dS = 0.0f;
       if (visible) {
         float score = 0.0f, dP = 0.0f;
@@ -293,4 +303,34 @@ attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
       store(dv, I::kv(b, j, g, d), dvAcc[t]);
     }
   }
+}
+
+// The ring's merge of a step's attention into the merge so far (o, lse),
+// by the rows' log-sum-exps: a warp a query row, which reads the row's
+// lse before one lane writes it. Grid: (query blocks of 4, heads, batch);
+// 4 warps.
+template <class S, typename TS, typename TO>
+__device__ __forceinline__ void
+attentionMergeSimt(const TS *oStep, const float *lseStep, TO *o, float *lse) {
+  using I = AttentionIndex<S>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const i64 b = blockIdx.z, h = blockIdx.y;
+  const i64 i = blockIdx.x * (i64)kAttentionSimtRows + warp;
+  if (i >= S::kSeq)
+    return;
+  const float rowLse = lse[I::lse(b, h, i)], stepLse = lseStep[I::lse(b, h, i)];
+  const float m = fmaxf(rowLse, stepLse);
+  // Neither has seen a key: o = 0, lse stays −∞.
+  const bool seen = m != -__uint_as_float(0x7f800000u);
+  const float w = seen ? expf(rowLse - m) : 0.0f;
+  const float wStep = seen ? expf(stepLse - m) : 0.0f;
+  const float inverse = seen ? 1.0f / (w + wStep) : 0.0f;
+  for (i64 d = lane; d < S::kDim; d += 32) {
+    const i64 at = I::q(b, i, h, d);
+    store(o, at,
+          seen ? (w * load(o, at) + wStep * load(oStep, at)) * inverse : 0.0f);
+  }
+  __syncwarp();
+  if (lane == 0 && seen)
+    lse[I::lse(b, h, i)] = m + logf(w + wStep);
 }

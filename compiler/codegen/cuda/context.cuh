@@ -27,6 +27,23 @@ __device__ __forceinline__ i64 gatheredContextPosition(i64 row, i64 rows,
   return contextPosition(row % rows, rows, c, row / rows);
 }
 
+// The rank whose keys the ring's step `step` brings to rank `rank`.
+__device__ __forceinline__ i64 ringKeyRank(i64 rank, i64 step, i64 c) {
+  return ((rank - step) % c + c) % c;
+}
+
+// The place of key row `row` in attention whose queries are the `rows`
+// rank `rank` holds: every rank's keys gathered (`keys` = c · rows), or the
+// ring's step `step` (`keys` = `rows`, ringKeyRank's).
+__device__ __forceinline__ i64 keyContextPosition(i64 row, i64 rows, i64 keys,
+                                                  i64 c, i64 rank, i64 step) {
+  if (c < 2)
+    return row;
+  if (keys != rows)
+    return gatheredContextPosition(row, rows, c);
+  return contextPosition(row, rows, c, ringKeyRank(rank, step, c));
+}
+
 // The row of the `rows` rank `rank` holds at place `place`, or -1 where
 // another rank holds it.
 __device__ __forceinline__ i64 contextRow(i64 place, i64 rows, i64 c,

@@ -215,9 +215,11 @@ __device__ bool lastBlock() {
 // The backward's blocks [0, QBLOCKS) compute dq, the others dk and dv: a
 // launch's blocks never write what another reads. With context parallelism
 // (S::kContext of 2 or more) the queries are the rank's two chunks of the
-// sequence and the keys every rank's, gathered in rank order, and the
-// causal mask compares their places in the sequence (context.cuh); no
-// tile is skipped then.
+// sequence and the keys every rank's, gathered in rank order, or one
+// rank's (the ring's step), and the causal mask compares their places in
+// the sequence (context.cuh); no tile is skipped then, and a row that sees
+// none of the keys gets o = 0 and lse = −∞ (attentionMergeSimt weighs it
+// at nothing).
 //
 //===----------------------------------------------------------------------===//
 // ---- compiler/codegen/cuda/attention_layout.cuh ----
@@ -313,6 +315,23 @@ __device__ __forceinline__ i64 gatheredContextPosition(i64 row, i64 rows,
   return contextPosition(row % rows, rows, c, row / rows);
 }
 
+// The rank whose keys the ring's step `step` brings to rank `rank`.
+__device__ __forceinline__ i64 ringKeyRank(i64 rank, i64 step, i64 c) {
+  return ((rank - step) % c + c) % c;
+}
+
+// The place of key row `row` in attention whose queries are the `rows`
+// rank `rank` holds: every rank's keys gathered (`keys` = c · rows), or the
+// ring's step `step` (`keys` = `rows`, ringKeyRank's).
+__device__ __forceinline__ i64 keyContextPosition(i64 row, i64 rows, i64 keys,
+                                                  i64 c, i64 rank, i64 step) {
+  if (c < 2)
+    return row;
+  if (keys != rows)
+    return gatheredContextPosition(row, rows, c);
+  return contextPosition(row, rows, c, ringKeyRank(rank, step, c));
+}
+
 // The row of the `rows` rank `rank` holds at place `place`, or -1 where
 // another rank holds it.
 __device__ __forceinline__ i64 contextRow(i64 place, i64 rows, i64 c,
@@ -340,15 +359,22 @@ template <class S> struct AttentionIndex {
   }
 };
 
+// A rank's place in context parallelism: its cp rank and, for keys of one
+// rank, the ring's step that brought them.
+struct ContextPlace {
+  i64 rank, ringStep;
+};
+
 // Whether query row i sees key row j under the launch's mask.
 template <class S>
-__device__ __forceinline__ bool attentionSees(i64 i, i64 j, i64 contextRank) {
+__device__ __forceinline__ bool attentionSees(i64 i, i64 j, ContextPlace at) {
   if (!S::kCausal)
     return true;
   if (S::kContext < 2)
     return j <= i;
-  return gatheredContextPosition(j, S::kSeq, S::kContext) <=
-         contextPosition(i, S::kSeq, S::kContext, contextRank);
+  return keyContextPosition(j, S::kSeq, S::kKeys, S::kContext, at.rank,
+                            at.ringStep) <=
+         contextPosition(i, S::kSeq, S::kContext, at.rank);
 }
 
 // Whether rows are in the sequence's order, so that causal tiles past a
@@ -365,7 +391,7 @@ template <class S> __device__ constexpr bool attentionSkipsTiles() {
 template <class S, typename TK, typename TV, class Tile>
 __device__ __forceinline__ void
 walkKeys(float *kTile, float *vTile, const TK *k, const TV *v, i64 b, i64 g,
-         i64 i, bool active, i64 contextRank, Tile tile) {
+         i64 i, bool active, ContextPlace at, Tile tile) {
   using I = AttentionIndex<S>;
   constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
   const int lane = threadIdx.x & 31;
@@ -385,7 +411,7 @@ walkKeys(float *kTile, float *vTile, const TK *k, const TV *v, i64 b, i64 g,
     if (!active || (attentionSkipsTiles<S>() && j0 > i))
       continue;
     const i64 j = j0 + lane;
-    tile(j < S::kKeys && attentionSees<S>(i, j, contextRank));
+    tile(j < S::kKeys && attentionSees<S>(i, j, at));
   }
 }
 
@@ -409,7 +435,7 @@ __device__ __forceinline__ void accumulateRows(float *acc, float weight,
 template <class S, typename TQ, typename TK, typename TV, typename TO>
 __device__ __forceinline__ void
 attentionFwdSimt(const TQ *q, const TK *k, const TV *v, TO *o, float *lse,
-                 i64 groupSize, i64 queryHeadOffset, i64 contextRank) {
+                 i64 groupSize, i64 queryHeadOffset, ContextPlace at) {
   using I = AttentionIndex<S>;
   constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
   constexpr int PER_LANE = (S::kDim + 31) / 32;
@@ -427,33 +453,35 @@ attentionFwdSimt(const TQ *q, const TK *k, const TV *v, TO *o, float *lse,
   float acc[PER_LANE];
   for (int t = 0; t < PER_LANE; ++t)
     acc[t] = 0.0f;
-  walkKeys<S>(kTile, vTile, k, v, b, g, i, active, contextRank,
-              [&](bool visible) {
-                float score = -__uint_as_float(0x7f800000u);
-                if (visible) {
-                  float dot = 0.0f;
-                  for (int d = 0; d < S::kDim; ++d)
-                    dot += qRow[d] * kTile[lane * PAD + d];
-                  score = dot * S::kScale;
-                }
-                float newMax = fmaxf(rowMax, warpMax(score));
-                float p = visible ? expf(score - newMax) : 0.0f;
-                float correction = expf(rowMax - newMax);
-                rowSum = rowSum * correction + warpSum(p);
-                for (int t = 0; t < PER_LANE; ++t)
-                  acc[t] *= correction;
-                accumulateRows<S>(acc, p, vTile, lane);
-                rowMax = newMax;
-              });
+  walkKeys<S>(kTile, vTile, k, v, b, g, i, active, at, [&](bool visible) {
+    float score = -__uint_as_float(0x7f800000u);
+    if (visible) {
+      float dot = 0.0f;
+      for (int d = 0; d < S::kDim; ++d)
+        dot += qRow[d] * kTile[lane * PAD + d];
+      score = dot * S::kScale;
+    }
+    float newMax = fmaxf(rowMax, warpMax(score));
+    float p = visible ? expf(score - newMax) : 0.0f;
+    // Nothing seen yet (a ring step's rows may see no key):
+    // nothing to rescale, and −∞ − −∞ is no number.
+    float correction = newMax == rowMax ? 1.0f : expf(rowMax - newMax);
+    rowSum = rowSum * correction + warpSum(p);
+    for (int t = 0; t < PER_LANE; ++t)
+      acc[t] *= correction;
+    accumulateRows<S>(acc, p, vTile, lane);
+    rowMax = newMax;
+  });
   if (!active)
     return;
+  const bool seen = rowSum > 0.0f;
   for (int t = 0; t < PER_LANE; ++t) {
     int d = lane + 32 * t;
     if (d < S::kDim)
-      store(o, I::q(b, i, h, d), acc[t] / rowSum);
+      store(o, I::q(b, i, h, d), seen ? acc[t] / rowSum : 0.0f);
   }
   if (lane == 0)
-    lse[I::lse(b, h, i)] = rowMax + logf(rowSum);
+    lse[I::lse(b, h, i)] = seen ? rowMax + logf(rowSum) : rowMax;
 }
 
 // Grid: (query blocks + key blocks of 4, max(heads, kv heads), batch).
@@ -462,7 +490,7 @@ template <class S, typename TQ, typename TK, typename TV, typename TO,
 __device__ __forceinline__ void
 attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
                  const float *lse, const TD *dout, TDQ *dq, TDK *dk, TDV *dv,
-                 i64 groupSize, i64 queryHeadOffset, i64 contextRank) {
+                 i64 groupSize, i64 queryHeadOffset, ContextPlace at) {
   using I = AttentionIndex<S>;
   constexpr int PAD = S::kDim + 1, ROWS = kAttentionSimtRows;
   constexpr int PER_LANE = (S::kDim + 31) / 32;
@@ -493,20 +521,19 @@ attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
     float acc[PER_LANE];
     for (int t = 0; t < PER_LANE; ++t)
       acc[t] = 0.0f;
-    walkKeys<S>(kTile, vTile, k, v, b, g, i, active, contextRank,
-                [&](bool visible) {
-                  float dS = 0.0f;
-                  if (visible) {
-                    float score = 0.0f, dP = 0.0f;
-                    for (int d = 0; d < S::kDim; ++d) {
-                      score += qRow[d] * kTile[lane * PAD + d];
-                      dP += dORow[d] * vTile[lane * PAD + d];
-                    }
-                    float p = expf(score * S::kScale - rowLse);
-                    dS = p * (dP - rowD);
-                  }
-                  accumulateRows<S>(acc, dS, kTile, lane);
-                });
+    walkKeys<S>(kTile, vTile, k, v, b, g, i, active, at, [&](bool visible) {
+      float dS = 0.0f;
+      if (visible) {
+        float score = 0.0f, dP = 0.0f;
+        for (int d = 0; d < S::kDim; ++d) {
+          score += qRow[d] * kTile[lane * PAD + d];
+          dP += dORow[d] * vTile[lane * PAD + d];
+        }
+        float p = expf(score * S::kScale - rowLse);
+        dS = p * (dP - rowD);
+      }
+      accumulateRows<S>(acc, dS, kTile, lane);
+    });
     if (!active)
       return;
     for (int t = 0; t < PER_LANE; ++t) {
@@ -565,7 +592,7 @@ attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
       if (!active || (attentionSkipsTiles<S>() && i0 + 31 < j))
         continue;
       const i64 i = i0 + lane;
-      const bool visible = i < S::kSeq && attentionSees<S>(i, j, contextRank);
+      const bool visible = i < S::kSeq && attentionSees<S>(i, j, at);
       float p = 0.0f, dS = 0.0f;
       if (visible) {
         float score = 0.0f, dP = 0.0f;
@@ -599,6 +626,36 @@ attentionBwdSimt(const TQ *q, const TK *k, const TV *v, const TO *o,
     }
   }
 }
+
+// The ring's merge of a step's attention into the merge so far (o, lse),
+// by the rows' log-sum-exps: a warp a query row, which reads the row's
+// lse before one lane writes it. Grid: (query blocks of 4, heads, batch);
+// 4 warps.
+template <class S, typename TS, typename TO>
+__device__ __forceinline__ void
+attentionMergeSimt(const TS *oStep, const float *lseStep, TO *o, float *lse) {
+  using I = AttentionIndex<S>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const i64 b = blockIdx.z, h = blockIdx.y;
+  const i64 i = blockIdx.x * (i64)kAttentionSimtRows + warp;
+  if (i >= S::kSeq)
+    return;
+  const float rowLse = lse[I::lse(b, h, i)], stepLse = lseStep[I::lse(b, h, i)];
+  const float m = fmaxf(rowLse, stepLse);
+  // Neither has seen a key: o = 0, lse stays −∞.
+  const bool seen = m != -__uint_as_float(0x7f800000u);
+  const float w = seen ? expf(rowLse - m) : 0.0f;
+  const float wStep = seen ? expf(stepLse - m) : 0.0f;
+  const float inverse = seen ? 1.0f / (w + wStep) : 0.0f;
+  for (i64 d = lane; d < S::kDim; d += 32) {
+    const i64 at = I::q(b, i, h, d);
+    store(o, at,
+          seen ? (w * load(o, at) + wStep * load(oStep, at)) * inverse : 0.0f);
+  }
+  __syncwarp();
+  if (lane == 0 && seen)
+    lse[I::lse(b, h, i)] = m + logf(w + wStep);
+}
 // ---- the launch's own code ----
 
 // The launch's shape.
@@ -612,7 +669,7 @@ struct Shape {
 
 // attention_fwd
 extern "C" __global__ void __launch_bounds__(128, 8)
-attention_fwd_0(const float *q, const float *k, const float *v, float *o, float *lse, i64 group_size, i64 query_head_offset, i64 context_parallel, i64 context_rank) {
+attention_fwd_0(const float *q, const float *k, const float *v, float *o, float *lse, i64 group_size, i64 query_head_offset, i64 context_parallel, i64 context_rank, i64 ring_step) {
   attentionFwdSimt<Shape>(q, k, v, o, lse, group_size, query_head_offset,
-                          context_rank);
+                          ContextPlace{context_rank, ring_step});
 }
