@@ -6,9 +6,10 @@ recomputation, the distributed optimizer over the context ranks, one
 sequence an iteration; each compiled for sm_90a and one iteration
 simulated. Prints each layout's iteration time, tokens a second per GPU,
 TFLOP/s per GPU, the largest rank's memory and whether it fits the GPU,
-for each kind of context-parallel exchange strata builds (all_gather:
-every rank's keys and values gathered; the ring, --cp-comm-type p2p, is
-not built yet and is said so).
+for each kind of context-parallel exchange (p2p: the ring, Megatron's
+default, keys and values passed from rank to rank a step at a time;
+all_gather: every rank's gathered, then one attention). c = 1 has no
+exchange: one row.
 
   /usr/bin/python3 bench/sim_long_context.py [--bin build/bin]
       [--cluster examples/clusters/dgx-h100.json] [--seqs 8192,32768,131072]
@@ -30,22 +31,27 @@ from svg_chart import line_chart
 ROOT = sim_paper.ROOT
 GIB = 2**30
 TENSOR = 8
-EXCHANGES = ["all_gather", "p2p"]
-BUILT = {"all_gather"}
+EXCHANGES = ["p2p", "all_gather"]
 
 
-def flags(seq, c):
+def flags(seq, c, exchange):
     return ["--set", f"seq={seq}", "--bf16", "--target", "cuda", "--cuda-arch", "sm_90a",
             "--tensor-model-parallel-size", str(TENSOR), "--sequence-parallel",
-            "--context-parallel-size", str(c), "--use-distributed-optimizer",
-            "--recompute-granularity", "full"]
+            "--context-parallel-size", str(c), "--cp-comm-type", exchange,
+            "--use-distributed-optimizer", "--recompute-granularity", "full"]
 
 
-def simulate(bin_dir, cluster, seq, c, plan):
+def exchanges(c):
+    """The exchanges a layout with c context ranks has: none at c = 1."""
+    return EXCHANGES if c > 1 else ["-"]
+
+
+def simulate(bin_dir, cluster, seq, c, exchange, plan):
     """Iteration time (ms), TFLOP/s per GPU and the largest rank's bytes,
     or why the layout was refused."""
     result = sim_paper.compile_and_simulate(
-        bin_dir, cluster, os.path.join(ROOT, "examples", "llama3-8b.model"), flags(seq, c), plan)
+        bin_dir, cluster, os.path.join(ROOT, "examples", "llama3-8b.model"),
+        flags(seq, c, exchange if c > 1 else EXCHANGES[0]), plan)
     if "refused" in result:
         return result
     out = result["simulated"]
@@ -71,9 +77,10 @@ def main():
     start = time.monotonic()
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(simulate, args.bin, args.cluster, seq, c,
-                               os.path.join(args.work, f"s{seq}-c{c}.plan")): (seq, c)
-                   for seq in seqs for c in contexts}
+        futures = {pool.submit(simulate, args.bin, args.cluster, seq, c, exchange,
+                               os.path.join(args.work, f"s{seq}-c{c}-{exchange}.plan")):
+                   (seq, c, exchange)
+                   for seq in seqs for c in contexts for exchange in exchanges(c)}
         for future in concurrent.futures.as_completed(futures):
             results[futures[future]] = future.result()
 
@@ -83,12 +90,9 @@ def main():
           f"{'tokens/s/GPU':>12} {'TFLOP/s':>7} {'memory':>8}")
     for seq in seqs:
         for c in contexts:
-            for exchange in EXCHANGES:
+            for exchange in exchanges(c):
                 head = f"{seq:>9} {c:>3} {TENSOR * c:>5} {exchange:>10}"
-                if exchange not in BUILT:
-                    print(f"{head}  not built yet (--cp-comm-type {exchange})")
-                    continue
-                r = results[(seq, c)]
+                r = results[(seq, c, exchange)]
                 if "refused" in r:
                     print(f"{head}  refused: {r['refused']}")
                     continue
@@ -99,9 +103,14 @@ def main():
     if args.svg:
         series = []
         for k, seq in enumerate(seqs):
-            points = [(c, seq / (results[(seq, c)]["ms"] / 1e3) / (TENSOR * c))
-                      for c in contexts if "refused" not in results[(seq, c)]]
-            series.append((f"{seq // 1024}k tokens, all_gather", points, False, k))
+            for exchange in EXCHANGES:
+                points = []
+                for c in contexts:
+                    r = results[(seq, c, exchange if c > 1 else "-")]
+                    if "refused" not in r:
+                        points.append((c, seq / (r["ms"] / 1e3) / (TENSOR * c)))
+                series.append((f"{seq // 1024}k tokens, {exchange}", points,
+                               exchange != EXCHANGES[0], k))
         line_chart(args.svg, f"LLaMA-3 8B on simulated {os.path.basename(args.cluster)} "
                    f"(t={TENSOR}, sp): context parallelism", "context-parallel size c",
                    "tokens/s per GPU", series, xlog=True, ymin=0)

@@ -104,9 +104,15 @@ def ContextParallel : Pass<"strata-context-parallel", "mlir::ModuleOp"> {
     gradients, sums over the rank's tokens, are summed over the cp ranks
     with the data-parallel ones (--strata-data-parallel, after it); the loss
     seed divides by c (strata-compile sets it). Sets the cp axis of @mesh.
+    With `ring`, attention's keys and values pass around the cp ranks
+    (Megatron's p2p; its ops marked `dist.context_ring`) instead of being
+    all-gathered.
   }];
   let options = [
-    Option<"size", "size", "int64_t", "1", "Context-parallel size">
+    Option<"size", "size", "int64_t", "1", "Context-parallel size">,
+    Option<"ring", "ring", "bool", "false",
+           "Pass attention's keys and values around the ring (p2p) instead "
+           "of gathering them">
   ];
   let dependentDialects = ["::strata::dist::DistDialect",
                            "::mlir::shard::ShardDialect"];

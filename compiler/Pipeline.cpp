@@ -85,6 +85,12 @@ std::string checkOptions(const CompileOptions &options) {
       options.attentionBackend != "unfused")
     return "--attention-backend must be fused or unfused, got '" +
            options.attentionBackend + "'";
+  if (options.cpCommType != "p2p" && options.cpCommType != "all_gather")
+    return "--cp-comm-type must be p2p or all_gather" +
+           std::string(options.cpCommType.rfind("a2a", 0) == 0
+                           ? " (Megatron's a2a is not built in strata)"
+                           : "") +
+           ", got '" + options.cpCommType + "'";
   if (!options.pipelineSchedule.empty() &&
       !sim::parseSchedule(options.pipelineSchedule))
     return "--pipeline-schedule must be " + sim::scheduleFlagList() +
@@ -163,6 +169,7 @@ void buildPipeline(PassManager &pm, const CompileOptions &options, Level from,
   if (crosses(Level::Dist)) {
     ContextParallelOptions context;
     context.size = options.contextParallel;
+    context.ring = options.cpCommType == "p2p";
     pm.addPass(createContextParallel(context));
     TensorParallelOptions tensor;
     tensor.size = options.tensorParallel;

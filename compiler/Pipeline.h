@@ -28,9 +28,12 @@ struct CompileOptions : Layout {
   int64_t vocabDivisibleBy = 128; // Megatron's --make-vocab-size-divisible-by
   bool recomputeWholeLayers = false;      // full, as Megatron's uniform runs it
   std::string attentionBackend = "fused"; // fused, or unfused: Megatron 2021's
-  int64_t bucketElements = 40000000;      // Megatron's --ddp-bucket-size
+  // How context parallelism exchanges attention's keys and values: p2p
+  // (the ring, Megatron's default) or all_gather.
+  std::string cpCommType = "p2p";
+  int64_t bucketElements = 40000000; // Megatron's --ddp-bucket-size
   int64_t lossVocabBlock = 0; // the output layer and loss in blocks (0: whole)
-  bool overlapGradReduce = true;          // reduce buckets during the backward
+  bool overlapGradReduce = true;  // reduce buckets during the backward
   bool overlapParamGather = true; // gather parameters during the forward
   Target target = Target::Cpu;
   std::string cudaArch = "sm_80"; // the cuda target's architecture

@@ -101,7 +101,7 @@ struct ContextParallelPass
                             "first";
       return signalPassFailure();
     }
-    strata::ContextState state(module.getContext(), size);
+    strata::ContextState state(module.getContext(), size, ring);
     if (failed(splitFunction(microbatch, state)) ||
         failed(splitFunction(optimizer, state)) ||
         failed(localize(microbatch, state)))

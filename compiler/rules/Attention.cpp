@@ -207,6 +207,32 @@ exec::BufferOp gatheredOverContext(Location loc, Value part, int64_t context,
   return whole;
 }
 
+/// An attention launch's per-rank arguments: its first query head (with
+/// the query heads split over tensor ranks, `firstStride` a rank) and its
+/// context-parallel rank.
+void placeOnRank(exec::LaunchOp launched, int64_t firstStride, Lowering &l) {
+  if (firstStride)
+    l.perRank(launched, "query_head_offset", kTensorAxis, firstStride);
+  l.perRank(launched, "context_rank", kContextAxis, 1);
+}
+
+/// Whether context parallelism passes attention's keys and values around
+/// its ranks (the ring, --cp-comm-type p2p) rather than gathering them.
+bool contextRing(Operation *op) {
+  return dist::contextRing(op->getContext()).isAttrPresent(op);
+}
+
+/// The ring's next keys (or values, or their gradients' sums): `held`
+/// shifted to the next cp rank, the previous one's received into `into`
+/// (a new buffer when null).
+exec::BufferOp shiftedOverContext(Location loc, exec::BufferOp held,
+                                  Lowering &l, exec::BufferOp into = nullptr) {
+  if (!into)
+    into = l.scratch(held.getTensorType());
+  l.contextCollective(loc, exec::CollectiveKind::Shift, held, into, /*dim=*/0);
+  return into;
+}
+
 /// The kv heads' grouping of a forward or backward attention, and the
 /// per-rank stride of its first query head (0: none).
 template <typename Op> std::pair<int64_t, int64_t> headGrouping(Op op) {
@@ -372,6 +398,111 @@ struct UnfusedAttention {
   }
 };
 
+/// The ring's forward: at step s the rank's queries meet rank (i - s) mod
+/// c's keys and values, which the previous step shifted in; the next
+/// step's are shifted before this step's attention (so that, on a stream
+/// of their own, they would travel while it runs). Each later step's
+/// output merges into the first's by the rows' log-sum-exps.
+LogicalResult ringAttention(AttentionOp attention, int64_t context,
+                            int64_t group, int64_t firstStride, Lowering &l) {
+  Location loc = attention.getLoc();
+  exec::BufferOp q = l.operand(attention.getQuery()),
+                 k = l.operand(attention.getKey()),
+                 v = l.operand(attention.getValue()),
+                 o = l.result(attention.getResult()),
+                 lse = l.result(attention.getSaved(), /*keepF32=*/true);
+  for (int64_t step = 0; step < context; ++step) {
+    exec::BufferOp kNext, vNext;
+    if (step + 1 < context) {
+      kNext = shiftedOverContext(loc, k, l);
+      vNext = shiftedOverContext(loc, v, l);
+    }
+    exec::BufferOp oStep = step ? l.scratch(o.getTensorType()) : o,
+                   lseStep = step ? l.scratchF32(lse.getTensorType()) : lse;
+    exec::LaunchOp launched =
+        l.launch(loc, kernel::AttentionFwd{.q = q,
+                                           .k = k,
+                                           .v = v,
+                                           .o = oStep,
+                                           .lse = lseStep,
+                                           .causal = attention.getCausal(),
+                                           .group_size = group,
+                                           .query_head_offset = 0,
+                                           .context_parallel = context,
+                                           .context_rank = 0,
+                                           .ring_step = step});
+    placeOnRank(launched, firstStride, l);
+    if (step)
+      l.launch(loc,
+               kernel::AttentionMerge{
+                   .o_step = oStep, .lse_step = lseStep, .o = o, .lse = lse});
+    k = kNext;
+    v = vNext;
+  }
+  return success();
+}
+
+/// The ring's backward: each step as the forward's, with the merged output
+/// and log-sum-exp; the steps' query gradients summed, and the keys' and
+/// values' gradients summed as they travel with them (each rank adds its
+/// part to the sums the previous rank shifted in), shifted once more after
+/// the last step to reach their own rank.
+LogicalResult ringAttentionGrad(AttentionGradOp grad, int64_t context,
+                                int64_t group, int64_t firstStride,
+                                Lowering &l) {
+  Location loc = grad.getLoc();
+  exec::BufferOp q = l.operand(grad.getQuery()), k = l.operand(grad.getKey()),
+                 v = l.operand(grad.getValue()),
+                 o = l.operand(grad.getOutput()),
+                 lse = l.operand(grad.getSaved()),
+                 dout = l.operand(grad.getGrad()),
+                 dq = l.result(grad.getQueryGrad()),
+                 dk = l.result(grad.getKeyGrad()),
+                 dv = l.result(grad.getValueGrad());
+  exec::BufferOp dkSum, dvSum; // the sums that travel, this step's rank's
+  for (int64_t step = 0; step < context; ++step) {
+    exec::BufferOp kNext, vNext;
+    if (step + 1 < context) {
+      kNext = shiftedOverContext(loc, k, l);
+      vNext = shiftedOverContext(loc, v, l);
+    }
+    exec::BufferOp dqStep = step ? l.scratch(dq.getTensorType()) : dq,
+                   dkStep = l.scratch(dk.getTensorType()),
+                   dvStep = l.scratch(dv.getTensorType());
+    exec::LaunchOp launched =
+        l.launch(loc, kernel::AttentionBwd{.q = q,
+                                           .k = k,
+                                           .v = v,
+                                           .o = o,
+                                           .lse = lse,
+                                           .dout = dout,
+                                           .dq = dqStep,
+                                           .dk = dkStep,
+                                           .dv = dvStep,
+                                           .causal = grad.getCausal(),
+                                           .group_size = group,
+                                           .query_head_offset = 0,
+                                           .context_parallel = context,
+                                           .context_rank = 0,
+                                           .ring_step = step});
+    placeOnRank(launched, firstStride, l);
+    if (step) {
+      l.launch(loc, kernel::Accumulate{.x = dqStep, .y = dq});
+      l.launch(loc, kernel::Accumulate{.x = dkStep, .y = dkSum});
+      l.launch(loc, kernel::Accumulate{.x = dvStep, .y = dvSum});
+    } else {
+      dkSum = dkStep;
+      dvSum = dvStep;
+    }
+    bool last = step + 1 == context;
+    dkSum = shiftedOverContext(loc, dkSum, l, last ? dk : nullptr);
+    dvSum = shiftedOverContext(loc, dvSum, l, last ? dv : nullptr);
+    k = kNext;
+    v = vNext;
+  }
+  return success();
+}
+
 LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
   if (attention.getDropout() && !attention.getUnfused())
     return attention.emitOpError()
@@ -389,6 +520,8 @@ LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
   auto [group, firstStride] = headGrouping(attention);
   int64_t context = contextOf(attention);
   Location loc = attention.getLoc();
+  if (context && contextRing(attention))
+    return ringAttention(attention, context, group, firstStride, l);
   exec::LaunchOp launched = l.launch(
       loc,
       kernel::AttentionFwd{
@@ -406,9 +539,7 @@ LogicalResult attentionLowering(AttentionOp attention, Lowering &l) {
           .query_head_offset = 0,
           .context_parallel = context,
           .context_rank = 0});
-  if (firstStride)
-    l.perRank(launched, "query_head_offset", kTensorAxis, firstStride);
-  l.perRank(launched, "context_rank", kContextAxis, 1);
+  placeOnRank(launched, firstStride, l);
   return success();
 }
 
@@ -425,6 +556,8 @@ LogicalResult attentionGradLowering(AttentionGradOp grad, Lowering &l) {
   auto [group, firstStride] = headGrouping(grad);
   int64_t context = contextOf(grad);
   Location loc = grad.getLoc();
+  if (context && contextRing(grad))
+    return ringAttentionGrad(grad, context, group, firstStride, l);
   // With context parallelism the keys and values are gathered again (not
   // kept from the forward: c times a rank's), and the gradients of the
   // gathered ones, each rank's part of every rank's, reduce-scattered
@@ -454,9 +587,7 @@ LogicalResult attentionGradLowering(AttentionGradOp grad, Lowering &l) {
                                          .query_head_offset = 0,
                                          .context_parallel = context,
                                          .context_rank = 0});
-  if (firstStride)
-    l.perRank(launched, "query_head_offset", kTensorAxis, firstStride);
-  l.perRank(launched, "context_rank", kContextAxis, 1);
+  placeOnRank(launched, firstStride, l);
   if (context) {
     l.contextCollective(loc, exec::CollectiveKind::ReduceScatter, dkWhole, dk,
                         /*dim=*/1);
@@ -480,7 +611,8 @@ LogicalResult ropeContext(RopeOp rope, ContextState &state) {
 }
 
 /// The rank's queries attend to every rank's keys: its lowering exchanges
-/// them. Its log-sum-exp per query row runs along the sequence too.
+/// them, gathered or around the ring. Its log-sum-exp per query row runs
+/// along the sequence too.
 template <typename Op>
 LogicalResult attentionOperandsContext(Op op, ContextState &state) {
   for (Value operand : {op.getQuery(), op.getKey(), op.getValue()})
@@ -493,6 +625,9 @@ LogicalResult attentionOperandsContext(Op op, ContextState &state) {
                               "--attention-backend unfused) is not split "
                               "along the sequence";
   state.markPositions(op);
+  if (state.usesRing())
+    dist::contextRing(op->getContext())
+        .setAttr(op, UnitAttr::get(op->getContext()));
   return success();
 }
 

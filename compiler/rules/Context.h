@@ -29,11 +29,15 @@ namespace strata {
 
 class ContextState {
 public:
-  ContextState(mlir::MLIRContext *context, int64_t cp) : cp(cp), b(context) {}
+  ContextState(mlir::MLIRContext *context, int64_t cp, bool ring)
+      : cp(cp), ring(ring), b(context) {}
 
   mlir::OpBuilder &builder() { return b; }
 
   int64_t size() const { return cp; }
+  /// Whether attention's keys and values travel the ring (p2p) rather than
+  /// being gathered.
+  bool usesRing() const { return ring; }
 
   /// Which dimension of `v` is the sequence, or -1.
   int64_t dim(mlir::Value v) const { return dims.lookup(v) - 1; }
@@ -57,6 +61,7 @@ public:
 
 private:
   int64_t cp;
+  bool ring;
   mlir::OpBuilder b;
   llvm::DenseMap<mlir::Value, int64_t> dims; // dimension + 1; 0: none
 };

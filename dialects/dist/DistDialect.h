@@ -31,6 +31,9 @@ inline DistDialect::ContextPositionsAttrHelper
 contextPositions(mlir::MLIRContext *c) {
   return DistDialect::ContextPositionsAttrHelper(c);
 }
+inline DistDialect::ContextRingAttrHelper contextRing(mlir::MLIRContext *c) {
+  return DistDialect::ContextRingAttrHelper(c);
+}
 inline DistDialect::SplitDimAttrHelper splitDim(mlir::MLIRContext *c) {
   return DistDialect::SplitDimAttrHelper(c);
 }

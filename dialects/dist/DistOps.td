@@ -30,6 +30,10 @@ def Dist_Dialect : Dialect {
     // causal attention over every rank's keys): the size of the
     // context-parallel group; the rank holds chunks i and 2c - 1 - i.
     "::mlir::IntegerAttr":$context_positions,
+    // On context-parallel attention and its gradient: the keys and values
+    // pass around the cp ranks (the ring, --cp-comm-type p2p) instead of
+    // being gathered.
+    "::mlir::UnitAttr":$context_ring,
     // On a split parameter: the dimension split across tp ranks, and its
     // global shape.
     "::mlir::IntegerAttr":$split_dim,

@@ -96,7 +96,8 @@ def Exec_CollectiveKind : I32EnumAttr<"CollectiveKind", "a collective", [
     I32EnumAttrCase<"AllReduceSum", 0, "all_reduce_sum">,
     I32EnumAttrCase<"AllReduceMax", 1, "all_reduce_max">,
     I32EnumAttrCase<"AllGather", 2, "all_gather">,
-    I32EnumAttrCase<"ReduceScatter", 3, "reduce_scatter">]> {
+    I32EnumAttrCase<"ReduceScatter", 3, "reduce_scatter">,
+    I32EnumAttrCase<"Shift", 4, "shift">]> {
   let cppNamespace = "::strata::exec";
 }
 

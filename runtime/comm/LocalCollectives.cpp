@@ -129,6 +129,18 @@ void computeCollective(const CollectiveOp &op,
   size_t n = ranks.size();
   // Every input read before any output is written: outputs may be their
   // rank's input (in place) or hold it (a gather's own block).
+  if (op.kind == CollectiveKind::Shift) {
+    // Rank i's output is rank i - 1's input (the last's goes to the first).
+    std::vector<std::vector<uint8_t>> inputs;
+    for (const CollectiveOperands &rank : ranks) {
+      auto *in = static_cast<const uint8_t *>(rank.in.data);
+      inputs.emplace_back(in, in + rank.in.buffer->bytes);
+    }
+    for (size_t i = 0; i < n; ++i)
+      std::memcpy(ranks[i].out.data, inputs[(i + n - 1) % n].data(),
+                  inputs[(i + n - 1) % n].size());
+    return;
+  }
   std::vector<std::vector<float>> values;
   if (op.kind != CollectiveKind::AllGather)
     for (const CollectiveOperands &rank : ranks)

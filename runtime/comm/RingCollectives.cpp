@@ -45,8 +45,8 @@ std::string RingCollectives::createGroups(const Plan &plan, uint32_t rank) {
   for (uint32_t g = 0; g < plan.groups.size(); ++g) {
     members.push_back(plan.groupMembers(g, rank));
     std::string name = plan.groupName(g);
-    std::array<std::string, 4> &kinds = kindNames.emplace_back();
-    for (int k = 0; k < 4; ++k)
+    std::array<std::string, kCollectiveKinds> &kinds = kindNames.emplace_back();
+    for (int k = 0; k < kCollectiveKinds; ++k)
       kinds[k] =
           std::string(collectiveName(CollectiveKind(k))) + " over " + name;
   }
@@ -125,6 +125,20 @@ uint64_t RingCollectives::run(const CollectiveOp &op, Operand in, Operand out,
                               Tags tags, const std::string &what) {
   const std::vector<int> &group = members[op.group];
   size_t n = group.size();
+  if (op.kind == CollectiveKind::Shift) {
+    // To the next rank, from the previous (the plan checker keeps the
+    // two buffers' bytes apart).
+    int i = int(rankIndex(group, transport.rank()));
+    size_t bytes = in.buffer->bytes;
+    if (n == 1) {
+      std::memmove(out.data, in.data, bytes);
+      return 0;
+    }
+    transport.exchange(group[(i + 1) % n], in.data, bytes,
+                       group[(i + n - 1) % n], out.data, bytes, tags.gather,
+                       deadline(), what);
+    return bytes;
+  }
   if (op.kind == CollectiveKind::AllReduceSum ||
       op.kind == CollectiveKind::AllReduceMax) {
     bool max = op.kind == CollectiveKind::AllReduceMax;

@@ -105,8 +105,9 @@ protected:
   std::chrono::milliseconds timeout;
 
 private:
-  std::vector<std::vector<int>> members;             // per plan group
-  std::vector<std::array<std::string, 4>> kindNames; // by group and kind
+  std::vector<std::vector<int>> members; // per plan group
+  // By group and kind.
+  std::vector<std::array<std::string, kCollectiveKinds>> kindNames;
   ByteCounts bytes;
 };
 

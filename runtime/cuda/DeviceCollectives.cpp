@@ -141,6 +141,8 @@ collectiveLaunch(const CollectiveOp &op,
     launch.b = int64_t(part.bytes) / outer;
     items = int64_t(part.bytes) * launch.ranks * launch.ranks;
     break;
+  case CollectiveKind::Shift: // device copies (DeviceCollectives::launch)
+    throw std::logic_error("a shift has no collective kernel");
   }
   launch.blocks = uint32_t(std::clamp<int64_t>((items + 255) / 256, 1, 65535));
   return launch;
@@ -151,7 +153,11 @@ bool safeCollectiveAliasing(const CollectiveOp &op,
   auto begin = [](Operand o) { return static_cast<const uint8_t *>(o.data); };
   const uint8_t *in = begin(rank.in), *out = begin(rank.out);
   uint64_t inBytes = rank.in.buffer->bytes, outBytes = rank.out.buffer->bytes;
-  if (in + inBytes <= out || out + outBytes <= in || in == out)
+  if (in + inBytes <= out || out + outBytes <= in)
+    return true;
+  if (op.kind == CollectiveKind::Shift) // its input goes to another rank
+    return false;
+  if (in == out)
     return true;
   if (outerBlocks(partOf(op, rank.in, rank.out), op.dim) != 1)
     return false;
@@ -169,6 +175,17 @@ void DeviceCollectives::launch(CUstream stream, const CollectiveOp &op,
       throw std::runtime_error(
           "the device-side communicator cannot run a collective whose "
           "output partly overlaps its input (use --staged-collectives)");
+  if (op.kind == CollectiveKind::Shift) {
+    // Rank i's output is rank i - 1's input: device copies on this stream.
+    size_t n = ranks.size();
+    for (size_t i = 0; i < n; ++i)
+      check(driver().cuMemcpyDtoDAsync(
+                devicePointer(ranks[i].out.data),
+                devicePointer(ranks[(i + n - 1) % n].in.data),
+                ranks[i].out.buffer->bytes, stream),
+            "cuMemcpyDtoDAsync (a shift)");
+    return;
+  }
   CollectiveLaunch launch = collectiveLaunch(op, ranks);
   std::array<void *, 4> args = launch.args();
   check(driver().cuLaunchKernel(kernels().functions[int(launch.kernel)],

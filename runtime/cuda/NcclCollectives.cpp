@@ -127,6 +127,25 @@ void NcclCollectives::collective(Stream stream, const CollectiveOp &op,
   };
   const std::string &kind = kindName(op);
   switch (op.kind) {
+  case CollectiveKind::Shift: {
+    // To the next rank, from the previous, as one group call.
+    size_t i = rankIndex(group(op.group), int(transport.rank()));
+    size_t bytes = in.buffer->bytes;
+    nccl(api->ncclGroupStart(), "ncclGroupStart");
+    ncclResult_t sent =
+        api->ncclSend(in.data, bytes, ncclUint8, int((i + 1) % n), comm, s);
+    ncclResult_t received = sent == ncclSuccess
+                                ? api->ncclRecv(out.data, bytes, ncclUint8,
+                                                int((i + n - 1) % n), comm, s)
+                                : ncclSuccess;
+    // The group is closed whatever failed in it.
+    ncclResult_t ended = api->ncclGroupEnd();
+    nccl(sent, "ncclSend");
+    nccl(received, "ncclRecv");
+    nccl(ended, "ncclGroupEnd");
+    countBytes(kind, bytes);
+    return;
+  }
   case CollectiveKind::AllReduceSum:
   case CollectiveKind::AllReduceMax:
     nccl(api->ncclAllReduce(

@@ -63,6 +63,8 @@ const char *collectiveName(CollectiveKind kind) {
     return "all_gather";
   case CollectiveKind::ReduceScatter:
     return "reduce_scatter";
+  case CollectiveKind::Shift:
+    return "shift";
   }
   return "?";
 }

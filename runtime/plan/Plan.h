@@ -138,8 +138,10 @@ enum class CollectiveKind : uint8_t {
   AllReduceSum,
   AllReduceMax,
   AllGather,
-  ReduceScatter
+  ReduceScatter,
+  Shift // input to the group's next rank, the previous one's into output
 };
+inline constexpr int kCollectiveKinds = 5;
 const char *collectiveName(CollectiveKind kind);
 
 struct CollectiveOp {

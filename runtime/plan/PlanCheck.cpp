@@ -94,6 +94,17 @@ std::string checkCollective(const CollectiveOp &c,
       return "an all-reduce keeps its size: " + named(in) + " -> " + named(out);
     return "";
   }
+  if (c.kind == CollectiveKind::Shift) {
+    // A send and a receive posted together (NCCL's group call, MPI's
+    // Irecv and Isend) may not share bytes.
+    bool shared = in.arena == out.arena && in.offset < out.offset + out.bytes &&
+                  out.offset < in.offset + in.bytes;
+    if (in.shape != out.shape || c.input == c.output || shared)
+      return "a shift sends its input and receives a tensor of its shape "
+             "into bytes of its own: " +
+             named(in) + " -> " + named(out);
+    return "";
+  }
   bool gather = c.kind == CollectiveKind::AllGather;
   const Buffer &part = gather ? in : out;
   const Buffer &whole = gather ? out : in;

@@ -30,8 +30,8 @@ double CostModel::gemm(const GemmOp &op, DType dtype, double bytes) const {
     double waves = std::ceil(tiles / double(gpu.smCount));
     waveShare = tiles / (waves * double(gpu.smCount));
   }
-  double rate = peak(dtype) * gpu.gemmEfficiency * tileShare * waveShare *
-                k / (k + gpu.gemmKOverhead);
+  double rate = peak(dtype) * gpu.gemmEfficiency * tileShare * waveShare * k /
+                (k + gpu.gemmKOverhead);
   double seconds = std::max(flops / rate, memory(bytes));
   return seconds + epilogue(op) + gpu.launchOverheadSeconds;
 }
@@ -58,8 +58,7 @@ double CostModel::kernel(const InstructionCost &cost, DType dtype) const {
     else if (member.flops > 0)
       compute += member.flops / (peak(dtype) * spec.gpu.gemmEfficiency);
   }
-  return std::max(compute, memory(cost.bytes)) +
-         spec.gpu.launchOverheadSeconds;
+  return std::max(compute, memory(cost.bytes)) + spec.gpu.launchOverheadSeconds;
 }
 
 const LinkLevel &CostModel::levelOf(const std::vector<int> &members) const {
@@ -78,14 +77,19 @@ double CostModel::collective(CollectiveKind kind,
   double n = double(members.size());
   if (n <= 1 || free)
     return 0;
+  // A shift: every rank sends its whole buffer to the next at once, each
+  // pair over its own link (across nodes, one GPU's adapter).
+  if (kind == CollectiveKind::Shift) {
+    const LinkLevel &level = levelOf(members);
+    return bytes / level.bytesPerSecond + level.latencySeconds;
+  }
   Ring r = ring(members);
   bool allReduce = kind == CollectiveKind::AllReduceSum ||
                    kind == CollectiveKind::AllReduceMax;
   double steps = (allReduce ? 2 : 1) * (n - 1);
   // Where the spec measured the level's bus bandwidth at this size, that
   // rate (its latency within it) and no more than the ring's.
-  if (double measured = r.level->measuredBusBandwidth(bytes);
-      measured > 0)
+  if (double measured = r.level->measuredBusBandwidth(bytes); measured > 0)
     return steps * bytes / n / std::min(measured, r.bytesPerSecond);
   return steps * (bytes / n / r.bytesPerSecond + r.latencySeconds);
 }
@@ -103,9 +107,9 @@ CostModel::Ring CostModel::ring(const std::vector<int> &members) const {
   int64_t fewest = perNode.begin()->second;
   for (const auto &[node, count] : perNode)
     fewest = std::min(fewest, count);
-  return {std::min(level.bytesPerSecond * double(fewest),
-                   spec.node.bytesPerSecond),
-          level.latencySeconds, &level};
+  return {
+      std::min(level.bytesPerSecond * double(fewest), spec.node.bytesPerSecond),
+      level.latencySeconds, &level};
 }
 
 std::vector<int> CostModel::slowestInstance(const Plan &plan, uint32_t group,

@@ -1,4 +1,5 @@
-//===- CostModel.h - what an instruction costs on a modelled GPU -*- C++ -*-===//
+//===- CostModel.h - what an instruction costs on a modelled GPU -*- C++
+//-*-===//
 //
 // Seconds for each thing a plan does, from a cluster spec alone (every
 // constant is the spec's, with its source):
@@ -50,7 +51,8 @@ public:
   double kernel(const InstructionCost &cost, DType dtype) const;
   /// A collective of `kind` over `members` (world ranks) on a tensor of
   /// `bytes` (the whole: an all-reduce's buffer, a gather's output, a
-  /// reduce-scatter's input).
+  /// reduce-scatter's input, a shift's input, which each rank sends to the
+  /// next at once).
   double collective(CollectiveKind kind, const std::vector<int> &members,
                     double bytes) const;
   /// A pipeline transfer of `bytes` between two world ranks.

@@ -55,7 +55,7 @@ void ModelledNetwork::collective(Stream stream, const CollectiveOp &op,
                                  Operand in, Operand out, const std::string &) {
   std::vector<int> members = plan->groupMembers(op.group, uint32_t(me));
   // The whole tensor: an all-reduce's buffer, a gather's output, a
-  // reduce-scatter's input.
+  // reduce-scatter's input, a shift's input.
   const Buffer *whole =
       op.kind == CollectiveKind::AllGather ? out.buffer : in.buffer;
   double bytes = whole ? double(whole->bytes) : 0;

@@ -35,12 +35,14 @@ def run(cmd, env=None):
 class Layout:
     """One parallel layout: t, d, p, context-parallel c, layers per virtual
     stage (0: one chunk per stage), microbatches m per data-parallel rank,
-    schedule, recompute, sequence parallel, distributed optimizer."""
+    schedule, recompute, sequence parallel, distributed optimizer, and how
+    context parallelism exchanges keys (the ring, or all-gathered)."""
 
     def __init__(self, t=1, d=1, p=1, lpv=0, m=None, sched="", rc="none", sp=False,
                  distopt=False, c=1):
         self.t, self.d, self.p, self.lpv, self.sched, self.rc = t, d, p, lpv, sched, rc
         self.c = c
+        self.allgather = False
         self.sp, self.distopt = sp, distopt
         self.m = m
         self.first = self.last = None  # uneven first/last stage layers
@@ -56,7 +58,7 @@ class Layout:
     def name(self, args):
         parts = [f"t{self.t}", f"d{self.d}"]
         if self.c > 1:
-            parts.append(f"c{self.c}")
+            parts.append(f"c{self.c}" + ("-allgather" if self.allgather else ""))
         if self.p > 1 or self.lpv or self.rc != "none" or self.sched:
             parts += [f"p{self.p}", f"v{self.virtual(args)}", f"m{self.global_batch(args) // (args.micro_batch_size * self.d)}"]
             parts.append(self.sched or ("interleaved" if self.virtual(args) > 1 else "1f1b"))
@@ -81,6 +83,8 @@ class Layout:
              "--pipeline-model-parallel-size", str(self.p)]
         if self.c > 1:
             f += ["--context-parallel-size", str(self.c)]
+        if self.allgather:
+            f += ["--cp-comm-type", "all_gather"]
         if self.lpv:
             f += ["--num-layers-per-virtual-pipeline-stage", str(self.lpv)]
         if self.sched:
@@ -142,8 +146,9 @@ def train(args, work, name, layout, mpi=False, run_flags=None):
 
 
 def parse_layout(text):
-    """t2,d1,c2,p2,lpv1,m4,interleaved,full,first1,last2,sp,distopt: any order
-    (uniform: full, as Megatron's --recompute-method uniform runs it)."""
+    """t2,d1,c2,p2,lpv1,m4,interleaved,full,first1,last2,sp,distopt,allgather:
+    any order (uniform: full, as Megatron's --recompute-method uniform runs
+    it; allgather: context parallelism's keys gathered, not the ring)."""
     layout = Layout()
     for part in text.split(","):
         if part in ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-auto", "zb-v"):
@@ -154,6 +159,8 @@ def parse_layout(text):
             layout.sp = True
         elif part == "distopt":
             layout.distopt = True
+        elif part == "allgather":
+            layout.allgather = True
         elif part.startswith("first"):
             layout.first = int(part[5:])
         elif part.startswith("last"):

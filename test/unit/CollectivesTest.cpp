@@ -4,7 +4,8 @@
 // order: the same bits as RingCollectives, which the parity suites check
 // against one device. Here both run on fresh random inputs for groups of
 // 2, 3 and 4 ranks (threads over the local transport), every kind of
-// collective, along the first and a later dimension, in f32 and bf16, and
+// collective (a shift along the first dimension only: it keeps its
+// shape), along the first and a later dimension, in f32 and bf16, and
 // their outputs are compared bit for bit. The device-side communicator's
 // kernels (ranks sharing a GPU) run the same collectives on the simt model
 // by their launch contract (CollectiveLaunch.h), and must give the same
@@ -133,7 +134,19 @@ TEST(LocalCollectives, EveryCollectiveGivesTheRingsBits) {
            {CollectiveKind::AllGather, CollectiveKind::ReduceScatter})
         for (int32_t dim : {0, 1, 2})
           compare(n, {kind, dim, dtype});
+      compare(n, {CollectiveKind::Shift, 0, dtype});
     }
+}
+
+// A shift (the ring of context parallelism's attention): each rank's
+// output is the previous rank's input, the first's the last's.
+TEST(LocalCollectives, AShiftGivesEachRankThePreviousRanksInput) {
+  for (int n : {1, 2, 3, 4}) {
+    ::Setup s(n, {CollectiveKind::Shift, 0, DType::F32});
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(s.expected[r], s.inputs[(r + n - 1) % n])
+          << "rank " << r << " of " << n;
+  }
 }
 
 /// Runs `op` over `n` ranks with the device-side communicator's kernel on

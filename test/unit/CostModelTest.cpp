@@ -129,12 +129,14 @@ TEST(CostModel, RingCollectivesOverTheSlowestLevelTheirMembersSpan) {
   double bytes = 4e9;
   // Four GPUs of node 0: the node's links.
   std::vector<int> inNode = {0, 1, 2, 3}, across = {0, 4, 8, 12};
-  EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::AllReduceSum, inNode, bytes),
-                   6 * (1e9 / 100e9 + 1e-6));
+  EXPECT_DOUBLE_EQ(
+      costs.collective(CollectiveKind::AllReduceSum, inNode, bytes),
+      6 * (1e9 / 100e9 + 1e-6));
   EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::AllGather, inNode, bytes),
                    3 * (1e9 / 100e9 + 1e-6));
-  EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::ReduceScatter, across, bytes),
-                   3 * (1e9 / 10e9 + 10e-6));
+  EXPECT_DOUBLE_EQ(
+      costs.collective(CollectiveKind::ReduceScatter, across, bytes),
+      3 * (1e9 / 10e9 + 10e-6));
   EXPECT_EQ(costs.collective(CollectiveKind::AllReduceSum, {5}, bytes), 0);
   // Across nodes a channel runs through each member's adapter: two GPUs a
   // node move twice one GPU's rate, all four four times; a node holding
@@ -159,6 +161,23 @@ TEST(CostModel, RingCollectivesOverTheSlowestLevelTheirMembersSpan) {
   CostModel free(spec, /*freeCommunication=*/true);
   EXPECT_EQ(free.collective(CollectiveKind::AllReduceSum, across, bytes), 0);
   EXPECT_EQ(free.transfer(3, 4, 1e9), 0);
+}
+
+// A shift (the ring of context parallelism): every rank sends its whole
+// buffer to the next at once, one step, each pair over one link: within
+// a node the node's, across nodes one GPU's adapter however many members
+// a node holds.
+TEST(CostModel, AShiftIsOneStepOverEachPairsLink) {
+  ClusterSpec spec = roundSpec(false);
+  CostModel costs(spec);
+  double bytes = 1e9;
+  EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::Shift, {0, 1, 2, 3}, bytes),
+                   1e9 / 100e9 + 1e-6);
+  EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::Shift, {0, 4, 8}, bytes),
+                   1e9 / 10e9 + 10e-6);
+  EXPECT_DOUBLE_EQ(costs.collective(CollectiveKind::Shift, {0, 1, 4, 5}, bytes),
+                   1e9 / 10e9 + 10e-6);
+  EXPECT_EQ(costs.collective(CollectiveKind::Shift, {2}, bytes), 0);
 }
 
 // A level that measured its bus bandwidth by size (nccl-tests' busbw)

@@ -105,10 +105,19 @@ cl::opt<int64_t, true> dataParallel(
 cl::opt<int64_t, true> contextParallel(
     "context-parallel-size",
     cl::desc("Context-parallel ranks: each sample's sequence in 2c chunks, "
-             "rank i holding chunks i and 2c-1-i; attention gathers every "
-             "rank's keys and values, gradients are summed with the "
-             "data-parallel ranks'"),
+             "rank i holding chunks i and 2c-1-i; attention meets every "
+             "rank's keys and values (--cp-comm-type), gradients are summed "
+             "with the data-parallel ranks'"),
     cl::location(flags.contextParallel), cl::cat(category));
+
+cl::opt<std::string> cpCommType(
+    "cp-comm-type",
+    cl::desc("How context-parallel attention meets the other ranks' keys "
+             "and values: p2p (the ring: passed from rank to rank, a step "
+             "at a time, each step's attention merged by log-sum-exp; "
+             "Megatron's default) or all_gather (Megatron's allgather: all "
+             "of them gathered, then one attention)"),
+    cl::init("p2p"), cl::cat(category));
 
 cl::opt<bool, true> sequenceParallel(
     "sequence-parallel",
@@ -584,6 +593,9 @@ int main(int argc, char **argv) {
                 recomputeGranularity + "'");
   options.recompute = *recompute;
   options.recomputeWholeLayers = recomputeMethod == "uniform";
+  // Megatron spells the gather "allgather".
+  options.cpCommType = cpCommType == "allgather" ? std::string("all_gather")
+                                                 : cpCommType.getValue();
   std::optional<Target> chosenTarget = parseTarget(target);
   if (!chosenTarget)
     return fail("--target must be cpu or cuda, got '" + target + "'");

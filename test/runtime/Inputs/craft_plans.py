@@ -140,6 +140,11 @@ case("group-out-of-range", tensor,
      lambda p: next(i for prog in rank0(p)["programs"] for i in prog["instructions"]
                     if i["op_type"] == "Collective")["op"].update(group=99))
 case("group-bad-axes", tensor, lambda p: p["groups"][0].update(axes=[1, 0]))
+# A shift (the ring's) into the bytes it sends from.
+case("shift-in-place", tensor,
+     lambda p: (lambda c: c.update(kind="Shift", output=c["input"]))(
+         next(i for prog in rank0(p)["programs"] for i in prog["instructions"]
+              if i["op_type"] == "Collective")["op"]))
 case("context-uncut", tensor, lambda p: p.update(context_parallel=3))
 case("event-out-of-range", pipeline, lambda p: rank0(p).update(events=0))
 case("location-out-of-range", pipeline,
