@@ -268,6 +268,25 @@ public:
                          exec::BufferOp in, exec::BufferOp out, int64_t dim) {
     collective(loc, kind, in, out, {kContextAxis}, dim);
   }
+  /// `in` shifted to the next context-parallel rank, the previous one's
+  /// received into `out`, on the context stream (the ring's, beside the
+  /// compute stream's attention; ordered by the caller's events).
+  void contextShiftBeside(Location loc, exec::BufferOp in, exec::BufferOp out) {
+    collective(loc, exec::CollectiveKind::Shift, in, out, {kContextAxis})
+        .setStreamAttr(exec::StreamAttr::get(ctx(), exec::Stream::Context));
+  }
+  /// A new event of the stage, named `what` and a number of its own.
+  exec::EventOp freshEvent(StringRef what) {
+    return event((what + ":" + Twine(counter++)).str());
+  }
+  /// Records `event` on `stream` here, or holds `stream` until its latest
+  /// record has passed.
+  void record(Location loc, exec::EventOp event, exec::Stream stream) {
+    exec::recordEvent(body, loc, event, stream);
+  }
+  void wait(Location loc, exec::EventOp event, exec::Stream stream) {
+    exec::waitEvent(body, loc, event, stream);
+  }
   /// The tensor-parallel ranks a stage's values are split over.
   int64_t tensorParallelSize() const { return coords.tpSize; }
   /// `value`'s buffer as a view of `of` (a reshape, a layer boundary).

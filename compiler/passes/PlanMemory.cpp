@@ -2,10 +2,15 @@
 //
 // A workspace buffer is free for reuse only when every stream that touches
 // it is past its last use. The compute stream runs a program's
-// instructions in order, so liveness by instruction index holds for it; a
-// buffer the communication stream touches (a pipeline transfer's, posted
-// at an exchange point outside its program's body) gets memory of its own
-// for the whole iteration instead.
+// instructions in order, so liveness by instruction index holds for it. A
+// buffer another stream touches lives, in those terms, from the compute
+// stream's record that the other stream waited for before it (all the
+// compute stream issued before is done by then) to the compute stream's
+// first wait on a record the other stream made after it (the compute
+// stream goes on only once it is done): the ring of context parallelism's
+// shifts on the context stream, fenced so. One without both fences (a
+// pipeline transfer's, posted at an exchange point outside its program's
+// body) gets memory of its own for the whole iteration instead.
 //
 // Placement is a linear scan in n·log n: buffers in order of first use,
 // each taking the smallest free block that holds it (best fit, freed
@@ -20,6 +25,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
@@ -48,11 +54,58 @@ struct Life {
   int64_t offset = -1;
 };
 
-/// The buffers an instruction names, and whether it runs on the
-/// communication stream.
+/// The buffers an instruction names, and whether it runs on a stream other
+/// than the compute stream.
 bool operandsOf(Operation &op, SmallVectorImpl<FlatSymbolRefAttr> &out) {
   exec::instructionBuffers(&op, out, out);
-  return exec::instructionStream(&op) == exec::Stream::Comm;
+  return exec::instructionStream(&op) != exec::Stream::Compute;
+}
+
+/// Another stream's instruction's fences (the file comment), as indices of
+/// the program's instructions; -1 where there is none.
+struct Fence {
+  int64_t entry = -1, exit = -1;
+  bool complete() const { return entry >= 0 && exit >= 0; }
+};
+
+/// The fences of each of `program`'s instructions (those of the compute
+/// stream's unused). A wait is for the latest record of its event issued
+/// before it.
+std::vector<Fence> fencesOf(exec::ProgramOp program) {
+  llvm::StringMap<std::pair<int64_t, exec::Stream>> latest; // record, stream
+  std::vector<Fence> fences;
+  // Per stream: the latest compute record it waited for, and its
+  // instructions not yet exited.
+  std::map<exec::Stream, int64_t> entry;
+  std::map<exec::Stream, std::vector<int64_t>> open;
+  int64_t i = 0;
+  for (Operation &op : program.getBody().front()) {
+    fences.emplace_back();
+    exec::Stream stream = exec::instructionStream(&op);
+    if (auto record = dyn_cast<exec::RecordOp>(op)) {
+      latest[record.getEvent()] = {i, stream};
+    } else if (auto wait = dyn_cast<exec::WaitOp>(op)) {
+      auto it = latest.find(wait.getEvent());
+      if (it != latest.end()) {
+        auto [at, from] = it->second;
+        if (stream != exec::Stream::Compute && from == exec::Stream::Compute)
+          entry[stream] =
+              std::max(entry.try_emplace(stream, -1).first->second, at);
+        if (stream == exec::Stream::Compute && from != exec::Stream::Compute)
+          llvm::erase_if(open[from], [&](int64_t issued) {
+            if (issued > at)
+              return false;
+            fences[size_t(issued)].exit = i;
+            return true;
+          });
+      }
+    } else if (stream != exec::Stream::Compute) {
+      fences.back().entry = entry.try_emplace(stream, -1).first->second;
+      open[stream].push_back(i);
+    }
+    ++i;
+  }
+  return fences;
 }
 
 struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
@@ -84,16 +137,20 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
       next = alignUp(persistent);
     }
 
-    // Workspace: buffers the communication stream touches first, each its
-    // own; then each program alone (programs run one after another on the
-    // compute stream), from where those end.
+    // Workspace: buffers the communication stream touches unfenced first,
+    // each its own; then each program alone (programs run one after
+    // another on the compute stream), from where those end.
     llvm::DenseMap<Operation *, exec::ProgramOp> owner;
     llvm::DenseSet<Operation *> exclusive;
+    llvm::DenseMap<exec::ProgramOp, std::vector<Fence>> fences;
     int64_t exclusiveBytes = 0;
-    for (auto program : stage.getBody().front().getOps<exec::ProgramOp>())
+    for (auto program : stage.getBody().front().getOps<exec::ProgramOp>()) {
+      std::vector<Fence> &fenced = fences[program] = fencesOf(program);
+      int64_t i = -1;
       for (Operation &op : program.getBody().front()) {
+        ++i;
         SmallVector<FlatSymbolRefAttr> refs;
-        if (!operandsOf(op, refs))
+        if (!operandsOf(op, refs) || fenced[size_t(i)].complete())
           continue;
         for (FlatSymbolRefAttr ref : refs) {
           exec::BufferOp root = rootOf(ref.getValue());
@@ -104,14 +161,21 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
           exclusiveBytes = alignUp(exclusiveBytes + root.getBytes());
         }
       }
+    }
     int64_t workspace = exclusiveBytes;
     for (auto program : stage.getBody().front().getOps<exec::ProgramOp>()) {
       llvm::DenseMap<Operation *, size_t> index;
       std::vector<Life> lives;
       int64_t step = 0;
+      const std::vector<Fence> &fenced = fences[program];
       for (Operation &op : program.getBody().front()) {
         SmallVector<FlatSymbolRefAttr> refs;
         operandsOf(op, refs);
+        // A fenced communication instruction's buffers live over its
+        // fences; any other instruction's, its own step.
+        Fence span = fenced[size_t(step)];
+        int64_t first = span.complete() ? span.entry : step,
+                last = span.complete() ? span.exit : step;
         for (FlatSymbolRefAttr ref : refs) {
           exec::BufferOp root = rootOf(ref.getValue());
           if (root.getArena() != exec::Arena::Workspace)
@@ -127,8 +191,10 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
             continue;
           auto [it, fresh] = index.try_emplace(root, lives.size());
           if (fresh)
-            lives.push_back({root, step, step, root.getBytes(), -1});
-          lives[it->second].last = step;
+            lives.push_back({root, first, last, root.getBytes(), -1});
+          Life &life = lives[it->second];
+          life.first = std::min(life.first, first);
+          life.last = std::max(life.last, last);
         }
         ++step;
       }
@@ -149,7 +215,7 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
     for (auto &[key, members] : groups) {
       auto [group, pool] = key;
       size_t at = size_t(group) * 3 + size_t(pool);
-      int64_t cls = classes.empty() ? int64_t(byClass.size())
+      int64_t cls = classes.empty()       ? int64_t(byClass.size())
                     : at < classes.size() ? classes[at]
                                           : -1;
       if (cls < 0)

@@ -24,8 +24,8 @@
 // compares the stage's slots both ways and keeps the fewer bytes.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/passes/LowerToExec.h"
 #include "compiler/codegen/CudaKernel.h"
+#include "compiler/passes/LowerToExec.h"
 #include "runtime/plan/KernelCatalog.h"
 
 #include <algorithm>
@@ -125,7 +125,7 @@ PassedInPlace planPassedInPlace(exec::TemplateOp stage, int64_t stages) {
       }
       SmallVector<FlatSymbolRefAttr> refs;
       exec::instructionBuffers(&op, refs, refs);
-      bool comm = exec::instructionStream(&op) == exec::Stream::Comm;
+      bool comm = exec::instructionStream(&op) != exec::Stream::Compute;
       for (FlatSymbolRefAttr ref : refs) {
         exec::BufferOp root = rootOf(ref.getValue());
         if (!root || root.getArena() != exec::Arena::Stash)
@@ -168,7 +168,8 @@ PassedInPlace planPassedInPlace(exec::TemplateOp stage, int64_t stages) {
         if (read && host.lastRead == written &&
             llvm::is_contained(overwritable.lookup(guest),
                                host.buffer.getOperation()))
-          at = host.taken.empty() ? 0 : -1; // the same bytes, element by element
+          at =
+              host.taken.empty() ? 0 : -1; // the same bytes, element by element
         else if (read && host.lastRead >= written)
           continue;
         else

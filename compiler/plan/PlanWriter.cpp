@@ -100,8 +100,15 @@ static plan::StashPool stashPoolOf(exec::StashPool pool) {
 }
 
 static plan::Stream streamOf(exec::Stream stream) {
-  return stream == exec::Stream::Comm ? plan::Stream::Comm
-                                      : plan::Stream::Compute;
+  switch (stream) {
+  case exec::Stream::Comm:
+    return plan::Stream::Comm;
+  case exec::Stream::Context:
+    return plan::Stream::Context;
+  case exec::Stream::Compute:
+    break;
+  }
+  return plan::Stream::Compute;
 }
 
 LogicalResult

@@ -222,16 +222,48 @@ bool contextRing(Operation *op) {
   return dist::contextRing(op->getContext()).isAttrPresent(op);
 }
 
-/// The ring's next keys (or values, or their gradients' sums): `held`
-/// shifted to the next cp rank, the previous one's received into `into`
-/// (a new buffer when null).
-exec::BufferOp shiftedOverContext(Location loc, exec::BufferOp held,
-                                  Lowering &l, exec::BufferOp into = nullptr) {
-  if (!into)
-    into = l.scratch(held.getTensorType());
-  l.contextCollective(loc, exec::CollectiveKind::Shift, held, into, /*dim=*/0);
-  return into;
-}
+/// The ring's exchanges, on the context stream beside the compute
+/// stream's attention (and apart from the communication stream's gradient
+/// reductions, which would hold them up). A group of shifts starts where
+/// the compute stream has issued all it has so far (`issued`, which the
+/// context stream waits for: what a shift writes may be memory the
+/// compute stream's earlier work has done with) and records where it
+/// lands (`landed`, which the compute stream waits for before it reads
+/// what came). Memory planning reads the same two fences
+/// (PlanMemory.cpp).
+class RingExchange {
+public:
+  RingExchange(Location loc, Lowering &l)
+      : loc(loc), l(l), issued(l.freshEvent("ring-issued")) {}
+
+  /// Starts a group of shifts after what the compute stream has issued.
+  void begin() {
+    l.record(loc, issued, exec::Stream::Compute);
+    l.wait(loc, issued, exec::Stream::Context);
+  }
+  /// `held` shifted to the next cp rank, the previous one's received into
+  /// `into` (a new buffer when null).
+  exec::BufferOp shift(exec::BufferOp held, exec::BufferOp into = nullptr) {
+    if (!into)
+      into = l.scratch(held.getTensorType());
+    l.contextShiftBeside(loc, held, into);
+    return into;
+  }
+  /// Ends the group: `landed` marks where its shifts are done.
+  void end(exec::EventOp landed) {
+    l.record(loc, landed, exec::Stream::Context);
+  }
+  /// Holds the compute stream until the group `landed` marks is done.
+  void await(exec::EventOp landed) {
+    l.wait(loc, landed, exec::Stream::Compute);
+  }
+  exec::EventOp event(StringRef what) { return l.freshEvent(what); }
+
+private:
+  Location loc;
+  Lowering &l;
+  exec::EventOp issued;
+};
 
 /// The kv heads' grouping of a forward or backward attention, and the
 /// per-rank stride of its first query head (0: none).
@@ -400,9 +432,9 @@ struct UnfusedAttention {
 
 /// The ring's forward: at step s the rank's queries meet rank (i - s) mod
 /// c's keys and values, which the previous step shifted in; the next
-/// step's are shifted before this step's attention (so that, on a stream
-/// of their own, they would travel while it runs). Each later step's
-/// output merges into the first's by the rows' log-sum-exps.
+/// step's travel on the communication stream while this step's attention
+/// runs. Each later step's output merges into the first's by the rows'
+/// log-sum-exps.
 LogicalResult ringAttention(AttentionOp attention, int64_t context,
                             int64_t group, int64_t firstStride, Lowering &l) {
   Location loc = attention.getLoc();
@@ -411,11 +443,16 @@ LogicalResult ringAttention(AttentionOp attention, int64_t context,
                  v = l.operand(attention.getValue()),
                  o = l.result(attention.getResult()),
                  lse = l.result(attention.getSaved(), /*keepF32=*/true);
+  RingExchange ring(loc, l);
+  exec::EventOp landed = ring.event("ring-keys");
   for (int64_t step = 0; step < context; ++step) {
+    bool more = step + 1 < context;
     exec::BufferOp kNext, vNext;
-    if (step + 1 < context) {
-      kNext = shiftedOverContext(loc, k, l);
-      vNext = shiftedOverContext(loc, v, l);
+    if (more) {
+      ring.begin();
+      kNext = ring.shift(k);
+      vNext = ring.shift(v);
+      ring.end(landed);
     }
     exec::BufferOp oStep = step ? l.scratch(o.getTensorType()) : o,
                    lseStep = step ? l.scratchF32(lse.getTensorType()) : lse;
@@ -436,6 +473,8 @@ LogicalResult ringAttention(AttentionOp attention, int64_t context,
       l.launch(loc,
                kernel::AttentionMerge{
                    .o_step = oStep, .lse_step = lseStep, .o = o, .lse = lse});
+    if (more)
+      ring.await(landed);
     k = kNext;
     v = vNext;
   }
@@ -446,7 +485,8 @@ LogicalResult ringAttention(AttentionOp attention, int64_t context,
 /// and log-sum-exp; the steps' query gradients summed, and the keys' and
 /// values' gradients summed as they travel with them (each rank adds its
 /// part to the sums the previous rank shifted in), shifted once more after
-/// the last step to reach their own rank.
+/// the last step to reach their own rank. The next step's keys and values,
+/// and the sums a step made, travel while the next step's attention runs.
 LogicalResult ringAttentionGrad(AttentionGradOp grad, int64_t context,
                                 int64_t group, int64_t firstStride,
                                 Lowering &l) {
@@ -459,12 +499,18 @@ LogicalResult ringAttentionGrad(AttentionGradOp grad, int64_t context,
                  dq = l.result(grad.getQueryGrad()),
                  dk = l.result(grad.getKeyGrad()),
                  dv = l.result(grad.getValueGrad());
+  RingExchange ring(loc, l);
+  exec::EventOp keysLanded = ring.event("ring-keys"),
+                sumsLanded = ring.event("ring-sums");
   exec::BufferOp dkSum, dvSum; // the sums that travel, this step's rank's
   for (int64_t step = 0; step < context; ++step) {
+    bool more = step + 1 < context;
     exec::BufferOp kNext, vNext;
-    if (step + 1 < context) {
-      kNext = shiftedOverContext(loc, k, l);
-      vNext = shiftedOverContext(loc, v, l);
+    if (more) {
+      ring.begin();
+      kNext = ring.shift(k);
+      vNext = ring.shift(v);
+      ring.end(keysLanded);
     }
     exec::BufferOp dqStep = step ? l.scratch(dq.getTensorType()) : dq,
                    dkStep = l.scratch(dk.getTensorType()),
@@ -487,6 +533,7 @@ LogicalResult ringAttentionGrad(AttentionGradOp grad, int64_t context,
                                            .ring_step = step});
     placeOnRank(launched, firstStride, l);
     if (step) {
+      ring.await(sumsLanded); // the previous step's sums have come
       l.launch(loc, kernel::Accumulate{.x = dqStep, .y = dq});
       l.launch(loc, kernel::Accumulate{.x = dkStep, .y = dkSum});
       l.launch(loc, kernel::Accumulate{.x = dvStep, .y = dvSum});
@@ -494,12 +541,16 @@ LogicalResult ringAttentionGrad(AttentionGradOp grad, int64_t context,
       dkSum = dkStep;
       dvSum = dvStep;
     }
-    bool last = step + 1 == context;
-    dkSum = shiftedOverContext(loc, dkSum, l, last ? dk : nullptr);
-    dvSum = shiftedOverContext(loc, dvSum, l, last ? dv : nullptr);
+    ring.begin();
+    dkSum = ring.shift(dkSum, more ? nullptr : dk);
+    dvSum = ring.shift(dvSum, more ? nullptr : dv);
+    ring.end(sumsLanded);
+    if (more)
+      ring.await(keysLanded);
     k = kNext;
     v = vNext;
   }
+  ring.await(sumsLanded); // the sums are home in dk and dv
   return success();
 }
 

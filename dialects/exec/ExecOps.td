@@ -54,7 +54,8 @@ def Exec_Arena : I32EnumAttr<"Arena", "where a buffer lives", [
 
 def Exec_Stream : I32EnumAttr<"Stream", "the stream an instruction runs on", [
     I32EnumAttrCase<"Compute", 0, "compute">,
-    I32EnumAttrCase<"Comm", 1, "comm">]> {
+    I32EnumAttrCase<"Comm", 1, "comm">,
+    I32EnumAttrCase<"Context", 2, "context">]> {
   let cppNamespace = "::strata::exec";
 }
 

@@ -102,6 +102,8 @@ enum MessageTag : int {
   kTagGatherParams = 7,
   kTagGatherTrace = 8,
   kTagNcclId = 9,
+  kTagContextReduce = 10,
+  kTagContextGather = 11,
   kFirstTransferTag = 16,
 };
 

@@ -77,9 +77,11 @@ private:
     int reduce, gather;
   };
   static Tags tagsOf(Stream stream) {
-    return stream == Stream::Compute
-               ? Tags{kTagComputeReduce, kTagComputeGather}
-               : Tags{kTagCommReduce, kTagCommGather};
+    if (stream == Stream::Compute)
+      return {kTagComputeReduce, kTagComputeGather};
+    if (stream == Stream::Context)
+      return {kTagContextReduce, kTagContextGather};
+    return {kTagCommReduce, kTagCommGather};
   }
   Clock::time_point deadline() const { return Clock::now() + timeout; }
   // Each returns the bytes this rank sent.

@@ -166,8 +166,10 @@ struct EventOp {
   uint32_t event = 0;
 };
 
-/// A rank's streams. Plans name the first two; the executor runs pipeline
-/// transfers on the other four, so that they never queue behind the
+/// A rank's streams. Plans name compute, communication and context (the
+/// ring of context parallelism's shifts, which so never queue behind the
+/// gradients' reductions); the executor runs pipeline transfers on the
+/// other four, so that they never queue behind the
 /// data-parallel reductions of the communication stream (Megatron's sends
 /// have a communicator of their own): a stream, each with its own
 /// communicator, for each kind (a forward's activations, a backward's
@@ -184,8 +186,9 @@ enum class Stream : uint8_t {
   ActivationsDown,
   GradientsUp,
   GradientsDown,
+  Context,
 };
-inline constexpr int kStreams = 6;
+inline constexpr int kStreams = 7;
 inline constexpr Stream kTransferStreams[] = {
     Stream::ActivationsUp, Stream::ActivationsDown, Stream::GradientsUp,
     Stream::GradientsDown};
@@ -194,8 +197,8 @@ inline constexpr int kTransferStreamCount = sim::kTransferLanes;
 /// simulator's names for the streams.
 inline const char *streamName(Stream stream) {
   constexpr const char *kNames[kStreams] = {
-      "compute",          "communication", "activations up",
-      "activations down", "gradients up",  "gradients down"};
+      "compute",      "communication",  "activations up", "activations down",
+      "gradients up", "gradients down", "context"};
   return kNames[int(stream)];
 }
 

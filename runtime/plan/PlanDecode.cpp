@@ -434,7 +434,9 @@ private:
   std::string readInstruction(const plan::Instruction &in, Instruction &out) {
     if (in.stream() > plan::Stream::MAX || in.when() > plan::Condition::MAX)
       return "an instruction has an unknown stream or condition";
-    out.stream = static_cast<Stream>(in.stream());
+    out.stream = in.stream() == plan::Stream::Context
+                     ? Stream::Context
+                     : static_cast<Stream>(in.stream());
     out.when = static_cast<Condition>(in.when());
     out.location = in.location();
     if (out.location >= plan->locations.size())

@@ -12,11 +12,13 @@ ModelledDevice::ModelledDevice(Timeline &timeline, const CostModel &costs,
     : timeline(timeline), costs(costs), calibration(calibration) {
   lanes[int(Stream::Compute)] =
       timeline.addLane(rank, "rank " + std::to_string(rank) + " compute");
-  lanes[int(Stream::Comm)] = timeline.addLane(
-      rank, "rank " + std::to_string(rank) + " communication");
+  lanes[int(Stream::Comm)] =
+      timeline.addLane(rank, "rank " + std::to_string(rank) + " communication");
+  lanes[int(Stream::Context)] =
+      timeline.addLane(rank, "rank " + std::to_string(rank) + " context");
   for (Stream stream : kTransferStreams)
-    lanes[int(stream)] = timeline.addLane(
-        rank, "rank " + std::to_string(rank) + " " + streamName(stream));
+    lanes[int(stream)] = timeline.addLane(rank, "rank " + std::to_string(rank) +
+                                                    " " + streamName(stream));
   gemmLabel = timeline.label("gemm");
   recordLabel = timeline.label("record");
   waitLabel = timeline.label("wait");
@@ -74,8 +76,7 @@ void ModelledDevice::launch(Stream stream, const LaunchOp &op,
     label->second = timeline.label(cost.name);
   Op modelled;
   modelled.work = Work::Compute;
-  modelled.seconds =
-      seconds(cost, costs.kernel(cost, dtype));
+  modelled.seconds = seconds(cost, costs.kernel(cost, dtype));
   modelled.label = label->second;
   add(stream, modelled);
 }
@@ -104,11 +105,9 @@ void ModelledDevice::memoryOp(Stream stream, uint32_t label, double size) {
 }
 
 void ModelledDevice::issue(Stream stream) {
-  uint32_t compute = lane(Stream::Compute),
-           issued = timeline.size(compute);
-  if (stream == Stream::Compute ||
-      !costs.cluster().gpu.synchronousCompute || issued == 0 ||
-      issuedAfter[int(stream)] == issued)
+  uint32_t compute = lane(Stream::Compute), issued = timeline.size(compute);
+  if (stream == Stream::Compute || !costs.cluster().gpu.synchronousCompute ||
+      issued == 0 || issuedAfter[int(stream)] == issued)
     return;
   issuedAfter[int(stream)] = issued;
   Op op;
@@ -166,13 +165,11 @@ void ModelledDevice::endSteps() {
   inStep = false;
 }
 
-void ModelledDevice::copyIn(Stream stream, void *, const void *,
-                            size_t size) {
+void ModelledDevice::copyIn(Stream stream, void *, const void *, size_t size) {
   memoryOp(stream, copyInLabel, double(size));
 }
 
-void ModelledDevice::copyOut(Stream stream, void *, const void *,
-                             size_t size) {
+void ModelledDevice::copyOut(Stream stream, void *, const void *, size_t size) {
   memoryOp(stream, copyOutLabel, double(size));
 }
 
