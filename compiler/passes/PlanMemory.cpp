@@ -76,8 +76,11 @@ std::vector<Fence> fencesOf(exec::ProgramOp program) {
   std::vector<Fence> fences;
   // Per stream: the latest compute record it waited for, and its
   // instructions not yet exited.
-  std::map<exec::Stream, int64_t> entry;
+  std::map<exec::Stream, int64_t> entries;
   std::map<exec::Stream, std::vector<int64_t>> open;
+  auto entry = [&](exec::Stream stream) -> int64_t & {
+    return entries.try_emplace(stream, -1).first->second;
+  };
   int64_t i = 0;
   for (Operation &op : program.getBody().front()) {
     fences.emplace_back();
@@ -89,8 +92,7 @@ std::vector<Fence> fencesOf(exec::ProgramOp program) {
       if (it != latest.end()) {
         auto [at, from] = it->second;
         if (stream != exec::Stream::Compute && from == exec::Stream::Compute)
-          entry[stream] =
-              std::max(entry.try_emplace(stream, -1).first->second, at);
+          entry(stream) = std::max(entry(stream), at);
         if (stream == exec::Stream::Compute && from != exec::Stream::Compute)
           llvm::erase_if(open[from], [&](int64_t issued) {
             if (issued > at)
@@ -100,7 +102,7 @@ std::vector<Fence> fencesOf(exec::ProgramOp program) {
           });
       }
     } else if (stream != exec::Stream::Compute) {
-      fences.back().entry = entry.try_emplace(stream, -1).first->second;
+      fences.back().entry = entry(stream);
       open[stream].push_back(i);
     }
     ++i;
@@ -137,8 +139,8 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
       next = alignUp(persistent);
     }
 
-    // Workspace: buffers the communication stream touches unfenced first,
-    // each its own; then each program alone (programs run one after
+    // Workspace: buffers another stream touches unfenced first, each its
+    // own; then each program alone (programs run one after
     // another on the compute stream), from where those end.
     llvm::DenseMap<Operation *, exec::ProgramOp> owner;
     llvm::DenseSet<Operation *> exclusive;
@@ -171,7 +173,7 @@ struct PlanMemoryPass : strata::impl::PlanMemoryBase<PlanMemoryPass> {
       for (Operation &op : program.getBody().front()) {
         SmallVector<FlatSymbolRefAttr> refs;
         operandsOf(op, refs);
-        // A fenced communication instruction's buffers live over its
+        // Another stream's fenced instruction's buffers live over its
         // fences; any other instruction's, its own step.
         Fence span = fenced[size_t(step)];
         int64_t first = span.complete() ? span.entry : step,

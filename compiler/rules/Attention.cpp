@@ -249,6 +249,15 @@ public:
     l.contextShiftBeside(loc, held, into);
     return into;
   }
+  /// The next step's keys and values: `k` and `v` shifted in one group
+  /// that `landed` marks.
+  std::pair<exec::BufferOp, exec::BufferOp>
+  passOn(exec::BufferOp k, exec::BufferOp v, exec::EventOp landed) {
+    begin();
+    exec::BufferOp kNext = shift(k), vNext = shift(v);
+    end(landed);
+    return {kNext, vNext};
+  }
   /// Ends the group: `landed` marks where its shifts are done.
   void end(exec::EventOp landed) {
     l.record(loc, landed, exec::Stream::Context);
@@ -432,7 +441,7 @@ struct UnfusedAttention {
 
 /// The ring's forward: at step s the rank's queries meet rank (i - s) mod
 /// c's keys and values, which the previous step shifted in; the next
-/// step's travel on the communication stream while this step's attention
+/// step's travel on the context stream while this step's attention
 /// runs. Each later step's output merges into the first's by the rows'
 /// log-sum-exps.
 LogicalResult ringAttention(AttentionOp attention, int64_t context,
@@ -447,13 +456,8 @@ LogicalResult ringAttention(AttentionOp attention, int64_t context,
   exec::EventOp landed = ring.event("ring-keys");
   for (int64_t step = 0; step < context; ++step) {
     bool more = step + 1 < context;
-    exec::BufferOp kNext, vNext;
-    if (more) {
-      ring.begin();
-      kNext = ring.shift(k);
-      vNext = ring.shift(v);
-      ring.end(landed);
-    }
+    auto [kNext, vNext] = more ? ring.passOn(k, v, landed)
+                               : std::pair<exec::BufferOp, exec::BufferOp>();
     exec::BufferOp oStep = step ? l.scratch(o.getTensorType()) : o,
                    lseStep = step ? l.scratchF32(lse.getTensorType()) : lse;
     exec::LaunchOp launched =
@@ -505,13 +509,8 @@ LogicalResult ringAttentionGrad(AttentionGradOp grad, int64_t context,
   exec::BufferOp dkSum, dvSum; // the sums that travel, this step's rank's
   for (int64_t step = 0; step < context; ++step) {
     bool more = step + 1 < context;
-    exec::BufferOp kNext, vNext;
-    if (more) {
-      ring.begin();
-      kNext = ring.shift(k);
-      vNext = ring.shift(v);
-      ring.end(keysLanded);
-    }
+    auto [kNext, vNext] = more ? ring.passOn(k, v, keysLanded)
+                               : std::pair<exec::BufferOp, exec::BufferOp>();
     exec::BufferOp dqStep = step ? l.scratch(dq.getTensorType()) : dq,
                    dkStep = l.scratch(dk.getTensorType()),
                    dvStep = l.scratch(dv.getTensorType());

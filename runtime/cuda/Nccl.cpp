@@ -57,10 +57,14 @@ std::vector<CommunicatorSet> communicatorSets(const Plan &plan, uint32_t rank) {
         std::find(sets.begin(), sets.end(), set) == sets.end())
       sets.push_back(std::move(set));
   };
-  for (uint32_t g = 0; g < plan.groups.size(); ++g)
+  for (uint32_t g = 0; g < plan.groups.size(); ++g) {
+    if (!plan.groups[g].streams)
+      continue; // no collective runs over it
+    std::vector<int> members = plan.groupMembers(g, rank);
     for (int s = 0; s < kStreams; ++s)
       if (plan.groups[g].streams & (1u << s))
-        add({plan.groupMembers(g, rank), Stream(s)});
+        add({members, Stream(s)});
+  }
   if (std::vector<int> line = pipelineLine(plan, rank); line.size() > 1)
     for (Stream stream : kTransferStreams)
       sets.push_back({line, stream});

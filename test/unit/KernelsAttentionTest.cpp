@@ -87,6 +87,38 @@ TEST_P(Kernels, AttentionGroupedQueryCausalAndNot) {
   }
 }
 
+/// Rank `rank`'s log-sum-exps, [b, heads, rows], of the whole sequence's,
+/// [b, heads, s]: each head's rows at the rank's two chunks.
+Vec contextLse(const Vec &whole, const AttnDims &a, int64_t c, int64_t rank) {
+  int64_t rows = a.s / c;
+  Vec bySeq(whole.size()); // [b, s, heads], rows of the sequence
+  for (int64_t bi = 0; bi < a.b; ++bi)
+    for (int64_t h = 0; h < a.h; ++h)
+      for (int64_t i = 0; i < a.s; ++i)
+        bySeq[(bi * a.s + i) * a.h + h] = whole[(bi * a.h + h) * a.s + i];
+  Vec mine = contextRows(bySeq, a.b, a.s, a.h, c, rank), out(mine.size());
+  for (int64_t bi = 0; bi < a.b; ++bi)
+    for (int64_t h = 0; h < a.h; ++h)
+      for (int64_t i = 0; i < rows; ++i)
+        out[(bi * a.h + h) * rows + i] = mine[(bi * rows + i) * a.h + h];
+  return out;
+}
+
+/// `whole` ([b, s, inner]) at rank `rank`'s rows, zero at the others': the
+/// gradient flowing into its rows only.
+Vec atContextRowsOnly(const Vec &whole, int64_t b, int64_t s, int64_t inner,
+                      int64_t c, int64_t rank) {
+  int64_t rows = s / c;
+  Vec out(whole.size(), 0.0);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t l = 0; l < rows; ++l) {
+      int64_t place = strata::runtime::contextPosition(l, rows, c, rank);
+      std::copy_n(whole.begin() + (bi * s + place) * inner, inner,
+                  out.begin() + (bi * s + place) * inner);
+    }
+  return out;
+}
+
 // Context parallelism: a rank's queries are two chunks of the sequence
 // (rank i: chunks i and 2c - 1 - i) and its keys every rank's, gathered in
 // rank order. Its output, log-sum-exp and query gradient are the
@@ -104,14 +136,6 @@ TEST_P(Kernels, AttentionAndRopeOverAContextParallelRanksChunks) {
         v = randomVec(a.b * a.s * kvInner), dout = randomVec(q.size());
     Vec wholeLse;
     Vec o = refAttention(a, q, k, v, &wholeLse);
-    // lse [b, heads, s] viewed as rows of the sequence: transpose to
-    // [b, s, heads] to pick a rank's.
-    Vec lseBySeq(wholeLse.size());
-    for (int64_t bi = 0; bi < a.b; ++bi)
-      for (int64_t h = 0; h < a.h; ++h)
-        for (int64_t i = 0; i < a.s; ++i)
-          lseBySeq[(bi * a.s + i) * a.h + h] =
-              wholeLse[(bi * a.h + h) * a.s + i];
     Vec kAll = contextGathered(k, a.b, a.s, kvInner, c),
         vAll = contextGathered(v, a.b, a.s, kvInner, c);
     for (int64_t rank = 0; rank < c; ++rank) {
@@ -120,13 +144,7 @@ TEST_P(Kernels, AttentionAndRopeOverAContextParallelRanksChunks) {
                                          {"context_parallel", intArg(c)},
                                          {"context_rank", intArg(rank)}};
       Vec qPart = contextRows(q, a.b, a.s, qInner, c, rank);
-      Vec lsePartBySeq = contextRows(lseBySeq, a.b, a.s, a.h, c, rank);
-      Vec lsePart(lsePartBySeq.size());
-      for (int64_t bi = 0; bi < a.b; ++bi)
-        for (int64_t h = 0; h < a.h; ++h)
-          for (int64_t i = 0; i < rows; ++i)
-            lsePart[(bi * a.h + h) * rows + i] =
-                lsePartBySeq[(bi * rows + i) * a.h + h];
+      Vec lsePart = contextLse(wholeLse, a, c, rank);
       Harness h(on());
       uint32_t iq = h.input({a.b, rows, a.h, a.d}, qPart),
                ik = h.input({a.b, a.s, a.kv, a.d}, kAll),
@@ -139,14 +157,7 @@ TEST_P(Kernels, AttentionAndRopeOverAContextParallelRanksChunks) {
       expectClose(h.read(lse), lsePart, kTol,
                   "context-parallel attention_fwd log-sum-exp");
 
-      // The gradient flowing into this rank's rows only.
-      Vec doutMine(dout.size(), 0.0);
-      for (int64_t bi = 0; bi < a.b; ++bi)
-        for (int64_t l = 0; l < rows; ++l) {
-          int64_t place = strata::runtime::contextPosition(l, rows, c, rank);
-          std::copy_n(dout.begin() + (bi * a.s + place) * qInner, qInner,
-                      doutMine.begin() + (bi * a.s + place) * qInner);
-        }
+      Vec doutMine = atContextRowsOnly(dout, a.b, a.s, qInner, c, rank);
       Harness g(on());
       uint32_t gq = g.input({a.b, rows, a.h, a.d}, qPart),
                gk = g.input({a.b, a.s, a.kv, a.d}, kAll),
@@ -213,16 +224,6 @@ void expectLse(const Vec &actual, const Vec &expected, const char *what) {
       finiteActual[i] = finiteExpected[i] = 0;
   }
   expectClose(finiteActual, finiteExpected, kTol, what);
-}
-
-/// lse [b, heads, rows] from a per-row vector laid out [b, rows, heads].
-Vec lseByHead(const Vec &bySeq, int64_t b, int64_t rows, int64_t heads) {
-  Vec out(bySeq.size());
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < rows; ++i)
-        out[(bi * heads + h) * rows + i] = bySeq[(bi * rows + i) * heads + h];
-  return out;
 }
 
 // The ring's merge of one step's attention into the steps' so far, against
@@ -294,12 +295,6 @@ TEST_P(Kernels, RingAttentionStepsMergeToTheWholeSequence) {
         v = randomVec(a.b * a.s * kvInner), dout = randomVec(q.size());
     Vec wholeLse;
     Vec o = refAttention(a, q, k, v, &wholeLse);
-    Vec lseBySeq(wholeLse.size()); // [b, s, heads], to pick a rank's rows
-    for (int64_t bi = 0; bi < a.b; ++bi)
-      for (int64_t h = 0; h < a.h; ++h)
-        for (int64_t i = 0; i < a.s; ++i)
-          lseBySeq[(bi * a.s + i) * a.h + h] =
-              wholeLse[(bi * a.h + h) * a.s + i];
     const std::vector<int64_t> qShape = {a.b, rows, a.h, a.d},
                                kvShape = {a.b, rows, a.kv, a.d},
                                lseShape = {a.b, a.h, rows};
@@ -308,16 +303,9 @@ TEST_P(Kernels, RingAttentionStepsMergeToTheWholeSequence) {
                    (causal ? " causal" : ""));
       Vec qPart = contextRows(q, a.b, a.s, qInner, c, rank);
       Vec oPart = contextRows(o, a.b, a.s, qInner, c, rank);
-      Vec lsePart = lseByHead(contextRows(lseBySeq, a.b, a.s, a.h, c, rank),
-                              a.b, rows, a.h);
+      Vec lsePart = contextLse(wholeLse, a, c, rank);
       Vec doutPart = contextRows(dout, a.b, a.s, qInner, c, rank);
-      Vec doutMine(dout.size(), 0.0); // the gradient into this rank's rows
-      for (int64_t bi = 0; bi < a.b; ++bi)
-        for (int64_t l = 0; l < rows; ++l) {
-          int64_t place = strata::runtime::contextPosition(l, rows, c, rank);
-          std::copy_n(dout.begin() + (bi * a.s + place) * qInner, qInner,
-                      doutMine.begin() + (bi * a.s + place) * qInner);
-        }
+      Vec doutMine = atContextRowsOnly(dout, a.b, a.s, qInner, c, rank);
       Vec dqWhole = vjp([&](const Vec &x) { return refAttention(a, x, k, v); },
                         q, doutMine),
           dkWhole = vjp([&](const Vec &x) { return refAttention(a, q, x, v); },
