@@ -6,9 +6,8 @@
 // the SIMT kernels of cuda/attention_simt.cuh: exact to f32 and correct for
 // any head dimension, what fp32 plans run, to verify against the CPU. bf16
 // launches whose head dimension is a multiple of 8 run on tensor cores
-// instead (EmitAttentionMma.cpp), except with context parallelism, whose
-// causal mask compares places in the whole sequence (cuda/context.cuh).
-// The ring's attention_merge is a warp a row of the SIMT file too.
+// instead (EmitAttentionMma.cpp), context-parallel ones too. The ring's
+// attention_merge is a warp a row of the SIMT file too.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/codegen/Attention.h"
@@ -60,11 +59,9 @@ bool attentionOnTensorCores(const LaunchDesc &launch) {
   // Up to 128: past it the accumulators outgrow the registers (a tiling
   // for 256 is for later). The tiles index a sample's rows in 32 bits, and
   // need a row to tile.
-  // Context-parallel attention masks by places in the whole sequence,
-  // which only the SIMT kernels know yet.
   AttentionShape s(v);
-  return s.context < 2 && s.dim % 8 == 0 && s.dim <= 128 && s.seq > 0 &&
-         s.keys > 0 && s.seq * s.heads * s.dim < (int64_t(1) << 31) &&
+  return s.dim % 8 == 0 && s.dim <= 128 && s.seq > 0 && s.keys > 0 &&
+         s.seq * s.heads * s.dim < (int64_t(1) << 31) &&
          s.keys * s.kvHeads * s.dim < (int64_t(1) << 31);
 }
 

@@ -27,7 +27,8 @@ std::string emitAttentionFwdMma(const LaunchDesc &launch, KernelCode &code) {
   code.body = "  attentionFwdMma<Shape, AttentionFwdTiles<" +
               std::to_string(warps) + ", " + std::to_string(tileKeys) + ", " +
               std::to_string(stages) +
-              ">>(q, k, v, o, lse, group_size, query_head_offset);\n";
+              ">>(q, k, v, o, lse, group_size, query_head_offset,\n"
+              "      ContextPlace{context_rank, ring_step});\n";
   code.block = {uint32_t(32 * warps), 1, 1};
   code.grid = {blocksFor(s.seq, 16 * warps, 1u << 30), uint32_t(s.heads),
                uint32_t(s.batch)};
@@ -40,12 +41,14 @@ std::string emitAttentionFwdMma(const LaunchDesc &launch, KernelCode &code) {
 std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
   View v{launch};
   AttentionShape s(v);
-  // A block of 8 warps holds 128 keys; the queries come 64 at a time up to
-  // head dimension 64 and 32 past it (the keys' dK and dV take the
-  // registers), two tiles in flight.
+  // A block of 8 warps holds 128 keys of one segment; the queries come 64
+  // at a time up to head dimension 64 and 32 past it (the keys' dK and dV
+  // take the registers), two tiles in flight.
   const int warps = 8, stages = 2;
   const int tileQueries = attentionPaddedDim(int(s.dim)) <= 64 ? 64 : 32;
-  const int64_t keyBlocks = (s.keys + 16 * warps - 1) / (16 * warps);
+  const int segments = attentionKeySegments(s.seq, s.keys, s.context, s.causal);
+  const int64_t keyBlocks =
+      segments * ((s.keys / segments + 16 * warps - 1) / (16 * warps));
   const int64_t queryTiles = (s.seq + tileQueries - 1) / tileQueries;
   code.sources = {"attention_bwd.cuh"};
   // What the blocks share (attention_bwd.cuh): dQ's f32 sums, D per query
@@ -59,12 +62,13 @@ std::string emitAttentionBwdMma(const LaunchDesc &launch, KernelCode &code) {
                  num(s.batch * s.heads * queryTiles) + "];\n" +
                  "__device__ int attentionTurn[" +
                  num(s.batch * s.heads * queryTiles) + "];\n";
-  code.body = "  attentionBwdMma<Shape, AttentionBwdTiles<" +
-              std::to_string(warps) + ", " + std::to_string(tileQueries) +
-              ", " + std::to_string(stages) +
-              ">>(\n      q, k, v, o, lse, dout, dq, dk, dv, group_size, "
-              "query_head_offset,\n      {attentionDqAccum, attentionRowD, "
-              "attentionReady, attentionTurn});\n";
+  code.body =
+      "  attentionBwdMma<Shape, AttentionBwdTiles<" + std::to_string(warps) +
+      ", " + std::to_string(tileQueries) + ", " + std::to_string(stages) +
+      ">>(\n      q, k, v, o, lse, dout, dq, dk, dv, group_size, "
+      "query_head_offset,\n      ContextPlace{context_rank, ring_step},\n"
+      "      {attentionDqAccum, attentionRowD, "
+      "attentionReady, attentionTurn});\n";
   code.block = {uint32_t(32 * warps), 1, 1};
   code.grid = {uint32_t(keyBlocks), uint32_t(s.kvHeads), uint32_t(s.batch)};
   code.sharedBytes =

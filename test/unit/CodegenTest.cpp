@@ -355,6 +355,29 @@ TEST(Codegen, LaunchShapesCoverTheWork) {
               dim == 128)
         << "head dimension " << dim;
   }
+  // Context parallelism's bf16 attention runs on tensor cores too, told
+  // its rank and ring step. The backward's keys gathered from two ranks
+  // (2 × 160) are two runs of key blocks, 2 × ⌈160 / 128⌉, that no block
+  // crosses; one rank's keys (the ring's step) are one.
+  for (int64_t keys : {320, 160}) {
+    namespace op = runtime::kernels::AttentionBwd::op;
+    attentionBwd = sample(KernelId::AttentionBwd, DType::BF16);
+    attentionBwd.attrs[runtime::kernels::AttentionBwd::attr::context_parallel]
+        .i = 2;
+    for (unsigned i : {op::q, op::o, op::dout, op::dq})
+      attentionBwd.operands[i].shape = {2, 160, 4, 16};
+    for (unsigned i : {op::k, op::v, op::dk, op::dv})
+      attentionBwd.operands[i].shape = {2, keys, 2, 16};
+    attentionBwd.operands[op::lse].shape = {2, 4, 160};
+    ASSERT_EQ(emitKernel(attentionBwd, code), "") << keys << " keys";
+    EXPECT_EQ(code.grid,
+              (std::array<uint32_t, 3>{keys == 320 ? 4u : 2u, 2, 2}));
+    EXPECT_NE(code.body.find("ContextPlace{context_rank, ring_step}"),
+              std::string::npos)
+        << code.body;
+    EXPECT_NE(kernelUnit(attentionBwd, code, "k").find("mmaBf16("),
+              std::string::npos);
+  }
   // Row kernels of the loss: a block per row.
   LaunchDesc loss = sample(KernelId::LogitsSumExp, DType::F32);
   ASSERT_EQ(emitKernel(loss, code), "");

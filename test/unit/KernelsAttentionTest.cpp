@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "KernelTesting.h"
 
+#include <numeric>
+
 using namespace strata::kernel_testing;
 
 namespace {
@@ -440,9 +442,59 @@ TEST_P(Kernels, SoftmaxCausalAndNot) {
     }
 }
 
-/// bf16 attention forward and backward of shape `a` on `device` (random
-/// bf16 inputs) against float64: outputs within 1e-2, the log-sum-exp
-/// (f32) within 1e-5; the gradients stored as `gradients`.
+/// Where a launch's query and key rows sit in the sequence, which the
+/// causal mask compares: a query sees the keys at or before its place.
+struct RowPlaces {
+  std::vector<int64_t> queries, keys;
+};
+/// The rows of a whole sequence of `s`: their places are their indices.
+RowPlaces wholeSequence(int64_t s) {
+  RowPlaces at{std::vector<int64_t>(s), std::vector<int64_t>(s)};
+  std::iota(at.queries.begin(), at.queries.end(), 0);
+  at.keys = at.queries;
+  return at;
+}
+
+/// Attention of queries [b, n, h, d] against keys and values [b, m, kv, d]
+/// at places `at` (n queries, m keys), in double: the output, and each
+/// query's log-sum-exp ([b, h, n]) into `lse`; a query that sees no key
+/// gets o = 0 and lse = −∞.
+Vec refAttentionAt(const AttnDims &a, const RowPlaces &at, const Vec &q,
+                   const Vec &k, const Vec &v, Vec &lse) {
+  const int64_t n = at.queries.size(), m = at.keys.size();
+  const double scale = 1 / std::sqrt(double(a.d));
+  Vec o(q.size(), 0.0);
+  lse.assign(a.b * a.h * n, -INFINITY);
+  for (int64_t bi = 0; bi < a.b; ++bi)
+    for (int64_t h = 0; h < a.h; ++h) {
+      int64_t g = (a.offset + h) / a.groupSize();
+      for (int64_t i = 0; i < n; ++i) {
+        const double *qi = &q[((bi * n + i) * a.h + h) * a.d];
+        Vec score(m, -INFINITY);
+        double max = -INFINITY;
+        for (int64_t j = 0; j < m; ++j) {
+          if (a.causal && at.keys[j] > at.queries[i])
+            continue;
+          double dot = 0;
+          for (int64_t x = 0; x < a.d; ++x)
+            dot += qi[x] * k[((bi * m + j) * a.kv + g) * a.d + x];
+          max = std::max(max, score[j] = dot * scale);
+        }
+        if (max == -INFINITY)
+          continue;
+        double sum = 0;
+        for (double &e : score)
+          sum += (e = std::exp(e - max));
+        lse[(bi * a.h + h) * n + i] = max + std::log(sum);
+        double *oi = &o[((bi * n + i) * a.h + h) * a.d];
+        for (int64_t j = 0; j < m; ++j)
+          for (int64_t x = 0; x < a.d; ++x)
+            oi[x] += score[j] / sum * v[((bi * m + j) * a.kv + g) * a.d + x];
+      }
+    }
+  return o;
+}
+
 /// Attention's backward as the tensor-core kernels compute it
 /// (compiler/codegen/EmitAttentionMma.cpp), in double otherwise: P
 /// recomputed from the forward's log-sum-exp, D = rowsum(dO ⊙ O) from the
@@ -451,30 +503,35 @@ TEST_P(Kernels, SoftmaxCausalAndNot) {
 /// operands. Their exact gradients differ from these by the sum of many
 /// bf16 roundings of dS (over 1% of the largest gradient for some inputs),
 /// which is the algorithm's, as in flash attention; the kernel is held to
-/// this. Returns dq, dk, dv.
-std::array<Vec, 3> refAttentionBwdOnTensorCores(const AttnDims &a, const Vec &q,
-                                                const Vec &k, const Vec &v,
-                                                const Vec &o, const Vec &lse,
-                                                const Vec &dout) {
+/// this. Queries and keys at places `at`, as refAttentionAt's. Returns dq,
+/// dk, dv.
+std::array<Vec, 3>
+refAttentionBwdOnTensorCores(const AttnDims &a, const RowPlaces &at,
+                             const Vec &q, const Vec &k, const Vec &v,
+                             const Vec &o, const Vec &lse, const Vec &dout) {
+  const int64_t n = at.queries.size(), m = at.keys.size();
   Vec dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
   const double scale = 1 / std::sqrt(double(a.d));
-  auto at = [&](int64_t bi, int64_t row, int64_t heads, int64_t head) {
-    return ((bi * a.s + row) * heads + head) * a.d;
+  auto qAt = [&](int64_t bi, int64_t row, int64_t head) {
+    return ((bi * n + row) * a.h + head) * a.d;
+  };
+  auto kvAt = [&](int64_t bi, int64_t row, int64_t head) {
+    return ((bi * m + row) * a.kv + head) * a.d;
   };
   for (int64_t bi = 0; bi < a.b; ++bi)
     for (int64_t h = 0; h < a.h; ++h) {
       int64_t g = (a.offset + h) / a.groupSize();
-      for (int64_t i = 0; i < a.s; ++i) {
-        const double *qi = &q[at(bi, i, a.h, h)], *oi = &o[at(bi, i, a.h, h)],
-                     *doi = &dout[at(bi, i, a.h, h)];
-        double rowLse = float(lse[(bi * a.h + h) * a.s + i]); // stored f32
+      for (int64_t i = 0; i < n; ++i) {
+        const double *qi = &q[qAt(bi, i, h)], *oi = &o[qAt(bi, i, h)],
+                     *doi = &dout[qAt(bi, i, h)];
+        double rowLse = float(lse[(bi * a.h + h) * n + i]); // stored f32
         double dRow = 0;
         for (int64_t x = 0; x < a.d; ++x)
           dRow += doi[x] * oi[x];
-        int64_t n = a.causal ? i + 1 : a.s;
-        for (int64_t j = 0; j < n; ++j) {
-          const double *kj = &k[at(bi, j, a.kv, g)],
-                       *vj = &v[at(bi, j, a.kv, g)];
+        for (int64_t j = 0; j < m; ++j) {
+          if (a.causal && at.keys[j] > at.queries[i])
+            continue;
+          const double *kj = &k[kvAt(bi, j, g)], *vj = &v[kvAt(bi, j, g)];
           double score = 0, dp = 0;
           for (int64_t x = 0; x < a.d; ++x) {
             score += qi[x] * kj[x];
@@ -484,15 +541,27 @@ std::array<Vec, 3> refAttentionBwdOnTensorCores(const AttnDims &a, const Vec &q,
           double pRounded = roundToBf16(float(p));
           double ds = roundToBf16(float(p * (dp - dRow)));
           for (int64_t x = 0; x < a.d; ++x) {
-            dv[at(bi, j, a.kv, g) + x] += pRounded * doi[x];
-            dq[at(bi, i, a.h, h) + x] += scale * ds * kj[x];
-            dk[at(bi, j, a.kv, g) + x] += scale * ds * qi[x];
+            dv[kvAt(bi, j, g) + x] += pRounded * doi[x];
+            dq[qAt(bi, i, h) + x] += scale * ds * kj[x];
+            dk[kvAt(bi, j, g) + x] += scale * ds * qi[x];
           }
         }
       }
     }
   return {dq, dk, dv};
 }
+std::array<Vec, 3> refAttentionBwdOnTensorCores(const AttnDims &a, const Vec &q,
+                                                const Vec &k, const Vec &v,
+                                                const Vec &o, const Vec &lse,
+                                                const Vec &dout) {
+  return refAttentionBwdOnTensorCores(a, wholeSequence(a.s), q, k, v, o, lse,
+                                      dout);
+}
+
+/// The tensor-core kernels' gradients against refAttentionBwdOnTensorCores:
+/// within their own rounding (2^-9 of the largest) and a P or dS that
+/// rounds the other way from f32 than from double.
+constexpr double kTolOnTensorCores = 4e-3;
 
 /// One bf16 attention launch on `device` and what it wrote: the forward's
 /// output and log-sum-exp, or the backward's dQ, dK and dV; `library` is
@@ -537,6 +606,9 @@ AttentionRun runAttentionBwd(const Device &device, const AttnDims &a,
   return {{g.read(dq), g.read(dk), g.read(dv)}, g.library()};
 }
 
+/// bf16 attention forward and backward of shape `a` on `device` (random
+/// bf16 inputs) against float64: outputs within 1e-2, the log-sum-exp
+/// (f32) within 1e-5; the gradients stored as `gradients`.
 void expectBf16Attention(const Device &device, const AttnDims &a,
                          DType gradients) {
   Vec q = roundedToBf16(randomVec(a.b * a.s * a.h * a.d)),
@@ -558,12 +630,9 @@ void expectBf16Attention(const Device &device, const AttnDims &a,
             &dv = backward.outputs[2];
   if (device != "cpu") {
     // The tensor-core kernels (simt runs the generated ones): against what
-    // they compute, within the gradients' own rounding (2^-9 of the
-    // largest) and a P or dS that rounds the other way from f32 than from
-    // double.
+    // they compute.
     auto [refQ, refK, refV] =
         refAttentionBwdOnTensorCores(a, q, k, v, roundedToBf16(o), lse, dout);
-    constexpr double kTolOnTensorCores = 4e-3;
     expectClose(dq, refQ, kTolOnTensorCores, "query gradient");
     expectClose(dk, refK, kTolOnTensorCores, "key gradient");
     expectClose(dv, refV, kTolOnTensorCores, "value gradient");
@@ -663,6 +732,99 @@ TEST_P(Kernels, Bf16AttentionAcrossQueryBlocksAndKeyStages) {
                  (c.a.causal ? " causal" : ""));
     for (int run = 0; run < 2; ++run)
       expectBf16Attention(on(), c.a, c.gradients);
+  }
+}
+
+TEST_P(Kernels, Bf16ContextParallelAttentionOnTensorCores) {
+  // Context parallelism's bf16 attention runs on tensor cores too: a rank's
+  // queries are its two chunks of the sequence, its keys every rank's,
+  // gathered, or one rank's (the ring's step s brings rank (i − s) mod c's),
+  // and the causal mask compares places in the sequence. Chunks of 75 and
+  // 45 rows cross the forward's query blocks (128) and key tiles (64) and
+  // the backward's key blocks (128) and query tiles mid-tile; c = 3's
+  // gathered keys are three runs of 90 that no tile crosses. Each launch
+  // against float64 at the rows' places: its output and log-sum-exp (−∞
+  // where a step's keys all lie after a row), and its gradients from the
+  // whole sequence's output and log-sum-exp, as the ring's backward takes
+  // them.
+  if (on() == "cpu")
+    GTEST_SKIP() << "the tiles are the generated kernels'";
+  const DType bf16 = DType::BF16;
+  struct Case {
+    int64_t c;
+    AttnDims a; // a.s: the whole sequence
+  };
+  for (const Case &cs : {Case{2, {1, 300, 2, 1, 32, true}},
+                         Case{3, {1, 270, 4, 2, 64, true, 2, 0}},
+                         Case{2, {1, 300, 2, 2, 40, false}}}) {
+    const AttnDims &a = cs.a;
+    const int64_t c = cs.c, rows = a.s / c;
+    const int64_t qInner = a.h * a.d, kvInner = a.kv * a.d;
+    Vec q = roundedToBf16(randomVec(a.b * a.s * qInner)),
+        k = roundedToBf16(randomVec(a.b * a.s * kvInner)),
+        v = roundedToBf16(randomVec(a.b * a.s * kvInner)),
+        dout = roundedToBf16(randomVec(q.size())), wholeLse;
+    Vec o = roundedToBf16(refAttention(a, q, k, v, &wholeLse));
+    for (int64_t rank = 0; rank < c; ++rank) {
+      RowPlaces at;
+      for (int64_t l = 0; l < rows; ++l)
+        at.queries.push_back(
+            strata::runtime::contextPosition(l, rows, c, rank));
+      const Vec qPart = contextRows(q, a.b, a.s, qInner, c, rank),
+                oPart = contextRows(o, a.b, a.s, qInner, c, rank),
+                lsePart = contextLse(wholeLse, a, c, rank),
+                doutPart = contextRows(dout, a.b, a.s, qInner, c, rank);
+      // Step −1: every rank's keys, gathered; then the ring's steps.
+      for (int64_t step = -1; step < c; ++step) {
+        SCOPED_TRACE(
+            "c " + std::to_string(c) + " rank " + std::to_string(rank) +
+            (step < 0 ? " gathered" : " step " + std::to_string(step)) +
+            (a.causal ? " causal" : ""));
+        const int64_t from = strata::runtime::ringKeyRank(rank, step, c);
+        at.keys.clear();
+        for (int64_t l = 0; l < (step < 0 ? a.s : rows); ++l)
+          at.keys.push_back(
+              step < 0 ? strata::runtime::gatheredContextPosition(l, rows, c)
+                       : strata::runtime::contextPosition(l, rows, c, from));
+        const Vec kPart = step < 0 ? contextGathered(k, a.b, a.s, kvInner, c)
+                                   : contextRows(k, a.b, a.s, kvInner, c, from),
+                  vPart = step < 0 ? contextGathered(v, a.b, a.s, kvInner, c)
+                                   : contextRows(v, a.b, a.s, kvInner, c, from);
+        const int64_t keys = at.keys.size();
+        const std::vector<int64_t> qShape = {a.b, rows, a.h, a.d},
+                                   kvShape = {a.b, keys, a.kv, a.d},
+                                   lseShape = {a.b, a.h, rows};
+        std::map<std::string, Arg> args = attentionArgs(a);
+        args["context_parallel"] = intArg(c);
+        args["context_rank"] = intArg(rank);
+        args["ring_step"] = intArg(step < 0 ? 0 : step);
+
+        Harness f(on());
+        uint32_t out = f.add(qShape, bf16), lse = f.add(lseShape);
+        f.run("attention_fwd",
+              {f.input(qShape, qPart, bf16), f.input(kvShape, kPart, bf16),
+               f.input(kvShape, vPart, bf16)},
+              {out, lse}, args);
+        Vec expectedLse;
+        Vec expected = refAttentionAt(a, at, qPart, kPart, vPart, expectedLse);
+        expectClose(f.read(out), expected, kTolBf16, "attention_fwd");
+        expectLse(f.read(lse), expectedLse, "attention_fwd log-sum-exp");
+
+        Harness g(on());
+        uint32_t dq = g.add(qShape, bf16), dk = g.add(kvShape, bf16),
+                 dv = g.add(kvShape, bf16);
+        g.run("attention_bwd",
+              {g.input(qShape, qPart, bf16), g.input(kvShape, kPart, bf16),
+               g.input(kvShape, vPart, bf16), g.input(qShape, oPart, bf16),
+               g.input(lseShape, lsePart), g.input(qShape, doutPart, bf16)},
+              {dq, dk, dv}, args);
+        auto [refQ, refK, refV] = refAttentionBwdOnTensorCores(
+            a, at, qPart, kPart, vPart, oPart, lsePart, doutPart);
+        expectClose(g.read(dq), refQ, kTolOnTensorCores, "query gradient");
+        expectClose(g.read(dk), refK, kTolOnTensorCores, "key gradient");
+        expectClose(g.read(dv), refV, kTolOnTensorCores, "value gradient");
+      }
+    }
   }
 }
 

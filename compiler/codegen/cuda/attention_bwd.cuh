@@ -28,6 +28,15 @@
 //   key blocks last to first), so a block only ever waits for one that
 //   started before it.
 //
+// With context parallelism (Shape::kContext of 2 or more) the queries are
+// the rank's two chunks of the sequence and the keys one rank's (the
+// ring's step) or every rank's, gathered; the causal mask compares places
+// in the sequence (AttentionPlaces). The gathered keys are runs whose
+// places rise, one rank's each: the grid takes each run's key blocks in
+// turn (causal, last to first), a block walks the query tiles from the
+// first whose last place is at or after its first key's, and a query
+// tile's adders are, in the grid's order, each run's blocks that see it.
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "attention_mma.cuh"
@@ -86,15 +95,17 @@ template <class Shape, class Tiles, typename TO, typename TDQ, typename TDK,
 __device__ __forceinline__ void
 attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
                 const float *lse, const bf16 *dout, TDQ *dq, TDK *dk, TDV *dv,
-                i64 groupSize, i64 queryHeadOffset,
+                i64 groupSize, i64 queryHeadOffset, ContextPlace at,
                 AttentionBwdScratch scratch) {
+  using Places = AttentionPlaces<Shape>;
+  constexpr int SEGMENTS = Places::kSegments, SK = Places::kSegmentKeys;
   constexpr int D = Shape::kDim, P = attentionPitch(D);
   constexpr int W = Tiles::kWarps, BK = Tiles::kKeys, BQ = Tiles::kQueries;
   constexpr int ST = Tiles::kStages, T = Tiles::kThreads;
   constexpr int KC = attentionPaddedDim(D) / 16; // k-chunks over dim
   constexpr int NC = attentionPaddedDim(D) / 8;  // 8-column groups of dim
   constexpr int QT = (Shape::kSeq + BQ - 1) / BQ;
-  constexpr int NKB = (Shape::kKeys + BK - 1) / BK;
+  constexpr int NKB = (SK + BK - 1) / BK; // key blocks a segment
   constexpr int SP = BQ + 8; // bf16 a row of dSᵀ in shared memory
   constexpr int qStride = Shape::kHeads * D, kvStride = Shape::kKvHeads * D;
   static_assert(D % 8 == 0, "rows move in 16-byte chunks");
@@ -110,24 +121,30 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
   bf16 *dsT = dOTiles + ST * BQ * P;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g8 = lane >> 2, t4 = lane & 3;
-  const int n = Shape::kCausal ? NKB - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  const int segment = (int)blockIdx.x / NKB, inSegment = blockIdx.x % NKB;
+  const int n = Shape::kCausal ? NKB - 1 - inSegment : inSegment;
   const int g = blockIdx.y, b = blockIdx.z;
   const int keyFirst = n * BK, warpKey = keyFirst + 16 * warp;
+  const Places places(at);
 
   // The query heads that read kv head g, and the query tiles that see the
-  // block's keys (causal: from the tile of query keyFirst on).
+  // block's keys (causal: from the tile of the first query at or after its
+  // first key's place).
   int headBegin = (int)(g * groupSize - queryHeadOffset);
   int headEnd = (int)((g + 1) * groupSize - queryHeadOffset);
   headBegin = headBegin < 0 ? 0 : headBegin;
   headEnd = headEnd > Shape::kHeads ? Shape::kHeads : headEnd;
-  const int tileFirst = Shape::kCausal ? keyFirst / BQ : 0;
-  const int tilesPerHead =
-      Shape::kCausal && keyFirst >= Shape::kSeq ? 0 : QT - tileFirst;
+  const int queriesBefore =
+      Shape::kCausal ? places.queriesBefore(places.key(segment, keyFirst)) : 0;
+  const int tileFirst = queriesBefore / BQ;
+  const int tilesPerHead = queriesBefore >= Shape::kSeq ? 0 : QT - tileFirst;
   const int steps =
       headEnd > headBegin ? (headEnd - headBegin) * tilesPerHead : 0;
 
-  const bf16 *kHead = k + ((i64)b * Shape::kKeys * Shape::kKvHeads + g) * D;
-  const bf16 *vHead = v + ((i64)b * Shape::kKeys * Shape::kKvHeads + g) * D;
+  // The segment's keys: rows [0, SK) from kvHead on.
+  const i64 kvHead = ((i64)b * Shape::kKeys * Shape::kKvHeads + g) * D +
+                     (i64)segment * SK * kvStride;
+  const bf16 *kHead = k + kvHead, *vHead = v + kvHead;
   auto queryHead = [&](int head) {
     return ((i64)b * Shape::kSeq * Shape::kHeads + head) * D;
   };
@@ -139,15 +156,46 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
     loadRowsAsync<D, BQ, T>(dOTiles + stage * BQ * P, dout + queryHead(head),
                             qStride, t * BQ, Shape::kSeq);
   };
+  // The adders of query tile t's dQ, in the grid's order, and this block's
+  // turn among them: each segment's blocks that see the tile (causal: those
+  // whose first key's place is at or before the tile's last query's).
+  auto addersOf = [&](int t, int &turn) {
+    const int queryEnd =
+        (t + 1) * BQ < Shape::kSeq ? (t + 1) * BQ : Shape::kSeq;
+    const int tileLastPlace = places.query(queryEnd - 1);
+    int adders = 0;
+    turn = 0;
+    for (int s = 0; s < SEGMENTS; ++s) {
+      int count = Shape::kCausal
+                      ? (places.keysThrough(s, tileLastPlace) + BK - 1) / BK
+                      : NKB;
+      if (s < segment)
+        turn += count;
+      else if (s == segment)
+        turn += Shape::kCausal ? count - 1 - n : n;
+      adders += count;
+    }
+    return adders;
+  };
   // Group 0: the block's keys and values, and step 0; group s: step s.
-  loadRowsAsync<D, BK, T>(kTile, kHead, kvStride, keyFirst, Shape::kKeys);
-  loadRowsAsync<D, BK, T>(vTile, vHead, kvStride, keyFirst, Shape::kKeys);
+  loadRowsAsync<D, BK, T>(kTile, kHead, kvStride, keyFirst, SK);
+  loadRowsAsync<D, BK, T>(vTile, vHead, kvStride, keyFirst, SK);
 #pragma unroll
   for (int s = 0; s < ST - 1; ++s) {
     if (s < steps)
       loadStep(s);
     cpAsyncCommit();
   }
+
+  // The places of the lane's two keys and of the warp's last.
+  int keyPlace[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    int j = warpKey + g8 + 8 * x;
+    keyPlace[x] = places.key(segment, j < SK ? j : SK - 1);
+  }
+  const int warpLastPlace =
+      places.key(segment, warpKey + 15 < SK ? warpKey + 15 : SK - 1);
 
   float dkAcc[NC][4], dvAcc[NC][4];
 #pragma unroll
@@ -167,12 +215,10 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
     const bf16 *qt = qTiles + (step % ST) * BQ * P;
     const bf16 *dot = dOTiles + (step % ST) * BQ * P;
 
-    // The tile's adders of dQ and this block's turn among them.
     const int queryEnd = i0 + BQ < Shape::kSeq ? i0 + BQ : Shape::kSeq;
-    const int lastAdder = Shape::kCausal && (queryEnd - 1) / BK < NKB - 1
-                              ? (queryEnd - 1) / BK
-                              : NKB - 1;
-    const int myTurn = Shape::kCausal ? lastAdder - n : n;
+    const int tileLastPlace = places.query(queryEnd - 1);
+    int myTurn;
+    const int adders = addersOf(t, myTurn);
     const int slot = ((b * Shape::kHeads + head) * QT + t);
     float *rowD = scratch.rowD + ((i64)b * Shape::kHeads + head) * Shape::kSeq;
 
@@ -223,7 +269,8 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
     // past the keys' end, or (causal) after every query of the tile, has
     // nothing there.
     const bool sees =
-        warpKey < Shape::kKeys && (!Shape::kCausal || warpKey <= queryEnd - 1);
+        warpKey < SK &&
+        (!Shape::kCausal || places.key(segment, warpKey) <= tileLastPlace);
     float st[BQ / 8][4], dpt[BQ / 8][4];
 #pragma unroll
     for (int c = 0; c < BQ / 8; ++c)
@@ -267,9 +314,9 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
       }
     if (sees) {
       const bool masked =
-          (Shape::kCausal && i0 < warpKey + 15) ||
+          (Shape::kCausal && places.query(i0) < warpLastPlace) ||
           (Shape::kSeq % BQ != 0 && i0 + BQ > Shape::kSeq) ||
-          (Shape::kKeys % BK != 0 && warpKey + 15 >= Shape::kKeys);
+          (SK % BK != 0 && warpKey + 15 >= SK);
 #pragma unroll
       for (int c = 0; c < BQ / 8; ++c)
 #pragma unroll
@@ -278,8 +325,8 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
           if (masked) {
             int i = i0 + c * 8 + 2 * t4 + (r & 1);
             int j = warpKey + g8 + 8 * (r >> 1);
-            if (i >= Shape::kSeq || j >= Shape::kKeys ||
-                (Shape::kCausal && i < j))
+            if (i >= Shape::kSeq || j >= SK ||
+                (Shape::kCausal && places.query(i) < keyPlace[r >> 1]))
               p = 0.0f;
           }
           st[c][r] = p;
@@ -352,7 +399,7 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
     if (myTurn > 0 && threadIdx.x == 0)
       waitAtLeast(scratch.turn + slot, myTurn);
     __syncthreads();
-    const bool last = myTurn == lastAdder; // the adders number lastAdder + 1
+    const bool last = myTurn == adders - 1;
     float *accHead = scratch.dqAccum + queryHead(head);
     TDQ *dqHead = dq + queryHead(head);
 #pragma unroll
@@ -390,13 +437,27 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
   }
   cpAsyncWait<0>(); // the tail's empty groups
 
+  // Query tiles that no key block sees (context parallelism: a ring step's
+  // keys all after them) have no adders: the grid's first block writes
+  // their dQ, zero. Causal, they are the first tiles.
+  if (Places::kByPlace && blockIdx.x == 0) {
+    int turn;
+    for (int t = 0; t < QT && addersOf(t, turn) == 0; ++t)
+      for (int head = headBegin; head < headEnd; ++head)
+        for (int e = threadIdx.x; e < BQ * (D / 2); e += T) {
+          int i = t * BQ + e / (D / 2), d = 2 * (e % (D / 2));
+          if (i < Shape::kSeq)
+            storePair(dq + queryHead(head), i * qStride + d, 0.0f, 0.0f);
+        }
+  }
+
   // dK = scale · Σ dSᵀ·q and dV = Σ Pᵀ·dout for the warp's 16 keys.
-  TDK *dkHead = dk + ((i64)b * Shape::kKeys * Shape::kKvHeads + g) * D;
-  TDV *dvHead = dv + ((i64)b * Shape::kKeys * Shape::kKvHeads + g) * D;
+  TDK *dkHead = dk + kvHead;
+  TDV *dvHead = dv + kvHead;
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
     int j = warpKey + g8 + 8 * x;
-    if (j >= Shape::kKeys)
+    if (j >= SK)
       continue;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {

@@ -20,6 +20,14 @@
 // tiles that cross the diagonal or the keys' end are masked, and a causal
 // grid runs its longest blocks (the last queries) first.
 //
+// With context parallelism (Shape::kContext of 2 or more) the queries are
+// the rank's two chunks of the sequence and the keys one rank's (the
+// ring's step) or every rank's, gathered; the causal mask compares places
+// in the sequence (AttentionPlaces), the block walks each run of keys
+// whose places rise as far as its last query's place, and a row that sees
+// none of the keys gets o = 0 and lse = −∞ (what the ring's merge weighs
+// at nothing).
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "attention_mma.cuh"
@@ -35,12 +43,15 @@ template <int WARPS, int TILE_KEYS, int STAGES> struct AttentionFwdTiles {
 };
 
 // Shape: the launch's constants (kBatch, kSeq, kKeys, kHeads, kKvHeads,
-// kDim, kCausal, kScale = 1/√dim). Grid: (query blocks, heads, batch),
-// Tiles::kThreads threads, attentionFwdSharedBytes of dynamic shared memory.
+// kDim, kCausal, kContext, kScale = 1/√dim). Grid: (query blocks, heads,
+// batch), Tiles::kThreads threads, attentionFwdSharedBytes of dynamic
+// shared memory.
 template <class Shape, class Tiles, typename TO>
 __device__ __forceinline__ void
 attentionFwdMma(const bf16 *q, const bf16 *k, const bf16 *v, TO *o, float *lse,
-                i64 groupSize, i64 queryHeadOffset) {
+                i64 groupSize, i64 queryHeadOffset, ContextPlace at) {
+  using Places = AttentionPlaces<Shape>;
+  constexpr int SEGMENTS = Places::kSegments, SK = Places::kSegmentKeys;
   constexpr int D = Shape::kDim, P = attentionPitch(D);
   constexpr int BQ = Tiles::kQueries, BK = Tiles::kKeys, ST = Tiles::kStages;
   constexpr int KC = attentionPaddedDim(D) / 16; // k-chunks of q·kᵀ
@@ -67,19 +78,42 @@ attentionFwdMma(const bf16 *q, const bf16 *k, const bf16 *v, TO *o, float *lse,
   const bf16 *kHead = k + ((i64)b * Shape::kKeys * Shape::kKvHeads + g) * D;
   const bf16 *vHead = v + ((i64)b * Shape::kKeys * Shape::kKvHeads + g) * D;
 
-  // The keys the block's rows see, in tiles.
-  int keyEnd = Shape::kKeys;
-  if (Shape::kCausal) {
-    int rowEnd = firstQuery + BQ < Shape::kSeq ? firstQuery + BQ : Shape::kSeq;
-    keyEnd = rowEnd < keyEnd ? rowEnd : keyEnd;
-  }
-  const int tiles = (keyEnd + BK - 1) / BK;
-  auto loadKeys = [&](int tile) {
-    int stage = tile % ST;
-    loadRowsAsync<D, BK, Tiles::kThreads>(kTiles + stage * BK * P, kHead,
-                                          kvStride, tile * BK, Shape::kKeys);
-    loadRowsAsync<D, BK, Tiles::kThreads>(vTiles + stage * BK * P, vHead,
-                                          kvStride, tile * BK, Shape::kKeys);
+  // The key tiles the block's rows see, a segment's after another's:
+  // causal, those of a segment's keys up to the block's last place.
+  const Places places(at);
+  const int rowEnd =
+      firstQuery + BQ < Shape::kSeq ? firstQuery + BQ : Shape::kSeq;
+  const int blockLastPlace = places.query(rowEnd - 1);
+  auto tilesIn = [&](int segment) {
+    int keys =
+        Shape::kCausal ? places.keysThrough(segment, blockLastPlace) : SK;
+    return (keys + BK - 1) / BK;
+  };
+  int tiles = 0;
+  for (int segment = 0; segment < SEGMENTS; ++segment)
+    tiles += tilesIn(segment);
+  // A walk over them: the tile `tile` of segment `segment`.
+  struct Walk {
+    int segment = 0, tile = -1;
+  };
+  auto advance = [&](Walk &w) {
+    ++w.tile;
+    while (w.segment < SEGMENTS && w.tile >= tilesIn(w.segment)) {
+      ++w.segment;
+      w.tile = 0;
+    }
+  };
+  Walk loading, computing;
+  auto loadKeys = [&](int step) { // the next tile, into stage step % ST
+    advance(loading);
+    int stage = step % ST;
+    i64 first = (i64)loading.segment * SK * kvStride;
+    loadRowsAsync<D, BK, Tiles::kThreads>(kTiles + stage * BK * P,
+                                          kHead + first, kvStride,
+                                          loading.tile * BK, SK);
+    loadRowsAsync<D, BK, Tiles::kThreads>(vTiles + stage * BK * P,
+                                          vHead + first, kvStride,
+                                          loading.tile * BK, SK);
   };
   // Group 0: the queries and tile 0; group s: tile s.
   loadRowsAsync<D, BQ, Tiles::kThreads>(qTile, qHead, qStride, firstQuery,
@@ -89,6 +123,18 @@ attentionFwdMma(const bf16 *q, const bf16 *k, const bf16 *v, TO *o, float *lse,
     if (s < tiles)
       loadKeys(s);
     cpAsyncCommit();
+  }
+  // The places of the warp's first and last rows, and of the lane's two.
+  const int warpLast =
+      warpFirst + 15 < Shape::kSeq ? warpFirst + 15 : Shape::kSeq - 1;
+  const int warpFirstPlace =
+      places.query(warpFirst < warpLast ? warpFirst : warpLast);
+  const int warpLastPlace = places.query(warpLast);
+  int rowPlace[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    int i = warpFirst + g8 + 8 * x;
+    rowPlace[x] = places.query(i < warpLast ? i : warpLast);
   }
 
   unsigned qa[KC][4];
@@ -100,27 +146,30 @@ attentionFwdMma(const bf16 *q, const bf16 *k, const bf16 *v, TO *o, float *lse,
   // scores (base 2) and this lane's part of the row's sum.
   float rowMax[2] = {minusInfinity(), minusInfinity()}, rowSum[2] = {0, 0};
 
-  for (int tile = 0; tile < tiles; ++tile) {
+  for (int step = 0; step < tiles; ++step) {
     cpAsyncWait<ST - 2>(); // this thread's copies of the tile have landed
-    __syncthreads();       // everyone's; and everyone is done with tile - 1
-    if (tile == 0) {
+    __syncthreads();       // everyone's; and everyone is done with step - 1
+    if (step == 0) {
 #pragma unroll
       for (int c = 0; c < KC; ++c)
         ldmatrixX4(qa[c], qTile + (16 * warp + (lane & 15)) * P + c * 16 +
                               (lane >> 4) * 8);
     }
-    // The tile ST - 1 ahead, into the stage tile - 1 left.
-    if (tile + ST - 1 < tiles)
-      loadKeys(tile + ST - 1);
+    // The tile ST - 1 ahead, into the stage step - 1 left.
+    if (step + ST - 1 < tiles)
+      loadKeys(step + ST - 1);
     cpAsyncCommit();
 
-    const int j0 = tile * BK;
+    advance(computing);
+    const int segment = computing.segment, j0 = computing.tile * BK;
+    const int tileLast = j0 + BK < SK ? j0 + BK - 1 : SK - 1;
     // A warp whose rows see none of the tile's keys, or that has no rows,
     // skips it.
-    if ((Shape::kCausal && j0 > warpFirst + 15) || warpFirst >= Shape::kSeq)
+    if ((Shape::kCausal && places.key(segment, j0) > warpLastPlace) ||
+        warpFirst >= Shape::kSeq)
       continue;
-    const bf16 *kt = kTiles + (tile % ST) * BK * P;
-    const bf16 *vt = vTiles + (tile % ST) * BK * P;
+    const bf16 *kt = kTiles + (step % ST) * BK * P;
+    const bf16 *vt = vTiles + (step % ST) * BK * P;
 
     // S = q·kᵀ for the warp's 16 rows and the tile's keys: B's columns are
     // key rows, two 8-key groups an ldmatrix.
@@ -139,16 +188,16 @@ attentionFwdMma(const bf16 *q, const bf16 *k, const bf16 *v, TO *o, float *lse,
         mmaBf16(s[2 * n2 + 1], qa[c], kb + 2);
       }
 
-    // Masks, where the tile crosses the diagonal or the keys' end.
-    if ((Shape::kCausal && j0 + BK - 1 > warpFirst) ||
-        (Shape::kKeys % BK != 0 && j0 + BK > Shape::kKeys)) {
+    // Masks, where the tile crosses the diagonal or the segment's end.
+    if ((Shape::kCausal && places.key(segment, tileLast) > warpFirstPlace) ||
+        (SK % BK != 0 && j0 + BK > SK)) {
 #pragma unroll
       for (int n = 0; n < BK / 8; ++n)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
           int j = j0 + n * 8 + 2 * t4 + (r & 1);
-          int i = warpFirst + g8 + 8 * (r >> 1);
-          if (j >= Shape::kKeys || (Shape::kCausal && j > i))
+          if (j >= SK ||
+              (Shape::kCausal && places.key(segment, j) > rowPlace[r >> 1]))
             s[n][r] = minusInfinity();
         }
     }

@@ -50,6 +50,16 @@ STRATA_LAYOUT int attentionBwdSharedBytes(int dim, int warps, int tileQueries,
          16 * warps * (tileQueries + 8) * 2;
 }
 
+// The runs of key rows the tensor-core kernels' tiles keep apart, each
+// one whose places in the sequence rise with the row: with context
+// parallelism under the causal mask, every rank's keys gathered (`keys`
+// = context · seq) are `context` runs, one rank's each; any other launch's
+// keys are one (context.cuh says where a rank's rows sit).
+STRATA_LAYOUT int attentionKeySegments(long long seq, long long keys,
+                                       long long context, bool causal) {
+  return causal && context >= 2 && keys != seq ? int(context) : 1;
+}
+
 // The SIMT kernels (attention_simt.cuh, f32 math for any head dimension):
 // a block of this many warps, a row each.
 constexpr int kAttentionSimtRows = 4;

@@ -2,12 +2,70 @@
 //
 // Tiles of q-, k- and v-shaped operands ([batch, rows, heads, dim], bf16)
 // into shared memory by cp.async, the reductions over the four lanes that
-// hold a row of an mma accumulator, and stores of an accumulator's pairs.
+// hold a row of an mma accumulator, stores of an accumulator's pairs, and
+// where a launch's rows sit in the sequence (AttentionPlaces).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 #include "attention_layout.cuh"
+#include "context.cuh"
 #include "ptx.cuh"
+
+// Where a launch's query and key rows sit in the sequence, for the causal
+// mask and for skipping the tiles no row sees; in 32 bits, as the tiles
+// index a sample's rows. Without context parallelism a row's place is its
+// index. With it (context.cuh), the queries are the rank's two chunks,
+// whose places rise with the row, and the keys are kSegments runs of
+// kSegmentKeys rows whose places rise (attentionKeySegments): the ring
+// step's rank's, or each rank's of the gathered keys. A tile of keys never
+// crosses a segment, so its first and last keys bound its places.
+template <class S> struct AttentionPlaces {
+  static constexpr bool kByPlace = S::kCausal && S::kContext >= 2;
+  static constexpr int kSegments =
+      attentionKeySegments(S::kSeq, S::kKeys, S::kContext, S::kCausal);
+  static constexpr int kSegmentKeys = S::kKeys / kSegments;
+  static constexpr int kHalf = S::kSeq / 2, kLastChunk = 2 * S::kContext - 1;
+  static_assert(!kByPlace || S::kSeq % 2 == 0, "a rank holds two chunks");
+  static_assert(!kByPlace || S::kKeys == (i64)kSegments * S::kSeq,
+                "one rank's keys, or every rank's gathered");
+
+  int rank, keyRank; // the queries' rank; the ring step's keys' rank
+
+  __device__ explicit AttentionPlaces(ContextPlace at)
+      : rank((int)at.rank),
+        keyRank(kByPlace ? (int)ringKeyRank(at.rank, at.ringStep, S::kContext)
+                         : 0) {}
+
+  // The place of row `row` of the rows rank `owner` holds.
+  __device__ static int place(int row, int owner) {
+    if (!kByPlace)
+      return row;
+    return row < kHalf ? owner * kHalf + row
+                       : (kLastChunk - owner) * kHalf + row - kHalf;
+  }
+  // How many of the `rows` rank `owner` holds sit before place p.
+  __device__ static int before(int p, int owner, int rows) {
+    auto clamp = [](int x, int hi) { return x < 0 ? 0 : x > hi ? hi : x; };
+    if (!kByPlace)
+      return clamp(p, rows);
+    return clamp(p - owner * kHalf, kHalf) +
+           clamp(p - (kLastChunk - owner) * kHalf, kHalf);
+  }
+  __device__ int keyOwner(int segment) const {
+    return kSegments > 1 ? segment : keyRank;
+  }
+
+  __device__ int query(int i) const { return place(i, rank); }
+  __device__ int key(int segment, int j) const {
+    return place(j, keyOwner(segment));
+  }
+  // How many queries sit before place p; how many of a segment's keys sit
+  // at or before it.
+  __device__ int queriesBefore(int p) const { return before(p, rank, S::kSeq); }
+  __device__ int keysThrough(int segment, int p) const {
+    return before(p + 1, keyOwner(segment), kSegmentKeys);
+  }
+};
 
 // Rows [first, first + ROWS) of one head of an operand into a shared tile,
 // issued as 16-byte cp.async by THREADS threads: `head` is the head's row

@@ -37,12 +37,6 @@ template <class S> struct AttentionIndex {
   }
 };
 
-// A rank's place in context parallelism: its cp rank and, for keys of one
-// rank, the ring's step that brought them.
-struct ContextPlace {
-  i64 rank, ringStep;
-};
-
 // Whether query row i sees key row j under the launch's mask.
 template <class S>
 __device__ __forceinline__ bool attentionSees(i64 i, i64 j, ContextPlace at) {

@@ -9,6 +9,12 @@
 #pragma once
 #include "common.cuh"
 
+// A rank's place in context parallelism, as attention's kernels take it:
+// its cp rank and, for keys of one rank, the ring's step that brought them.
+struct ContextPlace {
+  i64 rank, ringStep;
+};
+
 // The place of row `row` of the `rows` rank `rank` holds.
 __device__ __forceinline__ i64 contextPosition(i64 row, i64 rows, i64 c,
                                                i64 rank) {

@@ -274,6 +274,16 @@ STRATA_LAYOUT int attentionBwdSharedBytes(int dim, int warps, int tileQueries,
          16 * warps * (tileQueries + 8) * 2;
 }
 
+// The runs of key rows the tensor-core kernels' tiles keep apart, each
+// one whose places in the sequence rise with the row: with context
+// parallelism under the causal mask, every rank's keys gathered (`keys`
+// = context · seq) are `context` runs, one rank's each; any other launch's
+// keys are one (context.cuh says where a rank's rows sit).
+STRATA_LAYOUT int attentionKeySegments(long long seq, long long keys,
+                                       long long context, bool causal) {
+  return causal && context >= 2 && keys != seq ? int(context) : 1;
+}
+
 // The SIMT kernels (attention_simt.cuh, f32 math for any head dimension):
 // a block of this many warps, a row each.
 constexpr int kAttentionSimtRows = 4;
@@ -296,6 +306,12 @@ STRATA_LAYOUT int attentionSimtBwdSharedBytes(int dim) {
 // sequence.
 //
 //===----------------------------------------------------------------------===//
+
+// A rank's place in context parallelism, as attention's kernels take it:
+// its cp rank and, for keys of one rank, the ring's step that brought them.
+struct ContextPlace {
+  i64 rank, ringStep;
+};
 
 // The place of row `row` of the `rows` rank `rank` holds.
 __device__ __forceinline__ i64 contextPosition(i64 row, i64 rows, i64 c,
@@ -357,12 +373,6 @@ template <class S> struct AttentionIndex {
   __device__ __forceinline__ static i64 lse(i64 b, i64 h, i64 i) {
     return (b * S::kHeads + h) * S::kSeq + i;
   }
-};
-
-// A rank's place in context parallelism: its cp rank and, for keys of one
-// rank, the ring's step that brought them.
-struct ContextPlace {
-  i64 rank, ringStep;
 };
 
 // Whether query row i sees key row j under the launch's mask.
