@@ -25,13 +25,16 @@ CudnnAttentionShape cudnnShapeOf(const LaunchOp &op,
   namespace fwd = kernels::AttentionFwd;
   namespace bwd = kernels::AttentionBwd;
   // The two kernels' q, k, v and attributes come in the same order.
-  static_assert(unsigned(fwd::op::q) == unsigned(bwd::op::q) &&
-                unsigned(fwd::op::k) == unsigned(bwd::op::k) &&
-                unsigned(fwd::attr::causal) == unsigned(bwd::attr::causal) &&
-                unsigned(fwd::attr::group_size) ==
-                    unsigned(bwd::attr::group_size) &&
-                unsigned(fwd::attr::query_head_offset) ==
-                    unsigned(bwd::attr::query_head_offset));
+  static_assert(
+      unsigned(fwd::op::q) == unsigned(bwd::op::q) &&
+      unsigned(fwd::op::k) == unsigned(bwd::op::k) &&
+      unsigned(fwd::attr::causal) == unsigned(bwd::attr::causal) &&
+      unsigned(fwd::attr::group_size) == unsigned(bwd::attr::group_size) &&
+      unsigned(fwd::attr::query_head_offset) ==
+          unsigned(bwd::attr::query_head_offset) &&
+      unsigned(fwd::attr::context_parallel) ==
+          unsigned(bwd::attr::context_parallel) &&
+      unsigned(fwd::attr::ring_step) == unsigned(bwd::attr::ring_step));
   CudnnAttentionShape s;
   const Buffer &q = buffers.at(op.operands.at(fwd::op::q));
   const Buffer &k = buffers.at(op.operands.at(fwd::op::k));
@@ -44,6 +47,8 @@ CudnnAttentionShape cudnnShapeOf(const LaunchOp &op,
   s.causal = op.attrs.at(fwd::attr::causal).i != 0;
   s.groupSize = op.attrs.at(fwd::attr::group_size).i;
   s.queryHeadOffset = op.attrs.at(fwd::attr::query_head_offset).i;
+  s.context = op.attrs.at(fwd::attr::context_parallel).i;
+  s.ringStep = op.attrs.at(fwd::attr::ring_step).i;
   s.backward = op.kernel == KernelId::AttentionBwd;
   s.scale = float(attentionScale(s.dim));
   // bf16 when every operand but the f32 log-sum-exp is.
@@ -122,11 +127,6 @@ std::string AttentionRunner::prepare(const LaunchOp &op,
   bool aligned = true;
   CudnnAttentionShape shape = cudnnShapeOf(op, buffers, aligned);
   std::string why = cudnnAttentionUnsupported(shape, api->version);
-  // cuDNN's causal mask is the diagonal of its own rows; a context-parallel
-  // rank's rows are two chunks of the sequence against every rank's keys.
-  if (why.empty() &&
-      op.attrs.at(kernels::AttentionFwd::attr::context_parallel).i > 1)
-    why = "context-parallel attention masks by places in the whole sequence";
   if (why.empty() && !aligned)
     why = "an operand is not 16-byte aligned";
   if (!why.empty())

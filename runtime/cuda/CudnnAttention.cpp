@@ -29,6 +29,16 @@ std::string cudnnAttentionUnsupported(const CudnnAttentionShape &s,
       return "query head " + std::to_string(h) + " reads kv head " +
              std::to_string((s.queryHeadOffset + h) / s.groupSize) +
              ", not the one cuDNN's grouping gives it";
+  // With context parallelism a rank's rows are two chunks of the sequence
+  // and the causal mask compares places in it. Against the rank's own rows
+  // (the ring's step 0) places rise with the row in queries and keys
+  // alike, so key j is at or before query i exactly where j <= i: cuDNN's
+  // diagonal. Against another rank's, or every rank's gathered, it is not.
+  if (s.context >= 2 && s.keys != s.seq)
+    return "context-parallel attention over every rank's keys, gathered";
+  if (s.context >= 2 && s.causal && s.ringStep != 0)
+    return "the ring's step " + std::to_string(s.ringStep) +
+           " masks by places in the sequence, not the diagonal";
   if (s.backward && s.seq == 1 && s.keys == 1)
     return "a backward over one query and one key";
   if (version == 91000 || version == 91001)

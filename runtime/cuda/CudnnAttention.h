@@ -35,6 +35,8 @@ struct CudnnAttentionShape {
   bool causal = false, backward = false;
   bool bf16 = true; // else fp32: not cuDNN's
   float scale = 1.0f;
+  // Context parallelism's size (below 2: none) and the ring's step.
+  int64_t context = 0, ringStep = 0;
 };
 
 /// "" when cuDNN `version`'s fused attention takes the launch, else why not

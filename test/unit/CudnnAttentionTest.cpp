@@ -470,6 +470,20 @@ TEST(CudnnAttention, WhatItDoesNotTakeIsSaid) {
             "4 query heads are not a multiple of 3 kv heads");
   EXPECT_EQ(cudnnAttentionUnsupported(s, 91001),
             "cuDNN 9.10.0 and 9.10.1 have known faults in this attention");
+  // Context parallelism: the ring's step 0 (a rank's rows against its own)
+  // masks by the diagonal; its later steps and the gathered keys do not.
+  CudnnAttentionShape context = small(true, false);
+  context.context = 2;
+  EXPECT_EQ(cudnnAttentionUnsupported(context, 91900), "");
+  context.ringStep = 1;
+  EXPECT_EQ(cudnnAttentionUnsupported(context, 91900),
+            "the ring's step 1 masks by places in the sequence, not the "
+            "diagonal");
+  context.causal = false; // unmasked: places do not matter
+  EXPECT_EQ(cudnnAttentionUnsupported(context, 91900), "");
+  context.keys = 2 * context.seq;
+  EXPECT_EQ(cudnnAttentionUnsupported(context, 91900),
+            "context-parallel attention over every rank's keys, gathered");
   CudnnAttentionShape single = small(false, true);
   single.seq = single.keys = 1;
   EXPECT_EQ(cudnnAttentionUnsupported(single, 91900),
