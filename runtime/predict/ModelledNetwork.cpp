@@ -1,5 +1,6 @@
 //===- ModelledNetwork.cpp - a rank's communication as a cost model -------===//
 #include "runtime/predict/ModelledNetwork.h"
+#include "runtime/plan/MeshAxes.h"
 
 namespace strata::runtime::predict {
 
@@ -73,11 +74,22 @@ void ModelledNetwork::collective(Stream stream, const CollectiveOp &op,
         shared.costs.collective(op.kind, costedMembers(op.group), bytes),
         simulatedMembers);
   }
+  // Over tensor ranks alone, tensor parallelism's. Over context ranks
+  // alone, attention's keys and values (the ring's shifts; the all-gather
+  // and reduce-scatter along the sequence) are context parallelism's, but
+  // the flat buckets of gradients and parameters (no dimension), reduced
+  // and gathered over the same ranks where d = 1, are data-parallel, as is
+  // every collective over data ranks.
   const Group &group = plan->groups[op.group];
-  bool tensorOnly = group.axes.size() == 1 && group.axes[0] == 0;
+  auto only = [&](int axis) {
+    return group.axes.size() == 1 && group.axes[0] == axis;
+  };
+  bool activations = op.kind == CollectiveKind::Shift || op.dim > 0;
+  Work work = only(mesh::kTensor)                    ? Work::TensorComm
+              : only(mesh::kContext) && activations ? Work::ContextComm
+                                                    : Work::DataComm;
   device.issue(stream);
-  shared.timeline.joinMeeting(device.lane(stream), it->second,
-                              tensorOnly ? Work::TensorComm : Work::DataComm,
+  shared.timeline.joinMeeting(device.lane(stream), it->second, work,
                               shared.timeline.label(kind));
 }
 

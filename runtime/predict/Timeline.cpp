@@ -14,6 +14,8 @@ const char *useName(Use use) {
     return "tensor-parallel communication";
   case Use::DataComm:
     return "data-parallel communication";
+  case Use::ContextComm:
+    return "context-parallel communication";
   case Use::PipelineComm:
     return "pipeline communication";
   case Use::OtherRanks:
@@ -144,7 +146,8 @@ bool Timeline::tryAdvance(uint32_t lane, std::vector<uint32_t> &wake) {
       at = {ready, ready + op.seconds};
       break;
     case Work::TensorComm:
-    case Work::DataComm: {
+    case Work::DataComm:
+    case Work::ContextComm: {
       Meeting &meeting = meetings[op.link];
       if (!joined[lane]) {
         joined[lane] = true;
@@ -277,6 +280,8 @@ Use useOf(Work work) {
     return Use::TensorComm;
   case Work::DataComm:
     return Use::DataComm;
+  case Work::ContextComm:
+    return Use::ContextComm;
   case Work::PipelineComm:
     return Use::PipelineComm;
   default:
@@ -319,7 +324,8 @@ void Timeline::blame(OpRef at, double lo, double hi,
     if (op.work == Work::Wait && op.waitsFor.valid() &&
         end(op.waitsFor) > ready)
       cause = op.waitsFor;
-    else if ((op.work == Work::TensorComm || op.work == Work::DataComm) &&
+    else if ((op.work == Work::TensorComm || op.work == Work::DataComm ||
+              op.work == Work::ContextComm) &&
              op.link != kNone && start(at) > ready) {
       uses[int(Use::OtherRanks)] += hi - lo; // a member arrived later
       return;

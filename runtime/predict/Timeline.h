@@ -16,8 +16,8 @@
 //
 // attribute() then says, for each moment of a lane, what it was doing or
 // waiting for, following each wait back to what it waited on: compute,
-// tensor-, data- or pipeline-parallel communication, or other ranks
-// (the pipeline bubble).
+// tensor-, data-, context- or pipeline-parallel communication, or other
+// ranks (the pipeline bubble).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRATA_RUNTIME_PREDICT_TIMELINE_H
@@ -33,25 +33,27 @@ namespace strata::runtime::predict {
 
 /// What an operation is, for the solver and for the breakdown.
 enum class Work : uint8_t {
-  Compute,       // a gemm or a kernel
-  Memory,        // a fill or a copy
-  TensorComm,    // a collective over tensor-parallel ranks
-  DataComm,      // a collective that reduces or gathers gradients, parameters
-  PipelineComm,  // an exchange group of pipeline transfers
-  Record,        // an event recorded
-  Wait,          // a wait for an event
+  Compute,      // a gemm or a kernel
+  Memory,       // a fill or a copy
+  TensorComm,   // a collective over tensor-parallel ranks
+  DataComm,     // a collective that reduces or gathers gradients, parameters
+  ContextComm,  // a collective over context-parallel ranks: keys, values
+  PipelineComm, // an exchange group of pipeline transfers
+  Record,       // an event recorded
+  Wait,         // a wait for an event
 };
-inline constexpr int kWorks = 7;
+inline constexpr int kWorks = 8;
 
 /// Where the time of a lane went (attribute()).
 enum class Use : uint8_t {
   Compute,
   TensorComm,
   DataComm,
+  ContextComm,
   PipelineComm,
   OtherRanks, // waiting for another rank to get somewhere: the bubble
 };
-inline constexpr int kUses = 5;
+inline constexpr int kUses = 6;
 const char *useName(Use use);
 
 inline constexpr uint32_t kNone = 0xFFFFFFFF;
