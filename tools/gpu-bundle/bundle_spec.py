@@ -29,6 +29,7 @@ CURVE = ["--micro-batch-size", "8", "--global-batch-size", "16"]
 T2_SP = ["--tensor-model-parallel-size", "2", "--sequence-parallel"]
 D2_DISTOPT = ["--data-parallel-size", "2", "--use-distributed-optimizer"]
 P2_INTERLEAVED = ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"]
+C2 = ["--context-parallel-size", "2"]
 LAYOUTS = [("1", []), ("t2-sp", T2_SP), ("d2-distopt", D2_DISTOPT), ("p2-interleaved", P2_INTERLEAVED),
            ("t2p2d2", T2_SP + D2_DISTOPT + P2_INTERLEAVED)]
 GPT_1_3B = ["--set", "layers=24", "--set", "hidden=2048", "--set", "heads=16", "--set", "seq=2048"]
@@ -37,7 +38,7 @@ GPT_1_3B = ["--set", "layers=24", "--set", "hidden=2048", "--set", "heads=16", "
 def ranks(flags):
     size = 1
     for flag in ("--tensor-model-parallel-size", "--data-parallel-size",
-                 "--pipeline-model-parallel-size"):
+                 "--pipeline-model-parallel-size", "--context-parallel-size"):
         if flag in flags:
             size *= int(flags[flags.index(flag) + 1])
     return size
@@ -48,7 +49,10 @@ def _plans():
     for name, layout in LAYOUTS:
         plans.append(dict(name=f"gpt-tiny-fp32-{name}", model="gpt-tiny", compile=TINY + layout,
                           kind="fp32", run="fp32", iterations=5, reference="gpt-tiny-fp32"))
-    for name, layout in LAYOUTS[:2]:
+    # Context parallelism on llama-tiny (grouped-query): the ring (its
+    # shifts over NCCL on the context stream) and the keys gathered.
+    for name, layout in LAYOUTS[:2] + [("c2", C2),
+                                       ("c2-gathered", C2 + ["--cp-comm-type", "all_gather"])]:
         plans.append(dict(name=f"llama-tiny-fp32-{name}", model="llama-tiny", compile=TINY + layout,
                           kind="fp32", run="fp32", iterations=5, reference="llama-tiny-fp32"))
     for name, layout in LAYOUTS:
@@ -60,9 +64,12 @@ def _plans():
                           iterations=200, reference="gpt-tiny-fp32-curve"))
     # Grouped-query attention (cuDNN's backward sums the key and value
     # gradients of a group; strata's kernels do it their way).
-    plans.append(dict(name="llama-tiny-bf16-1", model="llama-tiny", compile=CURVE + ["--bf16"],
-                      kind="bf16", run="curve", iterations=200,
-                      reference="llama-tiny-fp32-curve"))
+    # With the ring: its steps' attention on tensor cores, masked by places
+    # in the sequence (cuDNN's, under auto, takes step 0 only).
+    for name, layout in (("1", []), ("c2", C2)):
+        plans.append(dict(name=f"llama-tiny-bf16-{name}", model="llama-tiny",
+                          compile=CURVE + ["--bf16"] + layout, kind="bf16", run="curve",
+                          iterations=200, reference="llama-tiny-fp32-curve"))
     # --quick's: two layers, a smaller batch, fewer iterations (a check
     # without a GPU runs them on simt, a model of a GPU on the CPU).
     quick = ["--set", "layers=2", "--micro-batch-size", "2", "--global-batch-size", "4"]
