@@ -274,6 +274,30 @@ private:
   exec::EventOp issued;
 };
 
+/// A rank's running sums over the ring's steps (the merged output, the
+/// query gradient): f32, so that a bf16 plan rounds each once, at the end,
+/// not at every step; they never travel. (The key and value gradients'
+/// sums travel in the plan's type, as Transformer Engine's ring, which
+/// Megatron runs, passes them: f32 would add half again to the backward's
+/// ring traffic.)
+/// `from` is the first step's part; in a bf16 plan the sum is an f32 copy
+/// of it, else `from` itself.
+exec::BufferOp ringSum(exec::BufferOp from, Location loc, Lowering &l) {
+  RankedTensorType type = from.getTensorType();
+  if (type.getElementType().isF32())
+    return from;
+  exec::BufferOp sum = l.scratchF32(type);
+  l.launch(loc, kernel::Copy{.x = from, .y = sum});
+  return sum;
+}
+/// The ring's sum `sum` into the result `into`: rounded to bf16 in a bf16
+/// plan (ringSum's), nothing where they are one buffer.
+void ringResult(exec::BufferOp sum, exec::BufferOp into, Location loc,
+                Lowering &l) {
+  if (sum != into)
+    l.launch(loc, kernel::Copy{.x = sum, .y = into});
+}
+
 /// The kv heads' grouping of a forward or backward attention, and the
 /// per-rank stride of its first query head (0: none).
 template <typename Op> std::pair<int64_t, int64_t> headGrouping(Op op) {
@@ -443,7 +467,7 @@ struct UnfusedAttention {
 /// c's keys and values, which the previous step shifted in; the next
 /// step's travel on the context stream while this step's attention
 /// runs. Each later step's output merges into the first's by the rows'
-/// log-sum-exps.
+/// log-sum-exps, in f32 (ringSum).
 LogicalResult ringAttention(AttentionOp attention, int64_t context,
                             int64_t group, int64_t firstStride, Lowering &l) {
   Location loc = attention.getLoc();
@@ -454,6 +478,7 @@ LogicalResult ringAttention(AttentionOp attention, int64_t context,
                  lse = l.result(attention.getSaved(), /*keepF32=*/true);
   RingExchange ring(loc, l);
   exec::EventOp landed = ring.event("ring-keys");
+  exec::BufferOp merged; // the steps' output so far
   for (int64_t step = 0; step < context; ++step) {
     bool more = step + 1 < context;
     auto [kNext, vNext] = more ? ring.passOn(k, v, landed)
@@ -474,14 +499,18 @@ LogicalResult ringAttention(AttentionOp attention, int64_t context,
                                            .ring_step = step});
     placeOnRank(launched, firstStride, l);
     if (step)
-      l.launch(loc,
-               kernel::AttentionMerge{
-                   .o_step = oStep, .lse_step = lseStep, .o = o, .lse = lse});
+      l.launch(loc, kernel::AttentionMerge{.o_step = oStep,
+                                           .lse_step = lseStep,
+                                           .o = merged,
+                                           .lse = lse});
+    else
+      merged = ringSum(o, loc, l);
     if (more)
       ring.await(landed);
     k = kNext;
     v = vNext;
   }
+  ringResult(merged, o, loc, l);
   return success();
 }
 
@@ -489,8 +518,9 @@ LogicalResult ringAttention(AttentionOp attention, int64_t context,
 /// and log-sum-exp; the steps' query gradients summed, and the keys' and
 /// values' gradients summed as they travel with them (each rank adds its
 /// part to the sums the previous rank shifted in), shifted once more after
-/// the last step to reach their own rank. The next step's keys and values,
-/// and the sums a step made, travel while the next step's attention runs.
+/// the last step to reach their own rank; the query gradient sums in f32
+/// (ringSum). The next step's keys and values, and the sums a step made,
+/// travel while the next step's attention runs.
 LogicalResult ringAttentionGrad(AttentionGradOp grad, int64_t context,
                                 int64_t group, int64_t firstStride,
                                 Lowering &l) {
@@ -506,6 +536,7 @@ LogicalResult ringAttentionGrad(AttentionGradOp grad, int64_t context,
   RingExchange ring(loc, l);
   exec::EventOp keysLanded = ring.event("ring-keys"),
                 sumsLanded = ring.event("ring-sums");
+  exec::BufferOp dqSum;        // the steps' query gradient so far
   exec::BufferOp dkSum, dvSum; // the sums that travel, this step's rank's
   for (int64_t step = 0; step < context; ++step) {
     bool more = step + 1 < context;
@@ -533,10 +564,11 @@ LogicalResult ringAttentionGrad(AttentionGradOp grad, int64_t context,
     placeOnRank(launched, firstStride, l);
     if (step) {
       ring.await(sumsLanded); // the previous step's sums have come
-      l.launch(loc, kernel::Accumulate{.x = dqStep, .y = dq});
+      l.launch(loc, kernel::Accumulate{.x = dqStep, .y = dqSum});
       l.launch(loc, kernel::Accumulate{.x = dkStep, .y = dkSum});
       l.launch(loc, kernel::Accumulate{.x = dvStep, .y = dvSum});
     } else {
+      dqSum = ringSum(dq, loc, l);
       dkSum = dkStep;
       dvSum = dvStep;
     }
@@ -549,6 +581,7 @@ LogicalResult ringAttentionGrad(AttentionGradOp grad, int64_t context,
     k = kNext;
     v = vNext;
   }
+  ringResult(dqSum, dq, loc, l);
   ring.await(sumsLanded); // the sums are home in dk and dv
   return success();
 }
