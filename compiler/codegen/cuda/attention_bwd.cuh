@@ -95,7 +95,7 @@ template <class Shape, class Tiles, typename TO, typename TDQ, typename TDK,
 __device__ __forceinline__ void
 attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
                 const float *lse, const bf16 *dout, TDQ *dq, TDK *dk, TDV *dv,
-                i64 groupSize, i64 queryHeadOffset, ContextPlace at,
+                i64 groupSize, i64 queryHeadOffset, ContextPlace contextPlace,
                 AttentionBwdScratch scratch) {
   using Places = AttentionPlaces<Shape>;
   constexpr int SEGMENTS = Places::kSegments, SK = Places::kSegmentKeys;
@@ -125,7 +125,7 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
   const int n = Shape::kCausal ? NKB - 1 - inSegment : inSegment;
   const int g = blockIdx.y, b = blockIdx.z;
   const int keyFirst = n * BK, warpKey = keyFirst + 16 * warp;
-  const Places places(at);
+  const Places places(contextPlace);
 
   // The query heads that read kv head g, and the query tiles that see the
   // block's keys (causal: from the tile of the first query at or after its

@@ -49,7 +49,7 @@ template <int WARPS, int TILE_KEYS, int STAGES> struct AttentionFwdTiles {
 template <class Shape, class Tiles, typename TO>
 __device__ __forceinline__ void
 attentionFwdMma(const bf16 *q, const bf16 *k, const bf16 *v, TO *o, float *lse,
-                i64 groupSize, i64 queryHeadOffset, ContextPlace at) {
+                i64 groupSize, i64 queryHeadOffset, ContextPlace contextPlace) {
   using Places = AttentionPlaces<Shape>;
   constexpr int SEGMENTS = Places::kSegments, SK = Places::kSegmentKeys;
   constexpr int D = Shape::kDim, P = attentionPitch(D);
@@ -80,7 +80,7 @@ attentionFwdMma(const bf16 *q, const bf16 *k, const bf16 *v, TO *o, float *lse,
 
   // The key tiles the block's rows see, a segment's after another's:
   // causal, those of a segment's keys up to the block's last place.
-  const Places places(at);
+  const Places places(contextPlace);
   const int rowEnd =
       firstQuery + BQ < Shape::kSeq ? firstQuery + BQ : Shape::kSeq;
   const int blockLastPlace = places.query(rowEnd - 1);
