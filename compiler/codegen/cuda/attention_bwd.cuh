@@ -156,18 +156,21 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
     loadRowsAsync<D, BQ, T>(dOTiles + stage * BQ * P, dout + queryHead(head),
                             qStride, t * BQ, Shape::kSeq);
   };
-  // The adders of query tile t's dQ, in the grid's order, and this block's
-  // turn among them: each segment's blocks that see the tile (causal: those
-  // whose first key's place is at or before the tile's last query's).
-  auto addersOf = [&](int t, int &turn) {
-    const int queryEnd =
-        (t + 1) * BQ < Shape::kSeq ? (t + 1) * BQ : Shape::kSeq;
-    const int tileLastPlace = places.query(queryEnd - 1);
+  // The place of query tile t's last query.
+  auto tileLastPlace = [&](int t) {
+    return places.query((t + 1) * BQ < Shape::kSeq ? (t + 1) * BQ - 1
+                                                   : Shape::kSeq - 1);
+  };
+  // The adders of the dQ of the query tile whose last place is
+  // `lastPlace`, in the grid's order, and this block's turn among them:
+  // each segment's blocks that see the tile (causal: those whose first
+  // key's place is at or before lastPlace).
+  auto addersOf = [&](int lastPlace, int &turn) {
     int adders = 0;
     turn = 0;
     for (int s = 0; s < SEGMENTS; ++s) {
       int count = Shape::kCausal
-                      ? (places.keysThrough(s, tileLastPlace) + BK - 1) / BK
+                      ? (places.keysThrough(s, lastPlace) + BK - 1) / BK
                       : NKB;
       if (s < segment)
         turn += count;
@@ -215,10 +218,9 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
     const bf16 *qt = qTiles + (step % ST) * BQ * P;
     const bf16 *dot = dOTiles + (step % ST) * BQ * P;
 
-    const int queryEnd = i0 + BQ < Shape::kSeq ? i0 + BQ : Shape::kSeq;
-    const int tileLastPlace = places.query(queryEnd - 1);
+    const int lastPlace = tileLastPlace(t);
     int myTurn;
-    const int adders = addersOf(t, myTurn);
+    const int adders = addersOf(lastPlace, myTurn);
     const int slot = ((b * Shape::kHeads + head) * QT + t);
     float *rowD = scratch.rowD + ((i64)b * Shape::kHeads + head) * Shape::kSeq;
 
@@ -270,7 +272,7 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
     // nothing there.
     const bool sees =
         warpKey < SK &&
-        (!Shape::kCausal || places.key(segment, warpKey) <= tileLastPlace);
+        (!Shape::kCausal || places.key(segment, warpKey) <= lastPlace);
     float st[BQ / 8][4], dpt[BQ / 8][4];
 #pragma unroll
     for (int c = 0; c < BQ / 8; ++c)
@@ -442,7 +444,7 @@ attentionBwdMma(const bf16 *q, const bf16 *k, const bf16 *v, const TO *o,
   // their dQ, zero. Causal, they are the first tiles.
   if (Places::kByPlace && blockIdx.x == 0) {
     int turn;
-    for (int t = 0; t < QT && addersOf(t, turn) == 0; ++t)
+    for (int t = 0; t < QT && addersOf(tileLastPlace(t), turn) == 0; ++t)
       for (int head = headBegin; head < headEnd; ++head)
         for (int e = threadIdx.x; e < BQ * (D / 2); e += T) {
           int i = t * BQ + e / (D / 2), d = 2 * (e % (D / 2));

@@ -36,12 +36,11 @@ template <class S> struct AttentionPlaces {
         keyRank(kByPlace ? (int)ringKeyRank(at.rank, at.ringStep, S::kContext)
                          : 0) {}
 
-  // The place of row `row` of the rows rank `owner` holds.
+  // The place of row `row` of the rows rank `owner` holds (context.cuh's
+  // rule; the rows are a compile-time count, so its division folds).
   __device__ static int place(int row, int owner) {
-    if (!kByPlace)
-      return row;
-    return row < kHalf ? owner * kHalf + row
-                       : (kLastChunk - owner) * kHalf + row - kHalf;
+    return kByPlace ? (int)contextPosition(row, S::kSeq, S::kContext, owner)
+                    : row;
   }
   // How many of the `rows` rank `owner` holds sit before place p.
   __device__ static int before(int p, int owner, int rows) {
