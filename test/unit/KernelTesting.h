@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <string_view>
 #include <thread>
@@ -535,31 +536,85 @@ struct AttnDims {
 inline Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k,
                         const Vec &v, Vec *lse = nullptr);
 
+/// Where a launch's query and key rows sit in the sequence, which the
+/// causal mask compares: a query sees the keys at or before its place.
+struct RowPlaces {
+  std::vector<int64_t> queries, keys;
+};
+/// The rows of a whole sequence of `s`: their places are their indices.
+inline RowPlaces wholeSequence(int64_t s) {
+  RowPlaces at{std::vector<int64_t>(s), std::vector<int64_t>(s)};
+  std::iota(at.queries.begin(), at.queries.end(), 0);
+  at.keys = at.queries;
+  return at;
+}
+
+/// Query row `i` of head `h` in sample `bi` of `n` queries ([b, n, h, d])
+/// against `m` keys and values ([b, m, kv, d]), seeing the keys j where
+/// `sees(j)`: its output ([d]) and, into `lse`, its log-sum-exp; a row that
+/// sees no key gets o = 0 and lse = −∞.
+template <class Sees>
+Vec refAttentionRowWhere(const AttnDims &a, int64_t n, int64_t m, const Vec &q,
+                         const Vec &k, const Vec &v, int64_t bi, int64_t h,
+                         int64_t i, Sees sees, double &lse) {
+  int64_t g = (a.offset + h) / a.groupSize();
+  const double *qi = &q[((bi * n + i) * a.h + h) * a.d];
+  auto kvAt = [&](int64_t j) { return ((bi * m + j) * a.kv + g) * a.d; };
+  Vec score(m, 0.0), out(a.d, 0.0);
+  double max = -INFINITY;
+  for (int64_t j = 0; j < m; ++j) {
+    if (!sees(j))
+      continue;
+    double dot = 0;
+    for (int64_t x = 0; x < a.d; ++x)
+      dot += qi[x] * k[kvAt(j) + x];
+    max = std::max(max, score[j] = dot / std::sqrt(double(a.d)));
+  }
+  lse = max;
+  if (max == -INFINITY)
+    return out;
+  double sum = 0;
+  for (int64_t j = 0; j < m; ++j)
+    if (sees(j))
+      sum += (score[j] = std::exp(score[j] - max));
+  lse = max + std::log(sum);
+  for (int64_t j = 0; j < m; ++j)
+    if (sees(j))
+      for (int64_t x = 0; x < a.d; ++x)
+        out[x] += score[j] / sum * v[kvAt(j) + x];
+  return out;
+}
+
 /// Query row `i` of head `h` in sample `bi`: its output ([d]) and, into
 /// `lse`, its log-sum-exp (refAttention row by row; a test that samples
 /// rows of a shape too large for the whole calls it alone).
 inline Vec refAttentionRow(const AttnDims &a, const Vec &q, const Vec &k,
                            const Vec &v, int64_t bi, int64_t h, int64_t i,
                            double &lse) {
-  int64_t g = (a.offset + h) / a.groupSize(), n = a.causal ? i + 1 : a.s;
-  Vec score(n), out(a.d, 0.0);
-  double max = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) {
-    double dot = 0;
-    for (int64_t x = 0; x < a.d; ++x)
-      dot += q[((bi * a.s + i) * a.h + h) * a.d + x] *
-             k[((bi * a.s + j) * a.kv + g) * a.d + x];
-    score[j] = dot / std::sqrt(double(a.d));
-    max = std::max(max, score[j]);
-  }
-  double sum = 0;
-  for (double &s : score)
-    sum += (s = std::exp(s - max));
-  lse = max + std::log(sum);
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t x = 0; x < a.d; ++x)
-      out[x] += score[j] / sum * v[((bi * a.s + j) * a.kv + g) * a.d + x];
-  return out;
+  return refAttentionRowWhere(
+      a, a.s, a.s, q, k, v, bi, h, i,
+      [&](int64_t j) { return !a.causal || j <= i; }, lse);
+}
+
+/// Attention of queries [b, n, h, d] against keys and values [b, m, kv, d]
+/// at places `at` (n queries, m keys): the output, and each query's
+/// log-sum-exp ([b, h, n]) into `lse`.
+inline Vec refAttentionAt(const AttnDims &a, const RowPlaces &at, const Vec &q,
+                          const Vec &k, const Vec &v, Vec &lse) {
+  const int64_t n = at.queries.size(), m = at.keys.size();
+  Vec o(q.size(), 0.0);
+  lse.assign(a.b * a.h * n, 0.0);
+  for (int64_t bi = 0; bi < a.b; ++bi)
+    for (int64_t h = 0; h < a.h; ++h)
+      for (int64_t i = 0; i < n; ++i) {
+        Vec row = refAttentionRowWhere(
+            a, n, m, q, k, v, bi, h, i,
+            [&](int64_t j) { return !a.causal || at.keys[j] <= at.queries[i]; },
+            lse[(bi * a.h + h) * n + i]);
+        std::copy(row.begin(), row.end(),
+                  o.begin() + ((bi * n + i) * a.h + h) * a.d);
+      }
+  return o;
 }
 
 inline Vec refAttention(const AttnDims &a, const Vec &q, const Vec &k,

@@ -10,8 +10,6 @@
 //===----------------------------------------------------------------------===//
 #include "KernelTesting.h"
 
-#include <numeric>
-
 using namespace strata::kernel_testing;
 
 namespace {
@@ -440,59 +438,6 @@ TEST_P(Kernels, SoftmaxCausalAndNot) {
               dy),
           tol, "softmax_bwd");
     }
-}
-
-/// Where a launch's query and key rows sit in the sequence, which the
-/// causal mask compares: a query sees the keys at or before its place.
-struct RowPlaces {
-  std::vector<int64_t> queries, keys;
-};
-/// The rows of a whole sequence of `s`: their places are their indices.
-RowPlaces wholeSequence(int64_t s) {
-  RowPlaces at{std::vector<int64_t>(s), std::vector<int64_t>(s)};
-  std::iota(at.queries.begin(), at.queries.end(), 0);
-  at.keys = at.queries;
-  return at;
-}
-
-/// Attention of queries [b, n, h, d] against keys and values [b, m, kv, d]
-/// at places `at` (n queries, m keys), in double: the output, and each
-/// query's log-sum-exp ([b, h, n]) into `lse`; a query that sees no key
-/// gets o = 0 and lse = −∞.
-Vec refAttentionAt(const AttnDims &a, const RowPlaces &at, const Vec &q,
-                   const Vec &k, const Vec &v, Vec &lse) {
-  const int64_t n = at.queries.size(), m = at.keys.size();
-  const double scale = 1 / std::sqrt(double(a.d));
-  Vec o(q.size(), 0.0);
-  lse.assign(a.b * a.h * n, -INFINITY);
-  for (int64_t bi = 0; bi < a.b; ++bi)
-    for (int64_t h = 0; h < a.h; ++h) {
-      int64_t g = (a.offset + h) / a.groupSize();
-      for (int64_t i = 0; i < n; ++i) {
-        const double *qi = &q[((bi * n + i) * a.h + h) * a.d];
-        Vec score(m, -INFINITY);
-        double max = -INFINITY;
-        for (int64_t j = 0; j < m; ++j) {
-          if (a.causal && at.keys[j] > at.queries[i])
-            continue;
-          double dot = 0;
-          for (int64_t x = 0; x < a.d; ++x)
-            dot += qi[x] * k[((bi * m + j) * a.kv + g) * a.d + x];
-          max = std::max(max, score[j] = dot * scale);
-        }
-        if (max == -INFINITY)
-          continue;
-        double sum = 0;
-        for (double &e : score)
-          sum += (e = std::exp(e - max));
-        lse[(bi * a.h + h) * n + i] = max + std::log(sum);
-        double *oi = &o[((bi * n + i) * a.h + h) * a.d];
-        for (int64_t j = 0; j < m; ++j)
-          for (int64_t x = 0; x < a.d; ++x)
-            oi[x] += score[j] / sum * v[((bi * m + j) * a.kv + g) * a.d + x];
-      }
-    }
-  return o;
 }
 
 /// Attention's backward as the tensor-core kernels compute it
