@@ -10,13 +10,13 @@ namespace strata::runtime::predict {
 ModelledDevice::ModelledDevice(Timeline &timeline, const CostModel &costs,
                                const Calibration *calibration, int rank)
     : timeline(timeline), costs(costs), calibration(calibration) {
-  lanes[int(Stream::Compute)] =
-      timeline.addLane(rank, "rank " + std::to_string(rank) + " compute");
-  lanes[int(Stream::Comm)] =
-      timeline.addLane(rank, "rank " + std::to_string(rank) + " communication");
-  lanes[int(Stream::Context)] =
-      timeline.addLane(rank, "rank " + std::to_string(rank) + " context");
-  for (Stream stream : kTransferStreams)
+  // The plan's streams, then the transfers': the trace's track order.
+  constexpr Stream kOrder[] = {Stream::Compute,         Stream::Comm,
+                               Stream::Context,         Stream::ActivationsUp,
+                               Stream::ActivationsDown, Stream::GradientsUp,
+                               Stream::GradientsDown};
+  static_assert(std::size(kOrder) == kStreams, "a lane for every stream");
+  for (Stream stream : kOrder)
     lanes[int(stream)] = timeline.addLane(rank, "rank " + std::to_string(rank) +
                                                     " " + streamName(stream));
   gemmLabel = timeline.label("gemm");
